@@ -1,0 +1,34 @@
+// The interface every backend (CPU, GPU) implements. Owned and called by one engine thread;
+// no method is thread-safe. A backend owns the weights on its device, the recurrent-state
+// slots and the paged KV cache; the scheduler decides which slots and blocks each sequence
+// uses and passes them in the plan.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/batch_plan.h"
+#include "runtime/model_config.h"
+
+namespace deltaserve::runtime {
+
+struct CacheConfig {
+  int32_t num_state_slots = 16;   // sequences that can be live at once
+  int32_t kv_block_tokens = 16;   // tokens per KV block
+  int32_t num_kv_blocks = 1024;   // blocks in the pool (shared by all sequences)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual const ModelConfig& config() const = 0;
+  virtual const CacheConfig& cache_config() const = 0;
+
+  // Runs every row of the plan through the trunk; fills logits (and hidden states) for the
+  // rows that asked. Sequences are independent: a row's result does not depend on the
+  // other sequences of the plan.
+  virtual void forward(const BatchPlan& plan, ForwardOutput& out) = 0;
+};
+
+}  // namespace deltaserve::runtime

@@ -1,0 +1,47 @@
+// One step of work for a backend: several sequences, each contributing a run of rows
+// (a prefill chunk, one decode token, or a token plus drafts to verify). Built by the
+// scheduler's runner each step; read-only to the backend.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace deltaserve::runtime {
+
+struct SequenceStep {
+  int32_t slot = 0;               // recurrent-state slot of this sequence
+  int32_t num_cached_tokens = 0;  // tokens already in its state and KV cache; the position
+                                  // of tokens[0]. 0 means a new sequence: the slot is reset.
+  std::vector<int32_t> tokens;    // this step's rows, in order
+  // KV block ids covering positions [0, num_cached_tokens + tokens.size()), in order.
+  std::vector<int32_t> kv_blocks;
+  int32_t num_logits = 1;  // logits wanted for the last num_logits rows (0 for a prefill
+                           // chunk that does not end the prompt)
+};
+
+struct BatchPlan {
+  std::vector<SequenceStep> sequences;
+
+  int64_t num_rows() const {
+    int64_t n = 0;
+    for (const SequenceStep& s : sequences) n += static_cast<int64_t>(s.tokens.size());
+    return n;
+  }
+  int64_t num_logit_rows() const {
+    int64_t n = 0;
+    for (const SequenceStep& s : sequences) n += s.num_logits;
+    return n;
+  }
+};
+
+// Rows that asked for logits, sequence after sequence, in row order.
+struct ForwardOutput {
+  int64_t num_rows = 0;
+  int64_t num_vocab = 0;
+  std::vector<float> logits;  // [num_rows][num_vocab]
+  std::vector<float> hidden;  // [num_rows][H]: post-final-norm hidden state (MTP input)
+
+  const float* row_logits(int64_t r) const { return logits.data() + r * num_vocab; }
+};
+
+}  // namespace deltaserve::runtime
