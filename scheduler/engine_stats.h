@@ -1,0 +1,60 @@
+// What the engine loop reports to the outside (metrics, /ready, logs) without knowing who
+// listens: the server implements EngineObserver on top of prometheus-cpp. All callbacks run
+// on the engine thread and must be cheap and non-blocking.
+#pragma once
+
+#include <cstdint>
+
+#include "scheduler/request.h"
+
+namespace deltaserve::scheduler {
+
+// A point-in-time view of capacity, cheap to copy; read from any thread via Engine::stats().
+struct EngineStats {
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  int32_t num_state_slots_used = 0;
+  int32_t num_state_slots_total = 0;
+  int32_t num_kv_blocks_used = 0;
+  int32_t num_kv_blocks_total = 0;
+  uint64_t num_steps = 0;
+  uint64_t num_preemptions = 0;
+  uint64_t num_cancellations = 0;
+  int64_t pinned_bytes = 0;          // host memory registered with the device (0 on CPU)
+  int64_t pinned_registrations = 0;
+};
+
+struct StepReport {
+  double step_ms = 0.0;
+  int32_t num_rows = 0;            // rows in the plan (prefill + decode + verify)
+  int32_t num_decode_sequences = 0;
+  int32_t num_prefill_tokens = 0;
+  int32_t num_generated_tokens = 0;  // tokens emitted this step (all sequences)
+};
+
+struct RequestReport {
+  RequestId id = 0;
+  FinishReason finish = FinishReason::None;
+  int32_t num_prompt_tokens = 0;
+  int32_t num_generated_tokens = 0;
+  double queue_ms = 0.0;      // submit -> first scheduled
+  double ttft_ms = 0.0;       // submit -> first token
+  double e2e_ms = 0.0;        // submit -> finish
+  double decode_tokens_per_s = 0.0;  // generated after the first / time after the first
+};
+
+class EngineObserver {
+ public:
+  virtual ~EngineObserver() = default;
+  virtual void on_step(const StepReport&) {}
+  // One call per emitted token after the first of a request: the gap since the previous
+  // token of that request (tokens accepted together share a step: gaps spread evenly).
+  virtual void on_inter_token(RequestId, double gap_ms) { (void)gap_ms; }
+  virtual void on_request_finished(const RequestReport&) {}
+  // Speculation (filled by the speculation work): position is 0-based draft index.
+  virtual void on_drafts(int32_t position, int32_t num_drafted, int32_t num_accepted) {
+    (void)position; (void)num_drafted; (void)num_accepted;
+  }
+};
+
+}  // namespace deltaserve::scheduler
