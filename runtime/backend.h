@@ -29,6 +29,10 @@ class Backend {
   // rows that asked. Sequences are independent: a row's result does not depend on the
   // other sequences of the plan.
   virtual void forward(const BatchPlan& plan, ForwardOutput& out) = 0;
+
+  // Runs the MTP head over the plan's rows (its own KV cache, same block ids as the trunk).
+  // Throws std::logic_error when the model has no MTP head.
+  virtual void forward_mtp(const MtpPlan& plan, ForwardOutput& out) = 0;
 };
 
 }  // namespace deltaserve::runtime

@@ -34,12 +34,28 @@ struct BatchPlan {
   }
 };
 
+// One MTP draft pass (MODEL.md 4.2): row i of a sequence pairs a hidden state h_t (the trunk's
+// post-final-norm output, or the previous MTP output when chaining) with the token x_{t+1};
+// it sits at MTP cache position num_cached_rows + i (the position t of its hidden state).
+struct MtpSequenceStep {
+  int32_t num_cached_rows = 0;    // MTP KV rows already cached for this sequence
+  std::vector<int32_t> tokens;    // x_{t+1} per row
+  std::vector<float> hidden;      // [tokens.size()][H]
+  std::vector<int32_t> kv_blocks; // block table covering the MTP positions, as for the trunk
+  int32_t num_logits = 1;         // logits (and outputs) for the last num_logits rows
+};
+
+struct MtpPlan {
+  std::vector<MtpSequenceStep> sequences;
+};
+
 // Rows that asked for logits, sequence after sequence, in row order.
 struct ForwardOutput {
   int64_t num_rows = 0;
   int64_t num_vocab = 0;
   std::vector<float> logits;  // [num_rows][num_vocab]
-  std::vector<float> hidden;  // [num_rows][H]: post-final-norm hidden state (MTP input)
+  std::vector<float> hidden;  // [num_rows][H]: post-final-norm hidden (trunk) or post-mtp.norm
+                              // output (MTP): the next MTP input
 
   const float* row_logits(int64_t r) const { return logits.data() + r * num_vocab; }
 };

@@ -1,0 +1,211 @@
+#include "runtime/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/matmul.h"
+#include "kernels/norm.h"
+
+namespace deltaserve::runtime {
+namespace {
+
+void add_rows(float* x, const float* y, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+std::string seq_error(size_t index, const std::string& what) {
+  return "batch plan: sequence " + std::to_string(index) + ": " + what;
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(const LoadedModel& model, const CacheConfig& cache, int num_threads)
+    : model_(model), config_(model.config), weights_(model.weights), cache_(cache), pool_(num_threads) {
+  if (cache_.num_state_slots <= 0 || cache_.kv_block_tokens <= 0 || cache_.num_kv_blocks <= 0)
+    throw std::invalid_argument("cache config: slots, block tokens and blocks must be positive");
+  const ModelConfig& c = config_;
+  const size_t slots = static_cast<size_t>(cache_.num_state_slots);
+  const size_t kv_floats = static_cast<size_t>(cache_.num_kv_blocks) * static_cast<size_t>(cache_.kv_block_tokens) *
+                           static_cast<size_t>(c.num_kv_heads * c.head_dim);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    if (c.layer_kinds[static_cast<size_t>(i)] == LayerKind::GatedDeltaNet) {
+      layer_cache_index_.push_back(static_cast<int>(gdn_state_.size()));
+      cpu::GdnStateLayer& s = gdn_state_.emplace_back();
+      s.conv.assign(slots * static_cast<size_t>((c.conv_kernel - 1) * c.conv_channels()), 0.0f);
+      s.delta.assign(slots * static_cast<size_t>(c.ssm_v_heads * c.ssm_head_dim * c.ssm_head_dim), 0.0f);
+    } else {
+      layer_cache_index_.push_back(static_cast<int>(kv_.size()));
+      cpu::KvLayer& kv = kv_.emplace_back();
+      kv.k.assign(kv_floats, 0.0f);
+      kv.v.assign(kv_floats, 0.0f);
+    }
+  }
+  if (weights_.has_mtp) {
+    mtp_kv_.k.assign(kv_floats, 0.0f);
+    mtp_kv_.v.assign(kv_floats, 0.0f);
+  }
+}
+
+int64_t CpuBackend::kv_cache_bytes() const {
+  int64_t floats = 0;
+  for (const cpu::KvLayer& kv : kv_) floats += static_cast<int64_t>(kv.k.size() + kv.v.size());
+  floats += static_cast<int64_t>(mtp_kv_.k.size() + mtp_kv_.v.size());
+  return floats * 4;
+}
+
+int64_t CpuBackend::state_bytes() const {
+  int64_t floats = 0;
+  for (const cpu::GdnStateLayer& s : gdn_state_) floats += static_cast<int64_t>(s.conv.size() + s.delta.size());
+  return floats * 4;
+}
+
+const float* CpuBackend::delta_state(int gdn_layer, int32_t slot) const {
+  const ModelConfig& c = config_;
+  return gdn_state_.at(static_cast<size_t>(gdn_layer)).delta.data() +
+         static_cast<size_t>(slot) * static_cast<size_t>(c.ssm_v_heads * c.ssm_head_dim * c.ssm_head_dim);
+}
+
+const float* CpuBackend::conv_state(int gdn_layer, int32_t slot) const {
+  const ModelConfig& c = config_;
+  return gdn_state_.at(static_cast<size_t>(gdn_layer)).conv.data() +
+         static_cast<size_t>(slot) * static_cast<size_t>((c.conv_kernel - 1) * c.conv_channels());
+}
+
+void CpuBackend::reset_slot(int32_t slot) {
+  for (size_t g = 0; g < gdn_state_.size(); ++g) {
+    float* conv = const_cast<float*>(conv_state(static_cast<int>(g), slot));
+    float* delta = const_cast<float*>(delta_state(static_cast<int>(g), slot));
+    const ModelConfig& c = config_;
+    std::fill(conv, conv + (c.conv_kernel - 1) * c.conv_channels(), 0.0f);
+    std::fill(delta, delta + c.ssm_v_heads * c.ssm_head_dim * c.ssm_head_dim, 0.0f);
+  }
+}
+
+// The plan comes from our own scheduler, but a wrong plan must fail loudly, never write
+// outside a cache.
+void CpuBackend::check_plan(const BatchPlan& plan) const {
+  std::vector<bool> slot_seen(static_cast<size_t>(cache_.num_state_slots), false);
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const SequenceStep& s = plan.sequences[i];
+    if (s.slot < 0 || s.slot >= cache_.num_state_slots) throw std::invalid_argument(seq_error(i, "slot out of range"));
+    if (slot_seen[static_cast<size_t>(s.slot)]) throw std::invalid_argument(seq_error(i, "slot used twice in one step"));
+    slot_seen[static_cast<size_t>(s.slot)] = true;
+    if (s.tokens.empty()) throw std::invalid_argument(seq_error(i, "no tokens"));
+    if (s.num_cached_tokens < 0) throw std::invalid_argument(seq_error(i, "negative num_cached_tokens"));
+    if (s.num_logits < 0 || s.num_logits > static_cast<int32_t>(s.tokens.size()))
+      throw std::invalid_argument(seq_error(i, "num_logits out of range"));
+    for (int32_t t : s.tokens)
+      if (t < 0 || t >= config_.num_vocab) throw std::invalid_argument(seq_error(i, "token id out of range"));
+    const int64_t end = static_cast<int64_t>(s.num_cached_tokens) + static_cast<int64_t>(s.tokens.size());
+    const int64_t blocks_needed = (end + cache_.kv_block_tokens - 1) / cache_.kv_block_tokens;
+    if (static_cast<int64_t>(s.kv_blocks.size()) < blocks_needed)
+      throw std::invalid_argument(seq_error(i, "block table too short for its positions"));
+    for (int32_t b : s.kv_blocks)
+      if (b < 0 || b >= cache_.num_kv_blocks) throw std::invalid_argument(seq_error(i, "KV block id out of range"));
+  }
+}
+
+void CpuBackend::lm_head(const float* x, const std::vector<int64_t>& rows, const TensorView& norm,
+                         ForwardOutput& out) {
+  const int64_t h = config_.num_embd, m = static_cast<int64_t>(rows.size());
+  out.num_rows = m;
+  out.num_vocab = config_.num_vocab;
+  out.hidden.resize(static_cast<size_t>(m * h));
+  out.logits.resize(static_cast<size_t>(m * config_.num_vocab));
+  for (int64_t i = 0; i < m; ++i)
+    std::copy_n(x + rows[static_cast<size_t>(i)] * h, h, out.hidden.data() + i * h);
+  kernels::rms_norm_ref({out.hidden.data(), h, cpu::f32_data(norm), out.hidden.data(), h, m, h, config_.rms_eps}, pool_);
+  cpu::LayerContext ctx{config_, pool_, cache_.kv_block_tokens};
+  cpu::matmul(ctx, weights_.output, out.hidden.data(), m, out.logits.data());
+}
+
+void CpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
+  check_plan(plan);
+  cpu::StepRows rows;
+  std::vector<int64_t> logit_rows;
+  for (const SequenceStep& s : plan.sequences) {
+    if (s.num_cached_tokens == 0) reset_slot(s.slot);
+    const int64_t begin = rows.num_rows(), count = static_cast<int64_t>(s.tokens.size());
+    rows.sequences.push_back({begin, count, s.slot, s.num_cached_tokens, &s.kv_blocks});
+    for (int64_t i = 0; i < count; ++i) {
+      rows.tokens.push_back(s.tokens[static_cast<size_t>(i)]);
+      rows.positions.push_back(s.num_cached_tokens + static_cast<int32_t>(i));
+    }
+    for (int64_t i = count - s.num_logits; i < count; ++i) logit_rows.push_back(begin + i);
+  }
+
+  const ModelConfig& c = config_;
+  const int64_t n = rows.num_rows(), h = c.num_embd;
+  std::vector<float> x(static_cast<size_t>(n * h)), a(x.size()), y(x.size());
+  kernels::embedding_lookup_ref(weights_.token_embd.data, weights_.token_embd.type, h, rows.tokens.data(), n, x.data());
+
+  const cpu::LayerContext ctx{c, pool_, cache_.kv_block_tokens};
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const LayerWeights& lw = weights_.layers[static_cast<size_t>(i)];
+    const size_t cache_index = static_cast<size_t>(layer_cache_index_[static_cast<size_t>(i)]);
+    kernels::rms_norm_ref({x.data(), h, cpu::f32_data(lw.attn_norm), a.data(), h, n, h, c.rms_eps}, pool_);
+    if (lw.kind == LayerKind::GatedDeltaNet) {
+      cpu::gdn_forward(ctx, lw.gdn, gdn_state_[cache_index], rows, a.data(), y.data());
+    } else {
+      cpu::attention_forward(ctx, lw.attention, kv_[cache_index], rows, a.data(), y.data());
+    }
+    add_rows(x.data(), y.data(), n * h);
+    kernels::rms_norm_ref({x.data(), h, cpu::f32_data(lw.post_attention_norm), a.data(), h, n, h, c.rms_eps}, pool_);
+    cpu::ffn_forward(ctx, lw.ffn, n, a.data(), y.data());
+    add_rows(x.data(), y.data(), n * h);
+  }
+  lm_head(x.data(), logit_rows, weights_.output_norm, out);
+}
+
+void CpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
+  if (!weights_.has_mtp) throw std::logic_error("this model has no MTP head");
+  const ModelConfig& c = config_;
+  const int64_t h = c.num_embd;
+  cpu::StepRows rows;
+  std::vector<int64_t> logit_rows;
+  std::vector<float> hidden;
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const MtpSequenceStep& s = plan.sequences[i];
+    const int64_t begin = rows.num_rows(), count = static_cast<int64_t>(s.tokens.size());
+    if (count == 0 || static_cast<int64_t>(s.hidden.size()) != count * h)
+      throw std::invalid_argument(seq_error(i, "MTP rows need one hidden vector per token"));
+    if (s.num_logits < 0 || s.num_logits > count) throw std::invalid_argument(seq_error(i, "num_logits out of range"));
+    const int64_t blocks_needed = (s.num_cached_rows + count + cache_.kv_block_tokens - 1) / cache_.kv_block_tokens;
+    if (static_cast<int64_t>(s.kv_blocks.size()) < blocks_needed)
+      throw std::invalid_argument(seq_error(i, "block table too short for its positions"));
+    for (int32_t b : s.kv_blocks)
+      if (b < 0 || b >= cache_.num_kv_blocks) throw std::invalid_argument(seq_error(i, "KV block id out of range"));
+    for (int32_t t : s.tokens)
+      if (t < 0 || t >= c.num_vocab) throw std::invalid_argument(seq_error(i, "token id out of range"));
+    rows.sequences.push_back({begin, count, 0, s.num_cached_rows, &s.kv_blocks});
+    for (int64_t r = 0; r < count; ++r) {
+      rows.tokens.push_back(s.tokens[static_cast<size_t>(r)]);
+      rows.positions.push_back(s.num_cached_rows + static_cast<int32_t>(r));
+    }
+    hidden.insert(hidden.end(), s.hidden.begin(), s.hidden.end());
+    for (int64_t r = count - s.num_logits; r < count; ++r) logit_rows.push_back(begin + r);
+  }
+
+  const MtpWeights& mw = weights_.mtp;
+  const int64_t n = rows.num_rows();
+  // u = eh_proj [enorm(embedding) | hnorm(hidden)]: embedding first (MODEL.md 4.2).
+  std::vector<float> emb(static_cast<size_t>(n * h)), cat(static_cast<size_t>(n * 2 * h));
+  kernels::embedding_lookup_ref(weights_.token_embd.data, weights_.token_embd.type, h, rows.tokens.data(), n, emb.data());
+  kernels::rms_norm_ref({emb.data(), h, cpu::f32_data(mw.enorm), cat.data(), 2 * h, n, h, c.rms_eps}, pool_);
+  kernels::rms_norm_ref({hidden.data(), h, cpu::f32_data(mw.hnorm), cat.data() + h, 2 * h, n, h, c.rms_eps}, pool_);
+  const cpu::LayerContext ctx{c, pool_, cache_.kv_block_tokens};
+  std::vector<float> u(static_cast<size_t>(n * h)), a(u.size()), y(u.size());
+  cpu::matmul(ctx, mw.eh_proj, cat.data(), n, u.data());
+
+  const LayerWeights& lw = mw.layer;
+  kernels::rms_norm_ref({u.data(), h, cpu::f32_data(lw.attn_norm), a.data(), h, n, h, c.rms_eps}, pool_);
+  cpu::attention_forward(ctx, lw.attention, mtp_kv_, rows, a.data(), y.data());
+  add_rows(u.data(), y.data(), n * h);
+  kernels::rms_norm_ref({u.data(), h, cpu::f32_data(lw.post_attention_norm), a.data(), h, n, h, c.rms_eps}, pool_);
+  cpu::ffn_forward(ctx, lw.ffn, n, a.data(), y.data());
+  add_rows(u.data(), y.data(), n * h);
+  lm_head(u.data(), logit_rows, mw.shared_head_norm, out);
+}
+
+}  // namespace deltaserve::runtime

@@ -1,0 +1,52 @@
+// The CPU backend: runs the Qwen3.5 hybrid over a batch plan with the reference kernels,
+// threaded over a pool. It is the oracle for the GPU backend and the engine of CI.
+// Owned and called by one engine thread.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "runtime/backend.h"
+#include "runtime/cpu/cpu_layers.h"
+#include "runtime/model_weights.h"
+#include "runtime/thread_pool.h"
+
+namespace deltaserve::runtime {
+
+class CpuBackend final : public Backend {
+ public:
+  // The model must outlive the backend (weights are views into it).
+  CpuBackend(const LoadedModel& model, const CacheConfig& cache, int num_threads);
+
+  std::string name() const override { return "cpu"; }
+  const ModelConfig& config() const override { return config_; }
+  const CacheConfig& cache_config() const override { return cache_; }
+  void forward(const BatchPlan& plan, ForwardOutput& out) override;
+  void forward_mtp(const MtpPlan& plan, ForwardOutput& out) override;
+
+  // Bytes held by the KV cache and the recurrent state (for logs and metrics).
+  int64_t kv_cache_bytes() const;
+  int64_t state_bytes() const;
+
+  // Test hooks: the recurrent state of one slot in one GDN layer (by GDN layer index).
+  const float* delta_state(int gdn_layer, int32_t slot) const;
+  const float* conv_state(int gdn_layer, int32_t slot) const;
+
+ private:
+  void check_plan(const BatchPlan& plan) const;
+  void reset_slot(int32_t slot);
+  // Final norm + LM head for the rows listed, into out (also keeps the normed hidden).
+  void lm_head(const float* x, const std::vector<int64_t>& rows, const TensorView& norm, ForwardOutput& out);
+
+  const LoadedModel& model_;
+  const ModelConfig& config_;
+  const ModelWeights& weights_;
+  CacheConfig cache_;
+  ThreadPool pool_;
+  std::vector<cpu::GdnStateLayer> gdn_state_;  // one per GDN layer, in layer order
+  std::vector<cpu::KvLayer> kv_;               // one per attention layer, in layer order
+  cpu::KvLayer mtp_kv_;                         // the MTP block's own cache
+  std::vector<int> layer_cache_index_;          // trunk layer -> index in gdn_state_ or kv_
+};
+
+}  // namespace deltaserve::runtime
