@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "runtime/mapped_file.h"
 #include "runtime/tensor_view.h"
 
 namespace deltaserve::runtime {
@@ -31,10 +33,15 @@ struct GgufValue {
       value;
 };
 
+// "uint32", "string", "array", ... ("type N" for a number outside the specification).
+std::string gguf_type_name(GgufType type);
+
 class GgufError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+class GgufReader;  // gguf_file.cpp
 
 class GgufFile {
  public:
@@ -49,6 +56,8 @@ class GgufFile {
   size_t alignment() const { return alignment_; }
   const std::map<std::string, GgufValue>& metadata() const { return metadata_; }
   const std::vector<TensorView>& tensors() const { return tensors_; }  // in file order
+  size_t data_offset() const { return data_offset_; }  // start of the (aligned) data section
+  size_t file_bytes() const { return map_bytes_; }
 
   const GgufValue* find(const std::string& key) const;
   const TensorView* find_tensor(const std::string& name) const;
@@ -66,14 +75,25 @@ class GgufFile {
 
  private:
   GgufFile() = default;
+  void parse();
+  void parse_metadata(GgufReader& r, uint64_t num_kv);
+  void parse_alignment();
+  void parse_tensor_infos(GgufReader& r, uint64_t num_tensors);
+  size_t tensor_bytes(const GgufReader& r, const TensorView& t, size_t info_offset) const;
+  void place_tensors();
+  [[noreturn]] void fail_key(const std::string& key, const std::string& what) const;
+
   std::string path_;
   uint32_t version_ = 0;
   size_t alignment_ = 32;
-  const std::byte* map_ = nullptr;
+  std::unique_ptr<MappedFile> mapping_;
+  const std::byte* map_ = nullptr;  // mapping_'s bytes
   size_t map_bytes_ = 0;
+  size_t data_offset_ = 0;
   std::map<std::string, GgufValue> metadata_;
   std::vector<TensorView> tensors_;
   std::map<std::string, size_t> tensor_index_;
+  std::vector<uint64_t> offsets_;  // data offsets of tensors_, only while parsing
 };
 
 }  // namespace deltaserve::runtime

@@ -58,6 +58,15 @@ struct ModelConfig {
   int64_t num_gdn_layers() const { return num_layers - num_attention_layers(); }
 };
 
+// Upper bounds that validate() enforces, so that no later product of two or three sizes
+// can overflow int64 and no corrupt file can make a loader allocate without limit.
+inline constexpr int64_t kMaxModelLayers = 1024;
+inline constexpr int64_t kMaxModelDim = int64_t{1} << 24;
+
+// Layer i is attention iff (i + 1) % interval == 0 (HF's default for layer_types and
+// llama.cpp's rule). Throws std::runtime_error when num_layers or interval is out of range.
+std::vector<LayerKind> layer_kinds_from_interval(int64_t num_layers, int64_t interval);
+
 // Throws std::runtime_error naming the first inconsistent field (zero sizes, head_dim not
 // divisible, Hv not a multiple of Hk, layer_kinds of the wrong length, ...).
 void validate(const ModelConfig& config);
