@@ -26,7 +26,14 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   if (command == "inspect") return deltaserve::cli::inspect_main(argc - 1, argv + 1);
   if (command == "run") return deltaserve::cli::run_main(argc - 1, argv + 1);
+#ifdef DELTASERVE_WITH_SERVER
   if (command == "serve") return deltaserve::cli::serve_main(argc - 1, argv + 1);
+#else
+  if (command == "serve") {
+    std::fprintf(stderr, "deltaserve: this build has no server (configure with -DDELTASERVE_SERVER=ON)\n");
+    return 2;
+  }
+#endif
   if (command == "bench") return deltaserve::cli::bench_main(argc - 1, argv + 1);
   std::fprintf(stderr, "deltaserve: unknown command '%s'\n", command.c_str());
   print_usage();

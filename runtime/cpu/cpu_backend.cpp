@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/matmul.h"
+#include "kernels/embedding.h"
 #include "kernels/norm.h"
 
 namespace deltaserve::runtime {
