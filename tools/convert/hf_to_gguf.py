@@ -313,12 +313,66 @@ def bf16_to_fp32(u16):
     return (np.asarray(u16, dtype=np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
+class _BuiltinQuants:
+    """Q8_0 / Q4_0 exactly as gguf-py's quants.py computes them (used when tools/gguf/quants.py
+    is absent). Rows are float32 [rows, ne0]; raw blocks are uint8 [rows, ne0/32*bytes]."""
+
+    @staticmethod
+    def _roundf(n):   # C roundf: halves away from zero
+        a = np.abs(n)
+        floored = np.floor(a)
+        return np.sign(n) * (floored + np.floor(2 * (a - floored)))
+
+    @classmethod
+    def quantize_q8_0(cls, rows):
+        rows = np.asarray(rows, dtype=np.float32)
+        blocks = rows.reshape(-1, QUANT_BLOCK)
+        d = np.abs(blocks).max(axis=1, keepdims=True) / np.float32(127)
+        with np.errstate(divide="ignore"):
+            inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
+        qs = cls._roundf(blocks * inv).astype(np.int8).view(np.uint8)
+        out = np.concatenate([d.astype(np.float16).view(np.uint8), qs], axis=1)
+        return out.reshape(rows.shape[0], -1)
+
+    @staticmethod
+    def dequantize_q8_0(raw):
+        blocks = np.asarray(raw, dtype=np.uint8).reshape(-1, 34)
+        d = blocks[:, :2].copy().view(np.float16).astype(np.float32)
+        qs = blocks[:, 2:].copy().view(np.int8).astype(np.float32)
+        return (d * qs).reshape(raw.shape[0], -1)
+
+    @staticmethod
+    def quantize_q4_0(rows):
+        rows = np.asarray(rows, dtype=np.float32)
+        blocks = rows.reshape(-1, QUANT_BLOCK)
+        imax = np.abs(blocks).argmax(axis=-1)[:, None]
+        d = np.take_along_axis(blocks, imax, axis=-1) / np.float32(-8)
+        with np.errstate(divide="ignore"):
+            inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
+        # the C reference evaluates x*id + 8.5 with a fused multiply-add: emulate in float64
+        q = np.trunc((blocks.astype(np.float64) * inv.astype(np.float64) + 8.5).astype(np.float32))
+        q = np.clip(q.astype(np.uint8), 0, 15).reshape(-1, 2, QUANT_BLOCK // 2)
+        qs = q[:, 0, :] | (q[:, 1, :] << np.uint8(4))
+        out = np.concatenate([d.astype(np.float16).view(np.uint8), qs], axis=1)
+        return out.reshape(rows.shape[0], -1)
+
+    @staticmethod
+    def dequantize_q4_0(raw):
+        blocks = np.asarray(raw, dtype=np.uint8).reshape(-1, 18)
+        d = blocks[:, :2].copy().view(np.float16).astype(np.float32)
+        qs = blocks[:, 2:]
+        q = np.concatenate([qs & np.uint8(0x0F), qs >> np.uint8(4)], axis=1).astype(np.float32) - 8
+        return (d * q).reshape(raw.shape[0], -1)
+
+
 def _quants():
+    """tools/gguf/quants.py when it provides the four row functions, else the builtin copy."""
     try:
         import quants  # tools/gguf/quants.py
-    except ImportError as e:
-        raise ConvertError("tools/gguf/quants.py (Q8_0/Q4_0) is not available") from e
-    return quants
+    except ImportError:
+        return _BuiltinQuants
+    names = ("quantize_q8_0", "dequantize_q8_0", "quantize_q4_0", "dequantize_q4_0")
+    return quants if all(hasattr(quants, n) for n in names) else _BuiltinQuants
 
 
 def quantize_rows(arr, ggml_type):
