@@ -76,7 +76,7 @@ TAG_FLAG = "\U0001F3F4\U000E0067\U000E0062\U000E0073\U000E0063\U000E0074\U000E00
 
 WHITESPACE = [" ", " ", " ", "\t", "\n", "\n", "\r\n", "\r", "\x0b", "\x0c", "\u00a0", "\u2002",
               "\u2003", "\u2009", "\u200a", "\u3000", "\u2028", "\u2029", "\u202f", "\u205f",
-              "\u1680"]
+              "\u1680", "\u180e", "\u0085"]
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>",
                   "<|box_end|>", "<|vision_pad|>", "<|image_pad|>", "<tool_call>",
