@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "scheduler/request.h"
 
@@ -51,6 +52,9 @@ class EngineObserver {
   // token of that request (tokens accepted together share a step: gaps spread evenly).
   virtual void on_inter_token(RequestId, double gap_ms) { (void)gap_ms; }
   virtual void on_request_finished(const RequestReport&) {}
+  // Something the engine cannot fix by itself (a runner exception, a failed idle integrity
+  // check of the slot/block accounting): log it at error level, never filtered.
+  virtual void on_engine_error(const std::string& message) { (void)message; }
   // Speculation (filled by the speculation work): position is 0-based draft index.
   virtual void on_drafts(int32_t position, int32_t num_drafted, int32_t num_accepted) {
     (void)position; (void)num_drafted; (void)num_accepted;

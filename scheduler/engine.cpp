@@ -1,0 +1,191 @@
+#include "scheduler/engine.h"
+
+#include <exception>
+
+namespace deltaserve::scheduler {
+namespace {
+
+Clock or_steady(Clock clock) {
+  if (clock) return clock;
+  return [] { return std::chrono::steady_clock::now(); };
+}
+
+}  // namespace
+
+Engine::Engine(ModelRunner& runner, const SchedulerConfig& config, EngineObserver* observer,
+               Clock clock)
+    : runner_(runner),
+      observer_(observer),
+      clock_(or_steady(std::move(clock))),
+      scheduler_(resolve_config(config, runner.limits()), runner.limits(), observer, clock_) {
+  scheduler_.fill_stats(stats_);
+}
+
+Engine::~Engine() { stop(); }
+
+void Engine::start() {
+  std::lock_guard lock(mutex_);
+  if (started_) return;
+  started_ = true;
+  thread_ = std::thread([this] { run(); });
+}
+
+// The step loop. Sleeps in take_inbox() while the last plan was empty (idle, or nothing
+// schedulable until the inbox changes); otherwise runs one step per iteration.
+void Engine::run() {
+  bool wait = true;
+  for (;;) {
+    Inbox inbox = take_inbox(wait);
+    apply(inbox);  // new requests, then cancels: freed before this step is planned
+    if (inbox.stop) break;
+    const TimePoint start = clock_();
+    StepPlan plan = scheduler_.plan();
+    if (!plan.empty()) {
+      execute(plan);  // the forward pass; no lock held
+      StepReport report = scheduler_.commit(plan, out_);
+      report.step_ms = std::chrono::duration<double, std::milli>(clock_() - start).count();
+      if (observer_ != nullptr) observer_->on_step(report);
+    }
+    wait = plan.empty();
+    publish();
+  }
+  scheduler_.cancel_all();  // every sink still gets its final event
+  publish();
+}
+
+Engine::Inbox Engine::take_inbox(bool wait) {
+  std::unique_lock lock(mutex_);
+  if (wait) {
+    work_cv_.wait(lock, [this] {
+      return stopping_ || inbox_.cancel_all || !inbox_.submits.empty() || !inbox_.cancels.empty();
+    });
+  }
+  Inbox taken = std::move(inbox_);
+  inbox_ = Inbox{};
+  taken.stop = stopping_;
+  if (!taken.submits.empty()) idle_ = false;  // until the next publish says otherwise
+  return taken;
+}
+
+void Engine::apply(Inbox& inbox) {
+  for (Submission& s : inbox.submits) {
+    scheduler_.add(s.id, std::move(s.spec), std::move(s.sink), s.submit_time);
+  }
+  for (const RequestId id : inbox.cancels) scheduler_.cancel(id);
+  if (inbox.cancel_all) scheduler_.cancel_all();
+}
+
+void Engine::execute(const StepPlan& plan) {
+  out_.sequences.resize(plan.sequences.size());
+  for (SequenceOutput& o : out_.sequences) {
+    o.tokens.clear();
+    o.logprobs.clear();
+    o.error.clear();
+  }
+  std::string failure;
+  try {
+    runner_.execute(plan, out_);
+  } catch (const std::exception& e) {
+    failure = std::string("model runner failed: ") + e.what();
+  } catch (...) {
+    failure = "model runner failed with an unknown exception";
+  }
+  if (failure.empty()) return;
+  if (observer_ != nullptr) observer_->on_engine_error(failure);
+  out_.sequences.resize(plan.sequences.size());
+  for (SequenceOutput& o : out_.sequences) o.error = failure;
+}
+
+// Publishes stats and idleness; when idle, runs the full integrity check (cheap then).
+void Engine::publish() {
+  EngineStats stats;
+  scheduler_.fill_stats(stats);
+  const RunnerStats runner_stats = runner_.stats();
+  stats.pinned_bytes = runner_stats.pinned_bytes;
+  stats.pinned_registrations = runner_stats.pinned_registrations;
+  const bool idle = scheduler_.idle();
+  std::string why;
+  const bool intact = !idle || scheduler_.check_integrity(&why);
+  if (!intact && observer_ != nullptr) observer_->on_engine_error("idle integrity check: " + why);
+  {
+    std::lock_guard lock(mutex_);
+    stats_ = stats;
+    num_waiting_ = scheduler_.num_waiting();
+    idle_ = idle;
+    if (!intact && integrity_error_.empty()) integrity_error_ = why;
+  }
+  if (idle) idle_cv_.notify_all();
+}
+
+SubmitResult Engine::submit(RequestSpec spec, EventSink sink) {
+  SubmitResult result = scheduler_.check_submit(spec);
+  if (result.status != SubmitStatus::Accepted) return result;
+  const TimePoint now = clock_();
+  std::lock_guard lock(mutex_);
+  if (!started_ || draining_ || stopping_) {
+    result.status = SubmitStatus::NotReady;
+    result.message = !started_ ? "the engine is starting" : "the server is shutting down";
+    return result;
+  }
+  const auto num_queued = static_cast<int64_t>(inbox_.submits.size()) + num_waiting_;
+  if (num_queued >= scheduler_.config().max_num_waiting) {
+    result.status = SubmitStatus::QueueFull;
+    result.message = "too many queued requests (" + std::to_string(num_queued) + "); retry later";
+    return result;
+  }
+  result.id = next_id_++;
+  inbox_.submits.push_back(Submission{result.id, std::move(spec), std::move(sink), now});
+  work_cv_.notify_one();
+  return result;
+}
+
+void Engine::cancel(RequestId id) {
+  std::lock_guard lock(mutex_);
+  if (id == 0 || id >= next_id_ || stopping_) return;  // never issued, or stop cancels all
+  inbox_.cancels.push_back(id);
+  work_cv_.notify_one();
+}
+
+void Engine::begin_drain() {
+  std::lock_guard lock(mutex_);
+  draining_ = true;
+}
+
+void Engine::cancel_all() {
+  std::lock_guard lock(mutex_);
+  inbox_.cancel_all = true;
+  work_cv_.notify_one();
+}
+
+bool Engine::wait_idle(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return idle_cv_.wait_for(lock, timeout, [this] { return idle_ && inbox_.submits.empty(); });
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    work_cv_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Engine::ready() const {
+  std::lock_guard lock(mutex_);
+  return started_ && !draining_ && !stopping_;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(mutex_);
+  EngineStats stats = stats_;
+  stats.num_waiting += static_cast<int32_t>(inbox_.submits.size());
+  return stats;
+}
+
+std::string Engine::integrity_error() const {
+  std::lock_guard lock(mutex_);
+  return integrity_error_;
+}
+
+}  // namespace deltaserve::scheduler

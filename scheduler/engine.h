@@ -1,0 +1,108 @@
+// The engine: one thread per model instance running plan -> execute -> commit over a
+// Scheduler and a ModelRunner, fed through a thread-safe inbox.
+//
+// Threads: submit(), cancel(), begin_drain(), cancel_all(), wait_idle(), stats() and
+// ready() may be called from any thread; start() and stop() from the owning thread.
+// None of them waits for a forward pass (wait_idle waits by design). The inbox is a mutex
+// and condition variable: the engine thread sleeps while there is nothing to do (no
+// polling) and holds no lock while the runner executes or while sinks and observer
+// callbacks run (all on the engine thread; they must not block).
+//
+// A cancel (client disconnect, stop string) frees the request's slot and KV blocks before
+// the next step is planned; its sink gets a final Cancelled event.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "scheduler/engine_stats.h"
+#include "scheduler/model_runner.h"
+#include "scheduler/request.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_config.h"
+
+namespace deltaserve::scheduler {
+
+class Engine : public RequestQueue {
+ public:
+  // Reads runner.limits() and resolves `config` against them; throws std::invalid_argument
+  // on a bad config. `runner` and `observer` (may be null) must outlive the engine.
+  // The thread starts with start(); until then submit() answers NotReady.
+  Engine(ModelRunner& runner, const SchedulerConfig& config, EngineObserver* observer = nullptr,
+         Clock clock = {});
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+  ~Engine() override;  // stop()
+
+  void start();
+
+  // Accepted (id set), TooLong (prompt leaves no room in the context: HTTP 400), QueueFull
+  // (max_num_waiting requests already queued: 429) or NotReady (not started, draining or
+  // stopped: 503). The sink receives every event of the request on the engine thread;
+  // the last one has finish != None.
+  SubmitResult submit(RequestSpec spec, EventSink sink) override;
+  // Unknown and finished ids are ignored.
+  void cancel(RequestId id) override;
+
+  // Graceful shutdown: begin_drain() makes submit() answer NotReady while queued and
+  // running requests go on; wait_idle() then waits for them; cancel_all() ends them
+  // early (each gets Cancelled); stop() cancels whatever is left and joins the thread.
+  void begin_drain();
+  void cancel_all();
+  // True once nothing is queued or running (at once if never started); false on timeout.
+  bool wait_idle(std::chrono::milliseconds timeout);
+  void stop();  // idempotent
+
+  bool ready() const;  // started, not draining, not stopped: the server's /ready
+  EngineStats stats() const;
+  const SchedulerConfig& config() const { return scheduler_.config(); }
+  // The first failed idle integrity check (slot/block accounting); empty when all passed.
+  std::string integrity_error() const;
+
+ private:
+  struct Submission {
+    RequestId id = 0;
+    RequestSpec spec;
+    EventSink sink;
+    TimePoint submit_time{};
+  };
+  struct Inbox {
+    std::vector<Submission> submits;
+    std::vector<RequestId> cancels;
+    bool cancel_all = false;
+    bool stop = false;
+  };
+
+  void run();
+  Inbox take_inbox(bool wait);
+  void apply(Inbox& inbox);
+  void execute(const StepPlan& plan);
+  void publish();
+
+  ModelRunner& runner_;
+  EngineObserver* observer_;
+  Clock clock_;
+  Scheduler scheduler_;  // engine thread only (its check_submit() is const: any thread)
+  StepOutput out_;       // engine thread only; reused every step
+
+  mutable std::mutex mutex_;  // guards everything below
+  std::condition_variable work_cv_;  // inbox changed or stop
+  std::condition_variable idle_cv_;  // idle_ became true
+  Inbox inbox_;
+  bool started_ = false;
+  bool draining_ = false;
+  bool stopping_ = false;
+  bool idle_ = true;  // the scheduler had nothing queued or running at the last publish
+  int32_t num_waiting_ = 0;  // the scheduler's waiting queue at the last publish
+  EngineStats stats_;
+  std::string integrity_error_;
+  RequestId next_id_ = 1;
+
+  std::thread thread_;
+};
+
+}  // namespace deltaserve::scheduler

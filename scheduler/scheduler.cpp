@@ -1,0 +1,219 @@
+// Scheduler: request intake, cancellation and the per-step plan. commit() and the
+// delivery of events live in scheduler_commit.cpp.
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+
+namespace deltaserve::scheduler {
+
+Scheduler::Scheduler(const SchedulerConfig& config, const RunnerLimits& limits,
+                     EngineObserver* observer, Clock clock)
+    : config_(config),
+      limits_(limits),
+      observer_(observer),
+      clock_(clock ? std::move(clock) : Clock([] { return std::chrono::steady_clock::now(); })),
+      slots_(limits.cache.num_state_slots),
+      blocks_(limits.cache.num_kv_blocks) {}
+
+Scheduler::~Scheduler() = default;
+
+SubmitResult Scheduler::check_submit(const RequestSpec& spec) const {
+  SubmitResult result;
+  // The whole sequence (prompt + generated) stays within the window, and at least one
+  // token must be generated.
+  if (spec.prompt_tokens.size() >= static_cast<size_t>(config_.max_context_tokens)) {
+    result.status = SubmitStatus::TooLong;
+    result.message = "This model's maximum context length is " +
+                     std::to_string(config_.max_context_tokens) + " tokens. However, the prompt has " +
+                     std::to_string(spec.prompt_tokens.size()) +
+                     " tokens, which leaves no room for the completion.";
+  }
+  return result;
+}
+
+std::string Scheduler::validate(const RequestSpec& spec) const {
+  if (spec.prompt_tokens.empty()) return "the prompt is empty";
+  if (spec.max_tokens < 1) return "max_tokens must be at least 1";
+  const SubmitResult fits = check_submit(spec);
+  if (fits.status != SubmitStatus::Accepted) return fits.message;
+  for (const int32_t token : spec.prompt_tokens) {
+    if (token < 0 || (limits_.num_vocab > 0 && token >= limits_.num_vocab)) {
+      return "prompt token id " + std::to_string(token) + " is outside the vocabulary";
+    }
+  }
+  return {};
+}
+
+void Scheduler::add(RequestId id, RequestSpec spec, EventSink sink, TimePoint submit_time) {
+  auto owned = std::make_unique<Sequence>();
+  Sequence& s = *owned;
+  s.id = id;
+  s.submit_time = submit_time;
+  s.sink = std::move(sink);
+  std::string invalid = validate(spec);
+  s.num_prompt_tokens = static_cast<int32_t>(std::min(spec.prompt_tokens.size(), size_t{INT32_MAX}));
+  s.tokens = std::move(spec.prompt_tokens);
+  s.spec = std::move(spec);
+  if (sequences_.count(id) != 0) {
+    // Not registered: the live request with this id is left alone.
+    RequestEvent event;
+    event.id = id;
+    event.finish = FinishReason::Error;
+    event.error = "duplicate request id " + std::to_string(id);
+    deliver(s, event);
+    return;
+  }
+  sequences_.emplace(id, std::move(owned));
+  if (!invalid.empty()) {
+    RequestEvent event;
+    event.finish = FinishReason::Error;
+    event.error = std::move(invalid);
+    finish(s, std::move(event), clock_());
+    return;
+  }
+  waiting_.push_back(&s);
+}
+
+bool Scheduler::cancel(RequestId id) {
+  auto it = sequences_.find(id);
+  if (it == sequences_.end()) return false;
+  ++num_cancellations_;
+  RequestEvent event;
+  event.finish = FinishReason::Cancelled;
+  finish(*it->second, std::move(event), clock_());
+  return true;
+}
+
+void Scheduler::cancel_all() {
+  std::vector<RequestId> ids;
+  for (const Sequence* s : running_) ids.push_back(s->id);
+  for (const Sequence* s : waiting_) ids.push_back(s->id);
+  for (const RequestId id : ids) cancel(id);
+}
+
+StepPlan Scheduler::plan() {
+  // want[i]: rows planned for running_[i] this step.
+  std::vector<int32_t> want(running_.size(), 0);
+  int32_t budget = config_.max_num_batched_tokens;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    if (running_[i]->num_missing_tokens() == 1) {
+      want[i] = 1;  // TODO(scheduler): + draft depth once the speculation policy lands
+      --budget;
+    }
+  }
+  for (size_t i = 0; i < running_.size(); ++i) {
+    if (want[i] != 0) continue;
+    want[i] = std::min({running_[i]->num_missing_tokens(), config_.max_prefill_chunk_tokens, budget});
+    budget -= want[i];
+  }
+  if (!reserve_blocks(want)) {
+    int32_t num_planned = 0;
+    for (const int32_t n : want) num_planned += n;
+    admit(config_.max_num_batched_tokens - num_planned, want);
+  }
+  return build_plan(want);
+}
+
+// Returns true when it had to preempt (the step then admits nobody).
+bool Scheduler::reserve_blocks(std::vector<int32_t>& want) {
+  const int32_t block_tokens = limits_.cache.kv_block_tokens;
+  bool preempted = false;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Sequence& s = *running_[i];
+    while (want[i] > 0) {
+      const int32_t num_needed =
+          blocks_for_tokens(int64_t{s.num_computed_tokens} + want[i], block_tokens) -
+          static_cast<int32_t>(s.kv_blocks.size());
+      if (num_needed <= 0 || blocks_.block_alloc(num_needed, s.kv_blocks)) break;
+      // A prefill chunk first shrinks to the blocks at hand.
+      const int64_t num_fit =
+          (static_cast<int64_t>(s.kv_blocks.size()) + blocks_.num_free()) * block_tokens -
+          s.num_computed_tokens;
+      if (want[i] > 1 && num_fit >= 1) {
+        want[i] = static_cast<int32_t>(std::min<int64_t>(want[i], num_fit));
+        continue;
+      }
+      if (i + 1 == running_.size()) {
+        want[i] = 0;  // the newest waits for blocks rather than evict older work
+        break;
+      }
+      preempt_newest();
+      want.pop_back();
+      preempted = true;
+    }
+  }
+  return preempted;
+}
+
+void Scheduler::preempt_newest() {
+  Sequence& s = *running_.back();
+  running_.pop_back();
+  blocks_.block_free(s.kv_blocks);
+  slots_.slot_free(s.slot);
+  s.slot = -1;
+  s.num_computed_tokens = 0;  // recompute prompt + generated from scratch
+  waiting_.push_front(&s);
+  ++num_preemptions_;
+}
+
+void Scheduler::admit(int32_t budget, std::vector<int32_t>& want) {
+  const int32_t block_tokens = limits_.cache.kv_block_tokens;
+  while (!waiting_.empty() && budget > 0 &&
+         static_cast<int32_t>(running_.size()) < config_.max_num_seqs && slots_.num_free() > 0) {
+    Sequence& s = *waiting_.front();
+    const int32_t num_rows = std::min({s.num_missing_tokens(), config_.max_prefill_chunk_tokens, budget});
+    if (blocks_for_tokens(num_rows, block_tokens) > blocks_.num_free()) break;  // FCFS: no overtaking
+    s.slot = *slots_.slot_alloc();
+    blocks_.block_alloc(blocks_for_tokens(num_rows, block_tokens), s.kv_blocks);
+    s.admit_order = next_admit_order_++;
+    if (!s.was_scheduled) {
+      s.was_scheduled = true;
+      s.first_scheduled_time = clock_();
+    }
+    waiting_.pop_front();
+    running_.push_back(&s);
+    want.push_back(num_rows);
+    budget -= num_rows;
+  }
+}
+
+StepPlan Scheduler::build_plan(const std::vector<int32_t>& want) const {
+  const int32_t block_tokens = limits_.cache.kv_block_tokens;
+  StepPlan plan;
+  plan.sequences.reserve(running_.size());
+  for (const bool decode_pass : {true, false}) {
+    for (size_t i = 0; i < running_.size(); ++i) {
+      const Sequence& s = *running_[i];
+      if (want[i] == 0 || s.is_decoding() != decode_pass) continue;
+      const std::span<const int32_t> history(s.tokens);
+      SequencePlan& p = plan.sequences.emplace_back();
+      p.id = s.id;
+      p.slot = s.slot;
+      p.num_cached_tokens = s.num_computed_tokens;
+      p.tokens = history.subspan(static_cast<size_t>(s.num_computed_tokens), static_cast<size_t>(want[i]));
+      p.kv_blocks = std::span<const int32_t>(s.kv_blocks)
+                        .first(static_cast<size_t>(blocks_for_tokens(int64_t{s.num_computed_tokens} + want[i], block_tokens)));
+      p.sample = s.num_computed_tokens + want[i] == s.num_tokens();
+      p.is_decode = decode_pass;
+      p.sampling = &s.spec.sampling;
+      p.history = history;
+      p.num_prompt_tokens = s.num_prompt_tokens;
+      p.output_index = s.num_generated();
+    }
+  }
+  return plan;
+}
+
+void Scheduler::fill_stats(EngineStats& stats) const {
+  stats.num_running = num_running();
+  stats.num_waiting = num_waiting();
+  stats.num_state_slots_used = slots_.num_used();
+  stats.num_state_slots_total = slots_.num_total();
+  stats.num_kv_blocks_used = blocks_.num_used();
+  stats.num_kv_blocks_total = blocks_.num_total();
+  stats.num_steps = num_steps_;
+  stats.num_preemptions = num_preemptions_;
+  stats.num_cancellations = num_cancellations_;
+}
+
+}  // namespace deltaserve::scheduler

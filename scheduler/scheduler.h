@@ -1,0 +1,120 @@
+// The plan builder: request lifecycle, token budget, slot and KV-block accounting and
+// preemption, without threads. The Engine drives it (add/cancel from its inbox, then
+// plan -> runner -> commit); the tests drive it directly against a fake runner.
+//
+// Owner: one thread (the engine thread). Not thread-safe, except check_submit(), which
+// reads only the const config. Never blocks. Sinks and observer callbacks are called from
+// inside add(), cancel(), cancel_all() and commit(); they must not block.
+//
+// Lifecycle: waiting -> running (prefill chunks, then one decode row a step) -> finished
+// (Stop, Length, Error) or cancelled; running -> waiting again on preemption.
+//
+// Each plan():
+//  1. Token budget in admission order: every running sequence missing one token (decode)
+//     gets its row first; prefill chunks (at most max_prefill_chunk_tokens each) fill the
+//     rest. Config guarantees budget >= max_num_seqs, so decode rows always fit.
+//  2. KV blocks in admission order. When the pool runs dry, a prefill chunk first shrinks
+//     to the blocks at hand; otherwise the most recently admitted running sequence is
+//     preempted by recompute (slot and blocks freed, back to the front of waiting with its
+//     generated tokens kept). The newest sequence itself just skips the step. Since one
+//     sequence alone always fits the pool (config), the oldest always progresses.
+//  3. Admission, only in a step that preempted nobody: strictly FCFS from the front of
+//     waiting while a slot, budget and the blocks of the head's first chunk are available;
+//     nobody overtakes a head that does not fit (no starvation of long prompts).
+// plan() and commit() alternate: nothing may call add/cancel between them, because the
+// plan's spans point into the sequences.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "scheduler/block_pool.h"
+#include "scheduler/engine_stats.h"
+#include "scheduler/model_runner.h"
+#include "scheduler/request.h"
+#include "scheduler/scheduler_config.h"
+#include "scheduler/sequence.h"
+#include "scheduler/slot_pool.h"
+
+namespace deltaserve::scheduler {
+
+// Injected so tests control time; must be callable from any thread (Engine::submit
+// stamps the submit time on the caller's thread).
+using Clock = std::function<TimePoint()>;
+
+class Scheduler {
+ public:
+  // `config` must come from resolve_config(.., limits). `observer` may be null.
+  Scheduler(const SchedulerConfig& config, const RunnerLimits& limits,
+            EngineObserver* observer = nullptr, Clock clock = {});
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+  ~Scheduler();
+
+  // Accepted, or TooLong when the prompt leaves no room for one generated token. Any
+  // thread. The queue bound and readiness are the Engine's.
+  SubmitResult check_submit(const RequestSpec& spec) const;
+
+  // Appends the request to the waiting queue. A request check_submit() rejects or that is
+  // malformed (empty prompt, max_tokens < 1, token id outside the vocabulary, duplicate
+  // id: the server validates these first) ends at once with a FinishReason::Error event.
+  void add(RequestId id, RequestSpec spec, EventSink sink, TimePoint submit_time);
+  // Ends a waiting or running request now: its slot and blocks are free for the next
+  // plan; its sink gets a final Cancelled event. Returns false for unknown/finished ids.
+  bool cancel(RequestId id);
+  void cancel_all();
+
+  StepPlan plan();
+  // Applies the runner's results to the sequences of `plan` (the last plan() result):
+  // appends tokens, applies stop ids, max_tokens and the context limit, frees finished
+  // sequences, delivers events. step_ms of the report is left to the caller.
+  StepReport commit(const StepPlan& plan, const StepOutput& out);
+
+  bool idle() const { return running_.empty() && waiting_.empty(); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  const SchedulerConfig& config() const { return config_; }
+  const SlotPool& slots() const { return slots_; }
+  const BlockPool& blocks() const { return blocks_; }
+  // Fills the scheduler's fields of `stats` (everything but the runner's pinned memory).
+  void fill_stats(EngineStats& stats) const;
+
+  // Full check, O(blocks + sequences): pools consistent, every used slot and block owned
+  // by exactly one running sequence, waiting sequences own nothing, block tables cover
+  // the computed tokens. Returns false and says why on the first violation.
+  bool check_integrity(std::string* why) const;
+
+ private:
+  std::string validate(const RequestSpec& spec) const;
+  bool reserve_blocks(std::vector<int32_t>& want);
+  void admit(int32_t budget, std::vector<int32_t>& want);
+  StepPlan build_plan(const std::vector<int32_t>& want) const;
+  void preempt_newest();
+  int32_t append_tokens(Sequence& s, const SequenceOutput& out, TimePoint now);
+  void report_tokens(Sequence& s, int32_t num_new, TimePoint now);
+  void finish(Sequence& s, RequestEvent event, TimePoint now);
+  bool deliver(Sequence& s, RequestEvent& event);
+  void release(Sequence& s);
+
+  const SchedulerConfig config_;
+  const RunnerLimits limits_;
+  EngineObserver* observer_;
+  Clock clock_;
+  SlotPool slots_;
+  BlockPool blocks_;
+
+  std::unordered_map<RequestId, std::unique_ptr<Sequence>> sequences_;
+  std::deque<Sequence*> waiting_;   // FCFS; preempted sequences go back to the front
+  std::vector<Sequence*> running_;  // admission order (oldest first)
+  uint64_t next_admit_order_ = 1;
+
+  uint64_t num_steps_ = 0;
+  uint64_t num_preemptions_ = 0;
+  uint64_t num_cancellations_ = 0;
+};
+
+}  // namespace deltaserve::scheduler

@@ -1,0 +1,54 @@
+#include "scheduler/scheduler_config.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace deltaserve::scheduler {
+namespace {
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw std::invalid_argument("scheduler config: " + message);
+}
+
+}  // namespace
+
+SchedulerConfig resolve_config(const SchedulerConfig& requested, const RunnerLimits& limits) {
+  const runtime::CacheConfig& cache = limits.cache;
+  require(cache.num_state_slots >= 1, "runner has no state slots");
+  require(cache.kv_block_tokens >= 1, "runner kv_block_tokens must be >= 1");
+  require(cache.num_kv_blocks >= 1, "runner has no KV blocks");
+  require(limits.max_context_tokens >= 0, "runner max_context_tokens must be >= 0");
+  require(limits.max_draft_depth >= 0, "runner max_draft_depth must be >= 0");
+
+  SchedulerConfig c = requested;
+  if (c.max_num_seqs == 0) c.max_num_seqs = cache.num_state_slots;
+  require(c.max_num_seqs >= 1 && c.max_num_seqs <= cache.num_state_slots,
+          "max_num_seqs " + std::to_string(c.max_num_seqs) + " must be in [1, " +
+              std::to_string(cache.num_state_slots) + " state slots]");
+  require(c.max_num_batched_tokens >= c.max_num_seqs,
+          "max_num_batched_tokens " + std::to_string(c.max_num_batched_tokens) +
+              " must be >= max_num_seqs " + std::to_string(c.max_num_seqs) +
+              " (each running sequence needs its decode row every step)");
+  require(c.max_prefill_chunk_tokens >= 1, "max_prefill_chunk_tokens must be >= 1");
+  c.max_prefill_chunk_tokens = std::min(c.max_prefill_chunk_tokens, c.max_num_batched_tokens);
+  require(c.max_num_waiting >= 1, "max_num_waiting must be >= 1");
+
+  const int64_t pool_tokens = int64_t{cache.num_kv_blocks} * cache.kv_block_tokens;
+  int64_t window = pool_tokens;
+  if (limits.max_context_tokens > 0) window = std::min<int64_t>(window, limits.max_context_tokens);
+  if (c.max_context_tokens == 0) {
+    c.max_context_tokens = static_cast<int32_t>(std::min<int64_t>(window, INT32_MAX));
+  }
+  require(c.max_context_tokens >= 2, "max_context_tokens must be >= 2");
+  require(limits.max_context_tokens == 0 || c.max_context_tokens <= limits.max_context_tokens,
+          "max_context_tokens " + std::to_string(c.max_context_tokens) +
+              " exceeds the model's window " + std::to_string(limits.max_context_tokens));
+  require(c.max_context_tokens <= pool_tokens,
+          "max_context_tokens " + std::to_string(c.max_context_tokens) + " exceeds the KV pool (" +
+              std::to_string(cache.num_kv_blocks) + " blocks x " +
+              std::to_string(cache.kv_block_tokens) + " tokens): one sequence alone must fit");
+  return c;
+}
+
+}  // namespace deltaserve::scheduler
