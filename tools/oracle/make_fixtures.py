@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.join(_HERE, "..", "gguf"))
 
 import oracle_common as oc  # noqa: E402
 import safetensors_np  # noqa: E402
+import tiny_weights as tw  # noqa: E402
 
 
 def write_f32(path, arr):
@@ -74,12 +75,10 @@ def make_one(name, out_root):
     import transformers
     spec = oc.SPECS[name]
     model, mtp, cfg = oc.build(name)
-    oc.randomise(model, mtp, name)
-    tensors = oc.state_dict_np(model, mtp)
-    print(f"[{name}] attn impl {model.config._attn_implementation}; {len(tensors)} tensors:")
-    for k, v in tensors.items():
-        if ".layers.0." in k or ".layers." not in k or k.startswith("mtp.") or ".layers.3." in k:
-            print(f"    {k:60s} {tuple(v.shape)}")
+    oc.check_names(model, mtp, name)
+    tensors = tw.make_weights(name)
+    print(f"[{name}] attn impl {model.config._attn_implementation}; {len(tensors)} tensors, "
+          f"names and shapes match the HF classes")
     fdir = os.path.join(out_root, name)
     os.makedirs(fdir, exist_ok=True)
     cfg_json = oc.config_json(cfg, spec["moe"])
@@ -89,8 +88,7 @@ def make_one(name, out_root):
     model, mtp, _ = oc.build(name)
     oc.load_state(model, mtp, safetensors_np.load_dir(os.path.join(fdir, "hf")))
 
-    rng = np.random.default_rng(spec["seed"] + 99)
-    tokens = [int(t) for t in rng.integers(0, cfg.vocab_size, oc.NUM_TOKENS)]
+    tokens = tw.make_tokens(name)
     res = oc.run_protocol(model, mtp, tokens)
     np.asarray(tokens, dtype="<i4").tofile(os.path.join(fdir, "tokens.i32"))
     for key in ("logits", "prefill_full", "hidden", "mtp_logits", "mtp_hidden"):
@@ -139,6 +137,9 @@ def make_one(name, out_root):
         "acceptance": {"f32": "max|diff|/max|ref| <= 1e-4", "bf16": "max|diff|/max|ref| <= 2e-2 against "
                        "logits.f32, or tighter against logits_bf16.f32 (weights rounded to bf16)"},
         "seed": spec["seed"],
+        "token_seed": spec["token_seed"],
+        "out_gain": spec["out_gain"],
+        "weights": "tools/oracle/tiny_weights.py (numpy, per-tensor generators)",
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "numpy": np.__version__},
     }

@@ -7,32 +7,19 @@ Everything runs on the CPU in float32 with eager attention, deterministic for a 
 """
 
 import json
-import math
 
 import numpy as np
 import torch
 from torch import nn
+
+import tiny_weights as tw
 
 PREFILL_TOKENS = 64
 DECODE_STEPS = 16
 NUM_TOKENS = PREFILL_TOKENS + DECODE_STEPS
 MTP_ROWS = PREFILL_TOKENS - 1
 
-COMMON = dict(
-    vocab_size=97, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
-    linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
-    linear_value_head_dim=16, linear_conv_kernel_dim=4, rms_norm_eps=1e-6,
-    max_position_embeddings=512, tie_word_embeddings=False, hidden_act="silu",
-    mtp_num_hidden_layers=1,
-)
-ROPE = {"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
-        "mrope_section": [3, 3, 2], "mrope_interleaved": True}
-SPECS = {
-    "tiny_dense": dict(moe=False, seed=1001, num_hidden_layers=4, intermediate_size=96),
-    "tiny_moe": dict(moe=True, seed=2002, num_hidden_layers=8, num_experts=8,
-                     num_experts_per_tok=2, moe_intermediate_size=32,
-                     shared_expert_intermediate_size=48),
-}
+SPECS = tw.SPECS
 
 
 def classes(moe):
@@ -48,12 +35,9 @@ def classes(moe):
 
 
 def make_config(name, **override):
-    spec = SPECS[name]
-    kw = dict(COMMON)
-    kw.update({k: v for k, v in spec.items() if k not in ("moe", "seed")})
-    kw["rope_parameters"] = json.loads(json.dumps(ROPE))
+    kw = tw.config_kwargs(name)
     kw.update(override)
-    cfg = classes(spec["moe"])[0](**kw)
+    cfg = classes(SPECS[name]["moe"])[0](**kw)
     cfg._attn_implementation = "eager"
     return cfg
 
@@ -93,38 +77,14 @@ def build(name):
     return model, mtp, cfg
 
 
-def _init_value(name, shape, gen, hidden):
-    def normal(std, mean=0.0):
-        return torch.randn(shape, generator=gen, dtype=torch.float32) * std + mean
-    module = name.split(".")[-2] if "." in name else ""
-    if name.endswith("linear_attn.norm.weight"):
-        return normal(0.1, 1.0)                       # gated norm: plain weight around 1
-    if name.endswith(".weight") and "norm" in module:
-        return normal(0.2)                            # zero-centred (1 + w) norms
-    if name.endswith("A_log"):
-        return torch.log(torch.rand(shape, generator=gen) * 7.0 + 1.0)   # log U(1, 8)
-    if name.endswith("dt_bias"):
-        return normal(0.5)
-    if name.endswith("conv1d.weight"):
-        return normal(0.5)
-    if name.endswith("embed_tokens.weight"):
-        return normal(1.0)
-    if name == "lm_head.weight":
-        return normal(2.0 / math.sqrt(hidden))        # logits ~ N(0, 2)
-    if name.endswith("mlp.gate.weight"):
-        return normal(2.0 / math.sqrt(shape[-1]))     # router logits ~ N(0, 2): clear top-k
-    if len(shape) >= 2:
-        return normal(1.0 / math.sqrt(shape[-1]))     # unit-variance outputs
-    raise ValueError(f"no init rule for {name} {tuple(shape)}")
-
-
-@torch.no_grad()
-def randomise(model, mtp, name):
-    gen = torch.Generator().manual_seed(SPECS[name]["seed"] + 17)
-    hidden = model.config.hidden_size
-    for prefix, module in (("", model), ("mtp.", mtp)):
-        for pname, p in sorted(module.named_parameters()):
-            p.copy_(_init_value(prefix + pname, p.shape, gen, hidden))
+def check_names(model, mtp, name):
+    """The HF classes must hold exactly the tensors tiny_weights.tensor_shapes lists."""
+    have = {k: tuple(v.shape) for k, v in model.state_dict().items() if "rotary_emb" not in k}
+    have.update({"mtp." + k: tuple(v.shape) for k, v in mtp.state_dict().items()})
+    want = {k: tuple(v) for k, v in tw.tensor_shapes(name).items()}
+    if have != want:
+        diff = sorted(set(have.items()) ^ set(want.items()))
+        raise RuntimeError(f"{name}: HF state_dict differs from tiny_weights: {diff[:8]}")
 
 
 def state_dict_np(model, mtp):

@@ -52,7 +52,7 @@ def dequantized_hf_tensors(gguf_path, hp):
     for name, t in r.tensors.items():
         if t.ggml_type == GGMLType.F32:
             continue
-        decoded[name] = conv.decode_tensor(t.ggml_type, r.array(name), t.shape)
+        decoded[name] = conv.decode_tensor(t.ggml_type, r.raw(name), t.shape)
         types[GGML_TYPE_NAME[t.ggml_type]] = types.get(GGML_TYPE_NAME[t.ggml_type], 0) + 1
     d = conv.Dims(hp)
     return conv.gguf_to_hf_tensors(decoded, d, hp.get("num_experts") is not None), types
@@ -107,6 +107,8 @@ def run_one(name, fdir, types):
             "argmax_agreement_vs_f32": int((res["logits"].argmax(-1) == ref_logits.argmax(-1)).sum()),
             "decode_vs_full_max_abs_diff": res["decode_vs_full_max_abs_diff"],
         }
+        if hp.get("num_experts") is not None:
+            entry["moe_min_topk_router_logit_gap"] = oc.router_margins(model, mtp, tokens)
         ref["quantized"][qt] = entry
         print(f"[{name}] {qt}: replaced {len(replaced)} tensors {counts}; vs f32: rel err "
               f"{entry['rel_err_vs_f32_logits']:.3g} (mtp {entry['rel_err_vs_f32_mtp_logits']:.3g}), "

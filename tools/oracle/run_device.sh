@@ -19,6 +19,9 @@ for m in $MODELS; do
   done
 done
 $PY tools/oracle/requant_reference.py --fixtures "$FIX"
+for m in $MODELS; do
+  $PY tools/oracle/numpy_reference.py "$FIX/$m" || echo "numpy float64 cross-check FAILED for $m"
+done
 sha256sum "$FIX"/tiny_*/model-*.gguf "$FIX"/tiny_*/*.f32
 du -sh "$FIX"/tiny_*
 if [ -n "${OUT:-}" ]; then
