@@ -10,6 +10,8 @@ Plain asserts; exits non-zero on the first failure. Takes a few seconds.
 2. The V-head permutation is the grouped -> tiled map n = p*Hk + k and inverts exactly.
 3. The committed fixtures (tests/fixtures/tiny_{dense,moe}) convert to byte-identical GGUF
    files and pass the round-trip check.
+4. The independent float64 numpy forward (tools/oracle/numpy_reference.py) of each committed
+   GGUF reproduces the HF transformers references (logits, hidden states, MTP) to 1e-4.
 """
 
 import hashlib
@@ -26,6 +28,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools", "convert"))
 sys.path.insert(0, os.path.join(ROOT, "tools", "oracle"))
 
 import check_gguf_roundtrip  # noqa: E402
+import numpy_reference  # noqa: E402
 import hf_to_gguf as conv  # noqa: E402
 import safetensors_np  # noqa: E402
 from gguf_constants import GGMLType, TokenType, ValueType  # noqa: E402
@@ -358,6 +361,15 @@ def test_fixtures(tmp):
     print(f"fixtures: {ran} conversions ok")
 
 
+def test_numpy_reference():
+    """The float64 numpy forward of every committed GGUF reproduces the HF references."""
+    for name in ("tiny_dense", "tiny_moe"):
+        fdir = os.path.join(FIXTURES, name)
+        if not os.path.isfile(os.path.join(fdir, "reference.json")):
+            continue
+        assert numpy_reference.main([fdir]) == 0, name
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_writer_reader_types(tmp)
@@ -368,6 +380,7 @@ def main():
         test_synthetic(tmp, moe=True, legacy=False, shards=2)
         test_synthetic(tmp, moe=True, legacy=True, shards=3)
         test_fixtures(tmp)
+    test_numpy_reference()
     print("test_converter: all ok")
 
 

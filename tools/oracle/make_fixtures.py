@@ -134,8 +134,11 @@ def make_one(name, out_root):
         "mtp_logits_max_abs": float(np.abs(res["mtp_logits"]).max()),
         "argmax_agreement_decode_vs_full": int((logits.argmax(-1) == res["prefill_full"].argmax(-1)).sum()),
         "moe_min_topk_router_logit_gap": margin,
-        "acceptance": {"f32": "max|diff|/max|ref| <= 1e-4", "bf16": "max|diff|/max|ref| <= 2e-2 against "
-                       "logits.f32, or tighter against logits_bf16.f32 (weights rounded to bf16)"},
+        "acceptance": {"f32": "max|diff|/max|ref| <= 1e-4 against logits.f32 (and the other f32 files)",
+                       "bf16": "model-bf16.gguf against logits_bf16.f32 (weights exactly as the bf16 file "
+                               "holds them, fp32 math): max|diff|/max|ref| <= 1e-4; with bf16 activations "
+                               "<= 2e-2. Not against logits.f32: weight rounding alone moves these random "
+                               "models by quantized.bf16.rel_err_vs_f32_logits"},
         "seed": spec["seed"],
         "token_seed": spec["token_seed"],
         "out_gain": spec["out_gain"],
