@@ -136,8 +136,10 @@ def make_one(name, out_root):
         "moe_min_topk_router_logit_gap": margin,
         "acceptance": {"f32": "max|diff|/max|ref| <= 1e-4 against logits.f32 (and the other f32 files)",
                        "bf16": "model-bf16.gguf against logits_bf16.f32 (weights exactly as the bf16 file "
-                               "holds them, fp32 math): max|diff|/max|ref| <= 1e-4; with bf16 activations "
-                               "<= 2e-2. Not against logits.f32: weight rounding alone moves these random "
+                               "holds them, fp32 math): max|diff|/max|ref| <= 1e-4. An engine with bf16 "
+                               "activations drifts by about as much as the weight rounding does "
+                               "(quantized.bf16.rel_err_vs_f32_logits, 2-3% here): check such kernels per "
+                               "op. Not against logits.f32: weight rounding alone moves these random "
                                "models by quantized.bf16.rel_err_vs_f32_logits"},
         "seed": spec["seed"],
         "token_seed": spec["token_seed"],
