@@ -1,6 +1,6 @@
 """Shared pieces of the HF transformers numerical oracle (needs torch + transformers 5.x).
 
-The two tiny models (model reference 7.2), their randomisation, the 80-token protocol
+The two tiny models (model reference 7.2; weights from tiny_weights.py), the 80-token protocol
 (64-token prefill with cache + 16 single-token decode steps + one uncached full forward)
 and the MTP oracle composed from HF modules (model reference 7.3 / 4.2).
 Everything runs on the CPU in float32 with eager attention, deterministic for a fixed seed.
@@ -85,18 +85,6 @@ def check_names(model, mtp, name):
     if have != want:
         diff = sorted(set(have.items()) ^ set(want.items()))
         raise RuntimeError(f"{name}: HF state_dict differs from tiny_weights: {diff[:8]}")
-
-
-def state_dict_np(model, mtp):
-    """Checkpoint tensors (HF names, float32 numpy) in state_dict order, MTP last."""
-    out = {}
-    for k, v in model.state_dict().items():
-        if "rotary_emb" in k:
-            continue
-        out[k] = v.detach().float().contiguous().numpy().copy()
-    for k, v in mtp.state_dict().items():
-        out["mtp." + k] = v.detach().float().contiguous().numpy().copy()
-    return out
 
 
 @torch.no_grad()
