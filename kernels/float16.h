@@ -14,16 +14,17 @@ namespace deltaserve::kernels {
 
 inline float fp16_to_fp32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1fu;
-  const uint32_t mantissa = h & 0x3ffu;
-  // Normal: rebias the exponent (15 -> 127) and widen the mantissa (10 -> 23 bits).
-  const uint32_t normal = ((exponent + 112u) << 23) | (mantissa << 13);
-  // Inf / NaN: all-ones exponent, NaN payload kept.
-  const uint32_t inf_nan = 0x7f800000u | (mantissa << 13);
-  // Zero / subnormal: value is mantissa * 2^-24, exact in binary32.
-  const uint32_t subnormal =
-      std::bit_cast<uint32_t>(static_cast<float>(mantissa) * 0x1p-24f);
-  const uint32_t magnitude = exponent == 0 ? subnormal : (exponent == 31 ? inf_nan : normal);
+  const uint32_t em = h & 0x7fffu;  // exponent and mantissa fields
+  // Normal, inf, NaN: move the fields into f32 position with the exponent raised by 224, so
+  // exponent 31 (inf/NaN) lands on 255, then scale by 2^-112: a net rebias of +112 (15 -> 127)
+  // for normals, inf/NaN unchanged. All operands are normal floats (safe under DAZ/FTZ).
+  const float normal = std::bit_cast<float>((em << 13) + (224u << 23)) * 0x1p-112f;
+  // Zero, subnormal (em < 0x400): 0.5 + mantissa * 2^-24 built exactly in the mantissa of
+  // 0.5, minus 0.5, leaves mantissa * 2^-24 exactly.
+  const float tiny = std::bit_cast<float>((126u << 23) | em) - 0.5f;
+  const uint32_t tiny_mask = 0u - static_cast<uint32_t>(em < 0x400u);  // select without a branch
+  const uint32_t magnitude = (std::bit_cast<uint32_t>(tiny) & tiny_mask) |
+                             (std::bit_cast<uint32_t>(normal) & ~tiny_mask);
   return std::bit_cast<float>(sign | magnitude);
 }
 

@@ -13,18 +13,34 @@ namespace deltaserve::kernels {
 namespace {
 
 constexpr int kRowsPerGroup = 4;  // 4 rows x 8 lanes of accumulators fit the 16 SSE registers
+constexpr int64_t kInBlock = 256;  // a multiple of every decoder's chunk
 
+// Rows [row_begin, row_begin + R) x outputs [out_begin, out_end) (at most one task's worth).
+// The input dimension is walked in blocks of kInBlock so that the x block (R x kInBlock) and
+// the tile's weight slices stay in L1 across the tile's outputs; accumulators persist across
+// blocks, so each output sees exactly dot_row's sequence of operations.
 template <class Decoder, int R>
 void matmul_group(const MatmulArgs& a, int64_t row_begin, int64_t out_begin, int64_t out_end) {
+  static_assert(kInBlock % Decoder::kChunk == 0);
   const float* xs[R];
   for (int r = 0; r < R; ++r) xs[r] = a.x + (row_begin + r) * a.x_stride;
   const uint8_t* w = static_cast<const uint8_t*>(a.w);
+  detail::Lanes acc[kMatmulOutputsPerTask][R];
+  for (auto& per_out : acc) {
+    for (auto& lanes : per_out) lanes = detail::Lanes{detail::Float4{}, detail::Float4{}};
+  }
+  for (int64_t in_begin = 0; in_begin < a.num_in; in_begin += kInBlock) {
+    const int64_t in_end = std::min(a.num_in, in_begin + kInBlock);
+    for (int64_t o = out_begin; o < out_end; ++o) {
+      detail::accumulate_range<Decoder, R>(w + o * a.w_row_bytes, xs, in_begin, in_end,
+                                           acc[o - out_begin]);
+    }
+  }
   for (int64_t o = out_begin; o < out_end; ++o) {
-    float dots[R];
-    detail::dot_rows<Decoder, R>(w + o * a.w_row_bytes, xs, a.num_in, dots);
     for (int r = 0; r < R; ++r) {
+      const float dot = detail::reduce_lanes(acc[o - out_begin][r]);
       float* y = a.y + (row_begin + r) * a.y_stride + o;
-      *y = a.accumulate ? *y + dots[r] : dots[r];
+      *y = a.accumulate ? *y + dot : dot;
     }
   }
 }

@@ -139,21 +139,25 @@ inline void decode_block(const BlockQ5_K& b, float* out) {
 
 inline void decode_block(const BlockQ6_K& b, float* out) {
   const float d = fp16_to_fp32(b.d);
-  for (int h = 0; h < 2; ++h) {
+  for (int h = 0; h < 2; ++h) {  // 128 elements: 4 rows of 32, each two 16-element sub-blocks
     const uint8_t* ql = b.ql + 64 * h;
     const uint8_t* qh = b.qh + 32 * h;
     const int8_t* sc = b.scales + 8 * h;
     float* o = out + 128 * h;
-    for (int l = 0; l < 32; ++l) {
-      const int s = l / 16;  // sub-blocks of 16: element 128h + 32k + l uses sc[2k + s]
-      const int q0 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-      const int q1 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-      const int q2 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-      const int q3 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-      o[l] = d * static_cast<float>(sc[s]) * static_cast<float>(q0);
-      o[l + 32] = d * static_cast<float>(sc[s + 2]) * static_cast<float>(q1);
-      o[l + 64] = d * static_cast<float>(sc[s + 4]) * static_cast<float>(q2);
-      o[l + 96] = d * static_cast<float>(sc[s + 6]) * static_cast<float>(q3);
+    for (int s = 0; s < 2; ++s) {  // element 128h + 32k + 16s + i uses scale sc[2k + s]
+      // ggml evaluates d * sc * q left to right: (d * sc) is the same f32 either way.
+      const float d0 = d * static_cast<float>(sc[s]), d1 = d * static_cast<float>(sc[s + 2]);
+      const float d2 = d * static_cast<float>(sc[s + 4]), d3 = d * static_cast<float>(sc[s + 6]);
+      for (int l = 16 * s; l < 16 * s + 16; ++l) {
+        const int q0 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q1 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q2 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q3 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        o[l] = d0 * static_cast<float>(q0);
+        o[l + 32] = d1 * static_cast<float>(q1);
+        o[l + 64] = d2 * static_cast<float>(q2);
+        o[l + 96] = d3 * static_cast<float>(q3);
+      }
     }
   }
 }

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/dtype.h"
 #include "kernels/float16.h"
@@ -21,9 +22,10 @@ inline constexpr int kLanes = 8;
 
 // Decoders: decode(row, begin, len, buf) returns len floats for elements [begin, begin + len)
 // of the row, either in buf (kChunk floats) or in place. begin is a multiple of kChunk and
-// len == kChunk except for the last chunk of a float-typed row.
+// len == kChunk except for the last chunk of a float-typed row (kWholeChunks == false).
 struct DecodeF32 {
   static constexpr int64_t kChunk = 256;
+  static constexpr bool kWholeChunks = false;
   static const float* decode(const uint8_t* row, int64_t begin, int64_t, float*) {
     return reinterpret_cast<const float*>(row) + begin;
   }
@@ -31,6 +33,7 @@ struct DecodeF32 {
 
 struct DecodeF16 {
   static constexpr int64_t kChunk = 256;
+  static constexpr bool kWholeChunks = false;
   static const float* decode(const uint8_t* row, int64_t begin, int64_t len, float* buf) {
     const uint16_t* src = reinterpret_cast<const uint16_t*>(row) + begin;
     for (int64_t i = 0; i < len; ++i) buf[i] = fp16_to_fp32(src[i]);
@@ -40,6 +43,7 @@ struct DecodeF16 {
 
 struct DecodeBF16 {
   static constexpr int64_t kChunk = 256;
+  static constexpr bool kWholeChunks = false;
   static const float* decode(const uint8_t* row, int64_t begin, int64_t len, float* buf) {
     const uint16_t* src = reinterpret_cast<const uint16_t*>(row) + begin;
     for (int64_t i = 0; i < len; ++i) buf[i] = bf16_to_fp32(src[i]);
@@ -50,6 +54,7 @@ struct DecodeBF16 {
 template <class Block, int64_t kElements>
 struct DecodeBlocks {
   static constexpr int64_t kChunk = kElements;
+  static constexpr bool kWholeChunks = true;
   static const float* decode(const uint8_t* row, int64_t begin, int64_t, float* buf) {
     decode_block(reinterpret_cast<const Block*>(row)[begin / kElements], buf);
     return buf;
@@ -77,35 +82,82 @@ inline void visit_decoder(DType type, Fn&& fn) {
   }
 }
 
-// acc[r][l] += w[i] * x[r][begin + i] for i in [0, len), lane l = i % kLanes.
+// Eight lanes as two 4-float vectors (GCC/Clang vector extension: element-wise IEEE ops, so
+// identical to the scalar loop; plain loops did not keep multi-row accumulators in
+// registers). 16-byte vectors are SSE2 / NEON width: no -march needed, no ABI change.
+using Float4 = float __attribute__((vector_size(16)));
+struct Lanes {
+  Float4 lo;  // lanes 0..3
+  Float4 hi;  // lanes 4..7
+};
+
+inline Float4 load_float4(const float* p) {
+  Float4 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// acc[r] lane l += w[i] * x[r][begin + i] for i in [0, len), l = i % kLanes, increasing i;
+// len is a multiple of kLanes.
 template <int R>
 inline void accumulate_chunk(const float* w, const float* const* xs, int64_t begin, int64_t len,
-                             float (&acc)[R][kLanes]) {
-  int64_t i = 0;
-  for (; i + kLanes <= len; i += kLanes) {
+                             Lanes (&acc)[R]) {
+  for (int64_t i = 0; i < len; i += kLanes) {
+    const Float4 w_lo = load_float4(w + i), w_hi = load_float4(w + i + 4);
     for (int r = 0; r < R; ++r) {
       const float* x = xs[r] + begin + i;
-      for (int l = 0; l < kLanes; ++l) acc[r][l] += w[i + l] * x[l];
+      acc[r].lo += w_lo * load_float4(x);
+      acc[r].hi += w_hi * load_float4(x + 4);
     }
-  }
-  for (; i < len; ++i) {  // tail of a float-typed row whose length is not a multiple of 8
-    for (int r = 0; r < R; ++r) acc[r][i % kLanes] += w[i] * xs[r][begin + i];
   }
 }
 
-inline float reduce_lanes(const float (&a)[kLanes]) {
-  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+// The same for i in [tail_begin, len), tail_begin a multiple of kLanes, len - tail_begin < 8:
+// the end of a float-typed row whose length is not a multiple of 8.
+template <int R>
+inline void accumulate_tail(const float* w, const float* const* xs, int64_t begin,
+                            int64_t tail_begin, int64_t len, Lanes (&acc)[R]) {
+  for (int64_t i = tail_begin; i < len; ++i) {
+    const int lane = static_cast<int>(i - tail_begin);
+    for (int r = 0; r < R; ++r) {
+      const float p = w[i] * xs[r][begin + i];
+      if (lane < 4) {
+        acc[r].lo[lane] += p;
+      } else {
+        acc[r].hi[lane - 4] += p;
+      }
+    }
+  }
+}
+
+inline float reduce_lanes(const Lanes& a) {
+  return ((a.lo[0] + a.lo[1]) + (a.lo[2] + a.lo[3])) + ((a.hi[0] + a.hi[1]) + (a.hi[2] + a.hi[3]));
+}
+
+// Accumulates elements [begin, end) of the row into acc, chunk by chunk; begin is a multiple
+// of Decoder::kChunk. Splitting a row into consecutive ranges gives the same acc as one call.
+template <class Decoder, int R>
+inline void accumulate_range(const uint8_t* w_row, const float* const* xs, int64_t begin,
+                             int64_t end, Lanes (&acc)[R]) {
+  alignas(64) float buf[Decoder::kChunk];
+  for (int64_t chunk = begin; chunk < end; chunk += Decoder::kChunk) {
+    const int64_t len =
+        Decoder::kWholeChunks ? Decoder::kChunk : std::min<int64_t>(Decoder::kChunk, end - chunk);
+    const float* w = Decoder::decode(w_row, chunk, len, buf);
+    const int64_t full = len - len % kLanes;
+    accumulate_chunk<R>(w, xs, chunk, full, acc);
+    if constexpr (!Decoder::kWholeChunks) {
+      if (full < len) accumulate_tail<R>(w, xs, chunk, full, len, acc);
+    }
+  }
 }
 
 // out[r] = dot(decoded w_row, xs[r]) for r < R, each over n elements.
 template <class Decoder, int R>
 inline void dot_rows(const uint8_t* w_row, const float* const* xs, int64_t n, float* out) {
-  float acc[R][kLanes] = {};
-  alignas(64) float buf[Decoder::kChunk];
-  for (int64_t begin = 0; begin < n; begin += Decoder::kChunk) {
-    const int64_t len = std::min<int64_t>(Decoder::kChunk, n - begin);
-    accumulate_chunk<R>(Decoder::decode(w_row, begin, len, buf), xs, begin, len, acc);
-  }
+  Lanes acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = Lanes{Float4{}, Float4{}};
+  accumulate_range<Decoder, R>(w_row, xs, 0, n, acc);
   for (int r = 0; r < R; ++r) out[r] = reduce_lanes(acc[r]);
 }
 
