@@ -35,7 +35,8 @@ BpeModel::BpeModel(const std::vector<std::string>& token_bytes,
     }
     byte_ids_[b] = it->second;
   }
-  merges_.reserve(merges.size());
+  std::vector<std::pair<uint64_t, Merge>> table;
+  table.reserve(merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [left, right] = merges[rank];
     auto l = ids_by_bytes_.find(left), r = ids_by_bytes_.find(right);
@@ -44,10 +45,39 @@ BpeModel::BpeModel(const std::vector<std::string>& token_bytes,
       throw TokenizerError("BPE merge #" + std::to_string(rank) +
                            " names or produces a token that is not in the vocabulary");
     }
-    // The first (lowest-rank) entry wins if a pair is listed twice.
-    merges_.try_emplace(pair_key(l->second, r->second),
-                        Merge{static_cast<int32_t>(rank), m->second});
+    table.emplace_back(pair_key(l->second, r->second), Merge{static_cast<int32_t>(rank), m->second});
   }
+  build_merge_table(table);
+  whole_word_.assign(token_bytes.size(), false);
+  std::vector<int32_t> symbols;
+  for (const auto& [bytes, id] : ids_by_bytes_) {
+    bpe(bytes, symbols);
+    whole_word_[id] = symbols.size() == 1 && symbols[0] == id;
+  }
+}
+
+void BpeModel::build_merge_table(const std::vector<std::pair<uint64_t, Merge>>& merges) {
+  size_t capacity = 16;
+  merge_shift_ = 60;
+  while (capacity < merges.size() * 2) {
+    capacity *= 2;
+    --merge_shift_;
+  }
+  merge_slots_.assign(capacity, MergeSlot{});
+  for (const auto& [key, merge] : merges) {
+    size_t i = slot_of(key);
+    while (merge_slots_[i].key != kEmptyKey && merge_slots_[i].key != key) i = (i + 1) & (capacity - 1);
+    if (merge_slots_[i].key == key) continue;  // listed twice: the lower rank (first) wins
+    merge_slots_[i] = {key, merge};
+    ++num_merges_;
+  }
+}
+
+void BpeModel::bpe(std::string_view word, std::vector<int32_t>& symbols) const {
+  symbols.resize(word.size());
+  for (size_t i = 0; i < word.size(); ++i) symbols[i] = byte_ids_[static_cast<uint8_t>(word[i])];
+  if (symbols.size() <= kShortWordSymbols) merge_short(symbols);
+  else merge_long(symbols);
 }
 
 std::optional<int32_t> BpeModel::find(std::string_view bytes) const {
@@ -61,18 +91,16 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
     out.push_back(byte_ids_[static_cast<uint8_t>(word[0])]);
     return;
   }
-  if (ignore_merges_) {
-    if (auto id = find(word)) {
-      out.push_back(*id);
+  if (auto it = ids_by_bytes_.find(word); it != ids_by_bytes_.end()) {
+    if (ignore_merges_ || whole_word_[it->second]) {
+      out.push_back(it->second);
       return;
     }
   }
   const bool cacheable = word.size() <= kMaxCachedWordBytes;
   if (cacheable && cache_.find(word, out)) return;
-  std::vector<int32_t> symbols(word.size());
-  for (size_t i = 0; i < word.size(); ++i) symbols[i] = byte_ids_[static_cast<uint8_t>(word[i])];
-  if (symbols.size() <= kShortWordSymbols) merge_short(symbols);
-  else merge_long(symbols);
+  std::vector<int32_t> symbols;
+  bpe(word, symbols);
   if (cacheable) cache_.insert(word, symbols);
   out.insert(out.end(), symbols.begin(), symbols.end());
 }

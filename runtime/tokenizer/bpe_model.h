@@ -28,7 +28,7 @@ class BpeModel {
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
 
   std::optional<int32_t> find(std::string_view bytes) const;
-  size_t num_merges() const { return merges_.size(); }
+  size_t num_merges() const { return num_merges_; }
 
  private:
   struct Merge {
@@ -38,10 +38,25 @@ class BpeModel {
   static uint64_t pair_key(int32_t left, int32_t right) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
   }
-  const Merge* find_merge(int32_t left, int32_t right) const {
-    auto it = merges_.find(pair_key(left, right));
-    return it == merges_.end() ? nullptr : &it->second;
+  // Open addressing, linear probing; kEmptyKey marks a free slot (no real pair has it).
+  static constexpr uint64_t kEmptyKey = ~uint64_t{0};
+  struct MergeSlot {
+    uint64_t key = kEmptyKey;
+    Merge merge{};
+  };
+  size_t slot_of(uint64_t key) const {
+    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> merge_shift_);
   }
+  const Merge* find_merge(int32_t left, int32_t right) const {
+    const uint64_t key = pair_key(left, right);
+    for (size_t i = slot_of(key);; i = (i + 1) & (merge_slots_.size() - 1)) {
+      const MergeSlot& slot = merge_slots_[i];
+      if (slot.key == key) return &slot.merge;
+      if (slot.key == kEmptyKey) return nullptr;
+    }
+  }
+  void build_merge_table(const std::vector<std::pair<uint64_t, Merge>>& merges);
+  void bpe(std::string_view word, std::vector<int32_t>& symbols) const;
   void merge_short(std::vector<int32_t>& symbols) const;
   void merge_long(std::vector<int32_t>& symbols) const;
 
@@ -50,7 +65,12 @@ class BpeModel {
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> ids_by_bytes_;
-  std::unordered_map<uint64_t, Merge> merges_;
+  std::vector<MergeSlot> merge_slots_;
+  int merge_shift_ = 64;
+  size_t num_merges_ = 0;
+  // whole_word_[id]: BPE of the token's own bytes gives the token itself, so a word equal
+  // to it needs no merging (exact, unlike ignore_merges which skips the check).
+  std::vector<bool> whole_word_;
   int32_t byte_ids_[256];
   bool ignore_merges_;
   mutable BpeCache cache_;

@@ -3,8 +3,9 @@
 //   added tokens matched on the raw text (leftmost-longest) -> each remaining span split
 //   into well-formed UTF-8 runs and stray bytes -> NFC (if the tokenizer has it) -> the
 //   pre-tokenizer regex (PCRE2, UTF + UCP + JIT) -> BPE by merge rank, cached.
-// Stray bytes of ill-formed UTF-8 become their single-byte tokens, so decode(encode(s)) == s
-// for any bytes s that are NFC (and any s when the tokenizer has no normaliser).
+// Stray bytes of ill-formed UTF-8 become their single-byte tokens, so for any bytes s that
+// are NFC the tokens' pieces concatenate back to s exactly, and decode(encode(s)) == s for
+// valid UTF-8 NFC text (decode() itself replaces ill-formed UTF-8 with U+FFFD).
 //
 // Ownership and threads: build once at startup (the factories throw TokenizerError), then
 // share it as const across any number of threads; every method is thread-safe and none

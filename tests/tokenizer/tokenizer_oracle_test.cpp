@@ -12,9 +12,9 @@
 namespace deltaserve::runtime {
 namespace {
 
-using testing::kQwen3Dir;
-using testing::qwen3_tokenizer;
-using testing::read_jsonl;
+using tokenizer_testing::kQwen3Dir;
+using tokenizer_testing::qwen3_tokenizer;
+using tokenizer_testing::read_jsonl;
 
 std::string escape(const std::string& s) { return nlohmann::json(s).dump(); }
 

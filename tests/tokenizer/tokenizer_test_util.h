@@ -10,7 +10,7 @@
 
 #include "runtime/tokenizer/tokenizer.h"
 
-namespace deltaserve::runtime::testing {
+namespace deltaserve::runtime::tokenizer_testing {
 
 inline constexpr const char* kQwen3Dir = "tests/fixtures/qwen3_tokenizer";
 
@@ -30,4 +30,4 @@ inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   return rows;
 }
 
-}  // namespace deltaserve::runtime::testing
+}  // namespace deltaserve::runtime::tokenizer_testing
