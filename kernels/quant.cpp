@@ -48,7 +48,10 @@ void quantize_blocks(const float* src, BlockQ8_0* dst, int64_t num_blocks) {
 }
 
 // ggml quantize_row_q4_0_ref: the element of largest magnitude (first one on ties) maps to
-// quant 0, i.e. d = max / -8; q = min(15, trunc(x * (1 / d) + 8.5)).
+// quant 0, i.e. d = max / -8; q = min(15, trunc(x * (1 / d) + 8.5)). The multiply-add is
+// fused, as in llama.cpp's usual (FMA-contracted) builds of that C code and in gguf-py's
+// numpy port; an explicit std::fma gives the same bytes on every build (tools/gguf/quants.py
+// matches it).
 void quantize_blocks(const float* src, BlockQ4_0* dst, int64_t num_blocks) {
   for (int64_t b = 0; b < num_blocks; ++b) {
     const float* x = src + b * kQ4_0Elements;
@@ -64,8 +67,8 @@ void quantize_blocks(const float* src, BlockQ4_0* dst, int64_t num_blocks) {
     const float inv_d = d != 0.0f ? 1.0f / d : 0.0f;
     dst[b].d = fp32_to_fp16(d);
     for (int j = 0; j < 16; ++j) {
-      const int lo = saturate_to_int(x[j] * inv_d + 8.5f, 0, 15);
-      const int hi = saturate_to_int(x[j + 16] * inv_d + 8.5f, 0, 15);
+      const int lo = saturate_to_int(std::fma(x[j], inv_d, 8.5f), 0, 15);
+      const int hi = saturate_to_int(std::fma(x[j + 16], inv_d, 8.5f), 0, 15);
       dst[b].qs[j] = static_cast<uint8_t>(lo | (hi << 4));
     }
   }

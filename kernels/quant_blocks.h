@@ -1,6 +1,6 @@
 // ggml's block layouts (ggml-common.h), byte for byte, with one decoder per layout whose
-// arithmetic is exactly ggml's dequantize_row_* (same operations, same order), and the
-// per-layout encoders behind quantize_row. Pure functions; any thread.
+// arithmetic is exactly ggml's dequantize_row_* (same f32 operations, same order, no fused
+// multiply-add), and the per-layout encoders behind quantize_row. Pure functions; any thread.
 //
 // Blocks are read in place from the weight file: a block pointer must be 2-byte aligned
 // (GGUF aligns tensor data to 32 bytes and every row size here is even).
