@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the corpus of deltaserve-tiny-moe comes from and builds it.
-#     sudo-less root shell, from the repository root:  bash tools/train_tiny/make_corpus.sh [OUT_DIR]
-# OUT_DIR defaults to carry/corpus (git-ignored; the device run carries it). Packages already
+#     as root, from the repository root:  bash tools/train_tiny/make_corpus.sh [OUT_DIR]
+# OUT_DIR defaults to carry/corpus (git-ignored; copy it along to the GPU machine). Packages already
 # installed are left at their version (--no-upgrade): the Python standard library is the
 # interpreter's own. manifest.json records every package version used.
 set -euo pipefail
