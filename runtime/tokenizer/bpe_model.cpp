@@ -48,12 +48,7 @@ BpeModel::BpeModel(const std::vector<std::string>& token_bytes,
     table.emplace_back(pair_key(l->second, r->second), Merge{static_cast<int32_t>(rank), m->second});
   }
   build_merge_table(table);
-  whole_word_.assign(token_bytes.size(), false);
-  std::vector<int32_t> symbols;
-  for (const auto& [bytes, id] : ids_by_bytes_) {
-    bpe(bytes, symbols);
-    whole_word_[id] = symbols.size() == 1 && symbols[0] == id;
-  }
+  whole_word_ = std::vector<std::atomic<uint8_t>>(token_bytes.size());
 }
 
 void BpeModel::build_merge_table(const std::vector<std::pair<uint64_t, Merge>>& merges) {
@@ -92,8 +87,16 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
     return;
   }
   if (auto it = ids_by_bytes_.find(word); it != ids_by_bytes_.end()) {
-    if (ignore_merges_ || whole_word_[it->second]) {
-      out.push_back(it->second);
+    const int32_t id = it->second;
+    uint8_t whole = whole_word_[id].load(std::memory_order_relaxed);
+    if (whole == 0 && !ignore_merges_) {
+      std::vector<int32_t> symbols;
+      bpe(word, symbols);
+      whole = symbols.size() == 1 && symbols[0] == id ? 1 : 2;
+      whole_word_[id].store(whole, std::memory_order_relaxed);
+    }
+    if (ignore_merges_ || whole == 1) {
+      out.push_back(id);
       return;
     }
   }

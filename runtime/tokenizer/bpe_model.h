@@ -4,6 +4,7 @@
 // for the internal cache, which is thread-safe; encode_word() may be called concurrently.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -68,9 +69,11 @@ class BpeModel {
   std::vector<MergeSlot> merge_slots_;
   int merge_shift_ = 64;
   size_t num_merges_ = 0;
-  // whole_word_[id]: BPE of the token's own bytes gives the token itself, so a word equal
-  // to it needs no merging (exact, unlike ignore_merges which skips the check).
-  std::vector<bool> whole_word_;
+  // whole_word_[id]: 0 = not yet known, 1 = BPE of the token's own bytes gives the token
+  // itself (a word equal to it needs no merging: exact, unlike ignore_merges, which skips
+  // the check), 2 = it does not. Filled lazily by whichever thread asks first; the value is
+  // deterministic, so relaxed atomics suffice.
+  mutable std::vector<std::atomic<uint8_t>> whole_word_;
   int32_t byte_ids_[256];
   bool ignore_merges_;
   mutable BpeCache cache_;
