@@ -21,7 +21,8 @@ struct RequestSpec {
   std::vector<int32_t> prompt_tokens;
   runtime::SamplingParams sampling;
   int32_t max_tokens = 256;                // generated tokens at most
-  std::vector<int32_t> stop_token_ids;     // end with finish_reason stop (EOS included by server)
+  std::vector<int32_t> stop_token_ids;     // end with finish_reason stop (EOS included by server);
+                                           // the matching id itself is neither sent nor counted
   int32_t draft_depth = -1;                // -1 = server default; 0 = no speculation
 };
 
@@ -56,7 +57,8 @@ struct SubmitResult {
 };
 
 // Implemented by the scheduler's engine loop. Both calls are thread-safe and never block on
-// a forward pass.
+// a forward pass. A spec the server should have rejected (empty prompt, max_tokens < 1, a
+// token id outside the vocabulary) is accepted and ends at once with FinishReason::Error.
 class RequestQueue {
  public:
   virtual ~RequestQueue() = default;
