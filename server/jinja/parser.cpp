@@ -90,14 +90,15 @@ Body Parser::parse_body(std::initializer_list<std::string_view> end_tags, std::s
     fail("blocks are nested deeper than " + std::to_string(kMaxBlockDepth) + " levels", peek());
   }
   Body body;
+  std::string wanted;
+  for (std::string_view tag : end_tags) {
+    wanted += (wanted.empty() ? "'" : " or '") + std::string(tag) + "'";
+  }
+  if (end_tags.size() > 0) open_blocks_.push_back({std::string(block), block_line, wanted});
   while (true) {
     const Token& token = peek();
     if (token.type == Token::Type::kEof) {
       if (end_tags.size() == 0) break;
-      std::string wanted;
-      for (std::string_view tag : end_tags) {
-        wanted += (wanted.empty() ? "'" : " or '") + std::string(tag) + "'";
-      }
       fail("unexpected end of template: the '" + std::string(block) + "' block opened at line " +
                std::to_string(block_line) + " is never closed (looking for " + wanted + ")",
            token);
@@ -126,6 +127,7 @@ Body Parser::parse_body(std::initializer_list<std::string_view> end_tags, std::s
       fail("unexpected " + describe(token), token);
     }
   }
+  if (end_tags.size() > 0) open_blocks_.pop_back();
   --block_depth_;
   return body;
 }
@@ -164,7 +166,13 @@ NodePtr Parser::parse_statement() {
       name == "block") {
     fail("tag '" + name + "' is not supported: chat templates render standalone", tag);
   }
-  fail("encountered unknown tag '" + name + "'", tag);
+  std::string message = "encountered unknown tag '" + name + "'";
+  if (!open_blocks_.empty()) {
+    const OpenBlock& open = open_blocks_.back();
+    message += "; the innermost open block is '" + open.name + "' (line " +
+               std::to_string(open.line) + "), which expects " + open.end_tags;
+  }
+  fail(message, tag);
 }
 
 NodePtr Parser::parse_if(const Token& tag) {

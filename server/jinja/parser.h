@@ -81,6 +81,12 @@ class Parser {
   int block_depth_ = 0;
   int loop_depth_ = 0;
   std::vector<std::set<std::string>> macro_refs_;  // names each open macro body mentions
+  struct OpenBlock {
+    std::string name;
+    int line;
+    std::string end_tags;  // "'elif' or 'else' or 'endif'"
+  };
+  std::vector<OpenBlock> open_blocks_;  // for "unknown tag" messages inside a block
 };
 
 // Nesting limits that keep the recursive-descent parser (and the evaluator) off the stack's edge.

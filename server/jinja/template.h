@@ -36,8 +36,9 @@ struct RenderOptions {
   // Upper bound on the bytes of text produced during a render (captured text included) and on
   // any single string a template builds.
   size_t max_output_bytes = size_t{64} << 20;
-  // Loop iterations, macro calls and statements executed; bounds the CPU time of a render.
-  uint64_t max_steps = 10'000'000;
+  // Loop iterations, macro calls and statements executed; bounds the CPU time of a render
+  // (about a second at the limit). A 10k-message conversation takes a few hundred thousand.
+  uint64_t max_steps = 2'000'000;
   // Macro recursion depth (jinja2 would hit Python's recursion limit somewhat later).
   int max_call_depth = 100;
   // The broken-down local time strftime_now() formats; empty = the system clock. Tests inject a
