@@ -22,30 +22,29 @@ BpeModel::BpeModel(const std::vector<std::string>& token_bytes,
                    const std::vector<std::pair<std::string, std::string>>& merges,
                    bool ignore_merges)
     : ignore_merges_(ignore_merges) {
-  ids_by_bytes_.reserve(token_bytes.size());
-  for (size_t id = 0; id < token_bytes.size(); ++id) {
-    if (!token_bytes[id].empty()) ids_by_bytes_.try_emplace(token_bytes[id], static_cast<int32_t>(id));
-  }
+  ids_by_bytes_.build(token_bytes);
   for (int b = 0; b < 256; ++b) {
     const char c = static_cast<char>(b);
-    auto it = ids_by_bytes_.find(std::string_view(&c, 1));
-    if (it == ids_by_bytes_.end()) {
+    const int32_t id = ids_by_bytes_.find(std::string_view(&c, 1));
+    if (id < 0) {
       throw TokenizerError("byte-level BPE vocabulary lacks a token for byte 0x" +
                            std::to_string(b) + " (decimal)");
     }
-    byte_ids_[b] = it->second;
+    byte_ids_[b] = id;
   }
   std::vector<std::pair<uint64_t, Merge>> table;
   table.reserve(merges.size());
+  std::string joined;
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [left, right] = merges[rank];
-    auto l = ids_by_bytes_.find(left), r = ids_by_bytes_.find(right);
-    auto m = ids_by_bytes_.find(left + right);
-    if (l == ids_by_bytes_.end() || r == ids_by_bytes_.end() || m == ids_by_bytes_.end()) {
+    joined.assign(left).append(right);
+    const int32_t l = ids_by_bytes_.find(left), r = ids_by_bytes_.find(right);
+    const int32_t m = ids_by_bytes_.find(joined);
+    if (l < 0 || r < 0 || m < 0) {
       throw TokenizerError("BPE merge #" + std::to_string(rank) +
                            " names or produces a token that is not in the vocabulary");
     }
-    table.emplace_back(pair_key(l->second, r->second), Merge{static_cast<int32_t>(rank), m->second});
+    table.emplace_back(pair_key(l, r), Merge{static_cast<int32_t>(rank), m});
   }
   build_merge_table(table);
   whole_word_ = std::vector<std::atomic<uint8_t>>(token_bytes.size());
@@ -76,9 +75,9 @@ void BpeModel::bpe(std::string_view word, std::vector<int32_t>& symbols) const {
 }
 
 std::optional<int32_t> BpeModel::find(std::string_view bytes) const {
-  auto it = ids_by_bytes_.find(bytes);
-  if (it == ids_by_bytes_.end()) return std::nullopt;
-  return it->second;
+  const int32_t id = ids_by_bytes_.find(bytes);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
 void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
@@ -86,8 +85,7 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
     out.push_back(byte_ids_[static_cast<uint8_t>(word[0])]);
     return;
   }
-  if (auto it = ids_by_bytes_.find(word); it != ids_by_bytes_.end()) {
-    const int32_t id = it->second;
+  if (const int32_t id = ids_by_bytes_.find(word); id >= 0) {
     uint8_t whole = whole_word_[id].load(std::memory_order_relaxed);
     if (whole == 0 && !ignore_merges_) {
       std::vector<int32_t> symbols;

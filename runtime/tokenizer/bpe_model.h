@@ -9,11 +9,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "runtime/tokenizer/bpe_cache.h"
+#include "runtime/tokenizer/byte_string_index.h"
 
 namespace deltaserve::runtime {
 
@@ -61,11 +61,7 @@ class BpeModel {
   void merge_short(std::vector<int32_t>& symbols) const;
   void merge_long(std::vector<int32_t>& symbols) const;
 
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> ids_by_bytes_;
+  ByteStringIndex ids_by_bytes_;
   std::vector<MergeSlot> merge_slots_;
   int merge_shift_ = 64;
   size_t num_merges_ = 0;
