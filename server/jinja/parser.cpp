@@ -79,6 +79,7 @@ std::string Parser::describe(const Token& token) {
 
 Body Parser::parse_template() {
   Body body = parse_body({}, "", 0);
+  check_filter_and_test_names(body);
   return body;
 }
 

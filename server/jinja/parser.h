@@ -1,7 +1,7 @@
 // Tokens -> AST, following jinja2's grammar (parser.py) including its operator precedence:
 // filters and tests bind tighter than arithmetic, `not` looser than comparisons, and a test
 // takes one bare argument (`x is divisibleby 3`). Unknown tags, filters and tests are syntax
-// errors, as in jinja2 where they fail at compile time.
+// errors, as in jinja2 where they fail at compile time (see check_filter_and_test_names).
 #pragma once
 
 #include <initializer_list>
@@ -88,6 +88,10 @@ class Parser {
   };
   std::vector<OpenBlock> open_blocks_;  // for "unknown tag" messages inside a block
 };
+
+// Throws TemplateError for filters/tests that do not exist, except where jinja2 defers the check
+// to render time (inside if blocks and inline if-expressions). Run on a parsed template.
+void check_filter_and_test_names(const Body& body);
 
 // Nesting limits that keep the recursive-descent parser (and the evaluator) off the stack's edge.
 inline constexpr int kMaxExprDepth = 200;

@@ -369,7 +369,6 @@ ExprPtr Parser::parse_filter(ExprPtr node, bool start_inline) {
     start_inline = false;
     const Token& name_token = peek();
     std::string name = parse_dotted_name();
-    if (!is_known_filter(name)) fail("no filter named '" + name + "'", name_token);
     auto filter = std::make_unique<FilterExpr>(std::move(node), name, name_token.line,
                                                name_token.column);
     if (at_op("(")) filter->args = parse_call_args();
@@ -383,7 +382,6 @@ ExprPtr Parser::parse_test(ExprPtr node) {
   bool negated = skip_name("not");
   const Token& name_token = peek();
   std::string name = parse_dotted_name();
-  if (!is_known_test(name)) fail("no test named '" + name + "'", name_token);
   auto test = std::make_unique<TestExpr>(std::move(node), name, name_token.line, name_token.column);
   test->negated = negated;
   const Token& t = peek();

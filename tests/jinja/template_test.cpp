@@ -96,6 +96,16 @@ TEST(TemplateErrors, SyntaxErrorsCarryLineAndColumn) {
   expect_error([] { Template::parse("{{ (1 }}"); }, "unexpected '}'");
 }
 
+TEST(TemplateErrors, UnknownFiltersInIfBlocksFailOnlyWhenReached) {
+  // jinja2 3.x defers the check inside {% if %} and inline ifs, so templates can guard them.
+  EXPECT_EQ(render("{% if false %}{{ x | nope }}{% endif %}{{ 1 | nope if false }}ok"), "ok");
+  expect_error([] { render("{% if true %}{{ x | nope }}{% endif %}"); }, "no filter named 'nope'");
+  expect_error([] { Template::parse("{% if false %}{% for a in b %}{{ a | nope }}{% endfor %}{% endif %}"); },
+               "no filter named 'nope'");
+  expect_error([] { Template::parse("{% macro m() %}{{ 1 is nope }}{% endmacro %}"); },
+               "no test named 'nope'");
+}
+
 TEST(TemplateErrors, UnclosedConstructs) {
   TemplateError e = expect_error([] { Template::parse("a\n{% if x %}\nbody"); },
                                  "'if' block opened at line 2 is never closed");
