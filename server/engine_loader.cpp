@@ -1,0 +1,99 @@
+// Builds the real serving stack behind --model: runtime model + CPU backend + BackendRunner
+// + scheduler::Engine, and the TokenizerCodec. Called on the loader thread at start.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/model_weights.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "scheduler/backend_runner.h"
+#include "scheduler/engine.h"
+#include "server/model_loader.h"
+#include "server/tokenizer_codec.h"
+
+namespace deltaserve::server {
+namespace {
+
+// Everything the engine reads, destroyed in reverse order: the engine stops first.
+struct ServingStack {
+  std::unique_ptr<runtime::LoadedModel> model;
+  std::unique_ptr<runtime::CpuBackend> backend;
+  std::unique_ptr<scheduler::BackendRunner> runner;
+  std::unique_ptr<scheduler::Engine> engine;
+};
+
+std::unique_ptr<runtime::Tokenizer> load_tokenizer(const runtime::LoadedModel& model) {
+  if (model.gguf && model.gguf->find("tokenizer.ggml.tokens") != nullptr) return runtime::Tokenizer::from_gguf(*model.gguf);
+  if (!model.tokenizer_json_path.empty()) return runtime::Tokenizer::from_json_file(model.tokenizer_json_path);
+  throw std::runtime_error(model.path + ": the model carries no tokenizer (no tokenizer.ggml.* keys / tokenizer.json)");
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("--chat-template: cannot read '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObserver* observer) {
+  if (config.device != "auto" && config.device != "cpu")
+    throw std::runtime_error("--device " + config.device + ": this build has only the CPU backend");
+  auto stack = std::make_shared<ServingStack>();
+  stack->model = runtime::load_model(config.model);
+  const runtime::ModelConfig& mc = stack->model->config;
+
+  auto tokenizer = load_tokenizer(*stack->model);
+  if (tokenizer->num_vocab() > mc.num_vocab)
+    throw std::runtime_error(config.model + ": tokenizer has " + std::to_string(tokenizer->num_vocab()) +
+                             " tokens but the model's vocabulary is " + std::to_string(mc.num_vocab));
+  std::string chat_template = config.chat_template.empty() ? stack->model->chat_template : read_text_file(config.chat_template);
+  if (chat_template.empty()) {
+    spdlog::warn("{}: no chat template in the model; using ChatML", config.model);
+    chat_template = kFallbackChatTemplate;
+  }
+  auto codec = std::make_unique<TokenizerCodec>(std::move(tokenizer), chat_template);
+
+  // Limits: 0 means auto. Every stream gets room for its whole context, so admission never
+  // over-commits KV blocks (preemption stays the exception, for explicit --kv-blocks).
+  const int32_t slots = config.max_streams > 0 ? config.max_streams : 16;
+  const int32_t context = config.context_tokens > 0 ? config.context_tokens
+                                                    : static_cast<int32_t>(std::min<int64_t>(mc.context_length, 4096));
+  const int32_t block_tokens = config.kv_block_tokens;
+  const int32_t blocks = config.kv_blocks > 0 ? config.kv_blocks : slots * ((context + block_tokens - 1) / block_tokens);
+  stack->backend = std::make_unique<runtime::CpuBackend>(*stack->model, runtime::CacheConfig{slots, block_tokens, blocks},
+                                                         config.cpu_threads);
+  stack->runner = std::make_unique<scheduler::BackendRunner>(*stack->backend, context);
+  scheduler::SchedulerConfig sched;
+  sched.max_num_seqs = slots;
+  sched.max_num_batched_tokens = config.max_batched_tokens;
+  sched.max_prefill_chunk_tokens = config.max_prefill_chunk_tokens;
+  sched.max_num_waiting = config.max_waiting;
+  sched.max_context_tokens = context;
+  stack->engine = std::make_unique<scheduler::Engine>(*stack->runner, sched, observer);
+  stack->engine->start();
+
+  LoadedModel loaded;
+  loaded.limits.max_streams = slots;
+  loaded.limits.max_waiting = config.max_waiting;
+  loaded.limits.context_tokens = context;
+  loaded.limits.kv_block_tokens = block_tokens;
+  loaded.limits.num_kv_blocks = blocks;
+  loaded.limits.kv_bytes = stack->backend->kv_cache_bytes();
+  loaded.limits.state_bytes = stack->backend->state_bytes();
+  loaded.limits.max_draft_depth = 0;
+  loaded.limits.device = "cpu";
+  loaded.engine = std::make_unique<EngineAdapter<scheduler::Engine>>(*stack->engine);
+  loaded.codec = std::move(codec);
+  loaded.resources = stack;
+  return loaded;
+}
+
+}  // namespace deltaserve::server
