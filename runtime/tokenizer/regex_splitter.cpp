@@ -95,10 +95,13 @@ void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& 
   while (offset < text.size()) {
     // NO_UTF_CHECK: the caller guarantees valid UTF-8, and a check per call would be
     // quadratic over the text.
-    const int rc = jit_ ? pcre2_jit_match(code, subject, text.size(), offset, PCRE2_NO_UTF_CHECK,
-                                          state.match_data, state.context)
-                        : pcre2_match(code, subject, text.size(), offset, PCRE2_NO_UTF_CHECK,
-                                      state.match_data, state.context);
+    int rc = jit_ ? pcre2_jit_match(code, subject, text.size(), offset, PCRE2_NO_UTF_CHECK,
+                                    state.match_data, state.context)
+                  : PCRE2_ERROR_JIT_STACKLIMIT;
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {  // no JIT, or its stack ran out: interpret
+      rc = pcre2_match(code, subject, text.size(), offset, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
+                       state.match_data, state.context);
+    }
     if (rc < 0) break;  // no further match (or a resource limit): the rest is one gap
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(state.match_data);
     size_t begin = ovector[0], end = ovector[1];
