@@ -1,0 +1,29 @@
+// Chat `messages`, `tools` and `tool_choice` validated and normalised into what a Jinja chat
+// template (Qwen3.5's in particular) expects. Throws ApiException (400) naming the element
+// at fault. Pure functions; any thread.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace deltaserve::server {
+
+// Each message becomes {role, content: string, [name], [tool_calls], [tool_call_id],
+// [reasoning_content]}:
+// - role "developer" is mapped to "system" (templates know only system);
+// - content given as an array of text parts is joined; non-text parts are rejected;
+// - tool_calls[i].function.arguments given as a JSON string is parsed into an object
+//   (Qwen3.5's template iterates the arguments as a mapping);
+// - `reasoning` (vLLM's name) is accepted as an alias of `reasoning_content`.
+nlohmann::json normalize_messages(const nlohmann::json& messages, const std::string& path);
+
+// null or an array of {"type": "function", "function": {name, description?, parameters?}}.
+nlohmann::json normalize_tools(const nlohmann::json* tools, const std::string& path);
+
+// null, "none" | "auto" | "required", or {"type": "function", "function": {"name"}} naming
+// one of `tools`.
+nlohmann::json normalize_tool_choice(const nlohmann::json* tool_choice, const nlohmann::json& tools,
+                                     const std::string& path);
+
+}  // namespace deltaserve::server

@@ -1,0 +1,168 @@
+#include "server/generation_job.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+namespace deltaserve::server {
+namespace {
+
+void check_model(const GenerationParams& p, const ServerState& state) {
+  if (p.model.empty() || p.model == state.model_name() || state.config().accept_any_model_name) {
+    return;
+  }
+  ApiError e = not_found("model_not_found", "The model '" + p.model + "' does not exist; this "
+                                            "server serves '" + state.model_name() + "'.");
+  e.param = "model";
+  throw ApiException{std::move(e)};
+}
+
+int64_t unix_now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Checks the prompt against the context and resolves max_tokens: an explicit value that
+// does not fit is a 400 (as vLLM); no value means "up to the context" (or the default).
+int32_t resolve_max_tokens(const GenerationParams& p, size_t num_prompt_tokens,
+                           const char* prompt_param, const ServerState& state,
+                           const ModelService& service) {
+  const int64_t context = service.limits.context_tokens;
+  const int64_t prompt = static_cast<int64_t>(num_prompt_tokens);
+  if (prompt == 0) {
+    throw ApiException{invalid_value(prompt_param, "the prompt is empty after tokenization.")};
+  }
+  if (prompt >= context) {
+    throw ApiException{context_length_exceeded(
+        prompt_param, "This model's maximum context length is " + std::to_string(context) +
+                          " tokens. However, your " + prompt_param + " resulted in " +
+                          std::to_string(prompt) + " tokens.")};
+  }
+  if (p.max_tokens) {
+    if (prompt + *p.max_tokens > context) {
+      throw ApiException{context_length_exceeded(
+          p.max_tokens_param,
+          "This model's maximum context length is " + std::to_string(context) +
+              " tokens. However, you requested " + std::to_string(prompt + *p.max_tokens) +
+              " tokens (" + std::to_string(prompt) + " in the " + prompt_param + ", " +
+              std::to_string(*p.max_tokens) + " in the completion). Please reduce the length "
+              "of the " + prompt_param + " or " + p.max_tokens_param + ".")};
+    }
+    return *p.max_tokens;
+  }
+  int64_t room = context - prompt;
+  if (state.config().default_max_tokens > 0) room = std::min<int64_t>(room, state.config().default_max_tokens);
+  return static_cast<int32_t>(room);
+}
+
+GenerationJob common_job(const GenerationParams& p, std::vector<int32_t> prompt,
+                         const char* prompt_param, Endpoint endpoint, const ServerState& state,
+                         const ModelService& service) {
+  const ServerConfig& config = state.config();
+  GenerationJob job;
+  job.stream = p.stream;
+  job.include_usage = p.stream && (p.include_usage || config.force_include_usage);
+  job.continuous_usage = job.include_usage && p.continuous_usage_stats;
+
+  scheduler::RequestSpec& spec = job.spec;
+  spec.external_id = make_request_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-");
+  spec.max_tokens = resolve_max_tokens(p, prompt.size(), prompt_param, state, service);
+  spec.prompt_tokens = std::move(prompt);
+  spec.sampling = p.sampling;
+  spec.stop_token_ids = p.stop_token_ids;
+  if (!p.ignore_eos) {
+    for (int32_t eos : service.codec->eos_token_ids()) {
+      if (std::find(spec.stop_token_ids.begin(), spec.stop_token_ids.end(), eos) ==
+          spec.stop_token_ids.end()) {
+        spec.stop_token_ids.push_back(eos);
+      }
+    }
+  }
+  spec.draft_depth = config.draft_depth;
+
+  GenerationSetup& setup = job.setup;
+  setup.num_prompt_tokens = static_cast<int32_t>(spec.prompt_tokens.size());
+  setup.max_tokens = spec.max_tokens;
+  setup.stop = p.stop;
+  setup.include_stop_in_output = p.include_stop_str_in_output;
+  setup.stop_token_ids = spec.stop_token_ids;
+  setup.skip_special_tokens = p.skip_special_tokens;
+  setup.logprobs = p.sampling.logprobs;
+
+  ResponseFormatter::Setup& format = job.format;
+  format.endpoint = endpoint;
+  format.id = spec.external_id;
+  format.created = unix_now_s();
+  format.model = p.model.empty() ? state.model_name() : p.model;
+  format.reasoning_field = p.reasoning_field.value_or(
+      parse_reasoning_field(config.reasoning_field).value_or(ReasoningField::ReasoningContent));
+  format.usage_null_in_chunks = job.include_usage;
+  format.logprobs = p.sampling.logprobs;
+  return job;
+}
+
+}  // namespace
+
+std::string make_request_id(const char* prefix) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string id = prefix;
+  for (int i = 0; i < 24; ++i) id += kAlphabet[rng() % (sizeof(kAlphabet) - 1)];
+  return id;
+}
+
+std::string render_chat_prompt(const ChatRequest& request, const ServerState& state,
+                               const ModelService& service) {
+  ChatTemplateInput input;
+  input.messages = request.messages;
+  input.tools = request.tools;
+  input.kwargs = state.config().default_chat_template_kwargs;
+  for (auto it = request.chat_template_kwargs.begin(); it != request.chat_template_kwargs.end(); ++it) {
+    input.kwargs[it.key()] = it.value();
+  }
+  input.add_generation_prompt = request.add_generation_prompt;
+  std::string prompt;
+  try {
+    prompt = service.codec->apply_chat_template(input);
+  } catch (const TemplateError& e) {
+    throw ApiException{invalid_value("messages", std::string("the chat template failed: ") + e.what())};
+  }
+  if (request.continue_final_message) {
+    // The template closes the last message; cut after its content so generation goes on.
+    const std::string last = request.messages.back().value("content", "");
+    const size_t at = last.empty() ? std::string::npos : prompt.rfind(last);
+    if (at == std::string::npos) {
+      throw ApiException{invalid_value("continue_final_message",
+                                       "the final message's content was not found in the "
+                                       "rendered prompt.")};
+    }
+    prompt.resize(at + last.size());
+  }
+  return prompt;
+}
+
+GenerationJob prepare_chat(const ChatRequest& request, const ServerState& state,
+                           const ModelService& service) {
+  check_model(request.params, state);
+  const std::string prompt = render_chat_prompt(request, state, service);
+  GenerationJob job = common_job(request.params, service.codec->encode(prompt, false), "messages",
+                                 Endpoint::Chat, state, service);
+  job.setup.split_reasoning = state.config().reasoning_parser == "qwen3";
+  job.setup.starts_in_reasoning =
+      job.setup.split_reasoning && ReasoningSplitter::prompt_ends_in_reasoning(prompt);
+  return job;
+}
+
+GenerationJob prepare_completion(const CompletionRequest& request, const ServerState& state,
+                                 const ModelService& service) {
+  check_model(request.params, state);
+  std::vector<int32_t> prompt = request.prompt_tokens
+                                    ? *request.prompt_tokens
+                                    : service.codec->encode(*request.prompt_text, true);
+  return common_job(request.params, std::move(prompt), "prompt", Endpoint::Completion, state,
+                    service);
+}
+
+}  // namespace deltaserve::server

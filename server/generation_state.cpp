@@ -1,0 +1,107 @@
+#include "server/generation_state.h"
+
+#include <algorithm>
+
+namespace deltaserve::server {
+
+GenerationState::GenerationState(const TextCodec& codec, GenerationSetup setup)
+    : setup_(std::move(setup)),
+      decoder_(codec.stream_decoder(setup_.skip_special_tokens)),
+      stop_(setup_.stop, setup_.include_stop_in_output) {
+  if (setup_.split_reasoning) splitter_.emplace(setup_.starts_in_reasoning);
+  usage_.num_prompt_tokens = setup_.num_prompt_tokens;
+}
+
+bool GenerationState::is_stop_token(int32_t token) const {
+  return std::find(setup_.stop_token_ids.begin(), setup_.stop_token_ids.end(), token) !=
+         setup_.stop_token_ids.end();
+}
+
+// Text of one token (or the decoder's tail) through the stop matcher and the think split.
+void GenerationState::consume_text(const std::string& text, StepOutput& out, bool count_token) {
+  const bool was_reasoning = splitter_ && splitter_->in_reasoning();
+  StopMatcher::Result r = stop_.push(text);
+  ReasoningSplitter::Pieces pieces;
+  if (splitter_) {
+    pieces = splitter_->push(r.text);
+  } else {
+    pieces.content = std::move(r.text);
+  }
+  if (count_token && splitter_ &&
+      (!pieces.reasoning.empty() || (was_reasoning && pieces.content.empty()))) {
+    ++usage_.num_reasoning_tokens;
+  }
+  out.delta.reasoning += pieces.reasoning;
+  out.delta.content += pieces.content;
+  if (r.matched) stop_matched_ = true;
+}
+
+// Normal end: what the decoder, the stop matcher and the splitter still hold goes out,
+// unless a stop string matched (then everything held lies after it).
+void GenerationState::flush(StepOutput& out) {
+  if (!stop_matched_) {
+    consume_text(decoder_->finish(), out, /*count_token=*/false);
+  }
+  if (!stop_matched_) {
+    const std::string held = stop_.finish();
+    if (splitter_) {
+      ReasoningSplitter::Pieces p = splitter_->push(held);
+      out.delta.reasoning += p.reasoning;
+      out.delta.content += p.content;
+    } else {
+      out.delta.content += held;
+    }
+  }
+  if (splitter_) {
+    ReasoningSplitter::Pieces p = splitter_->finish();
+    out.delta.reasoning += p.reasoning;
+    out.delta.content += p.content;
+  }
+}
+
+StepOutput GenerationState::on_event(const scheduler::RequestEvent& event) {
+  StepOutput out;
+  if (done_) return out;
+  const bool engine_ends = event.finish != scheduler::FinishReason::None;
+  for (size_t i = 0; i < event.tokens.size(); ++i) {
+    if (usage_.num_completion_tokens >= setup_.max_tokens) {
+      out.finish_reason = "length";
+      break;
+    }
+    const int32_t token = event.tokens[i];
+    ++usage_.num_completion_tokens;
+    if (setup_.logprobs && i < event.logprobs.size()) out.delta.logprobs.push_back(event.logprobs[i]);
+    if (is_stop_token(token)) {
+      out.finish_reason = "stop";
+      break;
+    }
+    consume_text(decoder_->push(token), out, /*count_token=*/true);
+    if (stop_matched_) {
+      out.finish_reason = "stop";
+      break;
+    }
+  }
+  if (!out.finish_reason && !engine_ends && usage_.num_completion_tokens >= setup_.max_tokens &&
+      !event.tokens.empty()) {
+    out.finish_reason = "length";
+  }
+  if (out.finish_reason) {
+    // Ended by us: the engine has not finished (or would run past what was shown).
+    out.cancel_engine = !engine_ends;
+  } else if (engine_ends) {
+    switch (event.finish) {
+      case scheduler::FinishReason::Stop: out.finish_reason = "stop"; break;
+      case scheduler::FinishReason::Length: out.finish_reason = "length"; break;
+      case scheduler::FinishReason::Cancelled: out.error = "the request was cancelled"; break;
+      case scheduler::FinishReason::Error:
+        out.error = event.error.empty() ? "the engine failed on this request" : event.error;
+        break;
+      case scheduler::FinishReason::None: break;
+    }
+  }
+  if (out.finish_reason) flush(out);
+  done_ = out.done();
+  return out;
+}
+
+}  // namespace deltaserve::server

@@ -1,0 +1,68 @@
+// Turns one request's engine events into client-visible output: incremental detokenisation,
+// stop tokens and stop strings, the <think> split, the token limit, exact usage. Knows no
+// I/O: the session writes what on_event returns (as SSE chunks, or gathered into one body).
+//
+// Usage counts emitted tokens only: when a stop string or stop token falls inside a block of
+// accepted drafts, the tokens after it are neither shown nor counted.
+// One per request, used from its session's strand only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "scheduler/request.h"
+#include "server/openai_response.h"
+#include "server/reasoning_splitter.h"
+#include "server/stop_matcher.h"
+#include "server/text_codec.h"
+
+namespace deltaserve::server {
+
+struct GenerationSetup {
+  int32_t num_prompt_tokens = 0;
+  int32_t max_tokens = 0;                 // emitted tokens at most (> 0)
+  std::vector<std::string> stop;          // stop strings
+  bool include_stop_in_output = false;
+  std::vector<int32_t> stop_token_ids;    // end with "stop"; counted, never shown
+  bool skip_special_tokens = true;
+  bool split_reasoning = false;           // chat with a reasoning model
+  bool starts_in_reasoning = false;       // the prompt left a <think> block open
+  bool logprobs = false;
+};
+
+// What one event produced.
+struct StepOutput {
+  OutputDelta delta;
+  const char* finish_reason = nullptr;  // "stop" | "length": the request ended normally
+  std::optional<std::string> error;     // it ended abnormally (engine error, cancelled)
+  bool cancel_engine = false;           // it ended here, not in the engine: cancel the id
+  bool done() const { return finish_reason != nullptr || error.has_value(); }
+};
+
+class GenerationState {
+ public:
+  GenerationState(const TextCodec& codec, GenerationSetup setup);
+
+  // Events after the end are ignored (the engine may still deliver a cancellation).
+  StepOutput on_event(const scheduler::RequestEvent& event);
+  bool done() const { return done_; }
+  const Usage& usage() const { return usage_; }
+
+ private:
+  void consume_text(const std::string& text, StepOutput& out, bool count_token);
+  void flush(StepOutput& out);
+  bool is_stop_token(int32_t token) const;
+
+  GenerationSetup setup_;
+  std::unique_ptr<TokenStreamDecoder> decoder_;
+  StopMatcher stop_;
+  std::optional<ReasoningSplitter> splitter_;
+  Usage usage_;
+  bool stop_matched_ = false;
+  bool done_ = false;
+};
+
+}  // namespace deltaserve::server

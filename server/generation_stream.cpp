@@ -1,0 +1,162 @@
+#include "server/generation_stream.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "server/http_session.h"
+#include "server/router.h"
+
+namespace deltaserve::server {
+
+GenerationStream::GenerationStream(std::shared_ptr<HttpSession> session, GenerationJob job,
+                                   ServerState& state, const ModelService& service,
+                                   unsigned http_version, bool keep_alive)
+    : session_(std::move(session)),
+      job_(std::move(job)),
+      state_(state),
+      service_(service),
+      http_version_(http_version),
+      keep_alive_(keep_alive && http_version >= 11),
+      chunked_(http_version >= 11),
+      generation_(*service.codec, job_.setup),
+      formatter_(job_.format, *service.codec) {}
+
+std::optional<ApiError> GenerationStream::start() {
+  // The sink runs on the engine thread: it only copies the event onto the strand.
+  auto self = shared_from_this();
+  auto executor = session_->executor();
+  scheduler::EventSink sink = [self, executor](const scheduler::RequestEvent& event) {
+    boost::asio::post(executor, [self, event] { self->on_event(event); });
+  };
+  const scheduler::SubmitResult result = service_.engine->submit(job_.spec, std::move(sink));
+  if (result.status != scheduler::SubmitStatus::Accepted) {
+    ApiError error = submit_error(result, state_);
+    if (result.status == scheduler::SubmitStatus::TooLong) {
+      error.param = job_.format.endpoint == Endpoint::Chat ? "messages" : "prompt";
+    }
+    return error;
+  }
+  id_ = result.id;
+  state_.generation_started();
+  spdlog::debug("[{}] accepted as engine request {} ({} prompt tokens, max_tokens {})",
+                job_.spec.external_id, id_, job_.spec.prompt_tokens.size(), job_.spec.max_tokens);
+  if (job_.stream) {
+    http::response<http::empty_body> head{http::status::ok, http_version_};
+    head.set(http::field::server, "deltaserve");
+    head.set(http::field::content_type, "text/event-stream");
+    head.set(http::field::cache_control, "no-cache");
+    if (!state_.config().cors_allow_origin.empty()) {
+      head.set(http::field::access_control_allow_origin, state_.config().cors_allow_origin);
+    }
+    head.set("X-Request-Id", job_.spec.external_id);
+    head.keep_alive(keep_alive_);
+    if (chunked_) head.chunked(true);
+    std::ostringstream out;
+    out << head.base();
+    session_->write_stream(std::move(out).str());
+    if (job_.format.endpoint == Endpoint::Chat) write_chunk(sse_event(formatter_.role_chunk()));
+  }
+  return std::nullopt;
+}
+
+void GenerationStream::write_chunk(const std::string& data) {
+  if (data.empty()) return;
+  if (!chunked_) {
+    session_->write_stream(data);
+    return;
+  }
+  char size_line[24];
+  std::snprintf(size_line, sizeof(size_line), "%zx\r\n", data.size());
+  std::string chunk = size_line;
+  chunk += data;
+  chunk += "\r\n";
+  session_->write_stream(std::move(chunk));
+}
+
+void GenerationStream::on_event(const scheduler::RequestEvent& event) {
+  if (ended_) return;  // e.g. the Cancelled that follows our own cancel
+  const StepOutput out = generation_.on_event(event);
+  if (out.cancel_engine) service_.engine->cancel(id_);
+  if (job_.stream) {
+    write_stream_output(out);
+    if (out.done()) finish_stream(out);
+  } else {
+    gathered_.reasoning += out.delta.reasoning;
+    gathered_.content += out.delta.content;
+    gathered_.logprobs.insert(gathered_.logprobs.end(), out.delta.logprobs.begin(),
+                              out.delta.logprobs.end());
+    if (out.done()) finish_body(out);
+  }
+}
+
+void GenerationStream::write_stream_output(const StepOutput& out) {
+  if (out.delta.empty()) return;
+  nlohmann::json chunk = formatter_.delta_chunk(out.delta);
+  if (job_.continuous_usage) chunk["usage"] = ResponseFormatter::usage_json(generation_.usage());
+  write_chunk(sse_event(chunk));
+}
+
+ApiError GenerationStream::failure_error(const std::string& message) const {
+  if (state_.phase() == ServerPhase::Draining) {
+    return not_ready("server_shutdown", "The server shut down before the request finished.", 0);
+  }
+  return internal_error(message);
+}
+
+void GenerationStream::finish_stream(const StepOutput& out) {
+  if (out.finish_reason) {
+    write_chunk(sse_event(formatter_.finish_chunk(out.finish_reason)));
+    if (job_.include_usage) write_chunk(sse_event(formatter_.usage_chunk(generation_.usage())));
+    write_chunk(std::string(kSseDone));
+    end(std::string_view(out.finish_reason) == "length" ? ResponseEnd::Length : ResponseEnd::Stop);
+  } else {
+    const ApiError error = failure_error(*out.error);
+    spdlog::error("[{}] stream ended with an error: {}", job_.spec.external_id, *out.error);
+    state_.metrics().on_error(error.type);
+    write_chunk(sse_event(error.body()));
+    write_chunk(std::string(kSseDone));
+    end(ResponseEnd::Error);
+  }
+}
+
+void GenerationStream::finish_body(const StepOutput& out) {
+  HttpRequest request_shape{http::verb::post, "/", http_version_};
+  request_shape.keep_alive(keep_alive_);
+  if (out.finish_reason) {
+    const nlohmann::json body = formatter_.final_body(gathered_, out.finish_reason, generation_.usage());
+    HttpResponse res = json_response(http::status::ok, json_text(body), request_shape, state_);
+    std::ostringstream text;
+    text << res;
+    session_->write_stream(std::move(text).str(), /*bounded=*/false);
+    end(std::string_view(out.finish_reason) == "length" ? ResponseEnd::Length : ResponseEnd::Stop);
+  } else {
+    spdlog::error("[{}] request failed: {}", job_.spec.external_id, *out.error);
+    HttpResponse res = error_response(failure_error(*out.error), &request_shape, state_);
+    std::ostringstream text;
+    text << res;
+    session_->write_stream(std::move(text).str(), /*bounded=*/false);
+    end(ResponseEnd::Error);
+  }
+}
+
+void GenerationStream::end(ResponseEnd how) {
+  if (job_.stream && chunked_) session_->write_stream("0\r\n\r\n");
+  ended_ = true;
+  state_.metrics().on_response_finished(how);
+  state_.generation_ended();
+  session_->end_response(keep_alive_);
+}
+
+void GenerationStream::client_gone() {
+  if (ended_) return;
+  ended_ = true;
+  spdlog::debug("[{}] client gone: cancelling engine request {}", job_.spec.external_id, id_);
+  service_.engine->cancel(id_);
+  state_.metrics().on_response_finished(ResponseEnd::Abort);
+  state_.generation_ended();
+}
+
+}  // namespace deltaserve::server

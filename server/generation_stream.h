@@ -1,0 +1,58 @@
+// One running generation on a connection: submits the job, receives its engine events on
+// the session's strand (the engine thread only posts them), and writes the response, as
+// SSE chunks (chunked transfer encoding) or as one JSON body at the end.
+//
+// The stream grammar is fixed (openai_response.h); in particular a stream always ends
+// with either a finish chunk or an error event, then "data: [DONE]", never silently.
+// Owned by its HttpSession while it runs and by the sink the engine holds until the
+// request's final event; every method runs on the session's strand.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "server/api_error.h"
+#include "server/generation_job.h"
+#include "server/generation_state.h"
+#include "server/openai_response.h"
+#include "server/server_state.h"
+
+namespace deltaserve::server {
+
+class HttpSession;
+
+class GenerationStream : public std::enable_shared_from_this<GenerationStream> {
+ public:
+  GenerationStream(std::shared_ptr<HttpSession> session, GenerationJob job, ServerState& state,
+                   const ModelService& service, unsigned http_version, bool keep_alive);
+
+  // Submits to the engine. On refusal returns the error to answer with (nothing written);
+  // on acceptance a stream's headers (and role chunk) are queued at once.
+  std::optional<ApiError> start();
+  void on_event(const scheduler::RequestEvent& event);
+  // The client went away (or cannot keep up): cancel the request; nothing more is written.
+  void client_gone();
+
+ private:
+  void write_stream_output(const StepOutput& out);
+  void finish_stream(const StepOutput& out);
+  void finish_body(const StepOutput& out);
+  void write_chunk(const std::string& data);
+  void end(ResponseEnd how);
+  ApiError failure_error(const std::string& message) const;
+
+  std::shared_ptr<HttpSession> session_;
+  GenerationJob job_;
+  ServerState& state_;
+  const ModelService& service_;
+  const unsigned http_version_;
+  const bool keep_alive_;
+  const bool chunked_;  // HTTP/1.1: chunked transfer encoding; 1.0: raw bytes, then close
+  GenerationState generation_;
+  ResponseFormatter formatter_;
+  OutputDelta gathered_;  // non-streaming: everything so far
+  scheduler::RequestId id_ = 0;
+  bool ended_ = false;
+};
+
+}  // namespace deltaserve::server

@@ -1,0 +1,79 @@
+// OpenAI response shapes, built from what a request produced: chat.completion and
+// text_completion bodies, their stream chunks, the usage object, SSE framing. The stream
+// grammar this serves (generation_state.h decides when each piece is due):
+//   chat:        role chunk, content/reasoning delta chunks, one finish chunk with an empty
+//                delta, [usage chunk with "choices": []], data: [DONE]
+//   completions: text chunks, one finish chunk with empty text, [usage chunk], data: [DONE]
+// Pure; any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "scheduler/request.h"
+#include "server/openai_schema.h"
+#include "server/text_codec.h"
+
+namespace deltaserve::server {
+
+enum class Endpoint { Chat, Completion };
+
+struct Usage {
+  int32_t num_prompt_tokens = 0;
+  int32_t num_completion_tokens = 0;  // emitted tokens only (nothing past a stop)
+  int32_t num_reasoning_tokens = 0;   // of the completion tokens, those inside <think>
+};
+
+// One piece of output as the client sees it.
+struct OutputDelta {
+  std::string reasoning;
+  std::string content;
+  std::vector<scheduler::TokenLogprob> logprobs;  // the tokens that produced it
+  bool empty() const { return reasoning.empty() && content.empty() && logprobs.empty(); }
+};
+
+// JSON text that never throws on invalid UTF-8 (it is replaced with U+FFFD).
+std::string json_text(const nlohmann::json& value);
+// "data: <json>\n\n"
+std::string sse_event(const nlohmann::json& value);
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+
+class ResponseFormatter {
+ public:
+  struct Setup {
+    Endpoint endpoint = Endpoint::Chat;
+    std::string id;       // chatcmpl-... / cmpl-...
+    int64_t created = 0;  // unix seconds
+    std::string model;
+    ReasoningField reasoning_field = ReasoningField::ReasoningContent;
+    bool usage_null_in_chunks = false;  // include_usage: every other chunk has "usage": null
+    bool logprobs = false;
+  };
+
+  ResponseFormatter(Setup setup, const TextCodec& codec) : s_(std::move(setup)), codec_(codec) {}
+
+  nlohmann::json role_chunk() const;  // chat only
+  nlohmann::json delta_chunk(const OutputDelta& delta) const;
+  nlohmann::json finish_chunk(const char* finish_reason) const;
+  nlohmann::json usage_chunk(const Usage& usage) const;
+  nlohmann::json final_body(const OutputDelta& all, const char* finish_reason,
+                            const Usage& usage) const;
+
+  static nlohmann::json usage_json(const Usage& usage);
+  const Setup& setup() const { return s_; }
+
+ private:
+  nlohmann::json chunk_base() const;
+  nlohmann::json chat_logprobs(const std::vector<scheduler::TokenLogprob>& lps) const;
+  nlohmann::json completion_logprobs(const std::vector<scheduler::TokenLogprob>& lps) const;
+  void put_reasoning(nlohmann::json& target, const std::string& reasoning) const;
+
+  Setup s_;
+  const TextCodec& codec_;
+};
+
+}  // namespace deltaserve::server

@@ -1,0 +1,90 @@
+// OpenAI request bodies parsed and validated into typed structs. Every rejection is an
+// ApiException carrying a 400 whose `param` names the field ("messages[1].content",
+// "stop[2]", "logit_bias.123") and whose message says what was expected. Nothing here
+// tokenizes or touches the engine: limits that need the model (context length) are checked
+// by the handler after tokenization. Pure functions; any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/sampling_params.h"
+#include "server/api_error.h"
+
+namespace deltaserve::server {
+
+// Where the thinking text goes in responses: OpenAI-compatible clients read
+// `reasoning_content` (llama.cpp, SGLang, older vLLM); current vLLM writes `reasoning`.
+enum class ReasoningField { ReasoningContent, Reasoning, Both };
+
+std::optional<ReasoningField> parse_reasoning_field(std::string_view name);
+const char* reasoning_field_name(ReasoningField field);
+
+// Limits the parser enforces; filled from ServerConfig (and the model's vocabulary size once
+// it is known; 0 = unknown, token ids then checked only for being non-negative).
+struct SchemaLimits {
+  int32_t max_logprobs = 20;      // top_logprobs / completions `logprobs` ceiling
+  int32_t max_stop_strings = 16;
+  int64_t num_vocab = 0;
+  bool reject_unknown_fields = true;  // OpenAI does; a deployment may relax it
+};
+
+// Fields shared by /v1/chat/completions and /v1/completions.
+struct GenerationParams {
+  std::string model;                  // empty: the served model
+  runtime::SamplingParams sampling;   // temperature, top_p, penalties, seed, logprobs...
+  std::optional<int32_t> max_tokens;  // nullopt: up to the context (or the server default)
+  std::string max_tokens_param = "max_tokens";  // the field that set it, for 400 messages
+  std::vector<std::string> stop;      // stop strings, matched on detokenised text
+  std::vector<int32_t> stop_token_ids;  // vLLM extension
+  bool ignore_eos = false;              // vLLM extension (benchmarks)
+  bool include_stop_str_in_output = false;
+  bool skip_special_tokens = true;
+  bool stream = false;
+  bool include_usage = false;           // stream_options.include_usage
+  bool continuous_usage_stats = false;  // stream_options.continuous_usage_stats (vLLM)
+  std::optional<ReasoningField> reasoning_field;  // per-request override (extension)
+};
+
+struct ChatRequest {
+  GenerationParams params;
+  // Messages normalised for the chat template: role (developer -> system), content as a
+  // string, tool_calls with `arguments` parsed into objects, reasoning_content (the client
+  // may send `reasoning` instead).
+  nlohmann::json messages = nlohmann::json::array();
+  nlohmann::json tools;        // null or the validated array, passed to the template
+  nlohmann::json tool_choice;  // null, "none" | "auto" | "required" | {function}
+  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+};
+
+struct CompletionRequest {
+  GenerationParams params;
+  std::optional<std::string> prompt_text;  // exactly one of the two is set
+  std::optional<std::vector<int32_t>> prompt_tokens;
+};
+
+// POST /tokenize: either a prompt or chat messages (then the template is applied).
+struct TokenizeRequest {
+  std::optional<std::string> prompt;
+  std::optional<ChatRequest> chat;
+  bool add_special_tokens = true;
+};
+
+struct DetokenizeRequest {
+  std::vector<int32_t> tokens;
+};
+
+// All four throw ApiException (400) on any problem with the body.
+ChatRequest parse_chat_request(std::string_view body, const SchemaLimits& limits);
+CompletionRequest parse_completion_request(std::string_view body, const SchemaLimits& limits);
+TokenizeRequest parse_tokenize_request(std::string_view body, const SchemaLimits& limits);
+DetokenizeRequest parse_detokenize_request(std::string_view body, const SchemaLimits& limits);
+
+}  // namespace deltaserve::server

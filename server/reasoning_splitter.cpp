@@ -1,0 +1,81 @@
+#include "server/reasoning_splitter.h"
+
+namespace deltaserve::server {
+namespace {
+
+constexpr std::string_view kOpen = "<think>";
+constexpr std::string_view kClose = "</think>";
+
+// Length of the longest suffix of `text` that is a proper prefix of `tag`.
+size_t partial_tag_suffix(std::string_view text, std::string_view tag) {
+  const size_t max_len = std::min(text.size(), tag.size() - 1);
+  for (size_t len = max_len; len > 0; --len) {
+    if (text.substr(text.size() - len) == tag.substr(0, len)) return len;
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool ReasoningSplitter::prompt_ends_in_reasoning(std::string_view prompt) {
+  const size_t open = prompt.rfind(kOpen);
+  if (open == std::string_view::npos) return false;
+  const size_t close = prompt.rfind(kClose);
+  return close == std::string_view::npos || close < open;
+}
+
+void ReasoningSplitter::emit(Pieces& out, std::string_view text) {
+  if (skip_newlines_) {
+    const size_t first = text.find_first_not_of("\r\n");
+    if (first == std::string_view::npos) return;
+    text.remove_prefix(first);
+    skip_newlines_ = false;
+  }
+  (in_reasoning_ ? out.reasoning : out.content).append(text);
+}
+
+ReasoningSplitter::Pieces ReasoningSplitter::push(std::string_view text) {
+  Pieces out;
+  std::string buffer = std::move(held_);
+  held_.clear();
+  buffer.append(text);
+  std::string_view rest = buffer;
+  while (!rest.empty()) {
+    const std::string_view tag = in_reasoning_ ? kClose : kOpen;
+    const size_t at = rest.find(tag);
+    if (at != std::string_view::npos) {
+      std::string_view before = rest.substr(0, at);
+      if (in_reasoning_) {
+        const size_t last = before.find_last_not_of("\r\n");
+        before = last == std::string_view::npos ? std::string_view() : before.substr(0, last + 1);
+      }
+      emit(out, before);
+      in_reasoning_ = !in_reasoning_;
+      skip_newlines_ = true;
+      rest.remove_prefix(at + tag.size());
+      continue;
+    }
+    // No complete tag: hold back a partial one, and in reasoning the newlines before it
+    // (they are dropped if "</think>" follows).
+    size_t keep = partial_tag_suffix(rest, tag);
+    if (in_reasoning_) {
+      const std::string_view head = rest.substr(0, rest.size() - keep);
+      const size_t last = head.find_last_not_of("\r\n");
+      keep = rest.size() - (last == std::string_view::npos ? 0 : last + 1);
+    }
+    emit(out, rest.substr(0, rest.size() - keep));
+    held_.assign(rest.substr(rest.size() - keep));
+    break;
+  }
+  return out;
+}
+
+ReasoningSplitter::Pieces ReasoningSplitter::finish() {
+  Pieces out;
+  std::string held = std::move(held_);
+  held_.clear();
+  emit(out, held);
+  return out;
+}
+
+}  // namespace deltaserve::server

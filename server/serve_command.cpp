@@ -1,0 +1,161 @@
+// `deltaserve serve`: configuration, listener, model loading, and the shutdown sequence.
+//
+// Order of events: the listener binds first (so /health answers and /ready says 503 while
+// the model loads), the model loads on its own thread, then /ready turns 200. SIGTERM or
+// SIGINT: stop accepting, /ready 503, new requests 503; in-flight requests get
+// --shutdown-grace-s to finish; the rest are cancelled (their streams end with an error
+// event); exit 0.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/model_loader.h"
+#include "server/server_config.h"
+#include "server/server_state.h"
+
+namespace deltaserve::cli {
+namespace {
+
+using server::ServerConfig;
+
+std::string model_name_of(const ServerConfig& config) {
+  if (!config.served_model_name.empty()) return config.served_model_name;
+  if (config.model.empty()) return "deltaserve-fake";
+  std::filesystem::path path(config.model);
+  if (path.filename().empty()) path = path.parent_path();
+  return path.stem().string();
+}
+
+std::string mib(int64_t bytes) { return std::to_string(bytes / (1 << 20)) + " MiB"; }
+
+void log_limits(const server::EngineLimits& l) {
+  spdlog::info("limits: {} streams at once, {} waiting before 429, context {} tokens, device {}",
+               l.max_streams, l.max_waiting, l.context_tokens, l.device);
+  spdlog::info("memory: KV cache {} blocks x {} tokens = {} ({} tokens), state slots {}, drafts up to {}",
+               l.num_kv_blocks, l.kv_block_tokens, mib(l.kv_bytes),
+               int64_t{l.num_kv_blocks} * l.kv_block_tokens, mib(l.state_bytes), l.max_draft_depth);
+}
+
+void write_port_file(const std::string& path, uint16_t port) {
+  if (path.empty()) return;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << port << "\n";
+  }
+  std::filesystem::rename(tmp, path);  // readers never see a half-written file
+}
+
+// Graceful shutdown: see the file comment.
+void drain(const ServerConfig& config, server::ServerState& state, server::HttpServer& http,
+           server::ServingEngine* engine) {
+  state.begin_drain();
+  http.stop_accepting();
+  if (engine) {
+    engine->begin_drain();
+    const auto grace = std::chrono::seconds(config.shutdown_grace_s);
+    spdlog::info("draining: {} generation(s) in flight, grace {} s", state.num_active_generations(),
+                 config.shutdown_grace_s);
+    if (!engine->wait_idle(grace)) {
+      const scheduler::EngineStats s = engine->stats();
+      spdlog::warn("grace period over: cancelling {} running and {} waiting request(s)",
+                   s.num_running, s.num_waiting);
+      engine->cancel_all();
+      engine->wait_idle(std::chrono::seconds(5));
+    }
+  }
+  // Let the sessions write the final bytes of what just ended.
+  const auto flush_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (state.num_active_generations() > 0 && std::chrono::steady_clock::now() < flush_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  http.stop();
+}
+
+}  // namespace
+
+int serve_main(int argc, char** argv) {
+  server::ServeInvocation invocation;
+  try {
+    invocation = server::load_server_config(argc, argv);
+  } catch (const server::ConfigError& e) {
+    std::fprintf(stderr, "deltaserve serve: %s\n", e.what());
+    return 2;
+  }
+  if (invocation.exit_now) return invocation.exit_code;
+  const ServerConfig& config = invocation.config;
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+
+  // Signals are taken by sigwait() below; every thread started from here inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const std::string model_name = model_name_of(config);
+  server::ServerMetrics metrics({model_name, config.vllm_metrics, config.metrics_rate_window_s});
+  server::ServerState state(config, metrics, model_name);
+  std::unique_ptr<server::HttpServer> http;
+  try {
+    http = std::make_unique<server::HttpServer>(state, config.host, static_cast<uint16_t>(config.port));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "deltaserve serve: cannot listen on %s:%d: %s\n", config.host.c_str(),
+                 config.port, e.what());
+    return 1;
+  }
+  const int num_threads = config.http_threads > 0
+                              ? config.http_threads
+                              : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+  http->start(num_threads);
+  write_port_file(config.port_file, http->port());
+  std::cout << "deltaserve listening on http://" << config.host << ":" << http->port() << std::endl;
+  spdlog::info("serving '{}' on {}:{} with {} I/O threads; /ready answers 503 until the model is loaded",
+               model_name, config.host, http->port(), num_threads);
+
+  server::LoadedModel model;
+  server::ModelService service;
+  std::atomic<bool> load_failed{false};
+  std::thread loader([&] {
+    try {
+      model = config.fake_engine ? server::load_fake_model(config, &metrics)
+                                 : server::load_model(config, &metrics);
+      if (config.fake_load_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(config.fake_load_ms));
+      metrics.set_limits(model.limits);
+      log_limits(model.limits);
+      service.engine = model.engine.get();
+      service.codec = model.codec.get();
+      service.limits = model.limits;
+      state.publish(&service);
+      spdlog::info("ready");
+    } catch (const std::exception& e) {
+      spdlog::error("cannot load the model: {}", e.what());
+      load_failed = true;
+      kill(getpid(), SIGTERM);
+    }
+  });
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  if (!load_failed) spdlog::info("signal {}: shutting down", signal_number);
+  loader.join();
+  drain(config, state, *http, state.service() ? service.engine : nullptr);
+  model = server::LoadedModel();  // engine first: its last events post to the stopped I/O context
+  http.reset();
+  spdlog::info("stopped");
+  return load_failed ? 1 : 0;
+}
+
+}  // namespace deltaserve::cli

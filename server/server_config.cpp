@@ -1,0 +1,253 @@
+#include "server/server_config.h"
+
+#include "server/default_model.h"
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+namespace deltaserve::server {
+namespace {
+
+// One option: its flag, its JSON key, and how to move its value between the command line,
+// the JSON file and the struct. The table below is the single list of options.
+struct OptionDef {
+  std::string flag;  // "--max-streams"
+  std::string key;   // "max_streams"
+  std::function<CLI::Option*(CLI::App&, ServerConfig&)> add_flag;
+  std::function<void(ServerConfig&, const nlohmann::json&, const std::string&)> read_json;
+  std::function<void(ServerConfig&, const ServerConfig&)> copy;
+  std::function<void(const ServerConfig&, nlohmann::ordered_json&)> write_json;
+};
+
+std::string where(const std::string& source, const std::string& key) {
+  return source + ": option '" + key + "'";
+}
+
+template <class T>
+T json_value(const nlohmann::json& v, const std::string& at) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) throw ConfigError(at + " must be true or false");
+    return v.get<bool>();
+  } else if constexpr (std::is_integral_v<T>) {
+    if (!v.is_number_integer()) throw ConfigError(at + " must be an integer");
+    if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())
+                               : (v.get<int64_t>() < std::numeric_limits<T>::min() ||
+                                  v.get<int64_t>() > std::numeric_limits<T>::max())) {
+      throw ConfigError(at + " is out of range");
+    }
+    return static_cast<T>(v.get<int64_t>());
+  } else if constexpr (std::is_same_v<T, double>) {
+    if (!v.is_number()) throw ConfigError(at + " must be a number");
+    return v.get<double>();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!v.is_string()) throw ConfigError(at + " must be a string");
+    return v.get<std::string>();
+  } else {
+    static_assert(std::is_same_v<T, std::vector<std::string>>);
+    if (v.is_string()) return {v.get<std::string>()};
+    if (!v.is_array()) throw ConfigError(at + " must be a list of strings");
+    std::vector<std::string> out;
+    for (const nlohmann::json& item : v) {
+      if (!item.is_string()) throw ConfigError(at + " must be a list of strings");
+      out.push_back(item.get<std::string>());
+    }
+    return out;
+  }
+}
+
+template <class T>
+OptionDef def(T ServerConfig::*member, const std::string& key, const std::string& help,
+              bool hidden = false) {
+  OptionDef d;
+  d.key = key;
+  d.flag = "--" + key;
+  for (char& c : d.flag) c = c == '_' ? '-' : c;
+  d.add_flag = [member, flag = d.flag, help, hidden](CLI::App& app, ServerConfig& c) {
+    CLI::Option* opt = nullptr;
+    if constexpr (std::is_same_v<T, bool>) {
+      opt = app.add_flag(flag, c.*member, help);
+    } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      opt = app.add_option(flag, c.*member, help)->delimiter(',');
+    } else {
+      opt = app.add_option(flag, c.*member, help);
+      opt->default_val(c.*member);
+    }
+    if (hidden) opt->group("");
+    return opt;
+  };
+  d.read_json = [member](ServerConfig& c, const nlohmann::json& v, const std::string& at) {
+    c.*member = json_value<T>(v, at);
+  };
+  d.copy = [member](ServerConfig& to, const ServerConfig& from) { to.*member = from.*member; };
+  d.write_json = [member, key](const ServerConfig& c, nlohmann::ordered_json& out) { out[key] = c.*member; };
+  return d;
+}
+
+// The chat-template kwargs: a JSON object in the file, JSON text on the command line.
+OptionDef kwargs_def(const std::shared_ptr<std::string>& text) {
+  OptionDef d;
+  d.key = "default_chat_template_kwargs";
+  d.flag = "--default-chat-template-kwargs";
+  d.add_flag = [text](CLI::App& app, ServerConfig&) {
+    return app.add_option("--default-chat-template-kwargs", *text,
+                          "JSON object merged under every request's chat_template_kwargs, "
+                          "e.g. '{\"enable_thinking\": false}'");
+  };
+  d.read_json = [](ServerConfig& c, const nlohmann::json& v, const std::string& at) {
+    if (!v.is_object()) throw ConfigError(at + " must be a JSON object");
+    c.default_chat_template_kwargs = v;
+  };
+  d.copy = [text](ServerConfig& to, const ServerConfig&) {
+    nlohmann::json v = nlohmann::json::parse(*text, nullptr, false);
+    if (v.is_discarded() || !v.is_object()) {
+      throw ConfigError("--default-chat-template-kwargs must be a JSON object, got: " + *text);
+    }
+    to.default_chat_template_kwargs = std::move(v);
+  };
+  d.write_json = [](const ServerConfig& c, nlohmann::ordered_json& out) {
+    out["default_chat_template_kwargs"] = c.default_chat_template_kwargs;
+  };
+  return d;
+}
+
+std::vector<OptionDef> option_table(const std::shared_ptr<std::string>& kwargs_text) {
+  using C = ServerConfig;
+  return {
+      def(&C::model, "model", "Model: a GGUF file or a Hugging Face directory (safetensors + config.json + tokenizer.json)"),
+      def(&C::served_model_name, "served_model_name", "Model id in the API (/v1/models, responses); default: the model file's name"),
+      def(&C::chat_template, "chat_template", "Jinja chat template file overriding the model's own"),
+      def(&C::device, "device", "Where to run: auto | cpu | cuda[:N] | hip[:N]"),
+      def(&C::host, "host", "Address to listen on"),
+      def(&C::port, "port", "TCP port; 0 picks a free one (printed on stdout and written to --port-file)"),
+      def(&C::port_file, "port_file", "Write the bound port to this file once listening"),
+      def(&C::api_keys, "api_key", "Require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize (repeat or comma-separate for several keys)"),
+      def(&C::api_key_file, "api_key_file", "File with one accepted API key per line"),
+      def(&C::http_threads, "http_threads", "I/O threads of the HTTP server; 0 = min(4, cores)"),
+      def(&C::max_body_bytes, "max_body_bytes", "Largest request body accepted (bigger: 413)"),
+      def(&C::keep_alive_timeout_s, "keep_alive_timeout_s", "Seconds an idle keep-alive connection (or a slow request) may take before it is closed"),
+      def(&C::shutdown_grace_s, "shutdown_grace_s", "On SIGTERM/SIGINT: seconds in-flight requests get to finish before they are cancelled"),
+      def(&C::stream_queue_bytes, "stream_queue_bytes", "Unsent SSE bytes a stream may queue for a slow client before the request is cancelled"),
+      def(&C::cors_allow_origin, "cors_allow_origin", "Access-Control-Allow-Origin value (e.g. '*'); empty = no CORS headers"),
+      def(&C::retry_after_s, "retry_after_s", "Retry-After seconds sent with 429 and 503"),
+      def(&C::default_max_tokens, "default_max_tokens", "max_tokens when a request gives none; 0 = up to the context"),
+      def(&C::max_logprobs, "max_logprobs", "Largest top_logprobs (chat) / logprobs (completions) accepted"),
+      def(&C::max_stop_strings, "max_stop_strings", "Most stop strings per request"),
+      def(&C::reject_unknown_fields, "reject_unknown_fields", "Answer 400 to request fields the server does not know (as OpenAI does)"),
+      def(&C::accept_any_model_name, "accept_any_model_name", "Serve requests whatever their 'model' (else an unknown model is a 404)"),
+      def(&C::reasoning_parser, "reasoning_parser", "Split <think>...</think> into the reasoning field: qwen3 | none"),
+      def(&C::reasoning_field, "reasoning_field", "Response field of the thinking text: reasoning_content | reasoning | both"),
+      def(&C::force_include_usage, "force_include_usage", "Send the usage chunk on every stream, asked for or not"),
+      kwargs_def(kwargs_text),
+      def(&C::max_streams, "max_streams", "Sequences generating at once (state slots); 0 = as many as memory allows"),
+      def(&C::max_waiting, "max_waiting", "Queued requests beyond which new ones get 429"),
+      def(&C::context_tokens, "context_tokens", "Prompt + output tokens per sequence; 0 = the model's window (capped by the KV pool)"),
+      def(&C::max_batched_tokens, "max_batched_tokens", "Rows (tokens) per engine step: decode, drafts and prefill chunks"),
+      def(&C::max_prefill_chunk_tokens, "max_prefill_chunk_tokens", "Prompt tokens of one sequence per step"),
+      def(&C::kv_block_tokens, "kv_block_tokens", "Tokens per KV-cache block"),
+      def(&C::kv_blocks, "kv_blocks", "KV-cache blocks in the pool; 0 = sized from free memory"),
+      def(&C::draft_depth, "draft_depth", "MTP draft tokens per step: -1 = adaptive, 0 = no speculation"),
+      def(&C::cpu_threads, "cpu_threads", "Threads of the CPU backend; 0 = all cores"),
+      def(&C::vllm_metrics, "vllm_metrics", "Also export vLLM's metric names (vllm: prefix) on /metrics"),
+      def(&C::metrics_rate_window_s, "metrics_rate_window_s", "Window of deltaserve_generation_tokens_per_second, seconds"),
+      def(&C::log_level, "log_level", "trace | debug | info | warn | error"),
+  };
+}
+
+std::vector<OptionDef> hidden_table() {
+  using C = ServerConfig;
+  return {
+      def(&C::fake_engine, "fake_engine", "", true),
+      def(&C::fake_step_us, "fake_step_us", "", true),
+      def(&C::fake_load_ms, "fake_load_ms", "", true),
+  };
+}
+
+void read_key_file(ServerConfig& config) {
+  if (config.api_key_file.empty()) return;
+  std::ifstream in(config.api_key_file);
+  if (!in) throw ConfigError("--api-key-file: cannot read '" + config.api_key_file + "'");
+  std::string line;
+  while (std::getline(in, line)) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty()) config.api_keys.push_back(line);
+  }
+}
+
+}  // namespace
+
+nlohmann::ordered_json ServerConfig::to_json() const {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const OptionDef& d : option_table(std::make_shared<std::string>())) d.write_json(*this, out);
+  return out;
+}
+
+void apply_config_json(ServerConfig& config, const nlohmann::json& document,
+                       const std::string& source) {
+  if (!document.is_object()) throw ConfigError(source + ": the config must be a JSON object");
+  const std::vector<OptionDef> table = option_table(std::make_shared<std::string>());
+  for (auto it = document.begin(); it != document.end(); ++it) {
+    auto d = std::find_if(table.begin(), table.end(),
+                          [&](const OptionDef& o) { return o.key == it.key(); });
+    if (d == table.end()) {
+      throw ConfigError(source + ": unknown option '" + it.key() +
+                        "' (deltaserve serve --dump-config lists every option)");
+    }
+    d->read_json(config, it.value(), where(source, it.key()));
+  }
+}
+
+ServeInvocation load_server_config(int argc, char** argv) {
+  ServeInvocation result;
+  ServerConfig cli;  // what the flags set (defaults where not given)
+  auto kwargs_text = std::make_shared<std::string>("{}");
+  std::vector<OptionDef> table = option_table(kwargs_text);
+  for (OptionDef& d : hidden_table()) table.push_back(std::move(d));
+
+  CLI::App app("deltaserve serve: the OpenAI-compatible HTTP daemon. Every option can also be "
+               "set in the JSON file given by --config (key = flag name with '_' for '-'); "
+               "flags override the file.",
+               "deltaserve serve");
+  std::string config_path;
+  bool dump_config = false;
+  app.add_option("--config", config_path, "JSON config file (see config/deltaserve.json)");
+  app.add_flag("--dump-config", dump_config, "Print the effective configuration as JSON and exit");
+  std::vector<std::pair<const OptionDef*, CLI::Option*>> flags;
+  for (const OptionDef& d : table) flags.emplace_back(&d, d.add_flag(app, cli));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    result.exit_now = true;
+    result.exit_code = app.exit(e);
+    return result;
+  }
+
+  ServerConfig config;
+  if (!config_path.empty()) {
+    std::ifstream in(config_path);
+    if (!in) throw ConfigError("--config: cannot read '" + config_path + "'");
+    nlohmann::json document = nlohmann::json::parse(in, nullptr, false);
+    if (document.is_discarded()) throw ConfigError(config_path + ": not valid JSON");
+    apply_config_json(config, document, config_path);
+  }
+  for (const auto& [d, opt] : flags) {
+    if (opt->count() > 0) d->copy(config, cli);
+  }
+  read_key_file(config);
+  if (config.model.empty() && !config.fake_engine) config.model = find_default_model();
+  validate_config(config);
+  if (dump_config) {
+    std::cout << config.to_json().dump(2) << "\n";
+    result.exit_now = true;
+  }
+  result.config = std::move(config);
+  return result;
+}
+
+}  // namespace deltaserve::server

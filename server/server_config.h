@@ -1,0 +1,97 @@
+// Every option of `deltaserve serve` in one typed struct. Sources, later ones winning:
+// built-in defaults < the JSON file given by --config < command-line flags. The JSON keys
+// are the flag names with '_' for '-' (config/deltaserve.json lists all of them). Unknown
+// keys, wrong types and out-of-range values are rejected at start with one line naming the
+// option; after load_server_config() returns, the struct is const for the process' life.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace deltaserve::server {
+
+struct ServerConfig {
+  // Model and identity.
+  std::string model;                // GGUF file or HF directory
+  std::string served_model_name;    // "" = the model file's stem
+  std::string chat_template;        // a Jinja file overriding the model's template; "" = model's
+  std::string device = "auto";      // auto | cpu | cuda[:N] | hip[:N]
+
+  // Listener.
+  std::string host = "127.0.0.1";
+  int32_t port = 8000;              // 0 = any free port (printed, and written to port_file)
+  std::string port_file;            // write the bound port here once listening
+  std::vector<std::string> api_keys;  // empty = no auth; else Bearer one of these on /v1/*
+  std::string api_key_file;         // one key per line, added to api_keys
+  int32_t http_threads = 0;         // 0 = min(4, cores)
+  int64_t max_body_bytes = 8 << 20;
+  int32_t keep_alive_timeout_s = 60;
+  int32_t shutdown_grace_s = 30;    // SIGTERM: in-flight requests get this long to finish
+  int64_t stream_queue_bytes = 4 << 20;  // unsent SSE bytes per stream before it is cut
+  std::string cors_allow_origin;    // "" = no CORS headers
+  int32_t retry_after_s = 1;        // Retry-After on 429 / 503
+
+  // Request handling.
+  int32_t default_max_tokens = 0;   // 0 = up to the context
+  int32_t max_logprobs = 20;
+  int32_t max_stop_strings = 16;
+  bool reject_unknown_fields = true;
+  bool accept_any_model_name = false;  // else a foreign "model" is a 404 (as vLLM)
+  std::string reasoning_parser = "qwen3";  // qwen3 | none
+  std::string reasoning_field = "reasoning_content";  // reasoning_content | reasoning | both
+  bool force_include_usage = false;
+  nlohmann::json default_chat_template_kwargs = nlohmann::json::object();
+
+  // Engine limits (0 = auto: resolved from the model and memory at load).
+  int32_t max_streams = 0;          // sequences running at once (= state slots)
+  int32_t max_waiting = 256;        // queued requests beyond which submit answers 429
+  int32_t context_tokens = 0;       // prompt + output per sequence
+  int32_t max_batched_tokens = 2048;
+  int32_t max_prefill_chunk_tokens = 512;
+  int32_t kv_block_tokens = 16;
+  int32_t kv_blocks = 0;
+  int32_t draft_depth = -1;         // -1 = adaptive, 0 = speculation off
+  int32_t cpu_threads = 0;
+
+  // Observability.
+  bool vllm_metrics = false;        // also export vLLM's metric names
+  double metrics_rate_window_s = 10.0;
+  std::string log_level = "info";   // trace | debug | info | warn | error
+
+  // Test-only (hidden flags, never in the JSON file).
+  bool fake_engine = false;
+  int32_t fake_step_us = 2000;
+  int32_t fake_load_ms = 0;
+
+  nlohmann::ordered_json to_json() const;  // every file option (in --help order), for --dump-config
+};
+
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What the command line asked for besides the options.
+struct ServeInvocation {
+  ServerConfig config;
+  bool exit_now = false;  // --help or --dump-config printed; exit with `exit_code`
+  int exit_code = 0;
+};
+
+// Parses argv (argv[0] = "serve"), reads --config, applies flags over it, validates.
+// Throws ConfigError with a message naming the option; --help text goes to stdout.
+ServeInvocation load_server_config(int argc, char** argv);
+
+// Reads one JSON config document over `config` (unknown keys and bad types throw).
+void apply_config_json(ServerConfig& config, const nlohmann::json& document,
+                       const std::string& source);
+
+// Throws ConfigError naming the first invalid option.
+void validate_config(const ServerConfig& config);
+
+}  // namespace deltaserve::server

@@ -1,0 +1,77 @@
+// Range and consistency checks of ServerConfig: one message per problem, naming the flag
+// (the JSON key is the same name with '_' for '-').
+#include <set>
+#include <string>
+
+#include "server/openai_schema.h"
+#include "server/server_config.h"
+
+namespace deltaserve::server {
+namespace {
+
+template <class T>
+void check_range(const char* flag, T value, T min_value, T max_value) {
+  if (value < min_value || value > max_value) {
+    throw ConfigError(std::string(flag) + " must lie in " + std::to_string(min_value) + ".." +
+                      std::to_string(max_value) + ", got " + std::to_string(value));
+  }
+}
+
+void check_one_of(const char* flag, const std::string& value, const std::set<std::string>& allowed) {
+  if (allowed.count(value)) return;
+  std::string list;
+  for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  throw ConfigError(std::string(flag) + " must be one of " + list + ", got '" + value + "'");
+}
+
+}  // namespace
+
+void validate_config(const ServerConfig& c) {
+  if (c.model.empty() && !c.fake_engine) {
+    throw ConfigError("no --model given and the embedded default model (models/deltaserve-tiny-moe.gguf) "
+                      "was not found; pass --model FILE_OR_DIR");
+  }
+  if (c.host.empty()) throw ConfigError("--host must not be empty");
+  check_range("--port", c.port, 0, 65535);
+  for (const std::string& key : c.api_keys) {
+    if (key.empty()) throw ConfigError("--api-key: an API key must not be empty");
+  }
+  check_range("--http-threads", c.http_threads, 0, 256);
+  check_range<int64_t>("--max-body-bytes", c.max_body_bytes, 1024, int64_t{1} << 30);
+  check_range("--keep-alive-timeout-s", c.keep_alive_timeout_s, 1, 86400);
+  check_range("--shutdown-grace-s", c.shutdown_grace_s, 0, 86400);
+  check_range<int64_t>("--stream-queue-bytes", c.stream_queue_bytes, 4096, int64_t{1} << 30);
+  check_range("--retry-after-s", c.retry_after_s, 0, 3600);
+  check_range("--default-max-tokens", c.default_max_tokens, 0, 1 << 30);
+  check_range("--max-logprobs", c.max_logprobs, 0, 100);
+  check_range("--max-stop-strings", c.max_stop_strings, 0, 1024);
+  check_one_of("--reasoning-parser", c.reasoning_parser, {"qwen3", "none"});
+  if (!parse_reasoning_field(c.reasoning_field)) {
+    check_one_of("--reasoning-field", c.reasoning_field, {"reasoning_content", "reasoning", "both"});
+  }
+  if (!c.default_chat_template_kwargs.is_object()) {
+    throw ConfigError("--default-chat-template-kwargs must be a JSON object");
+  }
+  check_range("--max-streams", c.max_streams, 0, 65536);
+  check_range("--max-waiting", c.max_waiting, 0, 1 << 20);
+  check_range("--context-tokens", c.context_tokens, 0, 1 << 24);
+  check_range("--max-batched-tokens", c.max_batched_tokens, 1, 1 << 20);
+  check_range("--max-prefill-chunk-tokens", c.max_prefill_chunk_tokens, 1, 1 << 20);
+  check_range("--kv-block-tokens", c.kv_block_tokens, 1, 4096);
+  check_range("--kv-blocks", c.kv_blocks, 0, 1 << 26);
+  check_range("--draft-depth", c.draft_depth, -1, 16);
+  check_range("--cpu-threads", c.cpu_threads, 0, 4096);
+  if (!(c.metrics_rate_window_s >= 0.1 && c.metrics_rate_window_s <= 3600.0)) {
+    throw ConfigError("--metrics-rate-window-s must lie in 0.1..3600, got " +
+                      std::to_string(c.metrics_rate_window_s));
+  }
+  check_one_of("--log-level", c.log_level, {"trace", "debug", "info", "warn", "error"});
+  check_range("--fake-step-us", c.fake_step_us, 0, 1000000);
+  check_range("--fake-load-ms", c.fake_load_ms, 0, 600000);
+  if (c.device != "auto" && c.device != "cpu" && c.device.rfind("cuda", 0) != 0 &&
+      c.device.rfind("hip", 0) != 0) {
+    throw ConfigError("--device must be auto, cpu, cuda[:N] or hip[:N], got '" + c.device + "'");
+  }
+}
+
+}  // namespace deltaserve::server

@@ -1,0 +1,57 @@
+// What the daemon needs from an engine beyond submit/cancel: capacity stats for /metrics,
+// readiness for /ready, and the drain sequence for SIGTERM. scheduler::Engine has exactly
+// these calls; EngineAdapter forwards to it, FakeEngine implements them for tests.
+// Every method may be called from any thread; only wait_idle blocks (by design).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "scheduler/engine_stats.h"
+#include "scheduler/request.h"
+
+namespace deltaserve::server {
+
+class ServingEngine : public scheduler::RequestQueue {
+ public:
+  virtual scheduler::EngineStats stats() const = 0;
+  virtual bool ready() const = 0;
+  virtual void begin_drain() = 0;  // submit() answers NotReady from now on
+  virtual void cancel_all() = 0;   // every queued/running request ends with Cancelled
+  virtual bool wait_idle(std::chrono::milliseconds timeout) = 0;  // false on timeout
+};
+
+// The limits the daemon logs at start and sizes its per-slot metrics by.
+struct EngineLimits {
+  int32_t max_streams = 0;         // sequences running at once (state slots)
+  int32_t max_waiting = 0;         // queued requests before 429
+  int32_t context_tokens = 0;      // prompt + generated, per sequence
+  int32_t kv_block_tokens = 0;
+  int32_t num_kv_blocks = 0;
+  int64_t kv_bytes = 0;            // memory of the paged KV cache
+  int64_t state_bytes = 0;         // memory of the recurrent-state slots (with rings)
+  int32_t max_draft_depth = 0;
+  std::string device;              // "cpu", "cuda:0", "fake"
+};
+
+// Forwards to any engine with scheduler::Engine's method set.
+template <class Engine>
+class EngineAdapter final : public ServingEngine {
+ public:
+  explicit EngineAdapter(Engine& engine) : engine_(engine) {}
+  scheduler::SubmitResult submit(scheduler::RequestSpec spec, scheduler::EventSink sink) override {
+    return engine_.submit(std::move(spec), std::move(sink));
+  }
+  void cancel(scheduler::RequestId id) override { engine_.cancel(id); }
+  scheduler::EngineStats stats() const override { return engine_.stats(); }
+  bool ready() const override { return engine_.ready(); }
+  void begin_drain() override { engine_.begin_drain(); }
+  void cancel_all() override { engine_.cancel_all(); }
+  bool wait_idle(std::chrono::milliseconds timeout) override { return engine_.wait_idle(timeout); }
+
+ private:
+  Engine& engine_;
+};
+
+}  // namespace deltaserve::server

@@ -1,0 +1,115 @@
+// Response shapes and SSE framing, as the official clients parse them.
+#include <gtest/gtest.h>
+
+#include "server/fake_text_codec.h"
+#include "server/openai_response.h"
+
+namespace deltaserve::server {
+namespace {
+
+const FakeTextCodec kCodec;
+
+ResponseFormatter formatter(Endpoint endpoint, bool usage_nulls = false) {
+  ResponseFormatter::Setup s;
+  s.endpoint = endpoint;
+  s.id = endpoint == Endpoint::Chat ? "chatcmpl-x" : "cmpl-x";
+  s.created = 1700000000;
+  s.model = "tiny";
+  s.usage_null_in_chunks = usage_nulls;
+  return ResponseFormatter(s, kCodec);
+}
+
+TEST(SseFraming, EventsAreDataLinesWithABlankLine) {
+  EXPECT_EQ(sse_event(nlohmann::json{{"a", 1}}), "data: {\"a\":1}\n\n");
+  EXPECT_EQ(kSseDone, "data: [DONE]\n\n");
+  // Invalid UTF-8 never throws: it is replaced.
+  EXPECT_EQ(sse_event(nlohmann::json{{"t", std::string("\xFF")}}), "data: {\"t\":\"\xEF\xBF\xBD\"}\n\n");
+  // A newline inside content is escaped: one event is always one data line.
+  EXPECT_EQ(sse_event(nlohmann::json{{"t", "a\nb"}}).find('\n'), sse_event(nlohmann::json{{"t", "a\nb"}}).size() - 2);
+}
+
+TEST(ChatChunks, RoleDeltaFinishUsage) {
+  const ResponseFormatter f = formatter(Endpoint::Chat, true);
+  const nlohmann::json role = f.role_chunk();
+  EXPECT_EQ(role["object"], "chat.completion.chunk");
+  EXPECT_EQ(role["id"], "chatcmpl-x");
+  EXPECT_EQ(role["created"], 1700000000);
+  EXPECT_EQ(role["model"], "tiny");
+  EXPECT_EQ(role["choices"][0]["index"], 0);
+  EXPECT_EQ(role["choices"][0]["delta"], (nlohmann::json{{"role", "assistant"}, {"content", ""}}));
+  EXPECT_TRUE(role["choices"][0]["finish_reason"].is_null());
+  EXPECT_TRUE(role.contains("usage") && role["usage"].is_null());
+
+  OutputDelta d;
+  d.reasoning = "think";
+  const nlohmann::json r = f.delta_chunk(d);
+  EXPECT_EQ(r["choices"][0]["delta"], (nlohmann::json{{"reasoning_content", "think"}}));
+  d.reasoning.clear();
+  d.content = "hi";
+  EXPECT_EQ(f.delta_chunk(d)["choices"][0]["delta"], (nlohmann::json{{"content", "hi"}}));
+
+  const nlohmann::json fin = f.finish_chunk("length");
+  EXPECT_EQ(fin["choices"][0]["delta"], nlohmann::json::object());
+  EXPECT_EQ(fin["choices"][0]["finish_reason"], "length");
+
+  const nlohmann::json u = f.usage_chunk({5, 3, 1});
+  EXPECT_EQ(u["choices"], nlohmann::json::array());
+  EXPECT_EQ(u["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(u["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(u["usage"]["total_tokens"], 8);
+  EXPECT_EQ(u["usage"]["completion_tokens_details"]["reasoning_tokens"], 1);
+}
+
+TEST(ChatChunks, ReasoningFieldChoice) {
+  ResponseFormatter::Setup s;
+  s.reasoning_field = ReasoningField::Both;
+  const ResponseFormatter both(s, kCodec);
+  OutputDelta d;
+  d.reasoning = "r";
+  const nlohmann::json delta = both.delta_chunk(d)["choices"][0]["delta"];
+  EXPECT_EQ(delta["reasoning"], "r");
+  EXPECT_EQ(delta["reasoning_content"], "r");
+  s.reasoning_field = ReasoningField::Reasoning;
+  EXPECT_FALSE(ResponseFormatter(s, kCodec).delta_chunk(d)["choices"][0]["delta"].contains("reasoning_content"));
+}
+
+TEST(FinalBodies, ChatAndCompletion) {
+  OutputDelta all;
+  all.content = "answer";
+  all.reasoning = "why";
+  const nlohmann::json chat = formatter(Endpoint::Chat).final_body(all, "stop", {4, 2, 0});
+  EXPECT_EQ(chat["object"], "chat.completion");
+  EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(chat["choices"][0]["message"]["content"], "answer");
+  EXPECT_EQ(chat["choices"][0]["message"]["reasoning_content"], "why");
+  EXPECT_EQ(chat["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(chat["usage"]["total_tokens"], 6);
+
+  const nlohmann::json text = formatter(Endpoint::Completion).final_body(all, "length", {4, 2, 0});
+  EXPECT_EQ(text["object"], "text_completion");
+  EXPECT_EQ(text["choices"][0]["text"], "answer");
+  EXPECT_EQ(text["choices"][0]["finish_reason"], "length");
+  const nlohmann::json chunk = formatter(Endpoint::Completion).finish_chunk("stop");
+  EXPECT_EQ(chunk["choices"][0]["text"], "");
+}
+
+TEST(FinalBodies, Logprobs) {
+  ResponseFormatter::Setup s;
+  s.logprobs = true;
+  OutputDelta all;
+  all.content = "ab";
+  all.logprobs = {{'a', -0.5f, {{'a', -0.5f}, {'b', -1.0f}}}, {'b', -0.25f, {}}};
+  const nlohmann::json chat = ResponseFormatter(s, kCodec).final_body(all, "stop", {});
+  const nlohmann::json& content = chat["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_EQ(content[0]["token"], "a");
+  EXPECT_EQ(content[0]["bytes"], nlohmann::json::array({97}));
+  EXPECT_EQ(content[0]["top_logprobs"].size(), 2u);
+  s.endpoint = Endpoint::Completion;
+  const nlohmann::json text = ResponseFormatter(s, kCodec).final_body(all, "stop", {});
+  EXPECT_EQ(text["choices"][0]["logprobs"]["tokens"], nlohmann::json::array({"a", "b"}));
+  EXPECT_EQ(text["choices"][0]["logprobs"]["text_offset"], nlohmann::json::array({0, 1}));
+}
+
+}  // namespace
+}  // namespace deltaserve::server

@@ -1,0 +1,93 @@
+// Configuration: JSON file < flags, validation messages that name the option, and the
+// shipped config/deltaserve.json holding every option.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "server/server_config.h"
+
+namespace deltaserve::server {
+namespace {
+
+ServeInvocation load(std::vector<std::string> args) {
+  args.insert(args.begin(), "serve");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return load_server_config(static_cast<int>(argv.size()), argv.data());
+}
+
+std::string config_error(std::vector<std::string> args) {
+  try {
+    load(std::move(args));
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string write_temp(const std::string& text) {
+  char path[] = "/tmp/deltaserve_config_XXXXXX";
+  const int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ServerConfig, FlagsOverrideTheFile) {
+  const std::string file = write_temp(R"({"port": 9000, "max_streams": 4, "vllm_metrics": true,
+                                          "api_key": ["a", "b"], "model": "m.gguf"})");
+  const ServeInvocation inv = load({"--config", file, "--port", "9100"});
+  EXPECT_EQ(inv.config.port, 9100);
+  EXPECT_EQ(inv.config.max_streams, 4);
+  EXPECT_TRUE(inv.config.vllm_metrics);
+  EXPECT_EQ(inv.config.api_keys, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(load({"--config", file, "--vllm-metrics=false"}).config.vllm_metrics, false);
+  EXPECT_EQ(load({"--config", file, "--api-key", "x,y"}).config.api_keys,
+            (std::vector<std::string>{"x", "y"}));
+  std::remove(file.c_str());
+}
+
+TEST(ServerConfig, ErrorsNameTheOption) {
+  EXPECT_NE(config_error({"--fake-engine", "--port", "70000"}).find("--port"), std::string::npos);
+  try {
+    validate_config(ServerConfig{});  // no model, no fake engine
+    ADD_FAILURE() << "no error without a model";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--model"), std::string::npos);
+  }
+  EXPECT_NE(config_error({"--fake-engine", "--reasoning-field", "x"}).find("--reasoning-field"), std::string::npos);
+  EXPECT_NE(config_error({"--fake-engine", "--default-chat-template-kwargs", "[1]"})
+                .find("--default-chat-template-kwargs"), std::string::npos);
+  const std::string unknown = write_temp(R"({"prot": 1})");
+  EXPECT_NE(config_error({"--fake-engine", "--config", unknown}).find("unknown option 'prot'"), std::string::npos);
+  const std::string typed = write_temp(R"({"port": "80"})");
+  EXPECT_NE(config_error({"--fake-engine", "--config", typed}).find("'port' must be an integer"), std::string::npos);
+  const std::string broken = write_temp("{");
+  EXPECT_NE(config_error({"--fake-engine", "--config", broken}).find("not valid JSON"), std::string::npos);
+  for (const std::string& f : {unknown, typed, broken}) std::remove(f.c_str());
+}
+
+TEST(ServerConfig, BadFlagExitsWithUsage) {
+  const ServeInvocation inv = load({"--no-such-flag"});
+  EXPECT_TRUE(inv.exit_now);
+  EXPECT_NE(inv.exit_code, 0);
+}
+
+TEST(ServerConfig, ShippedConfigHoldsEveryOption) {
+  std::ifstream in("config/deltaserve.json");
+  ASSERT_TRUE(in) << "run from the repository root";
+  const nlohmann::json shipped = nlohmann::json::parse(in);
+  const nlohmann::ordered_json all = ServerConfig().to_json();
+  for (auto it = all.begin(); it != all.end(); ++it) {
+    EXPECT_TRUE(shipped.contains(it.key())) << "config/deltaserve.json lacks " << it.key();
+  }
+  ServerConfig config;
+  EXPECT_NO_THROW(apply_config_json(config, shipped, "config/deltaserve.json"));
+  config.fake_engine = true;
+  EXPECT_NO_THROW(validate_config(config));
+}
+
+}  // namespace
+}  // namespace deltaserve::server
