@@ -1,6 +1,7 @@
 #include "runtime/hf_converter.h"
 
-#include <bit>
+#include "kernels/float16.h"
+
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -87,18 +88,6 @@ std::optional<int64_t> leading_index(std::string_view s, std::string_view* rest)
   return value;
 }
 
-float half_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
-  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact
-    const float m = static_cast<float>(mantissa) * 0x1p-24f;
-    return sign ? -m : m;
-  }
-  const uint32_t bits = exponent == 31 ? (0x7f800000u | (mantissa << 13))
-                                       : (((exponent + 112u) << 23) | (mantissa << 13));
-  return std::bit_cast<float>(sign | bits);
-}
-
 std::vector<float> to_f32(const TensorView& t) {
   const auto n = static_cast<size_t>(t.num_elements());
   std::vector<float> out(n);
@@ -108,8 +97,7 @@ std::vector<float> to_f32(const TensorView& t) {
     } else {
       uint16_t h;
       std::memcpy(&h, t.data + 2 * i, 2);
-      out[i] = t.type == kernels::DType::BF16 ? std::bit_cast<float>(static_cast<uint32_t>(h) << 16)
-                                              : half_to_float(h);
+      out[i] = t.type == kernels::DType::BF16 ? kernels::bf16_to_fp32(h) : kernels::fp16_to_fp32(h);
     }
   }
   return out;
