@@ -1,11 +1,11 @@
 #include "runtime/hf_converter.h"
 
-#include "kernels/float16.h"
-
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string_view>
+
+#include "kernels/float16.h"
 
 namespace deltaserve::runtime {
 
