@@ -14,8 +14,8 @@ void matmul(const LayerContext& ctx, const TensorView& w, const float* x, int64_
             float* y, int64_t expert, bool accumulate) {
   const int64_t num_in = w.ne[0], num_out = w.ne[1];
   const size_t row_bytes = w.row_bytes();
-  const std::byte* base = w.data;
-  if (expert >= 0) base += static_cast<size_t>(expert) * static_cast<size_t>(num_out) * row_bytes;
+  // slice() honours the stride of views into a fused gate_up_exps tensor.
+  const std::byte* base = expert >= 0 ? w.slice(expert) : w.data;
   kernels::MatmulArgs args{};
   args.w = base;
   args.w_type = w.type;
