@@ -70,11 +70,11 @@ StepOutput GenerationState::on_event(const scheduler::RequestEvent& event) {
     }
     const int32_t token = event.tokens[i];
     ++usage_.num_completion_tokens;
-    if (setup_.logprobs && i < event.logprobs.size()) out.delta.logprobs.push_back(event.logprobs[i]);
-    if (is_stop_token(token)) {
+    if (is_stop_token(token)) {  // counted, but neither shown nor given logprobs
       out.finish_reason = "stop";
       break;
     }
+    if (setup_.logprobs && i < event.logprobs.size()) out.delta.logprobs.push_back(event.logprobs[i]);
     consume_text(decoder_->push(token), out, /*count_token=*/true);
     if (stop_matched_) {
       out.finish_reason = "stop";

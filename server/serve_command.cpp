@@ -62,7 +62,6 @@ void write_port_file(const std::string& path, uint16_t port) {
 void drain(const ServerConfig& config, server::ServerState& state, server::HttpServer& http,
            server::ServingEngine* engine) {
   state.begin_drain();
-  http.stop_accepting();
   if (engine) {
     engine->begin_drain();
     const auto grace = std::chrono::seconds(config.shutdown_grace_s);
@@ -81,6 +80,7 @@ void drain(const ServerConfig& config, server::ServerState& state, server::HttpS
   while (state.num_active_generations() > 0 && std::chrono::steady_clock::now() < flush_deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  http.stop_accepting();
   http.stop();
 }
 

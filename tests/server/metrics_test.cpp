@@ -149,7 +149,7 @@ TEST(Metrics, ExpositionIsWellFormedAndComplete) {
         "deltaserve_time_to_first_token_seconds", "deltaserve_inter_token_latency_seconds",
         "deltaserve_e2e_request_latency_seconds", "deltaserve_request_queue_time_seconds",
         "deltaserve_step_duration_seconds", "deltaserve_step_rows", "deltaserve_kv_blocks_used",
-        "deltaserve_kv_blocks_total", "deltaserve_state_slots_used", "deltaserve_state_slots_total",
+        "deltaserve_kv_blocks_capacity", "deltaserve_state_slots_used", "deltaserve_state_slots_capacity",
         "deltaserve_preemptions_total", "deltaserve_cancellations_total", "deltaserve_errors_total",
         "deltaserve_pinned_host_bytes", "deltaserve_pinned_host_registrations",
         "deltaserve_spec_decode_num_drafts_total", "deltaserve_spec_decode_num_draft_tokens_total",
@@ -159,7 +159,7 @@ TEST(Metrics, ExpositionIsWellFormedAndComplete) {
     EXPECT_TRUE(ex.types.count(name)) << name;
   }
   EXPECT_EQ(value_of(ex, "deltaserve_requests_running"), 2);
-  EXPECT_EQ(value_of(ex, "deltaserve_kv_blocks_total"), 40);
+  EXPECT_EQ(value_of(ex, "deltaserve_kv_blocks_capacity"), 40);
   EXPECT_EQ(value_of(ex, "deltaserve_preemptions_total"), 3);
   EXPECT_EQ(value_of(ex, "deltaserve_generation_tokens_total"), 3);
   EXPECT_EQ(value_of(ex, "deltaserve_prompt_tokens_total"), 10);
