@@ -16,6 +16,7 @@ struct CacheConfig {
   int32_t num_state_slots = 16;   // sequences that can be live at once
   int32_t kv_block_tokens = 16;   // tokens per KV block
   int32_t num_kv_blocks = 1024;   // blocks in the pool (shared by all sequences)
+  int32_t max_verify_rows = 1;    // rows of one sequence whose states a verify step keeps
 };
 
 class Backend {
@@ -33,6 +34,11 @@ class Backend {
   // Runs the MTP head over the plan's rows (its own KV cache, same block ids as the trunk).
   // Throws std::logic_error when the model has no MTP head.
   virtual void forward_mtp(const MtpPlan& plan, ForwardOutput& out) = 0;
+
+  // After a verify step (keep_row_states) of a slot: keep only its first num_rows_kept rows,
+  // i.e. make the slot's recurrent state the one after row num_rows_kept - 1. KV entries of
+  // the dropped rows need nothing: the next step overwrites those positions.
+  virtual void rollback(int32_t slot, int32_t num_rows_kept) = 0;
 };
 
 }  // namespace deltaserve::runtime

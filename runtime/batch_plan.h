@@ -17,6 +17,12 @@ struct SequenceStep {
   std::vector<int32_t> kv_blocks;
   int32_t num_logits = 1;  // logits wanted for the last num_logits rows (0 for a prefill
                            // chunk that does not end the prompt)
+  // Post-final-norm hidden states wanted for the last max(num_hidden, num_logits) rows (the
+  // MTP head's input).
+  int32_t num_hidden = 0;
+  // Verify rows: keep the recurrent state after each row, so rollback() can return to any
+  // of them. At most CacheConfig::max_verify_rows rows.
+  bool keep_row_states = false;
 };
 
 struct BatchPlan {
@@ -49,15 +55,20 @@ struct MtpPlan {
   std::vector<MtpSequenceStep> sequences;
 };
 
-// Rows that asked for logits, sequence after sequence, in row order.
+// Rows that asked for logits (and hidden states), sequence after sequence, in row order.
 struct ForwardOutput {
-  int64_t num_rows = 0;
+  int64_t num_rows = 0;  // logit rows
   int64_t num_vocab = 0;
   std::vector<float> logits;  // [num_rows][num_vocab]
-  std::vector<float> hidden;  // [num_rows][H]: post-final-norm hidden (trunk) or post-mtp.norm
-                              // output (MTP): the next MTP input
+  // Per plan sequence: index of its first logit row and of its first hidden row.
+  std::vector<int64_t> logit_begin;
+  std::vector<int64_t> hidden_begin;
+  // [hidden rows][H]: post-final-norm hidden (trunk) or post-mtp.norm output (MTP): the
+  // next MTP input. A sequence's hidden rows are its last max(num_hidden, num_logits) rows.
+  std::vector<float> hidden;
 
   const float* row_logits(int64_t r) const { return logits.data() + r * num_vocab; }
+  const float* row_hidden(int64_t r, int64_t num_embd) const { return hidden.data() + r * num_embd; }
 };
 
 }  // namespace deltaserve::runtime

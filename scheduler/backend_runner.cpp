@@ -4,11 +4,25 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "runtime/model_config.h"
+
 namespace deltaserve::scheduler {
 
-BackendRunner::BackendRunner(runtime::Backend& backend, int32_t max_context_tokens)
-    : backend_(backend), max_context_tokens_(max_context_tokens), seed_salt_(std::random_device{}()) {
+BackendRunner::BackendRunner(runtime::Backend& backend, int32_t max_context_tokens, int32_t max_draft_depth)
+    : backend_(backend), max_context_tokens_(max_context_tokens), max_draft_depth_(max_draft_depth),
+      seed_salt_(std::random_device{}()) {
   seed_salt_ = (seed_salt_ << 32) ^ std::random_device{}();
+  if (max_draft_depth_ < 0 || max_draft_depth_ > kMaxDraftDepth)
+    throw std::invalid_argument("draft depth must be in [0, " + std::to_string(kMaxDraftDepth) + "]");
+  if (max_draft_depth_ > 0) {
+    if (backend_.config().num_mtp_layers == 0)
+      throw std::invalid_argument("speculative decoding needs an MTP head; this model has none (use draft depth 0)");
+    if (backend_.cache_config().max_verify_rows < 1 + max_draft_depth_)
+      throw std::invalid_argument("backend keeps " + std::to_string(backend_.cache_config().max_verify_rows) +
+                                  " verify rows, draft depth " + std::to_string(max_draft_depth_) + " needs " +
+                                  std::to_string(1 + max_draft_depth_));
+    drafter_ = std::make_unique<MtpDrafter>(backend_);
+  }
 }
 
 RunnerLimits BackendRunner::limits() const {
@@ -17,7 +31,7 @@ RunnerLimits BackendRunner::limits() const {
   const int64_t trained = backend_.config().context_length;
   limits.max_context_tokens = max_context_tokens_ > 0 ? max_context_tokens_ : static_cast<int32_t>(std::min<int64_t>(trained, INT32_MAX));
   limits.num_vocab = static_cast<int32_t>(backend_.config().num_vocab);
-  limits.max_draft_depth = 0;
+  limits.max_draft_depth = max_draft_depth_;
   return limits;
 }
 
@@ -38,23 +52,16 @@ runtime::Sampler& BackendRunner::sampler_for(const SequencePlan& seq) {
   return ref;
 }
 
-void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
-  const runtime::BatchPlan batch = to_batch_plan(plan);
-  backend_.forward(batch, forward_);
-
-  std::unordered_set<RequestId> live;
-  int64_t logit_row = 0;
-  for (size_t i = 0; i < plan.sequences.size(); ++i) {
-    const SequencePlan& seq = plan.sequences[i];
-    live.insert(seq.id);
-    if (!seq.sample) continue;
-    runtime::Sampler& sampler = sampler_for(seq);
-    const std::span<const float> logits(forward_.row_logits(logit_row), static_cast<size_t>(forward_.num_vocab));
-    logit_row += batch.sequences[i].num_logits;
+std::vector<int32_t> BackendRunner::sample_and_verify(const SequencePlan& seq, int64_t first_row,
+                                                      const std::vector<int32_t>& drafts, SequenceOutput& result) {
+  runtime::Sampler& sampler = sampler_for(seq);
+  std::vector<int32_t> emitted;
+  for (size_t r = 0; r <= drafts.size(); ++r) {
+    const std::span<const float> logits(forward_.row_logits(first_row + static_cast<int64_t>(r)),
+                                        static_cast<size_t>(forward_.num_vocab));
     const runtime::SampledToken picked = sampler.sample(logits);
     sampler.accept(picked.id);
-    SequenceOutput& result = out.sequences[i];
-    result.tokens.push_back(picked.id);
+    emitted.push_back(picked.id);
     if (seq.sampling->logprobs || seq.sampling->top_logprobs > 0) {
       TokenLogprob lp;
       lp.token = picked.id;
@@ -62,8 +69,66 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
       for (const runtime::TokenLogprob& alt : picked.top_logprobs) lp.top.emplace_back(alt.id, alt.logprob);
       result.logprobs.push_back(std::move(lp));
     }
+    if (r == drafts.size() || picked.id != drafts[r]) break;  // the first mismatch ends the block
   }
-  std::erase_if(samplers_, [&](const auto& entry) { return !live.contains(entry.first); });
+  result.tokens = emitted;
+  result.num_drafted = static_cast<int32_t>(drafts.size());
+  return emitted;
+}
+
+void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
+  const size_t n = plan.sequences.size();
+  std::vector<std::vector<int32_t>> drafts = drafter_ ? drafter_->draft(plan) : std::vector<std::vector<int32_t>>(n);
+
+  runtime::BatchPlan batch;
+  batch.sequences.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const SequencePlan& p = plan.sequences[i];
+    runtime::SequenceStep& step = batch.sequences.emplace_back();
+    step.slot = p.slot;
+    step.num_cached_tokens = p.num_cached_tokens;
+    step.tokens.assign(p.tokens.begin(), p.tokens.end());
+    step.tokens.insert(step.tokens.end(), drafts[i].begin(), drafts[i].end());
+    step.kv_blocks.assign(p.kv_blocks.begin(), p.kv_blocks.end());
+    step.num_logits = p.sample ? 1 + static_cast<int32_t>(drafts[i].size()) : 0;
+    step.num_hidden = drafter_ && p.speculative ? static_cast<int32_t>(step.tokens.size()) : 0;
+    step.keep_row_states = !drafts[i].empty();
+  }
+  backend_.forward(batch, forward_);
+
+  const int64_t h = backend_.config().num_embd;
+  std::vector<RequestId> live;
+  std::vector<MtpDrafter::CatchUp> catch_up;
+  for (size_t i = 0; i < n; ++i) {
+    const SequencePlan& p = plan.sequences[i];
+    live.push_back(p.id);
+    std::vector<int32_t> emitted;
+    int64_t num_kept = static_cast<int64_t>(p.tokens.size());
+    if (p.sample) {
+      emitted = sample_and_verify(p, forward_.logit_begin[i], drafts[i], out.sequences[i]);
+      // Rows kept: the step's tokens and the accepted drafts (all emitted tokens but the last).
+      num_kept = static_cast<int64_t>(p.tokens.size()) + static_cast<int64_t>(emitted.size()) - 1;
+      if (!drafts[i].empty()) backend_.rollback(p.slot, static_cast<int32_t>(num_kept));
+    }
+    if (!drafter_ || !p.speculative) continue;
+    MtpDrafter::CatchUp& c = catch_up.emplace_back();
+    c.seq = &p;
+    const int64_t first_hidden = forward_.hidden_begin[i];
+    c.hidden.assign(forward_.hidden.begin() + first_hidden * h, forward_.hidden.begin() + (first_hidden + num_kept) * h);
+    const int64_t history_size = static_cast<int64_t>(p.history.size());
+    for (int64_t r = 0; r < num_kept; ++r) {
+      const int64_t next = p.num_cached_tokens + r + 1;  // position of the token after row r
+      c.next_tokens.push_back(next < history_size ? p.history[static_cast<size_t>(next)]
+                                                  : emitted[static_cast<size_t>(next - history_size)]);
+    }
+    c.drafts_next = p.sample;
+  }
+  if (drafter_) {
+    drafter_->catch_up(catch_up);
+    drafter_->retain(live);
+  }
+  const std::unordered_set<RequestId> live_set(live.begin(), live.end());
+  std::erase_if(samplers_, [&](const auto& entry) { return !live_set.contains(entry.first); });
 }
 
 }  // namespace deltaserve::scheduler

@@ -20,6 +20,9 @@
 namespace deltaserve::scheduler {
 
 // What the runner can hold; read once when the engine is built.
+// Drafts per sequence per step that any runner may verify (sizes per-position statistics).
+inline constexpr int32_t kMaxDraftDepth = 8;
+
 struct RunnerLimits {
   runtime::CacheConfig cache;      // state slots, tokens per KV block, KV blocks
   int32_t max_context_tokens = 0;  // the model's window; 0 = bounded by the KV pool only
@@ -47,6 +50,9 @@ struct SequencePlan {
   // Draft rows the runner may append after tokens for verification (budget and KV blocks
   // are reserved for them). Always 0 until the speculation policy lands.
   int32_t draft_depth = 0;
+  // The request allows speculation: the runner keeps its draft head in step with this
+  // sequence (from its first prompt row), so drafting can start on any decode step.
+  bool speculative = false;
 
   // Sampling context (read when sample is true).
   const runtime::SamplingParams* sampling = nullptr;
@@ -71,6 +77,8 @@ struct SequenceOutput {
   // 1 + draft_depth). The scheduler applies stop ids and limits to them in order.
   std::vector<int32_t> tokens;
   std::vector<TokenLogprob> logprobs;  // parallel to tokens when sampling->logprobs
+  int32_t num_drafted = 0;  // draft rows actually verified (<= draft_depth); tokens.size() - 1
+                            // of them were accepted
   std::string error;  // non-empty: this sequence failed; it ends with FinishReason::Error
 };
 

@@ -95,11 +95,22 @@ StepPlan Scheduler::plan() {
   // want[i]: rows planned for running_[i] this step.
   std::vector<int32_t> want(running_.size(), 0);
   int32_t budget = config_.max_num_batched_tokens;
+  int32_t num_decoding = 0;
   for (size_t i = 0; i < running_.size(); ++i) {
     if (running_[i]->num_missing_tokens() == 1) {
-      want[i] = 1;  // TODO(scheduler): + draft depth once the speculation policy lands
+      want[i] = 1;
       --budget;
+      ++num_decoding;
     }
+  }
+  // Draft rows after every decode row: bounded by the load cap, then by the budget.
+  int32_t draft_rows_left = std::min(budget, config_.draft_max_rows - num_decoding);
+  for (size_t i = 0; i < running_.size() && draft_rows_left > 0; ++i) {
+    if (want[i] != 1 || running_[i]->num_missing_tokens() != 1) continue;
+    const int32_t depth = std::min(draft_depth_for(*running_[i]), draft_rows_left);
+    want[i] += depth;
+    budget -= depth;
+    draft_rows_left -= depth;
   }
   for (size_t i = 0; i < running_.size(); ++i) {
     if (want[i] != 0) continue;
@@ -184,16 +195,20 @@ StepPlan Scheduler::build_plan(const std::vector<int32_t>& want) const {
   for (const bool decode_pass : {true, false}) {
     for (size_t i = 0; i < running_.size(); ++i) {
       const Sequence& s = *running_[i];
-      if (want[i] == 0 || s.is_decoding() != decode_pass) continue;
+      if (want[i] == 0 || (s.num_missing_tokens() == 1) != decode_pass) continue;
       const std::span<const int32_t> history(s.tokens);
       SequencePlan& p = plan.sequences.emplace_back();
       p.id = s.id;
       p.slot = s.slot;
       p.num_cached_tokens = s.num_computed_tokens;
-      p.tokens = history.subspan(static_cast<size_t>(s.num_computed_tokens), static_cast<size_t>(want[i]));
+      // A decoding sequence's rows past its one missing token are draft rows.
+      const int32_t num_token_rows = decode_pass ? 1 : want[i];
+      p.draft_depth = want[i] - num_token_rows;
+      p.speculative = s.spec.draft_depth != 0 && config_.max_draft_depth > 0;
+      p.tokens = history.subspan(static_cast<size_t>(s.num_computed_tokens), static_cast<size_t>(num_token_rows));
       p.kv_blocks = std::span<const int32_t>(s.kv_blocks)
                         .first(static_cast<size_t>(blocks_for_tokens(int64_t{s.num_computed_tokens} + want[i], block_tokens)));
-      p.sample = s.num_computed_tokens + want[i] == s.num_tokens();
+      p.sample = s.num_computed_tokens + num_token_rows == s.num_tokens();
       p.is_decode = decode_pass;
       p.sampling = &s.spec.sampling;
       p.history = history;
@@ -202,6 +217,21 @@ StepPlan Scheduler::build_plan(const std::vector<int32_t>& want) const {
     }
   }
   return plan;
+}
+
+int32_t Scheduler::draft_depth_for(const Sequence& s) const {
+  int64_t limit = s.spec.draft_depth < 0 ? config_.max_draft_depth : std::min(s.spec.draft_depth, config_.max_draft_depth);
+  // Drafts past max_tokens or the context would be computed and thrown away.
+  limit = std::min<int64_t>(limit, int64_t{s.spec.max_tokens} - s.num_generated() - 1);
+  limit = std::min<int64_t>(limit, int64_t{config_.max_context_tokens} - s.num_tokens() - 1);
+  int32_t depth = 0;
+  double expected = 1.0;
+  while (depth < limit) {
+    expected *= s.draft_acceptance[static_cast<size_t>(depth)];
+    if (expected < config_.draft_min_expected) break;
+    ++depth;
+  }
+  return depth;
 }
 
 void Scheduler::fill_stats(EngineStats& stats) const {

@@ -11,7 +11,8 @@
 //
 // Each plan():
 //  1. Token budget in admission order: every running sequence missing one token (decode)
-//     gets its row first; prefill chunks (at most max_prefill_chunk_tokens each) fill the
+//     gets its row first, then its draft rows (depth from draft_depth_for, all streams'
+//     drafts together capped by draft_max_rows); prefill chunks (at most max_prefill_chunk_tokens each) fill the
 //     rest. Config guarantees budget >= max_num_seqs, so decode rows always fit.
 //  2. KV blocks in admission order. When the pool runs dry, a prefill chunk first shrinks
 //     to the blocks at hand; otherwise the most recently admitted running sequence is
@@ -92,7 +93,13 @@ class Scheduler {
   std::string validate(const RequestSpec& spec) const;
   bool reserve_blocks(std::vector<int32_t>& want);
   void admit(int32_t budget, std::vector<int32_t>& want);
+  // want[i] rows for running_[i]; for a decoding sequence the rows past the first are drafts.
   StepPlan build_plan(const std::vector<int32_t>& want) const;
+  // Drafts this decoding sequence should carry: its request's and the config's limit, its
+  // room to max_tokens and the context, and its running acceptance by position.
+  int32_t draft_depth_for(const Sequence& s) const;
+  // Per-position acceptance bookkeeping and metrics after a verify step.
+  void record_drafts(Sequence& s, const SequencePlan& p, const SequenceOutput& out);
   void preempt_newest();
   int32_t append_tokens(Sequence& s, const SequenceOutput& out, TimePoint now);
   void report_tokens(Sequence& s, int32_t num_new, TimePoint now);

@@ -24,6 +24,21 @@ std::string check_emitted(const SequencePlan& p, const SequenceOutput& out) {
 
 }  // namespace
 
+// Draft j (0-based) was reached when drafts 0..j-1 were accepted; the running acceptance of
+// a position learns only from steps that reached it.
+void Scheduler::record_drafts(Sequence& s, const SequencePlan& p, const SequenceOutput& out) {
+  const int32_t num_drafted = std::min(out.num_drafted, p.draft_depth);
+  if (num_drafted <= 0) return;
+  const int32_t num_accepted = static_cast<int32_t>(out.tokens.size()) - 1;
+  for (int32_t j = 0; j < num_drafted && j <= num_accepted; ++j) {
+    const bool accepted = j < num_accepted;
+    double& rate = s.draft_acceptance[static_cast<size_t>(j)];
+    rate = 0.9 * rate + 0.1 * (accepted ? 1.0 : 0.0);
+  }
+  if (observer_ == nullptr) return;
+  for (int32_t j = 0; j < num_drafted; ++j) observer_->on_drafts(j, 1, j < num_accepted ? 1 : 0);
+}
+
 StepReport Scheduler::commit(const StepPlan& plan, const StepOutput& out) {
   StepReport report;
   const TimePoint now = clock_();
@@ -54,7 +69,10 @@ StepReport Scheduler::commit(const StepPlan& plan, const StepOutput& out) {
       continue;
     }
     s.num_computed_tokens += num_rows;
-    if (p.sample) report.num_generated_tokens += append_tokens(s, out.sequences[k], now);
+    if (p.sample) {
+      record_drafts(s, p, out.sequences[k]);
+      report.num_generated_tokens += append_tokens(s, out.sequences[k], now);
+    }
   }
   return report;
 }

@@ -33,6 +33,13 @@ SchedulerConfig resolve_config(const SchedulerConfig& requested, const RunnerLim
   require(c.max_prefill_chunk_tokens >= 1, "max_prefill_chunk_tokens must be >= 1");
   c.max_prefill_chunk_tokens = std::min(c.max_prefill_chunk_tokens, c.max_num_batched_tokens);
   require(c.max_num_waiting >= 1, "max_num_waiting must be >= 1");
+  if (c.max_draft_depth < 0) c.max_draft_depth = limits.max_draft_depth;
+  require(c.max_draft_depth <= limits.max_draft_depth,
+          "max_draft_depth " + std::to_string(c.max_draft_depth) + " exceeds what the runner verifies (" +
+              std::to_string(limits.max_draft_depth) + ")");
+  require(c.max_draft_depth <= kMaxDraftDepth, "max_draft_depth must be <= " + std::to_string(kMaxDraftDepth));
+  require(c.draft_min_expected >= 0.0 && c.draft_min_expected <= 1.0, "draft_min_expected must be in [0, 1]");
+  require(c.draft_max_rows >= 1, "draft_max_rows must be >= 1");
 
   const int64_t pool_tokens = int64_t{cache.num_kv_blocks} * cache.kv_block_tokens;
   int64_t window = pool_tokens;

@@ -15,6 +15,14 @@ struct SchedulerConfig {
   int32_t max_num_waiting = 256;           // queued requests beyond which submit is QueueFull
   int32_t max_context_tokens = 0;          // prompt + generated; 0 = runner's window capped
                                            // by the KV pool
+  // Speculation (MTP drafts verified in the same step as the decode row).
+  int32_t max_draft_depth = -1;    // drafts per stream per step at most; -1 = the runner's limit
+  // A stream drafts position j only while its running acceptance makes the drafts 1..j
+  // expected to survive at least this often (the product of per-position acceptance).
+  double draft_min_expected = 0.3;
+  // Load: decode + draft rows of one step at most. Verify rows are nearly free while a step
+  // is bandwidth-bound and cost real time once it is compute-bound; depths shrink past this.
+  int32_t draft_max_rows = 256;
 };
 
 // Fills every `auto` (0) from the runner's limits and validates the result. Throws

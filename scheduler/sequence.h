@@ -9,10 +9,12 @@
 // repeated), and its next output index is unchanged (seeded sampling stays the same).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <vector>
 
+#include "scheduler/model_runner.h"
 #include "scheduler/request.h"
 
 namespace deltaserve::scheduler {
@@ -36,8 +38,13 @@ struct Sequence {
   TimePoint first_scheduled_time{};
   TimePoint first_token_time{};
   TimePoint last_token_time{};
+  // Running acceptance of draft position j given 1..j-1 accepted (exponential average);
+  // optimistic at the start so a new stream tries drafting.
+  std::array<double, kMaxDraftDepth> draft_acceptance;
   bool was_scheduled = false;
   bool has_first_token = false;
+
+  Sequence() { draft_acceptance.fill(1.0); }
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_generated() const { return num_tokens() - num_prompt_tokens; }

@@ -22,8 +22,10 @@ std::string seq_error(size_t index, const std::string& what) {
 
 CpuBackend::CpuBackend(const LoadedModel& model, const CacheConfig& cache, int num_threads)
     : model_(model), config_(model.config), weights_(model.weights), cache_(cache), pool_(num_threads) {
-  if (cache_.num_state_slots <= 0 || cache_.kv_block_tokens <= 0 || cache_.num_kv_blocks <= 0)
-    throw std::invalid_argument("cache config: slots, block tokens and blocks must be positive");
+  if (cache_.num_state_slots <= 0 || cache_.kv_block_tokens <= 0 || cache_.num_kv_blocks <= 0 ||
+      cache_.max_verify_rows <= 0)
+    throw std::invalid_argument("cache config: slots, block tokens, blocks and verify rows must be positive");
+  verify_rows_.assign(static_cast<size_t>(cache_.num_state_slots), 0);
   const ModelConfig& c = config_;
   const size_t slots = static_cast<size_t>(cache_.num_state_slots);
   const size_t kv_floats = static_cast<size_t>(cache_.num_kv_blocks) * static_cast<size_t>(cache_.kv_block_tokens) *
@@ -34,6 +36,11 @@ CpuBackend::CpuBackend(const LoadedModel& model, const CacheConfig& cache, int n
       cpu::GdnStateLayer& s = gdn_state_.emplace_back();
       s.conv.assign(slots * static_cast<size_t>((c.conv_kernel - 1) * c.conv_channels()), 0.0f);
       s.delta.assign(slots * static_cast<size_t>(c.ssm_v_heads * c.ssm_head_dim * c.ssm_head_dim), 0.0f);
+      s.max_verify_rows = cache_.max_verify_rows;
+      if (cache_.max_verify_rows > 1) {
+        s.conv_rows.assign(s.conv.size() * static_cast<size_t>(cache_.max_verify_rows), 0.0f);
+        s.delta_rows.assign(s.delta.size() * static_cast<size_t>(cache_.max_verify_rows), 0.0f);
+      }
     } else {
       layer_cache_index_.push_back(static_cast<int>(kv_.size()));
       cpu::KvLayer& kv = kv_.emplace_back();
@@ -56,7 +63,8 @@ int64_t CpuBackend::kv_cache_bytes() const {
 
 int64_t CpuBackend::state_bytes() const {
   int64_t floats = 0;
-  for (const cpu::GdnStateLayer& s : gdn_state_) floats += static_cast<int64_t>(s.conv.size() + s.delta.size());
+  for (const cpu::GdnStateLayer& s : gdn_state_)
+    floats += static_cast<int64_t>(s.conv.size() + s.delta.size() + s.conv_rows.size() + s.delta_rows.size());
   return floats * 4;
 }
 
@@ -93,8 +101,11 @@ void CpuBackend::check_plan(const BatchPlan& plan) const {
     slot_seen[static_cast<size_t>(s.slot)] = true;
     if (s.tokens.empty()) throw std::invalid_argument(seq_error(i, "no tokens"));
     if (s.num_cached_tokens < 0) throw std::invalid_argument(seq_error(i, "negative num_cached_tokens"));
-    if (s.num_logits < 0 || s.num_logits > static_cast<int32_t>(s.tokens.size()))
-      throw std::invalid_argument(seq_error(i, "num_logits out of range"));
+    if (s.num_logits < 0 || s.num_logits > static_cast<int32_t>(s.tokens.size()) || s.num_hidden < 0 ||
+        s.num_hidden > static_cast<int32_t>(s.tokens.size()))
+      throw std::invalid_argument(seq_error(i, "num_logits or num_hidden out of range"));
+    if (s.keep_row_states && (cache_.max_verify_rows < 2 || static_cast<int32_t>(s.tokens.size()) > cache_.max_verify_rows))
+      throw std::invalid_argument(seq_error(i, "more verify rows than the state ring holds"));
     for (int32_t t : s.tokens)
       if (t < 0 || t >= config_.num_vocab) throw std::invalid_argument(seq_error(i, "token id out of range"));
     const int64_t end = static_cast<int64_t>(s.num_cached_tokens) + static_cast<int64_t>(s.tokens.size());
@@ -106,33 +117,46 @@ void CpuBackend::check_plan(const BatchPlan& plan) const {
   }
 }
 
-void CpuBackend::lm_head(const float* x, const std::vector<int64_t>& rows, const TensorView& norm,
-                         ForwardOutput& out) {
-  const int64_t h = config_.num_embd, m = static_cast<int64_t>(rows.size());
-  out.num_rows = m;
-  out.num_vocab = config_.num_vocab;
+void CpuBackend::lm_head(const float* x, const std::vector<int64_t>& hidden_rows,
+                         const std::vector<int64_t>& logit_rows, const TensorView& norm, ForwardOutput& out) {
+  const int64_t h = config_.num_embd, m = static_cast<int64_t>(hidden_rows.size());
   out.hidden.resize(static_cast<size_t>(m * h));
-  out.logits.resize(static_cast<size_t>(m * config_.num_vocab));
   for (int64_t i = 0; i < m; ++i)
-    std::copy_n(x + rows[static_cast<size_t>(i)] * h, h, out.hidden.data() + i * h);
+    std::copy_n(x + hidden_rows[static_cast<size_t>(i)] * h, h, out.hidden.data() + i * h);
   kernels::rms_norm_ref({out.hidden.data(), h, cpu::f32_data(norm), out.hidden.data(), h, m, h, config_.rms_eps}, pool_);
+  // Logit rows are the last rows of each sequence's hidden rows: gather their normed copies.
+  const int64_t n = static_cast<int64_t>(logit_rows.size());
+  std::vector<float> normed(static_cast<size_t>(n * h));
+  for (int64_t i = 0, j = 0; i < n; ++i) {
+    while (hidden_rows[static_cast<size_t>(j)] != logit_rows[static_cast<size_t>(i)]) ++j;
+    std::copy_n(out.hidden.data() + j * h, h, normed.data() + i * h);
+  }
+  out.num_rows = n;
+  out.num_vocab = config_.num_vocab;
+  out.logits.resize(static_cast<size_t>(n * config_.num_vocab));
   cpu::LayerContext ctx{config_, pool_, cache_.kv_block_tokens};
-  cpu::matmul(ctx, weights_.output, out.hidden.data(), m, out.logits.data());
+  cpu::matmul(ctx, weights_.output, normed.data(), n, out.logits.data());
 }
 
 void CpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
   check_plan(plan);
   cpu::StepRows rows;
-  std::vector<int64_t> logit_rows;
+  std::vector<int64_t> logit_rows, hidden_rows;
+  out.logit_begin.clear();
+  out.hidden_begin.clear();
   for (const SequenceStep& s : plan.sequences) {
     if (s.num_cached_tokens == 0) reset_slot(s.slot);
+    verify_rows_[static_cast<size_t>(s.slot)] = s.keep_row_states ? static_cast<int32_t>(s.tokens.size()) : 0;
     const int64_t begin = rows.num_rows(), count = static_cast<int64_t>(s.tokens.size());
-    rows.sequences.push_back({begin, count, s.slot, s.num_cached_tokens, &s.kv_blocks});
+    rows.sequences.push_back({begin, count, s.slot, s.num_cached_tokens, &s.kv_blocks, s.keep_row_states});
     for (int64_t i = 0; i < count; ++i) {
       rows.tokens.push_back(s.tokens[static_cast<size_t>(i)]);
       rows.positions.push_back(s.num_cached_tokens + static_cast<int32_t>(i));
     }
+    out.logit_begin.push_back(static_cast<int64_t>(logit_rows.size()));
+    out.hidden_begin.push_back(static_cast<int64_t>(hidden_rows.size()));
     for (int64_t i = count - s.num_logits; i < count; ++i) logit_rows.push_back(begin + i);
+    for (int64_t i = count - std::max(s.num_logits, s.num_hidden); i < count; ++i) hidden_rows.push_back(begin + i);
   }
 
   const ModelConfig& c = config_;
@@ -155,7 +179,26 @@ void CpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
     cpu::ffn_forward(ctx, lw.ffn, n, a.data(), y.data());
     add_rows(x.data(), y.data(), n * h);
   }
-  lm_head(x.data(), logit_rows, weights_.output_norm, out);
+  lm_head(x.data(), hidden_rows, logit_rows, weights_.output_norm, out);
+}
+
+void CpuBackend::rollback(int32_t slot, int32_t num_rows_kept) {
+  if (slot < 0 || slot >= cache_.num_state_slots) throw std::invalid_argument("rollback: slot out of range");
+  const int32_t rows = verify_rows_[static_cast<size_t>(slot)];
+  if (num_rows_kept < 1 || num_rows_kept > rows)
+    throw std::invalid_argument("rollback: slot " + std::to_string(slot) + " kept " + std::to_string(num_rows_kept) +
+                                " rows of a verify step of " + std::to_string(rows));
+  verify_rows_[static_cast<size_t>(slot)] = 0;
+  if (num_rows_kept == rows) return;  // the live state is already after the last row
+  const ModelConfig& c = config_;
+  const size_t conv_floats = static_cast<size_t>((c.conv_kernel - 1) * c.conv_channels());
+  const size_t delta_floats = static_cast<size_t>(c.ssm_v_heads * c.ssm_head_dim * c.ssm_head_dim);
+  const size_t ring = static_cast<size_t>(cache_.max_verify_rows);
+  const size_t s = static_cast<size_t>(slot), row = static_cast<size_t>(num_rows_kept - 1);
+  for (cpu::GdnStateLayer& layer : gdn_state_) {
+    std::copy_n(layer.conv_rows.data() + (s * ring + row) * conv_floats, conv_floats, layer.conv.data() + s * conv_floats);
+    std::copy_n(layer.delta_rows.data() + (s * ring + row) * delta_floats, delta_floats, layer.delta.data() + s * delta_floats);
+  }
 }
 
 void CpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
@@ -165,6 +208,8 @@ void CpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
   cpu::StepRows rows;
   std::vector<int64_t> logit_rows;
   std::vector<float> hidden;
+  out.logit_begin.clear();
+  out.hidden_begin.clear();
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
     const MtpSequenceStep& s = plan.sequences[i];
     const int64_t begin = rows.num_rows(), count = static_cast<int64_t>(s.tokens.size());
@@ -184,6 +229,8 @@ void CpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
       rows.positions.push_back(s.num_cached_rows + static_cast<int32_t>(r));
     }
     hidden.insert(hidden.end(), s.hidden.begin(), s.hidden.end());
+    out.logit_begin.push_back(static_cast<int64_t>(logit_rows.size()));
+    out.hidden_begin.push_back(static_cast<int64_t>(logit_rows.size()));
     for (int64_t r = count - s.num_logits; r < count; ++r) logit_rows.push_back(begin + r);
   }
 
@@ -205,7 +252,7 @@ void CpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
   kernels::rms_norm_ref({u.data(), h, cpu::f32_data(lw.post_attention_norm), a.data(), h, n, h, c.rms_eps}, pool_);
   cpu::ffn_forward(ctx, lw.ffn, n, a.data(), y.data());
   add_rows(u.data(), y.data(), n * h);
-  lm_head(u.data(), logit_rows, mw.shared_head_norm, out);
+  lm_head(u.data(), logit_rows, logit_rows, mw.shared_head_norm, out);
 }
 
 }  // namespace deltaserve::runtime

@@ -23,6 +23,7 @@ class CpuBackend final : public Backend {
   const CacheConfig& cache_config() const override { return cache_; }
   void forward(const BatchPlan& plan, ForwardOutput& out) override;
   void forward_mtp(const MtpPlan& plan, ForwardOutput& out) override;
+  void rollback(int32_t slot, int32_t num_rows_kept) override;
 
   // Bytes held by the KV cache and the recurrent state (for logs and metrics).
   int64_t kv_cache_bytes() const;
@@ -35,8 +36,9 @@ class CpuBackend final : public Backend {
  private:
   void check_plan(const BatchPlan& plan) const;
   void reset_slot(int32_t slot);
-  // Final norm + LM head for the rows listed, into out (also keeps the normed hidden).
-  void lm_head(const float* x, const std::vector<int64_t>& rows, const TensorView& norm, ForwardOutput& out);
+  // Final norm for hidden_rows and the LM head for logit_rows (a subset of them), into out.
+  void lm_head(const float* x, const std::vector<int64_t>& hidden_rows, const std::vector<int64_t>& logit_rows,
+               const TensorView& norm, ForwardOutput& out);
 
   const LoadedModel& model_;
   const ModelConfig& config_;
@@ -47,6 +49,7 @@ class CpuBackend final : public Backend {
   std::vector<cpu::KvLayer> kv_;               // one per attention layer, in layer order
   cpu::KvLayer mtp_kv_;                         // the MTP block's own cache
   std::vector<int> layer_cache_index_;          // trunk layer -> index in gdn_state_ or kv_
+  std::vector<int32_t> verify_rows_;            // per slot: rows of its last verify step (0 = none)
 };
 
 }  // namespace deltaserve::runtime

@@ -57,6 +57,10 @@ void gdn_forward(const LayerContext& ctx, const GdnWeights& w, GdnStateLayer& st
     conv.num_tokens = seq.num_rows;
     conv.channels = dc;
     conv.kernel = c.conv_kernel;
+    const size_t slot = static_cast<size_t>(seq.slot);
+    const size_t conv_floats = static_cast<size_t>(history * dc), delta_floats = static_cast<size_t>(hv * d * d);
+    const size_t rows_per_slot = static_cast<size_t>(state.max_verify_rows);
+    if (seq.keep_row_states) conv.state_after_row = state.conv_rows.data() + slot * rows_per_slot * conv_floats;
     kernels::causal_conv1d_silu_ref(conv, ctx.pool);
 
     // L2-normalise q and k per key head; fold the dk^-1/2 scale into q.
@@ -81,7 +85,8 @@ void gdn_forward(const LayerContext& ctx, const GdnWeights& w, GdnStateLayer& st
     rule.beta = beta.data() + r0 * hv;
     rule.out = o.data() + r0 * dv_all;
     rule.out_stride = dv_all;
-    rule.state = state.delta.data() + static_cast<size_t>(seq.slot) * static_cast<size_t>(hv * d * d);
+    rule.state = state.delta.data() + slot * delta_floats;
+    if (seq.keep_row_states) rule.state_after_row = state.delta_rows.data() + slot * rows_per_slot * delta_floats;
     rule.num_tokens = seq.num_rows;
     rule.num_k_heads = hk;
     rule.num_v_heads = hv;

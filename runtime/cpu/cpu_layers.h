@@ -18,6 +18,7 @@ struct SequenceRows {
   int32_t slot = 0;
   int32_t first_position = 0;             // position of the first row
   const std::vector<int32_t>* kv_blocks = nullptr;
+  bool keep_row_states = false;  // verify rows: snapshot the recurrent state after each row
 };
 
 // Every row of a step: positions[r] is row r's position in its own sequence.
@@ -35,9 +36,14 @@ struct KvLayer {
 };
 
 // One GDN layer's recurrent state for every slot.
+// Verify steps also keep the state after each row ([slots][max_verify_rows][...]); the CPU
+// backend's rollback copies one of them back (the GPU backend moves an index instead).
 struct GdnStateLayer {
   std::vector<float> conv;   // [slots][Kc - 1][Dc]
   std::vector<float> delta;  // [slots][Hv][dk][dv]
+  std::vector<float> conv_rows;
+  std::vector<float> delta_rows;
+  int64_t max_verify_rows = 1;
 };
 
 struct LayerContext {

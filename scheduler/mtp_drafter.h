@@ -1,0 +1,54 @@
+// Keeps the MTP head in step with each speculative sequence and drafts from it
+// (MODEL.md 4.2-4.5). After every step the head is run over the step's accepted rows with
+// the trunk's post-norm hidden state of each row and the token that followed it ("catch-up":
+// its KV cache then holds exact rows for every position). The last catch-up row's output
+// gives the first draft of the next step; deeper drafts chain the head's own post-norm
+// output with the previous draft, one position further each.
+//
+// Owner: the BackendRunner, on the engine thread.
+#pragma once
+
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/backend.h"
+#include "scheduler/model_runner.h"
+
+namespace deltaserve::scheduler {
+
+class MtpDrafter {
+ public:
+  explicit MtpDrafter(runtime::Backend& backend) : backend_(backend) {}
+
+  // Drafts for each sequence of the plan (empty where none are wanted or possible): up to
+  // plan.sequences[i].draft_depth tokens, greedy from the head.
+  std::vector<std::vector<int32_t>> draft(const StepPlan& plan);
+
+  // One sequence's rows of the finished step, for catch-up: positions
+  // [num_cached, num_cached + num_rows), with their trunk hidden states, followed by the
+  // tokens next_tokens (the token after each row).
+  struct CatchUp {
+    const SequencePlan* seq = nullptr;
+    std::vector<float> hidden;        // [num_rows][H]
+    std::vector<int32_t> next_tokens;  // [num_rows]
+    bool drafts_next = false;         // the next step may draft: keep the last row's output
+  };
+  void catch_up(const std::vector<CatchUp>& rows);
+
+  // Forgets sequences that are not in `live` (finished, cancelled or waiting).
+  void retain(const std::vector<RequestId>& live);
+
+ private:
+  struct State {
+    int32_t num_rows = 0;        // MTP cache rows valid: positions [0, num_rows)
+    std::vector<float> output;   // head output at row num_rows - 1 (chaining input)
+    int32_t first_draft = -1;    // head argmax from it: the next step's first draft
+  };
+
+  runtime::Backend& backend_;
+  std::unordered_map<RequestId, State> states_;
+  runtime::ForwardOutput out_;
+};
+
+}  // namespace deltaserve::scheduler

@@ -1,0 +1,208 @@
+// Speculative decoding with the MTP head on the real CPU stack (the embedded trained model):
+// output with drafts must equal output without them, token for token, alone and under load;
+// no state leaks between requests; the draft counters obey their invariants.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/model_weights.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "scheduler/backend_runner.h"
+#include "scheduler/engine.h"
+
+namespace deltaserve::scheduler {
+namespace {
+
+class DraftCounter final : public EngineObserver {
+ public:
+  void on_drafts(int32_t position, int32_t num_drafted, int32_t num_accepted) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    drafted_[position] += num_drafted;
+    accepted_[position] += num_accepted;
+  }
+  void on_step(const StepReport& r) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    decode_steps_ += r.num_decode_sequences;
+    emitted_ += r.num_generated_tokens;
+  }
+  std::map<int32_t, int64_t> drafted_, accepted_;
+  int64_t decode_steps_ = 0, emitted_ = 0;
+  std::mutex mutex_;
+};
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  FinishReason finish = FinishReason::None;
+};
+
+class SpeculationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = runtime::load_model("models/deltaserve-tiny-moe.gguf").release();
+    tokenizer_ = runtime::Tokenizer::from_gguf(*model_->gguf).release();
+  }
+  static void TearDownTestSuite() {
+    delete tokenizer_;
+    delete model_;
+  }
+
+  static RequestSpec request(const std::string& text, int32_t max_tokens, float temperature = 0.0f, uint64_t seed = 0) {
+    RequestSpec spec;
+    spec.prompt_tokens = tokenizer_->encode(text);
+    spec.max_tokens = max_tokens;
+    spec.sampling.temperature = temperature;
+    if (temperature > 0.0f) spec.sampling.seed = seed;
+    return spec;
+  }
+
+  static std::vector<RequestSpec> prompts(int n, int32_t max_tokens) {
+    const char* texts[] = {"def fibonacci(n):\n", "import os\nimport sys\n\ndef main():\n",
+                           "class Stack:\n    def __init__(self):\n", "The quick brown fox",
+                           "for i in range(10):\n    ", "It was a dark and stormy night;",
+                           "    return self._", "# Copyright (C) 2001 Python Software Foundation\n"};
+    std::vector<RequestSpec> specs;
+    for (int i = 0; i < n; ++i) specs.push_back(request(texts[i % 8], max_tokens + i % 5));
+    return specs;
+  }
+
+  // Runs the requests concurrently on a fresh stack with the given maximum draft depth.
+  std::vector<Outcome> run(const std::vector<RequestSpec>& specs, int32_t depth, int32_t slots = 16,
+                           EngineObserver* observer = nullptr) {
+    runtime::CacheConfig cache{slots, 16, slots * 16, 1 + depth};
+    runtime::CpuBackend backend(*model_, cache, 2);
+    BackendRunner runner(backend, 256, depth);
+    SchedulerConfig config;
+    config.draft_min_expected = 0.0;  // always draft at full depth: exercise every path
+    Engine engine(runner, config, observer);
+    engine.start();
+    std::mutex mutex;
+    std::condition_variable done;
+    std::map<RequestId, Outcome> outcomes;
+    size_t num_done = 0;
+    std::vector<RequestId> ids;
+    for (const RequestSpec& spec : specs) {
+      const SubmitResult r = engine.submit(spec, [&](const RequestEvent& e) {
+        std::lock_guard<std::mutex> lock(mutex);
+        Outcome& o = outcomes[e.id];
+        o.tokens.insert(o.tokens.end(), e.tokens.begin(), e.tokens.end());
+        if (e.finish != FinishReason::None) {
+          o.finish = e.finish;
+          ++num_done;
+          done.notify_all();
+        }
+      });
+      EXPECT_EQ(r.status, SubmitStatus::Accepted) << r.message;
+      ids.push_back(r.id);
+    }
+    std::unique_lock<std::mutex> lock(mutex);
+    EXPECT_TRUE(done.wait_for(lock, std::chrono::seconds(120), [&] { return num_done == specs.size(); }));
+    lock.unlock();
+    EXPECT_TRUE(engine.wait_idle(std::chrono::seconds(10)));
+    EXPECT_EQ(engine.stats().num_state_slots_used, 0);
+    EXPECT_EQ(engine.stats().num_kv_blocks_used, 0);
+    EXPECT_EQ(engine.integrity_error(), "");
+    std::vector<Outcome> result;
+    for (RequestId id : ids) result.push_back(outcomes[id]);
+    return result;
+  }
+
+  static std::vector<std::vector<int32_t>> tokens_of(const std::vector<Outcome>& outcomes) {
+    std::vector<std::vector<int32_t>> t;
+    for (const Outcome& o : outcomes) t.push_back(o.tokens);
+    return t;
+  }
+
+  static inline runtime::LoadedModel* model_ = nullptr;
+  static inline runtime::Tokenizer* tokenizer_ = nullptr;
+};
+
+TEST_F(SpeculationTest, GreedyOneStreamIsIdenticalAtEveryDepth) {
+  const std::vector<RequestSpec> specs = prompts(1, 48);
+  const auto plain = tokens_of(run(specs, 0, 1));
+  ASSERT_EQ(plain[0].size(), 48u);
+  for (int32_t depth : {1, 2, 3}) EXPECT_EQ(tokens_of(run(specs, depth, 1)), plain) << "depth " << depth;
+}
+
+TEST_F(SpeculationTest, GreedySixteenStreamsAreIdenticalAtEveryDepth) {
+  const std::vector<RequestSpec> specs = prompts(16, 24);
+  const auto plain = tokens_of(run(specs, 0));
+  for (int32_t depth : {1, 2, 3}) EXPECT_EQ(tokens_of(run(specs, depth)), plain) << "depth " << depth;
+}
+
+TEST_F(SpeculationTest, SeededSamplingIsIdenticalWithDrafts) {
+  std::vector<RequestSpec> specs;
+  for (int i = 0; i < 6; ++i) specs.push_back(request("def parse(self, text):\n", 32, 0.8f, 77 + static_cast<uint64_t>(i)));
+  const auto plain = tokens_of(run(specs, 0));
+  EXPECT_EQ(tokens_of(run(specs, 3)), plain);
+}
+
+// A, then B, then A again in one engine lifetime: A's output must not change (no state
+// poisoning through slots, rings, KV or the draft head's cache).
+TEST_F(SpeculationTest, NoPoisoningAcrossRequests) {
+  const RequestSpec a = request("def fibonacci(n):\n", 40), b = request("It was a dark and stormy night;", 40);
+  runtime::CacheConfig cache{2, 16, 32, 4};
+  runtime::CpuBackend backend(*model_, cache, 2);
+  BackendRunner runner(backend, 256, 3);
+  SchedulerConfig config;
+  config.draft_min_expected = 0.0;
+  Engine engine(runner, config);
+  engine.start();
+  auto run_one = [&](const RequestSpec& spec, int cancel_after_tokens) {
+    std::mutex mutex;
+    std::condition_variable done;
+    Outcome o;
+    std::atomic<RequestId> id{0};
+    const SubmitResult r = engine.submit(spec, [&](const RequestEvent& e) {
+      std::lock_guard<std::mutex> lock(mutex);
+      o.tokens.insert(o.tokens.end(), e.tokens.begin(), e.tokens.end());
+      if (cancel_after_tokens > 0 && static_cast<int>(o.tokens.size()) >= cancel_after_tokens) engine.cancel(e.id);
+      if (e.finish != FinishReason::None) {
+        o.finish = e.finish;
+        done.notify_all();
+      }
+    });
+    id = r.id;
+    std::unique_lock<std::mutex> lock(mutex);
+    EXPECT_TRUE(done.wait_for(lock, std::chrono::seconds(60), [&] { return o.finish != FinishReason::None; }));
+    return o;
+  };
+  const Outcome first = run_one(a, 0);
+  run_one(b, 0);
+  EXPECT_EQ(run_one(a, 0).tokens, first.tokens);
+  // A cancellation in the middle of a verify step, then A again.
+  const Outcome cut = run_one(b, 5);
+  EXPECT_EQ(cut.finish, FinishReason::Cancelled);
+  EXPECT_EQ(run_one(a, 0).tokens, first.tokens);
+  EXPECT_TRUE(engine.wait_idle(std::chrono::seconds(10)));
+  EXPECT_EQ(engine.stats().num_state_slots_used, 0);
+  EXPECT_EQ(engine.stats().num_kv_blocks_used, 0);
+}
+
+TEST_F(SpeculationTest, DraftCountersObeyTheirInvariants) {
+  DraftCounter counter;
+  const std::vector<RequestSpec> specs = prompts(8, 40);
+  const std::vector<Outcome> outcomes = run(specs, 3, 16, &counter);
+  int64_t total_accepted = 0, total_tokens = 0;
+  for (const auto& [position, drafted] : counter.drafted_) {
+    EXPECT_LE(counter.accepted_[position], drafted) << "position " << position;
+    total_accepted += counter.accepted_[position];
+    std::printf("draft position %d: accepted %lld of %lld (%.2f)\n", position + 1,
+                static_cast<long long>(counter.accepted_[position]), static_cast<long long>(drafted),
+                drafted > 0 ? static_cast<double>(counter.accepted_[position]) / static_cast<double>(drafted) : 0.0);
+  }
+  for (const Outcome& o : outcomes) total_tokens += static_cast<int64_t>(o.tokens.size());
+  EXPECT_GT(counter.drafted_[0], 0);
+  EXPECT_GT(total_accepted, 0) << "the trained head should get some drafts accepted";
+  // Every emitted token is the first token of a request (from its prefill), a decode step's
+  // own token, or an accepted draft.
+  EXPECT_EQ(total_tokens, static_cast<int64_t>(specs.size()) + counter.decode_steps_ + total_accepted);
+  EXPECT_EQ(total_tokens, counter.emitted_);
+}
+
+}  // namespace
+}  // namespace deltaserve::scheduler
