@@ -9,6 +9,7 @@ packages=(
   libcli11-dev libgtest-dev libgmock-dev libpcre2-dev
   python3 python3-numpy python3-jinja2
   prometheus
+  chromium systemd
 )
 # Node.js and npm come with the machine image; Debian's npm conflicts with that install,
 # so take Debian's only where none is present.
