@@ -67,16 +67,31 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   const int32_t context = config.context_tokens > 0 ? config.context_tokens
                                                     : static_cast<int32_t>(std::min<int64_t>(mc.context_length, 4096));
   const int32_t block_tokens = config.kv_block_tokens;
-  const int32_t blocks = config.kv_blocks > 0 ? config.kv_blocks : slots * ((context + block_tokens - 1) / block_tokens);
-  stack->backend = std::make_unique<runtime::CpuBackend>(*stack->model, runtime::CacheConfig{slots, block_tokens, blocks},
-                                                         config.cpu_threads);
-  stack->runner = std::make_unique<scheduler::BackendRunner>(*stack->backend, context);
+  // Speculation: --draft-depth N caps the drafts per stream (0 = off); -1 = adaptive up to
+  // kDefaultDraftDepth. Models without an MTP head never draft.
+  constexpr int32_t kDefaultDraftDepth = 3;
+  int32_t draft_depth = config.draft_depth < 0 ? kDefaultDraftDepth : std::min(config.draft_depth, scheduler::kMaxDraftDepth);
+  if (mc.num_mtp_layers == 0 || !stack->model->weights.has_mtp) {
+    if (config.draft_depth > 0) spdlog::warn("{}: no MTP head; --draft-depth {} ignored", config.model, config.draft_depth);
+    draft_depth = 0;
+  }
+  // Drafts are reserved on top of the context, so every stream's blocks cover them too.
+  const int32_t blocks_per_stream = (context + draft_depth + block_tokens - 1) / block_tokens;
+  const int32_t blocks = config.kv_blocks > 0 ? config.kv_blocks : slots * blocks_per_stream;
+  stack->backend = std::make_unique<runtime::CpuBackend>(
+      *stack->model, runtime::CacheConfig{slots, block_tokens, blocks, 1 + draft_depth}, config.cpu_threads);
+  stack->runner = std::make_unique<scheduler::BackendRunner>(*stack->backend, context, draft_depth);
   scheduler::SchedulerConfig sched;
   sched.max_num_seqs = slots;
   sched.max_num_batched_tokens = config.max_batched_tokens;
   sched.max_prefill_chunk_tokens = config.max_prefill_chunk_tokens;
   sched.max_num_waiting = config.max_waiting;
   sched.max_context_tokens = context;
+  sched.max_draft_depth = draft_depth;
+  // On the CPU every verify row costs real compute: drafts pay for one stream and lose from
+  // a few streams on (bench/speculation_bench, bench/RESULTS.md), so the step carries at most
+  // 4 decode + draft rows before depths shrink to 0.
+  sched.draft_max_rows = 4;
   stack->engine = std::make_unique<scheduler::Engine>(*stack->runner, sched, observer);
   stack->engine->start();
 
@@ -88,7 +103,7 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   loaded.limits.num_kv_blocks = blocks;
   loaded.limits.kv_bytes = stack->backend->kv_cache_bytes();
   loaded.limits.state_bytes = stack->backend->state_bytes();
-  loaded.limits.max_draft_depth = 0;
+  loaded.limits.max_draft_depth = draft_depth;
   loaded.limits.device = "cpu";
   loaded.engine = std::make_unique<EngineAdapter<scheduler::Engine>>(*stack->engine);
   loaded.codec = std::move(codec);
