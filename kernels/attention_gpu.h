@@ -1,0 +1,73 @@
+// Paged gated attention for decode and verify rows on the GPU (attention.h's math, over all
+// rows of a step in one call): row r of sequence row_seq[r] attends causally to positions
+// [0, positions[r]] through its sequence's block table, query head h reads KV head
+// h / (num_heads / num_kv_heads) (GQA), softmax in f32, output times sigmoid(gate).
+//
+// Split-K (flash-decoding): keys go in fixed chunks of kAttentionChunkTokens positions; one
+// block per (chunk, KV head, row) scores its chunk for the whole query-head group (each K/V
+// row is read once per group) and leaves (max, sum, unnormalised output) in the workspace;
+// a second kernel combines the chunks of each (row, head) in chunk order. The chunking
+// depends only on the row's own position, so results are batch-invariant.
+//
+// Shapes: head_dim a multiple of 4 and at most 256 (64/128/256 in practice); num_heads /
+// num_kv_heads at most 16; q, gate, caches 16-byte aligned, strides multiples of 4.
+// max_keys: a host-side bound >= positions[r] + 1 for every row (sizes the grid; chunks past
+// a row's length exit at once). Otherwise gpuErrorInvalidValue, nothing launched.
+//
+// Calling thread: any; enqueues on `stream`; no allocation (the caller owns the workspace).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/gpu_compat.h"
+
+namespace deltaserve::kernels {
+
+inline constexpr int64_t kAttentionChunkTokens = 256;
+
+struct PagedAttentionGpuArgs {
+  const float* q;            // [num_rows][q_stride], head h at h * q_head_stride
+  const float* gate;         // like q
+  int64_t q_stride;
+  int64_t q_head_stride;
+  float* out;                // [num_rows][out_stride], head h at h * head_dim
+  int64_t out_stride;
+  const float* k_cache;      // [num_blocks][block_tokens][num_kv_heads][head_dim]
+  const float* v_cache;      // same layout
+  const int32_t* block_tables;    // [num_seqs][block_table_stride]
+  int64_t block_table_stride;
+  const int32_t* row_seq;    // [num_rows]: the sequence of each row
+  const int32_t* positions;  // [num_rows]
+  int64_t block_tokens;
+  int64_t num_rows;
+  int64_t num_heads;
+  int64_t num_kv_heads;
+  int64_t head_dim;
+  int64_t max_keys;
+  float scale;               // 1 / sqrt(head_dim)
+  float* workspace;          // paged_attention_workspace_floats(args) floats
+};
+
+int64_t paged_attention_workspace_floats(const PagedAttentionGpuArgs& args);
+gpuError_t paged_attention_gpu(const PagedAttentionGpuArgs& args, gpuStream_t stream);
+
+// Appends each row's K and V ([num_rows][kv_stride], num_kv_heads * head_dim floats used) at
+// its position in its sequence's pages. Rows must have distinct (sequence, position).
+struct KvAppendGpuArgs {
+  const float* k;
+  const float* v;
+  int64_t kv_stride;
+  float* k_cache;
+  float* v_cache;
+  const int32_t* block_tables;
+  int64_t block_table_stride;
+  const int32_t* row_seq;
+  const int32_t* positions;
+  int64_t block_tokens;
+  int64_t num_rows;
+  int64_t num_kv_heads;
+  int64_t head_dim;
+};
+gpuError_t kv_append_gpu(const KvAppendGpuArgs& args, gpuStream_t stream);
+
+}  // namespace deltaserve::kernels

@@ -1,0 +1,200 @@
+// Fused GDN decode/verify step (gdn_gpu.h).
+//
+// Grid: (dv / 32 column tiles, Hv value heads, sequences). Block: 128 threads = 32 state
+// columns x 4 parts; thread (col, part) keeps S[i][col] for i = 4 ii + part (ii < dk/4) in
+// registers for all rows of its sequence. Per row:
+//   conv + SiLU      q, k channels of key head j mod Hk (thread t owns channel t), and the
+//                    block's 32 v channels (threads 0..31); each owner keeps its channel's
+//                    last 3 pre-conv inputs in registers
+//   L2 norms         two block reductions (fixed order); q also times dk^-1/2
+//   gates            beta = sigmoid(b), decay = exp(ssm_a * softplus(alpha + dt_bias))
+//   delta rule       S *= decay; e = S^T k (4-lane butterfly); delta = beta (v - e);
+//                    S += k delta^T; o = S^T q (butterfly); part 0 writes o
+// Bytes per (sequence, layer): the state read once and written once (2 MiB for 35B-A3B), the
+// rows' qkv, plus 2 MiB per snapshot row.
+#include <cstdint>
+
+#include "kernels/gdn_gpu.h"
+#include "kernels/gpu_compat.h"
+
+namespace deltaserve::kernels {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kParts = 4;                       // lanes sharing one state column
+constexpr int kCols = kThreads / kParts;        // state columns per block
+constexpr int kConvKernel = 4;
+constexpr int kHistory = kConvKernel - 1;
+
+__device__ __forceinline__ float softplusf_(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+template <int DK>
+__global__ void __launch_bounds__(kThreads) gdn_step_kernel(const GdnStepArgs a) {
+  static_assert(DK % kParts == 0 && DK <= kThreads);
+  constexpr int kRowsPerPart = DK / kParts;
+  __shared__ float q_s[DK], k_s[DK], v_s[kCols];
+  __shared__ float scratch[gpu::kMaxWarpsPerBlock];
+  __shared__ float gate_s[2];  // decay, beta
+  __shared__ int last_reader_s;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int part = tid % kParts, col = tid / kParts;
+  const int64_t tile = blockIdx.x, j = blockIdx.y, s = blockIdx.z;
+  const int64_t hk = a.num_k_heads, hv = a.num_v_heads, dv = a.head_dim_v;
+  const int64_t kh = j % hk;
+  const int64_t dk_all = hk * DK;
+  const int64_t dc = 2 * dk_all + hv * dv;
+  const int64_t c = tile * kCols + col;  // this thread's state column
+  const int64_t row_begin = a.seq_row_begin[s], row_end = a.seq_row_begin[s + 1];
+  const int64_t state_in = a.state_in[s], state_out = a.state_out[s];
+  const int64_t ring = a.ring_first != nullptr ? a.ring_first[s] : -1;
+  const int64_t delta_entry = hv * DK * dv;
+  const int64_t conv_entry = kHistory * dc;
+  // The first block of key head kh (value head kh, tile 0) writes the shared q/k channels'
+  // conv snapshots; the final q/k conv state is written by the last block to have read it.
+  const bool qk_owner = j < hk && tile == 0;
+
+  // Channels this thread convolves: q and k channel `tid` of key head kh, v channel `tid`.
+  const bool has_qk = tid < DK, has_v = tid < kCols;
+  const int64_t ch_q = kh * DK + tid, ch_k = dk_all + kh * DK + tid;
+  const int64_t ch_v = 2 * dk_all + j * dv + tile * kCols + tid;
+  float hist_q[kHistory] = {}, hist_k[kHistory] = {}, hist_v[kHistory] = {};
+  float w_q[kConvKernel] = {}, w_k[kConvKernel] = {}, w_v[kConvKernel] = {};
+  const float* conv_in = a.conv_states + state_in * conv_entry;
+#pragma unroll
+  for (int h = 0; h < kHistory; ++h) {
+    if (has_qk) hist_q[h] = conv_in[h * dc + ch_q], hist_k[h] = conv_in[h * dc + ch_k];
+    if (has_v) hist_v[h] = conv_in[h * dc + ch_v];
+  }
+#pragma unroll
+  for (int h = 0; h < kConvKernel; ++h) {
+    if (has_qk) w_q[h] = a.conv_w[ch_q * kConvKernel + h], w_k[h] = a.conv_w[ch_k * kConvKernel + h];
+    if (has_v) w_v[h] = a.conv_w[ch_v * kConvKernel + h];
+  }
+  // Everyone has read the old q/k conv state: count this block in, learn whether it is last.
+  __syncthreads();
+  if (tid == 0) {
+    __threadfence();
+    const int blocks_per_key_head = static_cast<int>((hv / hk) * (dv / kCols));
+    int32_t* counter = a.sync_counters + s * hk + kh;
+    const int arrived = atomicAdd(counter, 1) + 1;
+    __threadfence();  // acquire side: the other blocks' reads happened before their increments
+    last_reader_s = arrived == blocks_per_key_head;
+    if (arrived == blocks_per_key_head) atomicExch(counter, 0);
+  }
+
+  float S[kRowsPerPart];
+  const float* state_src = a.delta_states + state_in * delta_entry + j * DK * dv + c;
+#pragma unroll
+  for (int ii = 0; ii < kRowsPerPart; ++ii) S[ii] = state_src[(kParts * ii + part) * dv];
+
+  const float q_scale = 1.0f / sqrtf(static_cast<float>(DK));
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const float* x = a.qkv + r * a.qkv_stride;
+    // Conv + SiLU; the window is [hist (oldest first) | x].
+    float uq = 0.0f, uk = 0.0f;
+    if (has_qk) {
+      const float xq = x[ch_q], xk = x[ch_k];
+      float sq = 0.0f, sk = 0.0f;
+#pragma unroll
+      for (int h = 0; h < kHistory; ++h) sq = fmaf(w_q[h], hist_q[h], sq), sk = fmaf(w_k[h], hist_k[h], sk);
+      sq = fmaf(w_q[kHistory], xq, sq);
+      sk = fmaf(w_k[kHistory], xk, sk);
+#pragma unroll
+      for (int h = 0; h + 1 < kHistory; ++h) hist_q[h] = hist_q[h + 1], hist_k[h] = hist_k[h + 1];
+      hist_q[kHistory - 1] = xq;
+      hist_k[kHistory - 1] = xk;
+      uq = gpu::siluf_(sq);
+      uk = gpu::siluf_(sk);
+    }
+    if (has_v) {
+      const float xv = x[ch_v];
+      float sv = 0.0f;
+#pragma unroll
+      for (int h = 0; h < kHistory; ++h) sv = fmaf(w_v[h], hist_v[h], sv);
+      sv = fmaf(w_v[kHistory], xv, sv);
+#pragma unroll
+      for (int h = 0; h + 1 < kHistory; ++h) hist_v[h] = hist_v[h + 1];
+      hist_v[kHistory - 1] = xv;
+      v_s[tid] = gpu::siluf_(sv);
+    }
+    // L2 norms over the key head (every thread takes part in both reductions).
+    const float inv_q = 1.0f / sqrtf(gpu::block_sum(uq * uq, scratch) + a.l2_eps);
+    const float inv_k = 1.0f / sqrtf(gpu::block_sum(uk * uk, scratch) + a.l2_eps);
+    if (has_qk) {
+      q_s[tid] = __fmul_rn(uq, inv_q) * q_scale;
+      k_s[tid] = uk * inv_k;
+    }
+    if (tid == 0) {
+      const float alpha = a.alpha[r * a.ab_stride + j] + a.dt_bias[j];
+      gate_s[0] = expf(a.ssm_a[j] * softplusf_(alpha));
+      gate_s[1] = gpu::sigmoidf_(a.beta_logit[r * a.ab_stride + j]);
+    }
+    __syncthreads();
+
+    const float decay = gate_s[0], beta = gate_s[1];
+    float e = 0.0f;
+#pragma unroll
+    for (int ii = 0; ii < kRowsPerPart; ++ii) {
+      S[ii] *= decay;
+      e = fmaf(S[ii], k_s[kParts * ii + part], e);
+    }
+    e = gpu::group_sum<kParts>(e);
+    const float delta = beta * (v_s[col] - e);
+    float o = 0.0f;
+#pragma unroll
+    for (int ii = 0; ii < kRowsPerPart; ++ii) {
+      S[ii] = fmaf(k_s[kParts * ii + part], delta, S[ii]);
+      o = fmaf(S[ii], q_s[kParts * ii + part], o);
+    }
+    o = gpu::group_sum<kParts>(o);
+    if (part == 0) a.out[r * a.out_stride + j * dv + c] = o;
+
+    if (ring >= 0) {  // snapshot after row r: delta state, and the conv channels this block owns
+      const int64_t entry = ring + (r - row_begin);
+      float* snap = a.delta_states + entry * delta_entry + j * DK * dv + c;
+#pragma unroll
+      for (int ii = 0; ii < kRowsPerPart; ++ii) snap[(kParts * ii + part) * dv] = S[ii];
+      float* conv_snap = a.conv_states + entry * conv_entry;
+#pragma unroll
+      for (int h = 0; h < kHistory; ++h) {
+        if (has_v) conv_snap[h * dc + ch_v] = hist_v[h];
+        if (has_qk && qk_owner) conv_snap[h * dc + ch_q] = hist_q[h], conv_snap[h * dc + ch_k] = hist_k[h];
+      }
+    }
+    __syncthreads();  // q_s, k_s, v_s, gate_s are rewritten by the next row
+  }
+
+  __syncthreads();  // last_reader_s is visible even when the sequence has no rows
+  if (state_out < 0) return;
+  float* state_dst = a.delta_states + state_out * delta_entry + j * DK * dv + c;
+#pragma unroll
+  for (int ii = 0; ii < kRowsPerPart; ++ii) state_dst[(kParts * ii + part) * dv] = S[ii];
+  float* conv_out = a.conv_states + state_out * conv_entry;
+  const bool write_qk = last_reader_s != 0;
+#pragma unroll
+  for (int h = 0; h < kHistory; ++h) {
+    if (has_v) conv_out[h * dc + ch_v] = hist_v[h];
+    if (has_qk && write_qk) conv_out[h * dc + ch_q] = hist_q[h], conv_out[h * dc + ch_k] = hist_k[h];
+  }
+}
+
+}  // namespace
+
+gpuError_t gdn_step_gpu(const GdnStepArgs& a, gpuStream_t stream) {
+  if (a.conv_kernel != kConvKernel || a.head_dim_v <= 0 || a.head_dim_v % kCols != 0 || a.num_k_heads <= 0 ||
+      a.num_v_heads <= 0 || a.num_v_heads % a.num_k_heads != 0 || a.num_seqs < 0 || a.sync_counters == nullptr) {
+    return gpuErrorInvalidValue;
+  }
+  if (a.num_seqs == 0) return gpuSuccess;
+  const dim3 grid(static_cast<unsigned>(a.head_dim_v / kCols), static_cast<unsigned>(a.num_v_heads),
+                  static_cast<unsigned>(a.num_seqs));
+  switch (a.head_dim_k) {
+    case 64: gdn_step_kernel<64><<<grid, kThreads, 0, stream>>>(a); break;
+    case 128: gdn_step_kernel<128><<<grid, kThreads, 0, stream>>>(a); break;
+    default: return gpuErrorInvalidValue;
+  }
+  return gpuGetLastError();
+}
+
+}  // namespace deltaserve::kernels

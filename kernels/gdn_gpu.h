@@ -1,0 +1,69 @@
+// Fused Gated DeltaNet decode/verify step on the GPU (MODEL.md 2.5 steps 2-7) for all
+// sequences of a step in one launch: causal conv1d (width 4) + SiLU over q|k|v, L2 norm of q
+// and k per key head (q then scaled by dk^-1/2), beta = sigmoid(b), g = ssm_a *
+// softplus(alpha + dt_bias), and the gated delta rule. Each sequence's rows run in order with
+// its recurrent state held in registers across them: the state is read once and written once
+// per step, plus one snapshot per row when the sequence has ring entries (verify rows).
+// Output o is per value head, before the gated norm (gated_rms_norm_gpu) and out projection.
+//
+// Same math as causal_conv1d_silu_ref + l2_norm_ref + gated_delta_rule_ref chained as the CPU
+// GDN layer chains them (value head j reads key head j mod num_k_heads, GGUF order; state
+// [Hv][dk][dv] key index outer; conv state [3][Dc] oldest first), to f32 rounding.
+//
+// State entries: the caller's pools hold entries of one sequence's layer state; entry e of
+// the delta pool is delta_states + e * Hv*dk*dv floats, of the conv pool conv_states + e *
+// 3*Dc. Sequence s reads entry state_in[s]; its state after its last row goes to entry
+// state_out[s] (may equal state_in[s]: in place; -1: not written); with ring_first non-null
+// and ring_first[s] >= 0, the state after its row t also goes to entry ring_first[s] + t
+// (ring entries must differ from state_in[s]). A sequence with ring_first[s] < 0 touches
+// no ring.
+//
+// Batch invariance: a row's results depend only on its sequence's rows and state (a fixed
+// per-row reduction order; no atomics in any arithmetic).
+//
+// Workspace: sync_counters, num_seqs * num_k_heads int32 that must be zero before the first
+// launch; each launch leaves them zero. (Blocks sharing a key head all read that head's
+// q/k conv state; the last of them to have read it writes the new one, so in-place updates
+// are safe without a second launch.)
+//
+// Preconditions (else gpuErrorInvalidValue, nothing launched): head_dim_k 64 or 128;
+// head_dim_v a multiple of 32; conv_kernel == 4; qkv 4-byte aligned.
+// Calling thread: any; enqueues on `stream`; no allocation.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/gpu_compat.h"
+
+namespace deltaserve::kernels {
+
+struct GdnStepArgs {
+  const float* qkv;         // [num_rows][qkv_stride]: pre-conv projections, q | k | v (Dc)
+  int64_t qkv_stride;
+  const float* alpha;       // [num_rows][ab_stride]: pre-softplus a, one per value head
+  const float* beta_logit;  // [num_rows][ab_stride]: pre-sigmoid b
+  int64_t ab_stride;
+  const float* conv_w;      // [Dc][4]: w[c][3] multiplies the current token
+  const float* ssm_a;       // [Hv]: -exp(A_log), as GGUF stores it
+  const float* dt_bias;     // [Hv]
+  float* out;               // [num_rows][out_stride]: o, value head j at j * dv
+  int64_t out_stride;
+  const int32_t* seq_row_begin;  // [num_seqs + 1]: rows of sequence s are [b[s], b[s + 1])
+  int64_t num_seqs;
+  float* delta_states;      // entries of [Hv][dk][dv] f32
+  float* conv_states;       // entries of [3][Dc] f32
+  const int32_t* state_in;  // [num_seqs]
+  const int32_t* state_out;  // [num_seqs], -1: not written
+  const int32_t* ring_first;  // [num_seqs] or null; < 0: no snapshots for that sequence
+  int32_t* sync_counters;   // [num_seqs][num_k_heads], zero between launches
+  int64_t num_k_heads;
+  int64_t num_v_heads;
+  int64_t head_dim_k;
+  int64_t head_dim_v;
+  int64_t conv_kernel;      // 4
+  float l2_eps;             // 1e-6
+};
+
+gpuError_t gdn_step_gpu(const GdnStepArgs& args, gpuStream_t stream);
+
+}  // namespace deltaserve::kernels

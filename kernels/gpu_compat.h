@@ -1,0 +1,252 @@
+// The one vendor seam of the GPU kernels: every kernels/*.cu is written once against this
+// header and built by nvcc (CUDA) or hipcc (HIP). It maps the runtime API to gpu* names, picks
+// the f16/bf16 types, fixes the warp width per target at compile time, and holds the only
+// lane arithmetic (shuffle reductions) the kernels use, so a 32-vs-64-lane mistake can only
+// live here.
+//
+// Host part (plain C++, includable by g++ with the SDK's include path): gpu* names, and
+// DS_GPU_CHECK for callers (runtime, tests). Device part: only under nvcc / hipcc.
+//
+// Warp width: 32 on NVIDIA; on AMD the target's wavefront (64 on gfx906 / gfx90a / gfx942
+// CDNA, 32 on RDNA wave32), from the compiler's per-target macro. Host code never needs it:
+// launch shapes are fixed thread counts and kernels derive their lane split from kWarpSize.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__) || defined(__HIP_PLATFORM_HCC__)
+#define DS_GPU_HIP 1
+#include <hip/hip_runtime.h>
+#include <hip/hip_fp16.h>
+#include <hip/hip_version.h>
+// ROCm 6 brought hip_bf16.h / __hip_bfloat16; ROCm 5.x (Debian's 5.2) has hip_bfloat16.
+#if HIP_VERSION >= 60000000
+#include <hip/hip_bf16.h>
+using gpu_bf16 = __hip_bfloat16;
+#else
+#include <hip/hip_bfloat16.h>
+using gpu_bf16 = hip_bfloat16;
+#endif
+using gpu_half = __half;
+using gpuError_t = hipError_t;
+using gpuStream_t = hipStream_t;
+using gpuEvent_t = hipEvent_t;
+#define gpuSuccess hipSuccess
+#define gpuErrorInvalidValue hipErrorInvalidValue
+#define gpuGetLastError hipGetLastError
+#define gpuPeekAtLastError hipPeekAtLastError
+#define gpuGetErrorString hipGetErrorString
+#define gpuGetDevice hipGetDevice
+#define gpuGetDeviceProperties hipGetDeviceProperties
+#define gpuDeviceProp hipDeviceProp_t
+#define gpuDeviceSynchronize hipDeviceSynchronize
+#define gpuMalloc hipMalloc
+#define gpuFree hipFree
+#define gpuMemcpy hipMemcpy
+#define gpuMemcpyAsync hipMemcpyAsync
+#define gpuMemset hipMemset
+#define gpuMemsetAsync hipMemsetAsync
+#define gpuMemcpyHostToDevice hipMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define gpuStreamCreate hipStreamCreate
+#define gpuStreamDestroy hipStreamDestroy
+#define gpuStreamSynchronize hipStreamSynchronize
+#define gpuEventCreate hipEventCreate
+#define gpuEventDestroy hipEventDestroy
+#define gpuEventRecord hipEventRecord
+#define gpuEventSynchronize hipEventSynchronize
+#define gpuEventElapsedTime hipEventElapsedTime
+#else
+#define DS_GPU_CUDA 1
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+using gpu_bf16 = __nv_bfloat16;
+using gpu_half = __half;
+using gpuError_t = cudaError_t;
+using gpuStream_t = cudaStream_t;
+using gpuEvent_t = cudaEvent_t;
+#define gpuSuccess cudaSuccess
+#define gpuErrorInvalidValue cudaErrorInvalidValue
+#define gpuGetLastError cudaGetLastError
+#define gpuPeekAtLastError cudaPeekAtLastError
+#define gpuGetErrorString cudaGetErrorString
+#define gpuGetDevice cudaGetDevice
+#define gpuGetDeviceProperties cudaGetDeviceProperties
+#define gpuDeviceProp cudaDeviceProp
+#define gpuDeviceSynchronize cudaDeviceSynchronize
+#define gpuMalloc cudaMalloc
+#define gpuFree cudaFree
+#define gpuMemcpy cudaMemcpy
+#define gpuMemcpyAsync cudaMemcpyAsync
+#define gpuMemset cudaMemset
+#define gpuMemsetAsync cudaMemsetAsync
+#define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define gpuStreamCreate cudaStreamCreate
+#define gpuStreamDestroy cudaStreamDestroy
+#define gpuStreamSynchronize cudaStreamSynchronize
+#define gpuEventCreate cudaEventCreate
+#define gpuEventDestroy cudaEventDestroy
+#define gpuEventRecord cudaEventRecord
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuEventElapsedTime cudaEventElapsedTime
+#endif
+
+namespace deltaserve::kernels {
+
+// Reports a failed SDK call (the call's text, where, the device, the caller's shapes) and
+// aborts: after a device error the device state can no longer be trusted (STYLE.md, Errors).
+[[noreturn]] inline void gpu_check_failed(gpuError_t err, const char* call, const char* file,
+                                          int line, const char* shapes) {
+  int device = -1;
+  (void)gpuGetDevice(&device);
+  gpuDeviceProp prop{};
+  const bool have_prop = device >= 0 && gpuGetDeviceProperties(&prop, device) == gpuSuccess;
+  std::fprintf(stderr, "GPU error %d (%s) in %s at %s:%d on device %d (%s); shapes: %s\n",
+               static_cast<int>(err), gpuGetErrorString(err), call, file, line, device,
+               have_prop ? prop.name : "?", shapes != nullptr ? shapes : "-");
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace deltaserve::kernels
+
+// DS_GPU_CHECK(call, "printf format of the shapes", args...): aborts with a report unless the
+// call returns gpuSuccess. The shape text is only formatted on failure.
+#define DS_GPU_CHECK(call, ...)                                                        \
+  do {                                                                                 \
+    const gpuError_t ds_gpu_err_ = (call);                                             \
+    if (ds_gpu_err_ != gpuSuccess) {                                                   \
+      char ds_gpu_shapes_[256];                                                        \
+      std::snprintf(ds_gpu_shapes_, sizeof ds_gpu_shapes_, "" __VA_ARGS__);            \
+      ::deltaserve::kernels::gpu_check_failed(ds_gpu_err_, #call, __FILE__, __LINE__,  \
+                                              ds_gpu_shapes_);                         \
+    }                                                                                  \
+  } while (0)
+
+// ------------------------------------------------------------------------------------------
+// Device part.
+#if defined(__CUDACC__) || defined(__HIPCC__)
+
+// The warp (wavefront) width of the target being compiled. The host pass of hipcc sees no
+// target; it parses kernel bodies but never runs them, so any value is fine there.
+#if defined(DS_GPU_HIP)
+#if defined(__AMDGCN_WAVEFRONT_SIZE)
+#define DS_WARP_SIZE __AMDGCN_WAVEFRONT_SIZE
+#else
+#define DS_WARP_SIZE 64
+#endif
+#else
+#define DS_WARP_SIZE 32
+#endif
+
+namespace deltaserve::kernels::gpu {
+
+inline constexpr int kWarpSize = DS_WARP_SIZE;
+static_assert(kWarpSize == 32 || kWarpSize == 64, "unexpected warp width");
+
+__device__ __forceinline__ int lane_id() { return static_cast<int>(threadIdx.x) & (kWarpSize - 1); }
+__device__ __forceinline__ int warp_id() { return static_cast<int>(threadIdx.x) / kWarpSize; }
+
+template <class T>
+__device__ __forceinline__ T shuffle_xor(T v, int lane_mask) {
+#if defined(DS_GPU_HIP)
+  return __shfl_xor(v, lane_mask);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+#endif
+}
+
+// Sum over aligned groups of kGroup lanes (a power of two <= kWarpSize) by a butterfly in a
+// fixed order; every lane of the group gets the same bits (IEEE addition commutes, and each
+// level pairs the same two partial sums in every lane). All lanes of the warp must call it.
+template <int kGroup>
+__device__ __forceinline__ float group_sum(float v) {
+  static_assert(kGroup >= 1 && kGroup <= kWarpSize && (kGroup & (kGroup - 1)) == 0);
+#pragma unroll
+  for (int mask = kGroup / 2; mask > 0; mask >>= 1) v += shuffle_xor(v, mask);
+  return v;
+}
+
+template <int kGroup>
+__device__ __forceinline__ float group_max(float v) {
+  static_assert(kGroup >= 1 && kGroup <= kWarpSize && (kGroup & (kGroup - 1)) == 0);
+#pragma unroll
+  for (int mask = kGroup / 2; mask > 0; mask >>= 1) v = fmaxf(v, shuffle_xor(v, mask));
+  return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) { return group_sum<kWarpSize>(v); }
+__device__ __forceinline__ float warp_max(float v) { return group_max<kWarpSize>(v); }
+
+// (value, index) maximum with the lowest index winning ties; NaN loses to everything.
+__device__ __forceinline__ bool arg_better(float v, int i, float best_v, int best_i) {
+  if (v != v) return false;
+  if (best_v != best_v) return true;
+  return v > best_v || (v == best_v && i < best_i);
+}
+
+__device__ __forceinline__ void warp_argmax(float& v, int& i) {
+#pragma unroll
+  for (int mask = kWarpSize / 2; mask > 0; mask >>= 1) {
+    const float ov = shuffle_xor(v, mask);
+    const int oi = shuffle_xor(i, mask);
+    if (arg_better(ov, oi, v, i)) {
+      v = ov;
+      i = oi;
+    }
+  }
+}
+
+// Block-wide sum in a fixed order (warp butterflies, then warp totals added in warp order by
+// every thread). scratch: kWarpsMax floats of shared memory; all threads must call it; the
+// scratch may be reused after the call returns.
+inline constexpr int kMaxWarpsPerBlock = 1024 / 32;
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  v = warp_sum(v);
+  const int num_warps = static_cast<int>((blockDim.x + kWarpSize - 1) / kWarpSize);
+  if (lane_id() == 0) scratch[warp_id()] = v;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < num_warps; ++w) total += scratch[w];
+  __syncthreads();
+  return total;
+}
+
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  v = warp_max(v);
+  const int num_warps = static_cast<int>((blockDim.x + kWarpSize - 1) / kWarpSize);
+  if (lane_id() == 0) scratch[warp_id()] = v;
+  __syncthreads();
+  float best = -INFINITY;
+  for (int w = 0; w < num_warps; ++w) best = fmaxf(best, scratch[w]);
+  __syncthreads();
+  return best;
+}
+
+// Exact conversions of stored 16-bit floats (bit patterns, as the weight files hold them).
+__device__ __forceinline__ float f16_bits_to_float(uint16_t bits) {
+  return __half2float(__ushort_as_half(bits));
+}
+__device__ __forceinline__ float bf16_bits_to_float(uint16_t bits) {
+  return __uint_as_float(static_cast<unsigned>(bits) << 16);
+}
+
+// 4 bytes from a 2-byte-aligned address (quant blocks are only 2-byte aligned in a row).
+__device__ __forceinline__ uint32_t load_u32_align2(const uint8_t* p) {
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
+  return static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16);
+}
+
+__device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float siluf_(float x) { return x / (1.0f + expf(-x)); }
+
+}  // namespace deltaserve::kernels::gpu
+
+#endif  // __CUDACC__ || __HIPCC__

@@ -1,0 +1,120 @@
+// paged_attention_gpu against paged_attention_ref per sequence (decode and verify rows,
+// GQA ratios 1-8, head_dim 64/128/256, contexts across chunk boundaries), kv_append_gpu, and
+// batch invariance (a row alone == the row in the batch, bitwise).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/attention_gpu.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace deltaserve::kernels::gputest {
+namespace {
+
+struct AttnShape {
+  int64_t nh, nkv, hd;
+};
+
+// seqs[s] = {context length after this step, rows this step}: rows sit at the last positions.
+void check_attention(Context& ctx, const AttnShape& sh, const std::vector<std::pair<int64_t, int64_t>>& seqs) {
+  const int64_t block_tokens = 16, num_seqs = static_cast<int64_t>(seqs.size());
+  int64_t max_len = 0;
+  for (const auto& [len, rows] : seqs) max_len = std::max(max_len, len);
+  const int64_t blocks_per_seq = (max_len + block_tokens - 1) / block_tokens;
+  const int64_t num_blocks = num_seqs * blocks_per_seq + 3;
+  // Each sequence gets a random set of physical blocks.
+  std::vector<int32_t> perm(static_cast<size_t>(num_blocks));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), ctx.rng);
+  std::vector<int32_t> tables(perm.begin(), perm.begin() + num_seqs * blocks_per_seq);
+
+  const int64_t kv_row = sh.nkv * sh.hd;
+  const std::vector<float> kc = random_floats(ctx.rng, static_cast<size_t>(num_blocks * block_tokens * kv_row));
+  const std::vector<float> vc = random_floats(ctx.rng, kc.size());
+  std::vector<int32_t> row_seq, positions;
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    for (int64_t i = 0; i < seqs[static_cast<size_t>(s)].second; ++i) {
+      row_seq.push_back(static_cast<int32_t>(s));
+      positions.push_back(static_cast<int32_t>(seqs[static_cast<size_t>(s)].first - seqs[static_cast<size_t>(s)].second + i));
+    }
+  }
+  const int64_t rows = static_cast<int64_t>(row_seq.size());
+  const int64_t q_stride = 2 * sh.nh * sh.hd;  // q|gate per head, as the layer lays them out
+  const std::vector<float> qg = random_floats(ctx.rng, static_cast<size_t>(rows * q_stride), 0.3f);
+  const int64_t out_stride = sh.nh * sh.hd;
+  std::vector<float> ref(static_cast<size_t>(rows * out_stride));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sh.hd));
+  for (int64_t r = 0; r < rows;) {  // one reference call per sequence's rows
+    const int64_t s = row_seq[static_cast<size_t>(r)], n = seqs[static_cast<size_t>(s)].second;
+    PagedAttentionArgs a{qg.data() + r * q_stride, qg.data() + r * q_stride + sh.hd, q_stride, 2 * sh.hd,
+                         ref.data() + r * out_stride, out_stride, kc.data(), vc.data(),
+                         tables.data() + s * blocks_per_seq, block_tokens, positions.data() + r, n, sh.nh, sh.nkv, sh.hd, scale};
+    paged_attention_ref(a, serial_for());
+    r += n;
+  }
+
+  DeviceBuffer<float> dq(qg), dk(kc), dv(vc), dout(ref.size());
+  DeviceBuffer<int32_t> dtab(tables), dseq(row_seq), dpos(positions);
+  dout.poison();
+  PagedAttentionGpuArgs g{dq.get(), dq.get() + sh.hd, q_stride, 2 * sh.hd, dout.get(), out_stride, dk.get(), dv.get(),
+                          dtab.get(), blocks_per_seq, dseq.get(), dpos.get(), block_tokens, rows, sh.nh, sh.nkv, sh.hd,
+                          max_len, scale, nullptr};
+  DeviceBuffer<float> ws(static_cast<size_t>(paged_attention_workspace_floats(g)));
+  g.workspace = ws.get();
+  CHECK_GPU(paged_attention_gpu(g, nullptr));
+  const std::vector<float> got = dout.download();
+
+  bool invariant = true;
+  DeviceBuffer<float> one(static_cast<size_t>(out_stride));
+  for (int64_t r = 0; r < rows; ++r) {
+    one.poison();
+    PagedAttentionGpuArgs g1 = g;
+    g1.q = dq.get() + r * q_stride;
+    g1.gate = g1.q + sh.hd;
+    g1.out = one.get();
+    g1.row_seq = dseq.get() + r;
+    g1.positions = dpos.get() + r;
+    g1.num_rows = 1;
+    g1.max_keys = positions[static_cast<size_t>(r)] + 1;
+    CHECK_GPU(paged_attention_gpu(g1, nullptr));
+    const std::vector<float> alone = one.download();
+    invariant = invariant && bitwise_equal(alone.data(), got.data() + r * out_stride, alone.size());
+  }
+  std::string shape = "nh=" + std::to_string(sh.nh) + " nkv=" + std::to_string(sh.nkv) + " hd=" + std::to_string(sh.hd) + " ctx/T=";
+  for (const auto& [len, n] : seqs) shape += std::to_string(len) + "/" + std::to_string(n) + ",";
+  ctx.results.record("paged_attention_gpu", shape, compare(got.data(), ref.data(), got.size()), 1e-9, invariant,
+                     invariant ? "batch-invariant" : "NOT batch-invariant");
+
+  // kv_append_gpu: write fresh K/V rows at the step's positions; compare the whole cache.
+  const std::vector<float> knew = random_floats(ctx.rng, static_cast<size_t>(rows * kv_row));
+  const std::vector<float> vnew = random_floats(ctx.rng, knew.size());
+  std::vector<float> kref = kc, vref = vc;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t p = positions[static_cast<size_t>(r)];
+    const int64_t blk = tables[static_cast<size_t>(row_seq[static_cast<size_t>(r)] * blocks_per_seq + p / block_tokens)];
+    const size_t at = static_cast<size_t>((blk * block_tokens + p % block_tokens) * kv_row);
+    std::copy(knew.begin() + r * kv_row, knew.begin() + (r + 1) * kv_row, kref.begin() + static_cast<int64_t>(at));
+    std::copy(vnew.begin() + r * kv_row, vnew.begin() + (r + 1) * kv_row, vref.begin() + static_cast<int64_t>(at));
+  }
+  DeviceBuffer<float> dkn(knew), dvn(vnew);
+  CHECK_GPU(kv_append_gpu({dkn.get(), dvn.get(), kv_row, dk.get(), dv.get(), dtab.get(), blocks_per_seq, dseq.get(), dpos.get(),
+                           block_tokens, rows, sh.nkv, sh.hd},
+                          nullptr));
+  const bool same = dk.download() == kref && dv.download() == vref;
+  ctx.results.record_exact("kv_append_gpu", shape, same, "bitwise");
+}
+
+}  // namespace
+
+void run_attention_tests(Context& ctx) {
+  const std::vector<std::pair<int64_t, int64_t>> mixed{{1, 1}, {7, 3}, {300, 4}, {513, 1}, {256, 2}};
+  const std::vector<std::pair<int64_t, int64_t>> small{{1, 1}, {20, 2}, {257, 3}};
+  const AttnShape shapes[] = {{2, 2, 64}, {4, 2, 128}, {6, 2, 256}, {3, 1, 128}, {16, 2, 256}, {24, 4, 256}};
+  for (const AttnShape& sh : shapes) check_attention(ctx, sh, ctx.quick ? small : mixed);
+  if (!ctx.quick) check_attention(ctx, {16, 2, 256}, {{4000, 4}, {1030, 1}});
+}
+
+}  // namespace deltaserve::kernels::gputest

@@ -1,0 +1,185 @@
+// --bench: per-kernel times at the Qwen3.6-35B-A3B decode shapes (MODEL.md 1.3) at batch 1
+// (and a few verify / many-sequence points), with achieved bandwidth over the bytes each
+// launch must move. Each point: 10 batches of 20 back-to-back launches between two events;
+// the median batch / 20 is reported (so inter-kernel gaps are included, as in a real step
+// without graphs). Weight-sized inputs rotate over enough copies to exceed the 60 MB L2.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/attention_gpu.h"
+#include "kernels/dtype.h"
+#include "kernels/gdn_gpu.h"
+#include "kernels/matmul_gpu.h"
+#include "kernels/moe_gpu.h"
+#include "kernels/norm_gpu.h"
+#include "kernels/sampling_gpu.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace deltaserve::kernels::gputest {
+namespace {
+
+constexpr int kBatches = 10, kLaunches = 20;
+constexpr size_t kRotateBytes = size_t{256} << 20;
+
+// fn(i) enqueues launch i; returns microseconds per launch (median batch).
+double time_us(const std::function<void(int)>& fn) {
+  gpuEvent_t start, stop;
+  CHECK_GPU(gpuEventCreate(&start));
+  CHECK_GPU(gpuEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) fn(i);
+  std::vector<double> times;
+  int next = 0;
+  for (int b = 0; b < kBatches; ++b) {
+    CHECK_GPU(gpuEventRecord(start, nullptr));
+    for (int i = 0; i < kLaunches; ++i) fn(next++);
+    CHECK_GPU(gpuEventRecord(stop, nullptr));
+    CHECK_GPU(gpuEventSynchronize(stop));
+    float ms = 0.0f;
+    CHECK_GPU(gpuEventElapsedTime(&ms, start, stop));
+    times.push_back(1000.0 * ms / kLaunches);
+  }
+  CHECK_GPU(gpuGetLastError());
+  CHECK_GPU(gpuEventDestroy(start));
+  CHECK_GPU(gpuEventDestroy(stop));
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+void report(const std::string& kernel, const std::string& shape, double us, double bytes) {
+  std::printf("| %-22s | %-44s | %8.2f | %8.0f |\n", kernel.c_str(), shape.c_str(), us, bytes / (us * 1e3));
+}
+
+// Random bytes are fine for timing quantised weights except NaN scales; fill with a small
+// pattern whose f16 scales are finite (0x3C00 = 1.0 around bytes 0x00/0x3C).
+void fill_weights(DeviceBuffer<uint8_t>& w) { CHECK_GPU(gpuMemset(w.get(), 0x3C, w.size())); }
+
+void bench_matmul(DType type, int64_t in, int64_t out, int64_t rows, const char* what) {
+  const size_t bytes = dtype_row_bytes(type, in) * static_cast<size_t>(out);
+  const int copies = static_cast<int>(std::max<size_t>(1, kRotateBytes / bytes + 1));
+  std::vector<DeviceBuffer<uint8_t>> ws;
+  for (int c = 0; c < copies; ++c) ws.emplace_back(bytes), fill_weights(ws.back());
+  DeviceBuffer<float> x(static_cast<size_t>(rows * in)), y(static_cast<size_t>(rows * out));
+  CHECK_GPU(gpuMemset(x.get(), 0, x.size() * sizeof(float)));
+  const double us = time_us([&](int i) {
+    MatmulArgs a{ws[static_cast<size_t>(i % copies)].get(), type, in, out, dtype_row_bytes(type, in), x.get(), rows, in, y.get(), out};
+    CHECK_GPU(matmul_gpu(a, nullptr));
+  });
+  report("matmul_gpu " + std::string(dtype_name(type)), std::string(what) + " " + std::to_string(out) + "x" + std::to_string(in) +
+                                                            " rows=" + std::to_string(rows),
+         us, static_cast<double>(bytes) + 4.0 * rows * (in + out));
+}
+
+void bench_experts(DType type, int64_t in, int64_t out, int64_t experts, int64_t k, const char* what) {
+  const size_t row_bytes = dtype_row_bytes(type, in);
+  DeviceBuffer<uint8_t> w(row_bytes * static_cast<size_t>(out * experts));
+  fill_weights(w);
+  DeviceBuffer<float> x(static_cast<size_t>(k * in)), y(static_cast<size_t>(k * out));
+  CHECK_GPU(gpuMemset(x.get(), 0, x.size() * sizeof(float)));
+  // A different set of k experts every launch (the weights of one set are ~2 MB at Q4_0).
+  std::vector<int32_t> ids(static_cast<size_t>(k * 64));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 37 + 11) % static_cast<size_t>(experts));
+  DeviceBuffer<int32_t> dids(ids);
+  const double us = time_us([&](int i) {
+    MatmulExpertsArgs a{MatmulArgs{w.get(), type, in, out, row_bytes, x.get(), 0, in, y.get(), out}, dids.get() + (i % 64) * k, k,
+                        std::string(what) == "down" ? 1 : k};
+    CHECK_GPU(matmul_experts_gpu(a, nullptr));
+  });
+  report("matmul_experts_gpu " + std::string(dtype_name(type)),
+         std::string(what) + " k=" + std::to_string(k) + " x " + std::to_string(out) + "x" + std::to_string(in), us,
+         static_cast<double>(row_bytes * static_cast<size_t>(out * k)));
+}
+
+void bench_gdn(int64_t num_seqs, int64_t rows_per_seq, bool ring) {
+  const int64_t hk = 16, hv = 32, d = 128, dc = 2 * hk * d + hv * d;
+  const int64_t rows = num_seqs * rows_per_seq;
+  const int64_t entries = num_seqs * (1 + (ring ? rows_per_seq : 0));
+  const size_t delta_entry = static_cast<size_t>(hv * d * d);
+  DeviceBuffer<float> qkv(static_cast<size_t>(rows * dc)), ab(static_cast<size_t>(rows * hv)), cw(static_cast<size_t>(dc * 4));
+  DeviceBuffer<float> av(static_cast<size_t>(hv)), out(static_cast<size_t>(rows * hv * d));
+  DeviceBuffer<float> delta(delta_entry * static_cast<size_t>(entries)), conv(static_cast<size_t>(3 * dc * entries));
+  for (DeviceBuffer<float>* b : {&qkv, &ab, &cw, &av, &delta, &conv}) CHECK_GPU(gpuMemset(b->get(), 0, b->size() * sizeof(float)));
+  std::vector<int32_t> begin, in, ring_first;
+  for (int64_t s = 0; s <= num_seqs; ++s) begin.push_back(static_cast<int32_t>(s * rows_per_seq));
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    in.push_back(static_cast<int32_t>(s));
+    ring_first.push_back(ring ? static_cast<int32_t>(num_seqs + s * rows_per_seq) : -1);
+  }
+  DeviceBuffer<int32_t> dbegin(begin), din(in), dring(ring_first), sync(std::vector<int32_t>(static_cast<size_t>(num_seqs * hk), 0));
+  GdnStepArgs a{qkv.get(), dc, ab.get(), ab.get(), hv, cw.get(), av.get(), av.get(), out.get(), hv * d, dbegin.get(), num_seqs,
+                delta.get(), conv.get(), din.get(), din.get(), dring.get(), sync.get(), hk, hv, d, d, 4, 1e-6f};
+  const double us = time_us([&](int) { CHECK_GPU(gdn_step_gpu(a, nullptr)); });
+  const double state_bytes = 4.0 * static_cast<double>(delta_entry) * num_seqs;
+  const double bytes = 2.0 * state_bytes + (ring ? state_bytes * rows_per_seq : 0.0) + 4.0 * rows * dc;
+  report("gdn_step_gpu", "Hv=32 Hk=16 d=128 seqs=" + std::to_string(num_seqs) + " T=" + std::to_string(rows_per_seq) +
+                             (ring ? " ring" : ""),
+         us, bytes);
+}
+
+void bench_attention(int64_t context, int64_t rows) {
+  const int64_t nh = 16, nkv = 2, hd = 256, bt = 16;
+  const int64_t blocks = (context + bt - 1) / bt;
+  DeviceBuffer<float> q(static_cast<size_t>(rows * 2 * nh * hd)), out(static_cast<size_t>(rows * nh * hd));
+  DeviceBuffer<float> kc(static_cast<size_t>(blocks * bt * nkv * hd)), vc(kc.size());
+  for (DeviceBuffer<float>* b : {&q, &kc, &vc}) CHECK_GPU(gpuMemset(b->get(), 0, b->size() * sizeof(float)));
+  std::vector<int32_t> table(static_cast<size_t>(blocks)), seq(static_cast<size_t>(rows), 0), pos;
+  for (int64_t i = 0; i < blocks; ++i) table[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  for (int64_t r = 0; r < rows; ++r) pos.push_back(static_cast<int32_t>(context - rows + r));
+  DeviceBuffer<int32_t> dt(table), ds(seq), dp(pos);
+  PagedAttentionGpuArgs a{q.get(), q.get() + hd, 2 * nh * hd, 2 * hd, out.get(), nh * hd, kc.get(), vc.get(), dt.get(), blocks,
+                          ds.get(), dp.get(), bt, rows, nh, nkv, hd, context, 0.0625f, nullptr};
+  DeviceBuffer<float> ws(static_cast<size_t>(paged_attention_workspace_floats(a)));
+  a.workspace = ws.get();
+  const double us = time_us([&](int) { CHECK_GPU(paged_attention_gpu(a, nullptr)); });
+  report("paged_attention_gpu", "nh=16 nkv=2 hd=256 ctx=" + std::to_string(context) + " rows=" + std::to_string(rows), us,
+         2.0 * 4.0 * static_cast<double>(context * nkv * hd) * rows);
+}
+
+}  // namespace
+
+void run_benchmarks(Context&) {
+  std::printf("| kernel | shape | us/launch | GB/s |\n|---|---|---|---|\n");
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::BF16}) {
+    bench_matmul(t, 2048, 8192, 1, "qkv");
+    bench_matmul(t, 2048, 8192, 4, "qkv");
+    bench_matmul(t, 4096, 2048, 1, "out");
+  }
+  bench_matmul(DType::Q4_K, 2048, 8192, 1, "qkv");
+  bench_matmul(DType::Q6_K, 2048, 8192, 1, "qkv");
+  bench_matmul(DType::F32, 2048, 256, 1, "router");
+  bench_matmul(DType::Q4_0, 2048, 248320, 1, "lm_head");
+  bench_matmul(DType::Q8_0, 2048, 248320, 1, "lm_head");
+  bench_experts(DType::Q4_0, 2048, 512, 256, 8, "gate");
+  bench_experts(DType::Q4_0, 512, 2048, 256, 8, "down");
+  bench_experts(DType::Q8_0, 2048, 512, 256, 8, "gate");
+  bench_gdn(1, 1, false);
+  bench_gdn(1, 4, true);
+  bench_gdn(64, 1, false);
+  bench_attention(1024, 1);
+  bench_attention(8192, 1);
+  bench_attention(8192, 4);
+  {
+    DeviceBuffer<float> x(2048), w(2048);
+    const double us = time_us([&](int) { CHECK_GPU(rms_norm_gpu({x.get(), 2048, w.get(), x.get(), 2048, 1, 2048, 1e-6f}, nullptr)); });
+    report("rms_norm_gpu", "rows=1 n=2048", us, 3.0 * 4 * 2048);
+  }
+  {
+    DeviceBuffer<float> logits(256);
+    DeviceBuffer<int32_t> ids(8);
+    DeviceBuffer<float> wts(8);
+    CHECK_GPU(gpuMemset(logits.get(), 0, 256 * sizeof(float)));
+    const double us = time_us([&](int) { CHECK_GPU(moe_route_gpu({logits.get(), 1, 256, 8, ids.get(), wts.get()}, nullptr)); });
+    report("moe_route_gpu", "rows=1 E=256 k=8", us, 4.0 * 256);
+  }
+  {
+    DeviceBuffer<float> logits(248320);
+    DeviceBuffer<int32_t> ids(1);
+    CHECK_GPU(gpuMemset(logits.get(), 0, 248320 * sizeof(float)));
+    const double us = time_us([&](int) { CHECK_GPU(argmax_gpu(logits.get(), 248320, 1, 248320, ids.get(), nullptr)); });
+    report("argmax_gpu", "rows=1 vocab=248320", us, 4.0 * 248320);
+  }
+}
+
+}  // namespace deltaserve::kernels::gputest

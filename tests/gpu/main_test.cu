@@ -1,0 +1,49 @@
+// gpu_kernel_tests: every GPU kernel against its CPU reference on fresh random inputs over a
+// grid of shapes (odd sizes included), plus batch-invariance checks (a row alone is
+// bit-identical to the same row in a batch). Needs a device; exits 0 only if all pass.
+//
+//   gpu_kernel_tests [--quick] [--verbose] [--bench]
+//     --quick    smaller grid (for compute-sanitizer memcheck / racecheck runs)
+//     --bench    per-kernel timings at the Qwen3.6-35B-A3B decode shapes instead of checks
+#include <cstdio>
+#include <cstring>
+
+#include "tests/gpu/gpu_test_util.h"
+
+using namespace deltaserve::kernels;
+using namespace deltaserve::kernels::gputest;
+
+int main(int argc, char** argv) {
+  Context ctx;
+  bool bench = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) ctx.quick = true;
+    else if (std::strcmp(argv[i], "--verbose") == 0) ctx.results.verbose = true;
+    else if (std::strcmp(argv[i], "--bench") == 0) bench = true;
+    else {
+      std::fprintf(stderr, "usage: %s [--quick] [--verbose] [--bench]\n", argv[0]);
+      return 2;
+    }
+  }
+  int device = 0;
+  gpuDeviceProp prop{};
+  CHECK_GPU(gpuGetDevice(&device));
+  CHECK_GPU(gpuGetDeviceProperties(&prop, device));
+  std::printf("device %d: %s, %d SMs, warp %d\n", device, prop.name, prop.multiProcessorCount, prop.warpSize);
+  if (bench) {
+    run_benchmarks(ctx);
+    return 0;
+  }
+  run_matmul_tests(ctx);
+  run_ops_tests(ctx);
+  run_gdn_tests(ctx);
+  run_attention_tests(ctx);
+  CHECK_GPU(gpuDeviceSynchronize());
+
+  std::printf("\n%-22s %7s %8s %12s %12s\n", "kernel", "checks", "failed", "worst_nmse", "worst_abs");
+  for (const Results::Summary& s : ctx.results.summaries) {
+    std::printf("%-22s %7d %8d %12.2e %12.2e\n", s.kernel.c_str(), s.checks, s.failures, s.worst_nmse, s.worst_abs);
+  }
+  std::printf("\n%d checks passed, %d failed\n", ctx.results.num_pass, ctx.results.num_fail);
+  return ctx.results.num_fail == 0 ? 0 : 1;
+}
