@@ -313,7 +313,9 @@ Value Interpreter::eval_slice(const SliceExpr& e) {
     }
     return Value::list(std::move(out), object.list().is_tuple);
   }
-  throw TemplateError("'" + object.type_name() + "' object is not subscriptable");
+  // jinja2 compiles slices to a plain Python subscript, so this is Python's TypeError.
+  throw TemplateError(object.is_dict() ? "unhashable type: 'slice'"
+                                       : "'" + object.type_name() + "' object is not subscriptable");
 }
 
 Value Interpreter::eval_filter(const FilterExpr& e) {

@@ -150,6 +150,7 @@ Value f_escape(Interpreter&, const Value& v, CallArgs& args) {
 
 Value f_float(Interpreter&, const Value& v, CallArgs& args) {
   BoundArgs a("float", args, {"default"});
+  if (v.is_undefined()) throw TemplateError(v.undefined_hint());
   if (v.is_number()) return Value::number(v.as_double());
   if (v.is_string()) {
     if (auto d = parse_float(v.str())) return Value::number(*d);
@@ -159,6 +160,7 @@ Value f_float(Interpreter&, const Value& v, CallArgs& args) {
 
 Value f_int(Interpreter&, const Value& v, CallArgs& args) {
   BoundArgs a("int", args, {"default", "base"});
+  if (v.is_undefined()) throw TemplateError(v.undefined_hint());
   if (v.is_int() || v.is_bool()) return Value::integer(v.int_value());
   if (v.is_float() && std::isfinite(v.as_double()) && std::fabs(v.as_double()) < 9.2e18) {
     return Value::integer(static_cast<int64_t>(v.as_double()));
@@ -192,6 +194,10 @@ Value f_format(Interpreter& interp, const Value& v, CallArgs& args) {
 
 Value f_indent(Interpreter& interp, const Value& v, CallArgs& args) {
   BoundArgs a("indent", args, {"width", "first", "blank"});
+  if (v.is_undefined()) throw TemplateError(v.undefined_hint());
+  if (!v.is_string()) {
+    throw TemplateError("unsupported operand type(s) for +=: '" + v.type_name() + "' and 'str'");
+  }
   Value width = a.get(0, Value::integer(4));
   std::string indention = width.is_string()
                               ? width.str()
@@ -281,8 +287,7 @@ Value f_title(Interpreter&, const Value& v, CallArgs& args) {
     size_t j = i;
     bool delim = is_delim(s[i]);
     while (j < s.size() && is_delim(s[j]) == delim) ++j;
-    std::string piece = py::encode(s.substr(i, j - i));
-    out += py::upper(piece.substr(0, 1)) + py::lower(piece.substr(1));
+    out += py::upper(py::encode(s.substr(i, 1))) + py::lower(py::encode(s.substr(i + 1, j - i - 1)));
     i = j;
   }
   return Value::string(std::move(out));
@@ -323,11 +328,18 @@ Value f_trim(Interpreter&, const Value& v, CallArgs& args) {
 
 Value f_truncate(Interpreter&, const Value& v, CallArgs& args) {
   BoundArgs a("truncate", args, {"length", "killwords", "end", "leeway"});
-  std::string s = v.to_str();
   int64_t length = expect_int(a.get(0, Value::integer(255)), "length");
+  int64_t leeway = a.given(3) ? expect_int(a.at(3), "leeway") : 5;
+  // Non-strings short enough are returned as they are (len(Undefined) == 0), like jinja2.
+  if (v.is_undefined()) return v;
+  if ((v.is_list() && static_cast<int64_t>(v.list().items.size()) <= length + leeway) ||
+      (v.is_dict() && static_cast<int64_t>(v.dict().items.size()) <= length + leeway)) {
+    return v;
+  }
+  if (!v.is_string()) throw TemplateError("object of type '" + v.type_name() + "' has no len()");
+  std::string s = v.str();
   bool killwords = a.get(1, Value::boolean(false)).truthy();
   std::string end = a.given(2) ? a.at(2).to_str() : "...";
-  int64_t leeway = a.given(3) ? expect_int(a.at(3), "leeway") : 5;
   int64_t end_len = static_cast<int64_t>(py::length(end));
   if (length < end_len) throw TemplateError("expected length >= " + std::to_string(end_len));
   if (static_cast<int64_t>(py::length(s)) <= length + leeway) return Value::string(s);

@@ -135,14 +135,7 @@ bool is_digit(char32_t c) { return c >= '0' && c <= '9'; }
 bool is_alpha(char32_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0xc0; }
 bool is_alnum(char32_t c) { return is_digit(c) || is_alpha(c); }
 
-Value case_test(const Value& s, bool upper) {
-  bool any = false;
-  for (char c : s.str()) {
-    if ((upper && c >= 'a' && c <= 'z') || (!upper && c >= 'A' && c <= 'Z')) return Value::boolean(false);
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) any = true;
-  }
-  return Value::boolean(any);
-}
+Value case_test(const Value& s, bool upper) { return Value::boolean(py::has_only_case(s.str(), upper)); }
 Value m_islower(Interpreter&, const Value& s, CallArgs&) { return case_test(s, false); }
 Value m_isupper(Interpreter&, const Value& s, CallArgs&) { return case_test(s, true); }
 

@@ -1,4 +1,5 @@
 // jinja2's builtin tests (tests.py): `x is defined`, `x is string`, `x is divisibleby 3`, ...
+#include <cmath>
 #include <unordered_map>
 
 #include "server/jinja/builtins.h"
@@ -24,27 +25,24 @@ void no_args(const std::string& test, const CallArgs& args) {
   }
 }
 
-int64_t int_operand(const Value& v, const char* test) {
+// Python's `value % divisor` for the numeric tests, floats included (3.5 % 2 == 1.5).
+double py_mod(const Value& v, const Value& divisor, const char* test) {
   if (v.is_undefined()) throw TemplateError(v.undefined_hint());
-  if (v.is_int() || v.is_bool()) return v.int_value();
-  if (v.is_float() && v.as_double() == static_cast<double>(static_cast<int64_t>(v.as_double()))) {
-    return static_cast<int64_t>(v.as_double());
+  if (!v.is_number() || !divisor.is_number()) {
+    throw TemplateError(std::string("test '") + test + "' needs numbers, got '" + v.type_name() + "'");
   }
-  throw TemplateError(std::string("test '") + test + "' needs an integer, got '" + v.type_name() + "'");
-}
-
-bool has_cased(const std::string& s, bool upper) {
-  bool any = false;
-  for (char c : s) {
-    if (c >= 'a' && c <= 'z') {
-      if (upper) return false;
-      any = true;
-    } else if (c >= 'A' && c <= 'Z') {
-      if (!upper) return false;
-      any = true;
-    }
+  if (!v.is_float() && !divisor.is_float()) {
+    int64_t d = divisor.int_value();
+    if (d == 0) throw TemplateError("integer division or modulo by zero");
+    int64_t r = v.int_value() % d;
+    if (r != 0 && ((r < 0) != (d < 0))) r += d;
+    return static_cast<double>(r);
   }
-  return any;
+  double d = divisor.as_double();
+  if (d == 0) throw TemplateError("float modulo");
+  double r = std::fmod(v.as_double(), d);
+  if (r != 0 && ((r < 0) != (d < 0))) r += d;
+  return r;
 }
 
 #define NO_ARG_TEST(fn, name, expr)                             \
@@ -69,15 +67,13 @@ NO_ARG_TEST(t_callable, "callable", v.is_function() || v.is_undefined())
 NO_ARG_TEST(t_iterable, "iterable", v.is_string() || v.is_list() || v.is_dict() || v.is_undefined())
 NO_ARG_TEST(t_sequence, "sequence", v.is_string() || v.is_list() || v.is_dict() || v.is_undefined())
 NO_ARG_TEST(t_escaped, "escaped", (static_cast<void>(v), false))
-NO_ARG_TEST(t_lower, "lower", has_cased(v.to_str(), false))
-NO_ARG_TEST(t_upper, "upper", has_cased(v.to_str(), true))
-NO_ARG_TEST(t_even, "even", int_operand(v, "even") % 2 == 0)
-NO_ARG_TEST(t_odd, "odd", int_operand(v, "odd") % 2 != 0)
+NO_ARG_TEST(t_lower, "lower", py::has_only_case(v.to_str(), false))
+NO_ARG_TEST(t_upper, "upper", py::has_only_case(v.to_str(), true))
+NO_ARG_TEST(t_even, "even", py_mod(v, Value::integer(2), "even") == 0)
+NO_ARG_TEST(t_odd, "odd", py_mod(v, Value::integer(2), "odd") == 1)
 
 bool t_divisibleby(Interpreter&, const Value& v, CallArgs& args) {
-  int64_t d = int_operand(arg("divisibleby", args), "divisibleby");
-  if (d == 0) throw TemplateError("integer division or modulo by zero");
-  return int_operand(v, "divisibleby") % d == 0;
+  return py_mod(v, arg("divisibleby", args), "divisibleby") == 0;
 }
 
 bool t_eq(Interpreter&, const Value& v, CallArgs& args) { return values_equal(v, arg("eq", args)); }

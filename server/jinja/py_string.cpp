@@ -271,41 +271,117 @@ std::string replace(std::string_view s, std::string_view old, std::string_view r
 
 namespace {
 
-bool is_upper(char32_t c) { return c >= 'A' && c <= 'Z'; }
-bool is_lower(char32_t c) { return c >= 'a' && c <= 'z'; }
-char32_t to_upper(char32_t c) { return is_lower(c) ? c - 32 : c; }
-char32_t to_lower(char32_t c) { return is_upper(c) ? c + 32 : c; }
+// Simple (one-to-one) case mappings for ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic and
+// fullwidth Latin: what European-language text needs. Python's full tables also cover the
+// rest of Unicode and multi-character mappings (ß -> SS), which we leave unchanged.
+char32_t pair_upper(char32_t c, char32_t first, char32_t last, bool even_is_upper) {
+  if (c < first || c > last) return 0;
+  bool odd = (c & 1) != 0;
+  return odd == even_is_upper ? c - 1 : c;
+}
+
+char32_t upper_cp(char32_t c) {
+  if (c < 0x80) return c >= 'a' && c <= 'z' ? c - 32 : c;
+  if ((c >= 0xe0 && c <= 0xfe && c != 0xf7)) return c - 0x20;
+  if (c == 0xff) return 0x178;
+  if (c == 0xb5) return 0x39c;
+  if (c == 0x131) return 'I';
+  if (c == 0x17f) return 'S';
+  if (char32_t u = pair_upper(c, 0x100, 0x137, true)) return u;
+  if (char32_t u = pair_upper(c, 0x139, 0x148, false)) return u;
+  if (char32_t u = pair_upper(c, 0x14a, 0x177, true)) return u;
+  if (char32_t u = pair_upper(c, 0x179, 0x17e, false)) return u;
+  if (c >= 0x3b1 && c <= 0x3c9) return c == 0x3c2 ? 0x3a3 : c - 0x20;
+  if (c == 0x3ac) return 0x386;
+  if (c >= 0x3ad && c <= 0x3af) return c - 0x25;
+  if (c == 0x3cc) return 0x38c;
+  if (c == 0x3cd || c == 0x3ce) return c - 0x3f;
+  if (c >= 0x430 && c <= 0x44f) return c - 0x20;
+  if (c >= 0x450 && c <= 0x45f) return c - 0x50;
+  if (char32_t u = pair_upper(c, 0x460, 0x481, true)) return u;
+  if (char32_t u = pair_upper(c, 0x48a, 0x4bf, true)) return u;
+  if (c >= 0xff41 && c <= 0xff5a) return c - 0x20;
+  return c;
+}
+
+char32_t lower_cp(char32_t c) {
+  if (c < 0x80) return c >= 'A' && c <= 'Z' ? c + 32 : c;
+  if (c >= 0xc0 && c <= 0xde && c != 0xd7) return c + 0x20;
+  if (c == 0x178) return 0xff;
+  auto pair_lower = [c](char32_t first, char32_t last, bool even_is_upper) -> char32_t {
+    if (c < first || c > last) return 0;
+    bool odd = (c & 1) != 0;
+    return odd == even_is_upper ? c : c + 1;
+  };
+  if (char32_t l = pair_lower(0x100, 0x137, true)) return l == 0x130 + 1 ? c : l;
+  if (char32_t l = pair_lower(0x139, 0x148, false)) return l;
+  if (char32_t l = pair_lower(0x14a, 0x177, true)) return l;
+  if (char32_t l = pair_lower(0x179, 0x17e, false)) return l;
+  if (c >= 0x391 && c <= 0x3a9 && c != 0x3a2) return c + 0x20;
+  if (c == 0x386) return 0x3ac;
+  if (c >= 0x388 && c <= 0x38a) return c + 0x25;
+  if (c == 0x38c) return 0x3cc;
+  if (c == 0x38e || c == 0x38f) return c + 0x3f;
+  if (c >= 0x410 && c <= 0x42f) return c + 0x20;
+  if (c >= 0x400 && c <= 0x40f) return c + 0x50;
+  if (char32_t l = pair_lower(0x460, 0x481, true)) return l;
+  if (char32_t l = pair_lower(0x48a, 0x4bf, true)) return l;
+  if (c >= 0xff21 && c <= 0xff3a) return c + 0x20;
+  return c;
+}
+
+bool is_cased(char32_t c) { return upper_cp(c) != c || lower_cp(c) != c || c == 0xdf; }
+
+template <typename Fn>
+std::string map_code_points(std::string_view s, Fn&& fn) {
+  if (is_ascii(s)) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(fn(static_cast<unsigned char>(c)));
+    return out;
+  }
+  std::u32string cps = decode(s);
+  for (char32_t& c : cps) c = fn(c);
+  return encode(cps);
+}
 
 }  // namespace
 
 std::string upper(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(to_upper(static_cast<unsigned char>(c)));
-  return out;
+  std::string out = map_code_points(s, upper_cp);
+  // The one multi-character mapping European text meets: 'ß'.upper() == 'SS'.
+  return out.find("\xc3\x9f") == std::string::npos ? out : replace(out, "\xc3\x9f", "SS", -1);
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(to_lower(static_cast<unsigned char>(c)));
-  return out;
-}
+std::string lower(std::string_view s) { return map_code_points(s, lower_cp); }
 
 std::string title(std::string_view s) {
-  std::string out(s);
   bool previous_cased = false;
-  for (char& c : out) {
-    unsigned char u = static_cast<unsigned char>(c);
-    bool cased = is_upper(u) || is_lower(u);
-    if (cased) c = static_cast<char>(previous_cased ? to_lower(u) : to_upper(u));
-    previous_cased = cased || (u >= 0x80 && previous_cased);
-  }
-  return out;
+  return map_code_points(s, [&](char32_t c) {
+    bool cased = is_cased(c);
+    char32_t out = cased ? (previous_cased ? lower_cp(c) : upper_cp(c)) : c;
+    previous_cased = cased;
+    return out;
+  });
 }
 
 std::string capitalize(std::string_view s) {
-  std::string out = lower(s);
-  if (!out.empty()) out[0] = static_cast<char>(to_upper(static_cast<unsigned char>(out[0])));
-  return out;
+  bool first = true;
+  return map_code_points(s, [&](char32_t c) {
+    char32_t out = first ? upper_cp(c) : lower_cp(c);
+    first = false;
+    return out;
+  });
+}
+
+bool has_only_case(std::string_view s, bool upper_case) {
+  bool any = false;
+  for (char32_t c : decode(s)) {
+    if (!is_cased(c)) continue;
+    any = true;
+    bool is_lower_char = upper_cp(c) != c || c == 0xdf;
+    if (is_lower_char == upper_case) return false;
+  }
+  return any;
 }
 
 int64_t find(std::string_view s, std::string_view sub, bool from_right) {

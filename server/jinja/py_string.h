@@ -2,8 +2,9 @@
 // code points and treats Unicode whitespace as whitespace, so templates that slice or strip
 // non-ASCII text must do the same to render byte-identically.
 //
-// Case mapping (upper/lower/title/capitalize) covers ASCII only; other code points are left as
-// they are (Python would also map e.g. 'é' -> 'É'). Invalid UTF-8 bytes decode as U+FFFD-free
+// Case mapping (upper/lower/title/capitalize) uses the simple mappings of ASCII, Latin-1,
+// Latin Extended-A, Greek, Cyrillic and fullwidth Latin, plus 'ß'.upper() == 'SS'; other
+// scripts and Python's other multi-character mappings are left unchanged. Invalid UTF-8 bytes decode as U+FFFD-free
 // single "code points" 0x80..0xFF so nothing is lost or thrown.
 #pragma once
 
@@ -47,6 +48,8 @@ std::string upper(std::string_view s);
 std::string lower(std::string_view s);
 std::string title(std::string_view s);       // str.title()
 std::string capitalize(std::string_view s);  // str.capitalize()
+// str.islower() / str.isupper(): at least one cased character, and all of them in that case.
+bool has_only_case(std::string_view s, bool upper_case);
 // Index in code points of the first/last occurrence, -1 when absent.
 int64_t find(std::string_view s, std::string_view sub, bool from_right);
 int64_t count(std::string_view s, std::string_view sub);

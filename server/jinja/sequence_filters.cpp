@@ -68,6 +68,7 @@ Value select_or_reject(Interpreter& interp, const Value& v, CallArgs& args, bool
     test_args.keyword = args.keyword;
   }
   std::vector<Value> out;
+  if (!v.truthy()) return Value::list({});  // jinja2 checks `if value:` before iterating
   for (const Value& item : interp.iterate(v)) {
     interp.tick();
     Value subject = by_attr ? get_path(interp, item, attribute) : item;
@@ -150,7 +151,6 @@ Value f_first(Interpreter& interp, const Value& v, CallArgs& args) {
 
 Value f_last(Interpreter& interp, const Value& v, CallArgs& args) {
   BoundArgs("last", args, {});
-  if (v.is_undefined()) throw TemplateError(v.undefined_hint());
   std::vector<Value> items = interp.iterate(v);
   if (items.empty()) return Value::undefined("No last item, sequence was empty.");
   return items.back();
@@ -190,6 +190,7 @@ Value f_list(Interpreter& interp, const Value& v, CallArgs& args) {
 
 Value f_map(Interpreter& interp, const Value& v, CallArgs& args) {
   std::vector<Value> out;
+  if (!v.truthy()) return Value::list({});  // jinja2 checks `if value:` before iterating
   if (args.positional.empty()) {
     BoundArgs a("map", args, {"attribute", "default"}, 0);
     if (!a.has(0)) throw TemplateError("map() needs a filter name or attribute=");

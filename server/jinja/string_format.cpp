@@ -20,7 +20,23 @@ struct Spec {
   int width = -1;
   int precision = -1;
   char type = 0;
+  char grouping = 0;  // ',' or '_' thousands separator (str.format only)
 };
+
+// Inserts `sep` every three digits of the integer part of a formatted number.
+std::string group_digits(const std::string& body, char sep) {
+  size_t begin = body.find_first_of("0123456789");
+  if (begin == std::string::npos) return body;
+  size_t end = body.find_first_not_of("0123456789", begin);
+  if (end == std::string::npos) end = body.size();
+  std::string digits = body.substr(begin, end - begin);
+  std::string grouped;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) grouped += sep;
+    grouped += digits[i];
+  }
+  return body.substr(0, begin) + grouped + body.substr(end);
+}
 
 std::string pad(const std::string& body, const Spec& spec, char default_align) {
   int64_t len = static_cast<int64_t>(py::length(body));
@@ -76,6 +92,7 @@ std::string format_value(const Value& v, Spec spec) {
     std::string f = "%" + flags + "ll" + (type == 'i' ? 'd' : type);
     std::snprintf(buf, sizeof(buf), f.c_str(), i);
     std::string body = buf;
+    if (spec.grouping) body = group_digits(body, spec.grouping);
     if (type == 'o' && spec.alternate) body = py::replace(body, "0", "0o", 1);
     return pad(body, spec, '>');
   }
@@ -89,6 +106,7 @@ std::string format_value(const Value& v, Spec spec) {
   std::string f = "%" + flags + "." + std::to_string(precision) + type;
   std::snprintf(buf, sizeof(buf), f.c_str(), d);
   std::string body = buf;
+  if (spec.grouping) body = group_digits(body, spec.grouping);
   if (spec.type == '%') body += '%';
   return pad(body, spec, '>');
 }
@@ -159,7 +177,9 @@ std::string percent_format(const std::string& format, const Value& operand) {
     if (!spec.align && (conv == 's' || conv == 'r' || conv == 'a' || conv == 'c')) spec.align = '>';
     out += format_value(*arg, spec);
   }
-  if (!used_mapping && !operand.is_dict() && next_arg < args.size()) {
+  // Python only complains about unused arguments for tuples and plain values; a list or dict
+  // operand is treated as a mapping and may go unused.
+  if (!used_mapping && (tuple || !(operand.is_list() || operand.is_dict())) && next_arg < args.size()) {
     throw TemplateError("not all arguments converted during string formatting");
   }
   return out;
@@ -189,6 +209,7 @@ Spec parse_brace_spec(const std::string& s) {
     ++i;
   }
   if (i < s.size() && s[i] >= '0' && s[i] <= '9') spec.width = parse_number(s, i);
+  if (i < s.size() && (s[i] == ',' || s[i] == '_')) spec.grouping = s[i++];
   if (i < s.size() && s[i] == '.') {
     ++i;
     spec.precision = parse_number(s, i);

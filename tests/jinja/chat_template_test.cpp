@@ -26,6 +26,12 @@ TEST(RenderChat, BuildsTransformersContext) {
             "1|[{'type': 'function'}]|None|True|True|override|False");
 }
 
+TEST(RenderChat, AcceptsPlainJsonWithSortedKeys) {
+  // nlohmann::json converts implicitly; it sorts object keys, so tojson output is sorted too.
+  nlohmann::json context = {{"d", {{"b", 1}, {"a", 2}}}};
+  EXPECT_EQ(Template::parse("{{ d | tojson }}").render(context), R"({"a": 2, "b": 1})");
+}
+
 TEST(RenderChat, RejectsReservedKwargsAndBadShapes) {
   ChatTemplateInputs inputs;
   inputs.extra_kwargs = {{"messages", Json::array()}};
