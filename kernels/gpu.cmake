@@ -4,8 +4,7 @@
 #
 #   CUDA: -DDELTASERVE_CUDA=ON [-DDELTASERVE_CUDA_ARCHS="90;80;86;89"]
 #         (nvcc from CMAKE_CUDA_COMPILER, else PATH, else /usr/local/cuda/bin/nvcc)
-#   HIP:  -DDELTASERVE_HIP=ON [-DDELTASERVE_HIP_ARCHS="gfx906;gfx90a"]
-#         (CMAKE_HIP_COMPILER: ROCm's clang++, e.g. Debian's clang++-15 with hipcc installed)
+#   HIP:  -DDELTASERVE_HIP=ON [-DDELTASERVE_HIP_ARCHS="gfx906;gfx90a"] (hipcc from PATH or /opt/rocm/bin)
 # With DELTASERVE_TESTS, the GPU parity test program gpu_kernel_tests is built from
 # tests/gpu/*_test.cu (it needs a device to run; see tests/gpu/README.md).
 if(DELTASERVE_CUDA AND DELTASERVE_HIP)
@@ -35,22 +34,48 @@ if(DELTASERVE_CUDA)
   target_link_libraries(ds_kernels_gpu PUBLIC ds_kernels CUDA::cudart_static)
   set(DS_GPU_LANGUAGE CUDA)
 elseif(DELTASERVE_HIP)
+  # hipcc drives the HIP clang directly: CMake's HIP language needs the hip-lang package under
+  # <rocm>/lib/cmake, which Debian's multiarch ROCm 5.2 does not provide. Each .cu becomes one
+  # object (device code embedded, no device link), archived into ds_kernels_gpu.
   set(DELTASERVE_HIP_ARCHS "gfx906;gfx90a" CACHE STRING "AMD GPU targets of ds_kernels_gpu")
-  if(NOT DEFINED CMAKE_HIP_ARCHITECTURES)
-    set(CMAKE_HIP_ARCHITECTURES ${DELTASERVE_HIP_ARCHS})
-  endif()
-  enable_language(HIP)
-  set_source_files_properties(${DS_GPU_SOURCES} ${DS_GPU_TEST_SOURCES} PROPERTIES LANGUAGE HIP)
-  add_library(ds_kernels_gpu STATIC ${DS_GPU_SOURCES})
-  set_target_properties(ds_kernels_gpu PROPERTIES HIP_STANDARD 17 HIP_STANDARD_REQUIRED ON
-                                                  POSITION_INDEPENDENT_CODE ON)
-  target_link_libraries(ds_kernels_gpu PUBLIC ds_kernels)
+  find_program(DELTASERVE_HIPCC hipcc PATHS /opt/rocm/bin REQUIRED)
+  find_library(DELTASERVE_AMDHIP64 amdhip64 PATHS /opt/rocm/lib REQUIRED)
+  file(GLOB DS_GPU_HEADERS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.h ${PROJECT_SOURCE_DIR}/tests/gpu/*.h)
+  set(DS_HIP_ARCH_FLAGS)
+  foreach(arch ${DELTASERVE_HIP_ARCHS})
+    list(APPEND DS_HIP_ARCH_FLAGS --offload-arch=${arch})
+  endforeach()
+  function(ds_hipcc_objects out_var)
+    set(objects)
+    foreach(src ${ARGN})
+      get_filename_component(name ${src} NAME_WE)
+      set(obj ${CMAKE_CURRENT_BINARY_DIR}/hip/${name}.o)
+      add_custom_command(OUTPUT ${obj}
+        COMMAND ${DELTASERVE_HIPCC} -std=c++17 -O3 -fPIC -x hip ${DS_HIP_ARCH_FLAGS} -Wall -Werror
+                -I${PROJECT_SOURCE_DIR} -c ${src} -o ${obj}
+        DEPENDS ${src} ${DS_GPU_HEADERS} COMMENT "hipcc ${name}.cu" VERBATIM)
+      list(APPEND objects ${obj})
+    endforeach()
+    set(${out_var} ${objects} PARENT_SCOPE)
+  endfunction()
+  ds_hipcc_objects(DS_GPU_OBJECTS ${DS_GPU_SOURCES})
+  add_library(ds_kernels_gpu STATIC ${DS_GPU_OBJECTS})
+  set_target_properties(ds_kernels_gpu PROPERTIES LINKER_LANGUAGE CXX)
+  # Host code that includes kernels/*_gpu.h with g++ selects the HIP side of gpu_compat.h.
+  target_compile_definitions(ds_kernels_gpu INTERFACE __HIP_PLATFORM_AMD__)
+  target_link_libraries(ds_kernels_gpu PUBLIC ds_kernels ${DELTASERVE_AMDHIP64})
   set(DS_GPU_LANGUAGE HIP)
 endif()
 
 if(DELTASERVE_TESTS AND DS_GPU_TEST_SOURCES)
-  add_executable(gpu_kernel_tests ${DS_GPU_TEST_SOURCES})
-  set_target_properties(gpu_kernel_tests PROPERTIES ${DS_GPU_LANGUAGE}_STANDARD 17)
+  if(DS_GPU_LANGUAGE STREQUAL "HIP")
+    ds_hipcc_objects(DS_GPU_TEST_OBJECTS ${DS_GPU_TEST_SOURCES})
+    add_executable(gpu_kernel_tests ${DS_GPU_TEST_OBJECTS})
+    set_target_properties(gpu_kernel_tests PROPERTIES LINKER_LANGUAGE CXX)
+  else()
+    add_executable(gpu_kernel_tests ${DS_GPU_TEST_SOURCES})
+    set_target_properties(gpu_kernel_tests PROPERTIES CUDA_STANDARD 17)
+  endif()
   target_link_libraries(gpu_kernel_tests PRIVATE ds_kernels_gpu ds_kernels)
   # Not a ctest test: CI has no GPU. Run it on a device (tests/gpu/README.md).
 endif()

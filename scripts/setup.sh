@@ -10,6 +10,7 @@ packages=(
   python3 python3-numpy python3-jinja2
   prometheus
   chromium systemd
+  hipcc
 )
 # Node.js and npm come with the machine image; Debian's npm conflicts with that install,
 # so take Debian's only where none is present.
