@@ -7,7 +7,7 @@
 # Usage (from the repository root): tests/jinja/regenerate_and_compare.sh [path/to/jinja_tests]
 set -eu
 
-tests_binary="${1:-build/release/tests/jinja_tests}"
+tests_binary="${1:-${DELTASERVE_BUILD_DIR:-build/release}/tests/jinja_tests}"
 if [ ! -x "$tests_binary" ]; then
   echo "jinja_tests binary not found at $tests_binary (pass its path as the first argument)" >&2
   exit 2
