@@ -27,6 +27,10 @@ nlohmann::json ApiError::body() const {
   return {{"error", std::move(error)}};
 }
 
+std::string ApiError::body_text() const {
+  return body().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 ApiError invalid_json(const std::string& detail) {
   return bad_request("invalid_json", "", "The request body is not valid JSON: " + detail);
 }

@@ -19,7 +19,8 @@ struct ApiError {
   int retry_after_s = 0;  // > 0 adds a Retry-After header (429, 503)
 
   nlohmann::json body() const;  // the full {"error": {...}} object
-  std::string body_text() const { return body().dump(); }
+  // Never throws: invalid UTF-8 (a parser message quoting the client's bytes) is replaced.
+  std::string body_text() const;
 };
 
 // 400s: the request is wrong. `param` names the field ("messages[2].role").

@@ -276,6 +276,10 @@ void FakeEngine::step() {
       } else if (!seq.echo.empty()) {
         token = seq.echo[idx % seq.echo.size()];
       }
+      if (contains(spec.stop_token_ids, token)) {  // a stop id is neither sent nor counted
+        reason = FinishReason::Stop;
+        break;
+      }
       event.tokens.push_back(token);
       if (spec.sampling.logprobs) {
         scheduler::TokenLogprob lp{token, -0.25f * static_cast<float>(idx % 4), {}};
@@ -286,10 +290,6 @@ void FakeEngine::step() {
       }
       ++seq.num_generated;
       ++report.num_generated_tokens;
-      if (contains(spec.stop_token_ids, token)) {
-        reason = FinishReason::Stop;
-        break;
-      }
       if (seq.num_generated >= spec.max_tokens ||
           event.num_prompt_tokens + seq.num_generated >= config_.context_tokens) {
         reason = FinishReason::Length;

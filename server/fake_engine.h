@@ -5,9 +5,10 @@
 //
 // What it emits for a request: the tokens of the last user turn (after the last <|user|>
 // marker of FakeTextCodec, up to the next <|im_end|>; the whole prompt when there is no
-// marker), in order; then, if an EOS id is among the request's stop ids, that EOS (finish
-// Stop), else it starts the echo over. A stop id met inside the echo also ends with Stop;
-// max_tokens ends with Length. Odd steps emit two tokens per sequence (an accepted draft),
+// marker), in order; then, if an EOS id is among the request's stop ids, it stops there
+// (finish Stop; as the scheduler contract says, the stop id itself is neither sent nor
+// counted), else it starts the echo over. A stop id met inside the echo also ends with
+// Stop; max_tokens ends with Length. Odd steps emit two tokens per sequence (an accepted draft),
 // even steps one, so multi-token events are always exercised. A prompt containing the bytes
 // "[[fail]]" gets two tokens and then finish Error.
 //

@@ -117,7 +117,8 @@ std::string render_chat_prompt(const ChatRequest& request, const ServerState& st
                                const ModelService& service) {
   ChatTemplateInput input;
   input.messages = request.messages;
-  input.tools = request.tools;
+  // tool_choice "none": the model is not told about the tools at all (as vLLM does).
+  input.tools = request.tool_choice == "none" ? nlohmann::json(nullptr) : request.tools;
   input.kwargs = state.config().default_chat_template_kwargs;
   for (auto it = request.chat_template_kwargs.begin(); it != request.chat_template_kwargs.end(); ++it) {
     input.kwargs[it.key()] = it.value();

@@ -14,7 +14,7 @@ constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
 nlohmann::json parse_body(std::string_view body) {
   try {
     return nlohmann::json::parse(body.begin(), body.end());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // syntax, bad UTF-8, number overflow
     throw ApiException{invalid_json(e.what())};
   }
 }

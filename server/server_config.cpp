@@ -72,7 +72,8 @@ OptionDef def(T ServerConfig::*member, const std::string& key, const std::string
   d.add_flag = [member, flag = d.flag, help, hidden](CLI::App& app, ServerConfig& c) {
     CLI::Option* opt = nullptr;
     if constexpr (std::is_same_v<T, bool>) {
-      opt = app.add_flag(flag, c.*member, help);
+      opt = app.add_flag(flag, c.*member,
+                         help + (c.*member ? " [default: on; " + flag + "=false turns it off]" : ""));
     } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
       opt = app.add_option(flag, c.*member, help)->delimiter(',');
     } else {

@@ -84,7 +84,7 @@ test('chat completion, not streamed', async () => {
   checkChatCompletion(c);
   assert.equal(c.choices[0].message.content, text);
   assert.equal(c.choices[0].finish_reason, 'stop');
-  assert.equal(c.usage.completion_tokens, utf8Length(text) + 1); // the echo + EOS
+  assert.equal(c.usage.completion_tokens, utf8Length(text)); // the echo; the EOS is not counted
 });
 
 test('chat completion, streamed with include_usage', async () => {
@@ -95,7 +95,7 @@ test('chat completion, streamed with include_usage', async () => {
   const r = await collectChatStream(stream, { usage: true });
   assert.equal(r.content, text);
   assert.equal(r.finish, 'stop');
-  assert.equal(r.usage.completion_tokens, utf8Length(text) + 1);
+  assert.equal(r.usage.completion_tokens, utf8Length(text));
   for (const c of r.chunks.slice(0, -1)) assert.equal(c.usage, null);
 });
 
@@ -150,7 +150,7 @@ test('completions, streamed and not; max_tokens ends with length', async () => {
   assert.equal(text, 'stream me');
   assert.equal(finishes.length, 1);
   assert.equal(finishes[0].text, '');
-  assert.equal(usage.completion_tokens, 10);
+  assert.equal(usage.completion_tokens, 9);
 });
 
 test('stop strings: output cut, usage counts only emitted tokens', async () => {
