@@ -1,6 +1,7 @@
 #include "server/router.h"
 
 #include "server/openai_response.h"
+#include "server/static_files.h"
 
 namespace deltaserve::server {
 namespace {
@@ -154,6 +155,8 @@ Routed dispatch(const HttpRequest& req, ServerState& state, std::string_view pat
     if (allow(req, http::verb::post, state, out)) out.response = handle_tokenize(req, state);
   } else if (path == "/detokenize" || path == "/v1/detokenize") {
     if (allow(req, http::verb::post, state, out)) out.response = handle_detokenize(req, state);
+  } else if (auto page = static_file_response(req, state, path)) {  // GET /, /static/*: chat page
+    out.response = std::move(page);
   } else {
     out.response = error_response(not_found("unknown_url", "No route for " +
                                                                std::string(req.method_string()) + " " +

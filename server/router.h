@@ -9,6 +9,7 @@
 //   POST /v1/chat/completions     -> GenerationJob
 //   POST /v1/completions          -> GenerationJob
 //   POST /tokenize, /detokenize   (also under /v1/)
+//   GET  /, /static/*             the built-in chat page (static_files.h)
 //
 // With --api-key, /v1/*, /tokenize and /detokenize need "Authorization: Bearer <key>";
 // /health, /ready and /metrics stay open (probes and scrapers carry no key).

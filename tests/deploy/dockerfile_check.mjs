@@ -136,9 +136,9 @@ function checkFile(file) {
   }
 
   // 3. Build inputs: CMake options, installed repository files, the context filter.
-  const cmake = readFileSync(path.join(repoRoot, 'CMakeLists.txt'), 'utf8');
   for (const m of text.matchAll(/-D(DELTASERVE_\w+)=/g)) {
-    if (!new RegExp(`option\\(${m[1]}\\b`).test(cmake)) fail(1, `CMake option ${m[1]} does not exist`);
+    const declared = new RegExp(`(option\\(${m[1]}\\b|set\\(${m[1]}\\s[^)]*\\bCACHE\\b)`);
+    if (!declared.test(cmakeText)) fail(1, `CMake option or cache variable ${m[1]} does not exist`);
   }
   const used = [...text.matchAll(/\s(models\/[\w.-]+)/g)].map((m) => m[1]);
   for (const f of used) if (!existsSync(path.join(repoRoot, f))) fail(1, `${f} is not in the repository`);
@@ -171,6 +171,17 @@ function hadolint(files) {
     problems.push(`hadolint:\n${e.stdout}${e.stderr}`);
   }
 }
+
+// Every CMake file of the project, for the -D options the Dockerfiles pass.
+function cmakeFiles(dir) {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    if (e.isDirectory()) {
+      return ['build', 'node_modules', '.git', 'tests'].includes(e.name) ? [] : cmakeFiles(path.join(dir, e.name));
+    }
+    return e.name === 'CMakeLists.txt' || e.name.endsWith('.cmake') ? [path.join(dir, e.name)] : [];
+  });
+}
+const cmakeText = cmakeFiles(repoRoot).map((f) => readFileSync(f, 'utf8')).join('\n');
 
 const dockerDir = path.join(repoRoot, 'deploy/docker');
 const files = process.argv.length > 2
