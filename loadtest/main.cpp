@@ -1,0 +1,24 @@
+// deltaserve-load: the load generator and soak tool. See load_driver.h for the run's
+// phases and load_options.h for the command line.
+#include <iostream>
+
+#include "loadtest/load_driver.h"
+
+int main(int argc, char** argv) {
+  using namespace deltaserve::loadtest;
+  const ParsedOptions parsed = parse_load_options(argc, argv);
+  if (parsed.exit_now) return parsed.exit_code;
+  std::string error;
+  const std::optional<ServerUrl> url = parse_server_url(parsed.options.url, error);
+  if (!url) {
+    std::cerr << "deltaserve-load: --url: " << error << "\n";
+    return 2;
+  }
+  try {
+    LoadDriver driver(parsed.options, *url);
+    return driver.run();
+  } catch (const std::exception& e) {  // bad --prompts file or --mix string
+    std::cerr << "deltaserve-load: " << e.what() << "\n";
+    return 2;
+  }
+}
