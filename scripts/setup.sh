@@ -11,6 +11,7 @@ packages=(
   prometheus
   chromium systemd
   hipcc
+  clang libclang-rt-14-dev gnuplot-nox
 )
 # Node.js and npm come with the machine image; Debian's npm conflicts with that install,
 # so take Debian's only where none is present.
