@@ -125,7 +125,7 @@ void FakeEngine::cancel_all() {
 bool FakeEngine::wait_idle(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
   return idle_cv_.wait_for(lock, timeout, [this] {
-    return waiting_.empty() && stats_.num_running == 0 && cancels_.empty();
+    return waiting_.empty() && running_.empty() && cancels_.empty();
   });
 }
 
@@ -315,8 +315,14 @@ void FakeEngine::step() {
       seq.sink(event);
     }
   }
-  for (auto it = finished.rbegin(); it != finished.rend(); ++it) {
-    running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(*it));
+  std::vector<std::unique_ptr<Sequence>> done;  // destroyed (sinks included) after the lock
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = finished.rbegin(); it != finished.rend(); ++it) {
+      const auto at = running_.begin() + static_cast<std::ptrdiff_t>(*it);
+      done.push_back(std::move(*at));
+      running_.erase(at);
+    }
   }
   report.step_ms = ms_between(now - config_.step_time, now);
   if (observer_) observer_->on_step(report);

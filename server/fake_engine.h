@@ -79,7 +79,8 @@ class FakeEngine final : public ServingEngine {
   const FakeEngineConfig config_;
   scheduler::EngineObserver* observer_;
 
-  mutable std::mutex mutex_;  // guards everything below
+  mutable std::mutex mutex_;  // guards everything below (running_: written under it by the
+                              // engine thread, which alone may also read it without it)
   std::condition_variable work_cv_;
   std::condition_variable idle_cv_;
   std::deque<std::unique_ptr<Sequence>> waiting_;

@@ -24,6 +24,10 @@ GenerationStream::GenerationStream(std::shared_ptr<HttpSession> session, Generat
       generation_(*service.codec, job_.setup),
       formatter_(job_.format, *service.codec) {}
 
+GenerationStream::~GenerationStream() {
+  if (counted_) state_.generation_ended();
+}
+
 std::optional<ApiError> GenerationStream::start() {
   // The sink runs on the engine thread: it only copies the event onto the strand.
   auto self = shared_from_this();
@@ -41,6 +45,7 @@ std::optional<ApiError> GenerationStream::start() {
   }
   id_ = result.id;
   state_.generation_started();
+  counted_ = true;
   spdlog::debug("[{}] accepted as engine request {} ({} prompt tokens, max_tokens {})",
                 job_.spec.external_id, id_, job_.spec.prompt_tokens.size(), job_.spec.max_tokens);
   if (job_.stream) {
@@ -146,7 +151,6 @@ void GenerationStream::end(ResponseEnd how) {
   if (job_.stream && chunked_) session_->write_stream("0\r\n\r\n");
   ended_ = true;
   state_.metrics().on_response_finished(how);
-  state_.generation_ended();
   session_->end_response(keep_alive_);
 }
 
@@ -156,7 +160,6 @@ void GenerationStream::client_gone() {
   spdlog::debug("[{}] client gone: cancelling engine request {}", job_.spec.external_id, id_);
   service_.engine->cancel(id_);
   state_.metrics().on_response_finished(ResponseEnd::Abort);
-  state_.generation_ended();
 }
 
 }  // namespace deltaserve::server

@@ -25,6 +25,9 @@ class GenerationStream : public std::enable_shared_from_this<GenerationStream> {
  public:
   GenerationStream(std::shared_ptr<HttpSession> session, GenerationJob job, ServerState& state,
                    const ModelService& service, unsigned http_version, bool keep_alive);
+  // Counts the generation as ended for the shutdown drain: by now its response is fully
+  // written (the session let go of it) or its client is gone, and the engine is done with it.
+  ~GenerationStream();
 
   // Submits to the engine. On refusal returns the error to answer with (nothing written);
   // on acceptance a stream's headers (and role chunk) are queued at once.
@@ -53,6 +56,7 @@ class GenerationStream : public std::enable_shared_from_this<GenerationStream> {
   OutputDelta gathered_;  // non-streaming: everything so far
   scheduler::RequestId id_ = 0;
   bool ended_ = false;
+  bool counted_ = false;  // generation_started() was called
 };
 
 }  // namespace deltaserve::server

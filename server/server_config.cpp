@@ -79,6 +79,7 @@ OptionDef def(T ServerConfig::*member, const std::string& key, const std::string
     } else {
       opt = app.add_option(flag, c.*member, help);
       opt->default_val(c.*member);
+      opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // the last one given wins
     }
     if (hidden) opt->group("");
     return opt;

@@ -44,7 +44,7 @@ class ServerState {
   // Parser limits: from the config, plus the vocabulary once the model is loaded.
   SchemaLimits schema_limits() const;
 
-  // Generations whose response is still being written (for the drain at shutdown).
+  // Generations whose response is not fully written yet (for the drain at shutdown).
   void generation_started() { num_active_.fetch_add(1, std::memory_order_relaxed); }
   void generation_ended() { num_active_.fetch_sub(1, std::memory_order_relaxed); }
   int64_t num_active_generations() const { return num_active_.load(std::memory_order_relaxed); }

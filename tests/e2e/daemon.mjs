@@ -1,9 +1,7 @@
 // Starts the real `deltaserve serve` binary for end-to-end tests: on port 0 (the bound port
 // is read from --port-file), with the deterministic fake engine unless told otherwise, and
 // stops it with SIGTERM, checking the exit status.
-//
-// The binary: $DELTASERVE_BIN (ctest sets it), else the newest build/*/cli/deltaserve.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -11,6 +9,8 @@ import { fileURLToPath } from 'node:url';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
+// The binary under test: $DELTASERVE_BIN (ctest sets it), else the newest
+// build/*/cli/deltaserve that was built with the server (`serve --help` succeeds).
 export function daemonBinary() {
   if (process.env.DELTASERVE_BIN) return process.env.DELTASERVE_BIN;
   const buildRoot = path.join(repoRoot, 'build');
@@ -19,9 +19,10 @@ export function daemonBinary() {
         .map((d) => path.join(buildRoot, d, 'cli', 'deltaserve'))
         .filter((p) => existsSync(p))
     : [];
-  if (candidates.length === 0) throw new Error('no deltaserve binary: build it or set DELTASERVE_BIN');
   candidates.sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs);
-  return candidates[0];
+  const found = candidates.find((p) => spawnSync(p, ['serve', '--help'], { stdio: 'ignore' }).status === 0);
+  if (!found) throw new Error('no deltaserve binary with the server: build one or set DELTASERVE_BIN');
+  return found;
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -31,7 +32,8 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 export async function startDaemon({ args = [], fake = true, waitReady = true } = {}) {
   const dir = mkdtempSync(path.join(tmpdir(), 'deltaserve-e2e-'));
   const portFile = path.join(dir, 'port');
-  const fullArgs = ['serve', '--port', '0', '--port-file', portFile, '--log-level', 'warn'];
+  const fullArgs = ['serve', '--port', '0', '--port-file', portFile];
+  if (!args.includes('--log-level')) fullArgs.push('--log-level', 'warn');
   if (fake) fullArgs.push('--fake-engine');
   fullArgs.push(...args);
   const proc = spawn(daemonBinary(), fullArgs, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -142,11 +142,15 @@ describe('429 when the waiting queue is full', () => {
     const client = new OpenAI({ baseURL: `${daemon.url}/v1`, apiKey: 'x', maxRetries: 0 });
     const abort = new AbortController();
     const long = { model, messages: user('L'.repeat(300)), stream: true };
+    const until = async (name, value) => {
+      for (let i = 0; i < 500 && (await scrape(daemon.url)).get(name) !== value; ++i) await sleep(10);
+      assert.equal((await scrape(daemon.url)).get(name), value, name);
+    };
     const running = await client.chat.completions.create(long, { signal: abort.signal });
     const iterator = running[Symbol.asyncIterator]();
-    await iterator.next(); // the role chunk: admitted
+    await until('deltaserve_requests_running', 1); // the first holds the only slot
     const waiting = client.chat.completions.create(long, { signal: abort.signal });
-    for (let i = 0; i < 200 && (await scrape(daemon.url)).get('deltaserve_requests_waiting') !== 1; ++i) await sleep(10);
+    await until('deltaserve_requests_waiting', 1); // the second fills the queue
     await assert.rejects(client.chat.completions.create({ model, messages: user('third') }), (err) => {
       assert.ok(err instanceof OpenAI.RateLimitError, String(err));
       assert.equal(err.status, 429);
@@ -163,7 +167,7 @@ describe('429 when the waiting queue is full', () => {
 
 describe('503 while loading', () => {
   test('/ready and generation answer 503 until the model is loaded; /health is 200', async () => {
-    const daemon = await startDaemon({ args: ['--fake-load-ms', '1500'], waitReady: false });
+    const daemon = await startDaemon({ args: ['--fake-load-ms', '2500'], waitReady: false });
     try {
       const ready = await fetch(`${daemon.url}/ready`);
       assert.equal(ready.status, 503);
@@ -181,19 +185,20 @@ describe('503 while loading', () => {
   });
 });
 
-async function streamRaw(url, body) {
+// Starts a stream and returns once its headers arrived (the engine accepted it); `events`
+// then resolves to the SSE data payloads.
+async function startStream(url, body) {
   const res = await fetch(`${url}/v1/chat/completions`, {
     method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model, stream: true, ...body }),
   });
   assert.equal(res.status, 200);
-  return readSse(res);
+  return { events: readSse(res) };
 }
 
 describe('SIGTERM', () => {
   test('drain: in-flight streams finish, new work gets 503, exit 0', async () => {
     const daemon = await startDaemon({ args: ['--fake-step-us', '5000', '--shutdown-grace-s', '20'] });
-    const inflight = streamRaw(daemon.url, { messages: user('d'.repeat(60)) });
-    await sleep(100);
+    const inflight = await startStream(daemon.url, { messages: user('d'.repeat(100)) });
     daemon.proc.kill('SIGTERM');
     await sleep(100);
     const ready = await fetch(`${daemon.url}/ready`);
@@ -202,7 +207,7 @@ describe('SIGTERM', () => {
     const refused = await fetch(`${daemon.url}/v1/completions`, { method: 'POST', body: '{"prompt":"x"}' });
     assert.equal(refused.status, 503);
     checkErrorBody(await refused.json(), { type: 'service_unavailable_error', code: 'server_draining' });
-    const events = await inflight;
+    const events = await inflight.events;
     assert.equal(events.at(-1), '[DONE]');
     const finish = JSON.parse(events.at(-2)).choices[0];
     assert.equal(finish.finish_reason, 'stop');
@@ -211,10 +216,9 @@ describe('SIGTERM', () => {
 
   test('grace over: the rest are cancelled with an error event, exit 0', async () => {
     const daemon = await startDaemon({ args: ['--fake-step-us', '5000', '--shutdown-grace-s', '1'] });
-    const inflight = streamRaw(daemon.url, { messages: user('forever'), ignore_eos: true, max_tokens: 3000 });
-    await sleep(100);
+    const inflight = await startStream(daemon.url, { messages: user('forever'), ignore_eos: true, max_tokens: 3000 });
     daemon.proc.kill('SIGTERM');
-    const events = await inflight;
+    const events = await inflight.events;
     assert.equal(events.at(-1), '[DONE]');
     const last = JSON.parse(events.at(-2));
     checkErrorBody(last, { type: 'service_unavailable_error', code: 'server_shutdown' });
