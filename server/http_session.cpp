@@ -175,7 +175,13 @@ void HttpSession::on_response_written() {
   end_pending_ = false;
   generation_.reset();
   if (closed_) return;
-  if (!keep_alive_) {
+  if (!keep_alive_ && watching_) {
+    // One read at a time: a linger read next to the pending watch read would never see the
+    // client's EOF (the watch read takes it) and gets no timeout, leaking the socket.
+    close_after_watch_ = true;
+    beast::error_code ignored;
+    stream_.socket().cancel(ignored);
+  } else if (!keep_alive_) {
     close_gracefully();
   } else if (watching_) {
     // The watch read is still pending: cancel it; its handler starts the next read.
@@ -196,6 +202,7 @@ void HttpSession::watch_start() {
 
 void HttpSession::on_watch(beast::error_code ec, std::size_t bytes) {
   watching_ = false;
+  if (close_after_watch_) return close_gracefully();  // the response is out; nothing else to read
   if (!ec) {
     buffer_.commit(bytes);  // a pipelined request: kept for the next read
   } else if (!(ec == net::error::operation_aborted && read_after_watch_)) {

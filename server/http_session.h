@@ -77,6 +77,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool keep_alive_ = false;
   bool watching_ = false;           // the disconnect-watch read is pending
   bool read_after_watch_ = false;   // next request read once the watch read returns
+  bool close_after_watch_ = false;  // close gracefully once the watch read returns
   bool closed_ = false;
   std::shared_ptr<GenerationStream> generation_;
   std::array<char, 4096> linger_buffer_{};

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The CI soak: one daemon lifetime (CPU backend, the embedded tiny model) under
+# deltaserve-load --soak: at least 2,000 requests mixing normal streams with client
+# disconnects (before the first token, mid-stream, the instant a chunk lands), slow
+# readers, invalid JSON and UTF-8, oversize bodies, absurd and missing parameters, prompts
+# over the context, malformed HTTP and bursts over the queue limit. The tool fails on any
+# leak (state slots, KV blocks, pinned memory, sockets, threads, RSS growth past the bound),
+# on any unearned 5xx and on any well-formed request that did not finish. Then SIGTERM must
+# stop the daemon with status 0.
+#
+# Small limits make the abuse cheap: 4 streams, 8 waiting, 512-token context, 64 KiB bodies.
+# Environment: DELTASERVE_BUILD_DIR (ctest sets it), DELTASERVE_SOAK_REQUESTS (default 2000),
+# DELTASERVE_SOAK_OUT (report folder; default $DELTASERVE_BUILD_DIR/soak).
+# Loopback only; bounded: the tool stops itself after 420 s, the whole test after ~8 min.
+set -euo pipefail
+source "$(dirname "$0")/daemon_lib.bash"
+trap stop_daemon EXIT
+
+requests="${DELTASERVE_SOAK_REQUESTS:-2000}"
+out="${DELTASERVE_SOAK_OUT:-$DELTASERVE_BUILD_DIR/soak}"
+load="$DELTASERVE_BUILD_DIR/loadtest/deltaserve-load"
+[[ -x "$load" ]] || { echo "no deltaserve-load at $load" >&2; exit 1; }
+mkdir -p "$out"
+
+start_daemon --max-streams 4 --max-waiting 8 --context-tokens 512 --max-body-bytes 65536 \
+  --log-level warn
+echo "soak_ci: daemon pid $DAEMON_PID on $DAEMON_URL; $requests requests"
+
+status=0
+timeout 480 "$load" --url "$DAEMON_URL" --soak --concurrency 6 --requests "$requests" \
+  --input-tokens 24 --output-tokens 12 --seed 7 \
+  --server-pid "$DAEMON_PID" --server-max-waiting 8 --server-max-body-bytes 65536 \
+  --rss-growth-bound-mib 64 --settle-timeout-s 20 --max-duration-s 420 \
+  --idle-timeout-s 60 --request-timeout-s 120 \
+  --json "$out/soak.json" --plot "$out/plots" || status=$?
+
+if ((status != 0)); then
+  echo "soak_ci: deltaserve-load exited with $status; daemon log tail:" >&2
+  tail -n 40 "$DAEMON_LOG" >&2
+  exit 1
+fi
+stop_daemon
+trap - EXIT
+echo "soak_ci: PASS (report: $out/soak.json)"
