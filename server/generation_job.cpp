@@ -79,7 +79,9 @@ GenerationJob common_job(const GenerationParams& p, std::vector<int32_t> prompt,
       }
     }
   }
-  spec.draft_depth = config.draft_depth;
+  // A request may ask for fewer drafts than the server allows, never more (the scheduler
+  // caps it by the server's --draft-depth).
+  spec.draft_depth = p.draft_depth >= 0 ? p.draft_depth : config.draft_depth;
 
   GenerationSetup& setup = job.setup;
   setup.num_prompt_tokens = static_cast<int32_t>(spec.prompt_tokens.size());

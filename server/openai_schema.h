@@ -43,6 +43,8 @@ struct GenerationParams {
   std::vector<std::string> stop;      // stop strings, matched on detokenised text
   std::vector<int32_t> stop_token_ids;  // vLLM extension
   bool ignore_eos = false;              // vLLM extension (benchmarks)
+  int32_t draft_depth = -1;             // deltaserve extension: at most this many MTP drafts
+                                        // per step (0 = no speculation); -1 = server default
   bool include_stop_str_in_output = false;
   bool skip_special_tokens = true;
   bool stream = false;
