@@ -103,6 +103,8 @@ std::vector<Check> leak_checks(const ServerSnapshot& before, const ServerSnapsho
     errors.before = before.metrics.get(errors.source).value_or(0.0);
     errors.after = after.metrics.get(errors.source).value_or(0.0);
     errors.status = errors.after == errors.before ? CheckStatus::Pass : CheckStatus::Fail;
+  } else {
+    errors.note = "no /metrics scrape: " + (before.metrics.ok ? after.metrics.error : before.metrics.error);
   }
   checks.push_back(errors);
 

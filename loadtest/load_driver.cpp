@@ -9,6 +9,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <nlohmann/json.hpp>
 
+#include "loadtest/json_read.h"
+
 namespace deltaserve::loadtest {
 namespace {
 
@@ -93,8 +95,8 @@ net::awaitable<bool> LoadDriver::preflight() {
     co_return false;
   }
   const json& card = list["data"][0];
-  facts_.model = options_.model.empty() ? card.value("id", std::string()) : options_.model;
-  facts_.context_tokens = card.value("max_model_len", int64_t{0});
+  facts_.model = options_.model.empty() ? json_string(card, "id") : options_.model;
+  facts_.context_tokens = json_int(card, "max_model_len");
   facts_.base_path = url_.base_path;
   const MetricsSample metrics = co_await scrape_metrics(url_, timeout);
   // The pool size gauge was named *_total before it became *_capacity; read either.
@@ -218,12 +220,28 @@ net::awaitable<void> LoadDriver::one_request(RequestPlan plan, bool warmup, Wait
   RequestResult result = co_await run_request(runner_, plan);
   result.warmup = warmup;
   judge_result(plan, result, pressure());
+  note_connect_result(result);
   --num_in_flight_;
   ++num_finished_;
   results_.push_back(std::move(result));
   finished_signal_.notify();
   if (group) group->done();
   if (!warmup) progress(false);
+}
+
+// A server that refuses every connection is gone: stop instead of failing every request.
+void LoadDriver::note_connect_result(const RequestResult& result) {
+  constexpr int kMaxConsecutiveConnectFailures = 20;
+  const bool failed = result.transport_error.rfind("connect_", 0) == 0;
+  num_connect_failures_in_row_ = failed ? num_connect_failures_in_row_ + 1 : 0;
+  if (num_connect_failures_in_row_ < kMaxConsecutiveConnectFailures || stopping_) return;
+  std::cerr << "deltaserve-load: " << kMaxConsecutiveConnectFailures
+            << " connections in a row failed: stopping the run\n";
+  report_.notes.push_back("the run stopped early: the server refused " +
+                          std::to_string(kMaxConsecutiveConnectFailures) + " connections in a row");
+  stopping_ = true;
+  pool_.abort_all();
+  finished_signal_.notify();
 }
 
 net::awaitable<void> LoadDriver::sleep_for(Clock::duration d) {
@@ -233,7 +251,7 @@ net::awaitable<void> LoadDriver::sleep_for(Clock::duration d) {
 }
 
 net::awaitable<void> LoadDriver::sampler() {
-  const Clock::time_point start = phase_start_;
+  const Clock::time_point start = runner_.run_start;  // the axis of requests.dat too
   Clock::time_point last = Clock::now();
   tokens_since_sample_ = 0;
   while (sampling_ && !stopping_) {

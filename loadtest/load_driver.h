@@ -53,6 +53,7 @@ class LoadDriver {
   RequestPlan next_plan(int64_t index, bool warmup);
   std::optional<int32_t> take_burst(int64_t index);
   bool pressure() const;
+  void note_connect_result(const RequestResult& result);
   net::awaitable<void> sampler();
   net::awaitable<void> watchdog();
   net::awaitable<void> sleep_for(Clock::duration d);
@@ -88,7 +89,8 @@ class LoadDriver {
   int64_t num_bursts_in_flight_ = 0;
   int64_t num_finished_ = 0;
   Signal finished_signal_{io_.get_executor()};
-  bool stopping_ = false;
+  int num_connect_failures_in_row_ = 0;
+  bool stopping_ = false;  // the deadline passed or the server is gone: no new requests
   bool sampling_ = false;
   bool preflight_ok_ = false;
   Clock::time_point phase_start_;

@@ -54,18 +54,18 @@ struct Chart {
 const Chart kCharts[] = {
     {"throughput",
      "set title 'Output tokens/s (server usage) and requests in flight'\n"
-     "set xlabel 'time (s)'\nset ylabel 'tokens/s'\nset y2label 'requests in flight'\n"
+     "set xlabel 'time since the tool started (s)'\nset ylabel 'tokens/s'\nset y2label 'requests in flight'\n"
      "set ytics nomirror\nset y2tics\nset grid\n"
      "plot 'timeline.dat' using 1:4 with lines lw 2 title 'output tokens/s', "
      "'' using 1:2 axes x1y2 with steps title 'in flight'\n"},
     {"latency",
      "set title 'Per request: time to first token and end to end'\n"
-     "set xlabel 'request start (s)'\nset ylabel 'ms'\nset logscale y\nset grid\n"
+     "set xlabel 'request start, since the tool started (s)'\nset ylabel 'ms'\nset logscale y\nset grid\n"
      "plot 'requests.dat' using 1:3 with points pt 7 ps 0.4 title 'end to end', "
      "'' using 1:2 with points pt 7 ps 0.4 title 'time to first token'\n"},
     {"server",
      "set title 'Server (from /metrics and /proc)'\n"
-     "set xlabel 'time (s)'\nset ylabel 'count'\nset y2label 'RSS (MiB)'\n"
+     "set xlabel 'time since the tool started (s)'\nset ylabel 'count'\nset y2label 'RSS (MiB)'\n"
      "set ytics nomirror\nset y2tics\nset grid\n"
      "plot 'timeline.dat' using 1:5 with steps title 'running', '' using 1:6 with steps title 'waiting', "
      "'' using 1:7 with lines title 'KV blocks used', '' using 1:8 with steps title 'state slots used', "

@@ -8,6 +8,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <nlohmann/json.hpp>
 
+#include "loadtest/json_read.h"
 #include "loadtest/sse_parser.h"
 
 namespace deltaserve::loadtest {
@@ -43,8 +44,8 @@ struct Exchange {
 void read_error_body(const json& body, RequestResult& r) {
   if (!body.is_object() || !body.contains("error") || !body["error"].is_object()) return;
   const json& e = body["error"];
-  r.error_type = e.value("type", std::string("unknown"));
-  if (e.contains("code") && e["code"].is_string()) r.error_code = e["code"].get<std::string>();
+  r.error_type = json_string(e, "type", "unknown");
+  r.error_code = json_string(e, "code");
   if (r.error_type.empty()) r.error_type = "unknown";
 }
 
@@ -52,8 +53,8 @@ void read_usage(const json& chunk, RequestResult& r) {
   const auto it = chunk.find("usage");
   if (it == chunk.end() || !it->is_object()) return;
   r.has_usage = true;
-  r.prompt_tokens = it->value("prompt_tokens", int64_t{0});
-  r.completion_tokens = it->value("completion_tokens", int64_t{0});
+  r.prompt_tokens = json_int(*it, "prompt_tokens");
+  r.completion_tokens = json_int(*it, "completion_tokens");
 }
 
 // Token-carrying state of a stream.

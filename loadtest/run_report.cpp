@@ -61,7 +61,10 @@ void print_checks(std::ostream& out, const RunReport& r) {
   out << "checks (before -> after; rule):\n";
   char line[400];
   for (const Check& c : r.checks) {
-    if (c.status == CheckStatus::Skipped) {
+    if (c.source == "run") {  // a value of the run, no before
+      std::snprintf(line, sizeof(line), "  %s %-30s %12s    %-12.6g %s%s%s\n", check_status_name(c.status),
+                    c.name.c_str(), "", c.after, c.rule.c_str(), c.note.empty() ? "" : "  ", c.note.c_str());
+    } else if (c.status == CheckStatus::Skipped) {
       std::snprintf(line, sizeof(line), "  %s %-30s not checked: %s\n", check_status_name(c.status),
                     c.name.c_str(), c.note.c_str());
     } else {

@@ -77,7 +77,7 @@ wait "$request_pid" || status=1
 
 for target in gguf_fuzz request_fuzz; do
   echo "---- $target: $(grep -E '^stat::number_of_executed_units' "$build/$target.log" || echo 'no stats')"
-  grep -E '^#[0-9]+ +DONE' "$build/$target.log" || true
+  grep -E '^#[0-9]+[[:space:]]+DONE' "$build/$target.log" || true
 done
 if ((status != 0)); then
   for target in gguf_fuzz request_fuzz; do
