@@ -1,12 +1,27 @@
 #!/usr/bin/env bash
-# The main job: installs, builds, and runs the engine. Until the embedded default model
-# lands, it generates on the CPU backend from the tiny MoE oracle fixture.
+# The main job: installs, builds, and serves the embedded default model with the daemon on
+# http://127.0.0.1:${PORT:-8000}; sends one chat request to show it answering, then keeps
+# serving until Ctrl-C (SIGTERM drains in-flight requests and exits 0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 cmake --preset release >/dev/null
 cmake --build --preset release -j"$(nproc)" --target deltaserve
-./build/release/cli/deltaserve inspect tests/fixtures/tiny_moe/model-q8_0.gguf | head -n 30
-./build/release/cli/deltaserve run --model tests/fixtures/tiny_moe/model-q8_0.gguf \
-  --prompt-ids 1,5,9,13,17,21,25,29 --max-tokens 24
+
+port="${PORT:-8000}"
+./build/release/cli/deltaserve serve --port "$port" &
+pid=$!
+trap 'kill -TERM "$pid" 2>/dev/null; wait "$pid"' INT TERM
+for _ in $(seq 1 200); do
+  curl -sf "http://127.0.0.1:$port/ready" >/dev/null && break
+  sleep 0.1
+done
+
+echo "== POST /v1/chat/completions"
+curl -s "http://127.0.0.1:$port/v1/chat/completions" -H 'content-type: application/json' \
+  -d '{"messages":[{"role":"user","content":"Write a Python function that reverses a list."}],
+       "max_tokens":64,"temperature":0.7,"seed":1}'
+echo
+echo "deltaserve is serving on http://127.0.0.1:$port (chat page at /, metrics at /metrics); Ctrl-C stops it"
+wait "$pid"
