@@ -144,11 +144,10 @@ void LoadDriver::build_report(double duration_s) {
   if (options_.soak) {
     add_run_checks();
     report_.passed = all_pass(report_.checks);
-    report_.notes.push_back(report_.num_multi_token_chunks > 0
-                                ? "chunks carried several tokens (accepted drafts): cancel_at_step closes "
-                                  "at such chunks landed while the next verify step ran"
-                                : "no chunk carried more than one token (no accepted drafts): cancel_at_step "
-                                  "closed mid-step, not necessarily during a verify step");
+    report_.notes.push_back("cancel_at_step closes the instant a chunk with several tokens lands (the "
+                            "engine is then running its next step, a verify step while drafts are "
+                            "accepted); the client cannot see steps, so this aims at, not proves, a "
+                            "disconnect during verification");
     if (options_.server_pid <= 0) {
       report_.notes.push_back("without --server-pid the server's sockets, threads and RSS are not "
                               "checked: /metrics exports none of them");

@@ -77,7 +77,7 @@ struct RequestResult {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   std::vector<double> itl_ms;   // per token after the first (exact with continuous usage)
-  int num_multi_token_chunks = 0;  // chunks that carried > 1 token (accepted drafts)
+  int num_multi_token_chunks = 0;  // chunks with > 1 token: accepted drafts or held-back text
   double decode_tokens_per_s = 0.0;  // (tokens - 1) / (last token - first token)
   bool cancelled = false;       // the tool closed the connection on purpose
   std::string failure;          // empty: the outcome is what the plan allows

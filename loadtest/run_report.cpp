@@ -169,7 +169,8 @@ void print_report(std::ostream& out, const RunReport& r) {
       << " tok/s; " << r.prompt_tokens << " prompt tokens (server usage)\n";
   out << "  " << r.num_completed << " completed, " << r.num_cancelled << " cancelled by the client, "
       << r.num_failed << " failed; " << r.connections_opened << " connections opened; "
-      << r.num_multi_token_chunks << " chunks carried more than one token\n";
+      << r.num_multi_token_chunks << " chunks carried more than one token (accepted drafts, or text"
+      << " held back by the detokenizer)\n";
   out << "errors by type:" << (r.errors.empty() ? " none\n" : "\n");
   for (const auto& [key, n] : r.errors) out << "  " << key << ": " << n << "\n";
   if (!r.failure_examples.empty()) {
