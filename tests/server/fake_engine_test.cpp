@@ -32,9 +32,10 @@ struct Collector {
       }
     };
   }
+  // Fails (instead of hanging the suite) when the final event never comes.
   void wait() {
     std::unique_lock lock(mutex);
-    cv.wait(lock, [this] { return num_finishes > 0; });
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [this] { return num_finishes > 0; }));
   }
 };
 
@@ -83,17 +84,25 @@ TEST(FakeEngine, LengthCancelQueueFullAndDrain) {
   scheduler::RequestSpec long_spec = spec("abcdefgh", 1000);
   long_spec.stop_token_ids.clear();
   auto wait_running = [&](int32_t n) {
-    for (int i = 0; i < 5000 && engine.stats().num_running < n; ++i) {
+    // A deadline, not an iteration count: on a loaded machine each sleep can last much longer.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (engine.stats().num_running < n && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     ASSERT_EQ(engine.stats().num_running, n);
   };
   Collector e;
-  const auto id_b = engine.submit(long_spec, b.sink()).id;
+  const scheduler::SubmitResult rb = engine.submit(long_spec, b.sink());
+  ASSERT_EQ(rb.status, scheduler::SubmitStatus::Accepted);
+  const auto id_b = rb.id;
   wait_running(1);
-  const auto id_c = engine.submit(long_spec, c.sink()).id;
+  const scheduler::SubmitResult rc = engine.submit(long_spec, c.sink());
+  ASSERT_EQ(rc.status, scheduler::SubmitStatus::Accepted);
+  const auto id_c = rc.id;
   wait_running(2);
-  const auto id_d = engine.submit(long_spec, d.sink()).id;
+  const scheduler::SubmitResult rd = engine.submit(long_spec, d.sink());
+  ASSERT_EQ(rd.status, scheduler::SubmitStatus::Accepted);
+  const auto id_d = rd.id;
   EXPECT_EQ(engine.submit(long_spec, e.sink()).status, scheduler::SubmitStatus::QueueFull);
   engine.cancel(id_b);
   engine.cancel(id_c);
