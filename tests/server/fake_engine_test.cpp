@@ -73,7 +73,11 @@ TEST(FakeEngine, EchoesTheLastUserTurnThenStops) {
 }
 
 TEST(FakeEngine, LengthCancelQueueFullAndDrain) {
-  FakeEngine engine(config(), nullptr);
+  // Slow steps: the "long" requests (capped by the 64-token context) must still be running
+  // when the test looks, even on a heavily loaded machine.
+  FakeEngineConfig slow = config();
+  slow.step_time = std::chrono::milliseconds(100);
+  FakeEngine engine(slow, nullptr);
   Collector a, b, c, d;
   engine.submit(spec("abcdefgh", 3), a.sink());
   a.wait();
