@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "loadtest/load_driver.h"
+#include "loadtest/soak_mix.h"
 
 int main(int argc, char** argv) {
   using namespace deltaserve::loadtest;
@@ -15,6 +16,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    // Bad input files and strings fail here, before the run (not inside a coroutine).
+    if (parsed.options.soak) (void)parse_mix_weights(parsed.options.mix);
+    const PromptSource prompts_check(parsed.options, "");
     LoadDriver driver(parsed.options, *url);
     return driver.run();
   } catch (const std::exception& e) {  // bad --prompts file or --mix string

@@ -46,10 +46,9 @@ json user_messages(const std::string& text) {
 
 }  // namespace
 
-SoakMix::SoakMix(const LoadOptions& options, const PromptSource& prompts, const ServerFacts& facts)
-    : options_(options), prompts_(prompts), facts_(facts) {
-  for (const auto& w : kDefaultWeights) weights_.push_back(w);
-  std::stringstream spec(options.mix);
+std::vector<std::pair<RequestKind, double>> parse_mix_weights(const std::string& spec_text) {
+  std::vector<std::pair<RequestKind, double>> weights(std::begin(kDefaultWeights), std::end(kDefaultWeights));
+  std::stringstream spec(spec_text);
   std::string item;
   while (std::getline(spec, item, ',')) {
     if (item.empty()) continue;
@@ -66,14 +65,19 @@ SoakMix::SoakMix(const LoadOptions& options, const PromptSource& prompts, const 
       weight = -1.0;
     }
     if (!(weight >= 0.0)) throw std::invalid_argument("--mix: bad weight in '" + item + "'");
-    auto it = std::find_if(weights_.begin(), weights_.end(), [&](auto& w) { return w.first == kind; });
+    auto it = std::find_if(weights.begin(), weights.end(), [&](auto& w) { return w.first == kind; });
     it->second = weight;
   }
-  std::vector<double> w;
-  for (const auto& [kind, weight] : weights_) w.push_back(weight);
-  if (std::all_of(w.begin(), w.end(), [](double x) { return x <= 0.0; })) {
+  if (std::all_of(weights.begin(), weights.end(), [](auto& w) { return w.second <= 0.0; })) {
     throw std::invalid_argument("--mix: every weight is 0");
   }
+  return weights;
+}
+
+SoakMix::SoakMix(const LoadOptions& options, const PromptSource& prompts, const ServerFacts& facts)
+    : options_(options), prompts_(prompts), facts_(facts), weights_(parse_mix_weights(options.mix)) {
+  std::vector<double> w;
+  for (const auto& [kind, weight] : weights_) w.push_back(weight);
   distribution_ = std::discrete_distribution<int>(w.begin(), w.end());
 }
 

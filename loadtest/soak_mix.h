@@ -26,9 +26,12 @@ struct ServerFacts {
   std::vector<int32_t> sample_token_ids;  // valid ids (from /tokenize of the word list)
 };
 
+// The default weights with "kind=weight,..." applied; throws std::invalid_argument.
+std::vector<std::pair<RequestKind, double>> parse_mix_weights(const std::string& spec);
+
 class SoakMix {
  public:
-  // Throws std::invalid_argument on a bad --mix string.
+  // Throws std::invalid_argument on a bad --mix string (parse_mix_weights).
   SoakMix(const LoadOptions& options, const PromptSource& prompts, const ServerFacts& facts);
 
   RequestKind pick(std::mt19937_64& rng) const;
