@@ -106,15 +106,20 @@ void CpuBackend::check_plan(const BatchPlan& plan) const {
       throw std::invalid_argument(seq_error(i, "num_logits or num_hidden out of range"));
     if (s.keep_row_states && (cache_.max_verify_rows < 2 || static_cast<int32_t>(s.tokens.size()) > cache_.max_verify_rows))
       throw std::invalid_argument(seq_error(i, "more verify rows than the state ring holds"));
-    for (int32_t t : s.tokens)
-      if (t < 0 || t >= config_.num_vocab) throw std::invalid_argument(seq_error(i, "token id out of range"));
-    const int64_t end = static_cast<int64_t>(s.num_cached_tokens) + static_cast<int64_t>(s.tokens.size());
-    const int64_t blocks_needed = (end + cache_.kv_block_tokens - 1) / cache_.kv_block_tokens;
-    if (static_cast<int64_t>(s.kv_blocks.size()) < blocks_needed)
-      throw std::invalid_argument(seq_error(i, "block table too short for its positions"));
-    for (int32_t b : s.kv_blocks)
-      if (b < 0 || b >= cache_.num_kv_blocks) throw std::invalid_argument(seq_error(i, "KV block id out of range"));
+    check_rows(i, s.tokens, s.num_cached_tokens, s.kv_blocks);
   }
+}
+
+void CpuBackend::check_rows(size_t index, const std::vector<int32_t>& tokens, int64_t first_position,
+                            const std::vector<int32_t>& kv_blocks) const {
+  for (int32_t t : tokens)
+    if (t < 0 || t >= config_.num_vocab) throw std::invalid_argument(seq_error(index, "token id out of range"));
+  const int64_t end = first_position + static_cast<int64_t>(tokens.size());
+  const int64_t blocks_needed = (end + cache_.kv_block_tokens - 1) / cache_.kv_block_tokens;
+  if (static_cast<int64_t>(kv_blocks.size()) < blocks_needed)
+    throw std::invalid_argument(seq_error(index, "block table too short for its positions"));
+  for (int32_t b : kv_blocks)
+    if (b < 0 || b >= cache_.num_kv_blocks) throw std::invalid_argument(seq_error(index, "KV block id out of range"));
 }
 
 void CpuBackend::lm_head(const float* x, const std::vector<int64_t>& hidden_rows,
@@ -216,13 +221,7 @@ void CpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
     if (count == 0 || static_cast<int64_t>(s.hidden.size()) != count * h)
       throw std::invalid_argument(seq_error(i, "MTP rows need one hidden vector per token"));
     if (s.num_logits < 0 || s.num_logits > count) throw std::invalid_argument(seq_error(i, "num_logits out of range"));
-    const int64_t blocks_needed = (s.num_cached_rows + count + cache_.kv_block_tokens - 1) / cache_.kv_block_tokens;
-    if (static_cast<int64_t>(s.kv_blocks.size()) < blocks_needed)
-      throw std::invalid_argument(seq_error(i, "block table too short for its positions"));
-    for (int32_t b : s.kv_blocks)
-      if (b < 0 || b >= cache_.num_kv_blocks) throw std::invalid_argument(seq_error(i, "KV block id out of range"));
-    for (int32_t t : s.tokens)
-      if (t < 0 || t >= c.num_vocab) throw std::invalid_argument(seq_error(i, "token id out of range"));
+    check_rows(i, s.tokens, s.num_cached_rows, s.kv_blocks);
     rows.sequences.push_back({begin, count, 0, s.num_cached_rows, &s.kv_blocks});
     for (int64_t r = 0; r < count; ++r) {
       rows.tokens.push_back(s.tokens[static_cast<size_t>(r)]);

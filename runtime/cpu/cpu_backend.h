@@ -35,6 +35,9 @@ class CpuBackend final : public Backend {
 
  private:
   void check_plan(const BatchPlan& plan) const;
+  // Token ids in the vocabulary; a block table that covers the rows' positions with valid ids.
+  void check_rows(size_t index, const std::vector<int32_t>& tokens, int64_t first_position,
+                  const std::vector<int32_t>& kv_blocks) const;
   void reset_slot(int32_t slot);
   // Final norm for hidden_rows and the LM head for logit_rows (a subset of them), into out.
   void lm_head(const float* x, const std::vector<int64_t>& hidden_rows, const std::vector<int64_t>& logit_rows,
