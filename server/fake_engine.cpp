@@ -163,11 +163,7 @@ void FakeEngine::run() {
       step();
     }
     std::lock_guard lock(mutex_);
-    stats_.num_running = static_cast<int32_t>(running_.size());
-    stats_.num_waiting = static_cast<int32_t>(waiting_.size());
-    stats_.num_state_slots_used = stats_.num_running;
-    stats_.num_kv_blocks_used = num_blocks_used_;
-    stats_.num_steps = num_steps_;
+    refresh_stats_locked();
     if (waiting_.empty() && running_.empty() && cancels_.empty()) idle_cv_.notify_all();
   }
 }
@@ -190,6 +186,17 @@ void FakeEngine::admit_locked(std::vector<Sequence*>& admitted) {
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
+  refresh_stats_locked();
+}
+
+// Counts change under the lock together with the queues they count, so a reader never sees
+// a request that has left one queue missing from the other or finished but still running.
+void FakeEngine::refresh_stats_locked() {
+  stats_.num_running = static_cast<int32_t>(running_.size());
+  stats_.num_waiting = static_cast<int32_t>(waiting_.size());
+  stats_.num_state_slots_used = stats_.num_running;
+  stats_.num_kv_blocks_used = num_blocks_used_;
+  stats_.num_steps = num_steps_;
 }
 
 void FakeEngine::apply_cancels() {
@@ -323,6 +330,7 @@ void FakeEngine::step() {
       done.push_back(std::move(*at));
       running_.erase(at);
     }
+    refresh_stats_locked();
   }
   report.step_ms = ms_between(now - config_.step_time, now);
   if (observer_) observer_->on_step(report);

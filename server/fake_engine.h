@@ -70,6 +70,7 @@ class FakeEngine final : public ServingEngine {
 
   void run();
   void admit_locked(std::vector<Sequence*>& admitted);
+  void refresh_stats_locked();
   void step();
   // Ends a sequence: frees its blocks and slot, reports it. Called without the lock.
   void finish(Sequence& seq, scheduler::RequestEvent& event, scheduler::FinishReason reason);

@@ -83,6 +83,9 @@ TEST(FakeEngine, LengthCancelQueueFullAndDrain) {
   a.wait();
   EXPECT_EQ(a.finish, FinishReason::Length);
   EXPECT_EQ(a.tokens.size(), 3u);
+  // The finish event reaches the sink before the engine has retired the request.
+  ASSERT_TRUE(engine.wait_idle(std::chrono::seconds(60)));
+  ASSERT_EQ(engine.stats().num_running, 0);
 
   // Two long requests fill both slots, a third waits, a fourth finds the queue full.
   scheduler::RequestSpec long_spec = spec("abcdefgh", 1000);
