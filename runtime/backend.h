@@ -19,6 +19,15 @@ struct CacheConfig {
   int32_t max_verify_rows = 1;    // rows of one sequence whose states a verify step keeps
 };
 
+// Memory a backend holds, for metrics and leak checks. Flat across requests once loaded:
+// every buffer is sized at start from the CacheConfig.
+struct BackendMemoryStats {
+  int64_t device_bytes_used = 0;       // device memory held: weights, caches, workspaces
+  int64_t device_bytes_total = 0;      // the device's capacity (0 on the CPU)
+  int64_t pinned_bytes = 0;            // page-locked host memory held
+  int64_t pinned_registrations = 0;    // live page-locked allocations or registrations
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -39,6 +48,8 @@ class Backend {
   // i.e. make the slot's recurrent state the one after row num_rows_kept - 1. KV entries of
   // the dropped rows need nothing: the next step overwrites those positions.
   virtual void rollback(int32_t slot, int32_t num_rows_kept) = 0;
+
+  virtual BackendMemoryStats memory_stats() const { return {}; }
 };
 
 }  // namespace deltaserve::runtime
