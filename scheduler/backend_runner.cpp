@@ -35,6 +35,16 @@ RunnerLimits BackendRunner::limits() const {
   return limits;
 }
 
+RunnerStats BackendRunner::stats() const {
+  const runtime::BackendMemoryStats memory = backend_.memory_stats();
+  RunnerStats stats;
+  stats.device_bytes_used = memory.device_bytes_used;
+  stats.device_bytes_total = memory.device_bytes_total;
+  stats.pinned_bytes = memory.pinned_bytes;
+  stats.pinned_registrations = memory.pinned_registrations;
+  return stats;
+}
+
 runtime::Sampler& BackendRunner::sampler_for(const SequencePlan& seq) {
   auto it = samplers_.find(seq.id);
   if (it != samplers_.end() && it->second->num_output_tokens() == seq.output_index) return *it->second;

@@ -28,6 +28,8 @@ class BackendRunner final : public ModelRunner {
 
   RunnerLimits limits() const override;
   void execute(const StepPlan& plan, StepOutput& out) override;
+  // The backend's memory_stats(), as the engine publishes it for /metrics.
+  RunnerStats stats() const override;
 
  private:
   // The request's sampler, in step with its history (rebuilt after preemption or a gap).

@@ -103,6 +103,8 @@ void Engine::publish() {
   const RunnerStats runner_stats = runner_.stats();
   stats.pinned_bytes = runner_stats.pinned_bytes;
   stats.pinned_registrations = runner_stats.pinned_registrations;
+  stats.device_bytes_used = runner_stats.device_bytes_used;
+  stats.device_bytes_total = runner_stats.device_bytes_total;
   const bool idle = scheduler_.idle();
   std::string why;
   const bool intact = !idle || scheduler_.check_integrity(&why);

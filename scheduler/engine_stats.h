@@ -23,6 +23,8 @@ struct EngineStats {
   uint64_t num_cancellations = 0;
   int64_t pinned_bytes = 0;          // host memory registered with the device (0 on CPU)
   int64_t pinned_registrations = 0;
+  int64_t device_bytes_used = 0;     // device memory the backend holds (0 on CPU)
+  int64_t device_bytes_total = 0;    // the device's capacity (0 on CPU)
 };
 
 struct StepReport {

@@ -30,9 +30,12 @@ struct RunnerLimits {
   int32_t max_draft_depth = 0;     // draft rows the runner can verify per sequence
 };
 
-// Host-side memory the runner registered with the device (flat across requests).
+// Memory the runner's backend holds (runtime::BackendMemoryStats), flat across requests
+// once loaded. Read once per engine step, so producing it must be cheap.
 struct RunnerStats {
-  int64_t pinned_bytes = 0;
+  int64_t device_bytes_used = 0;   // weights, caches, workspaces on the device (0 on the CPU)
+  int64_t device_bytes_total = 0;  // the device's capacity (0 on the CPU)
+  int64_t pinned_bytes = 0;        // page-locked host memory
   int64_t pinned_registrations = 0;
 };
 
