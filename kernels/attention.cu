@@ -1,12 +1,15 @@
 // Paged decode/verify attention (attention_gpu.h): a chunk kernel and a combine kernel.
 //
-// Chunk kernel, block (chunk, kv head, row), 256 threads, dynamic shared memory
-// q[G][hd] + p[G][chunk]:
-//   scores  warp w takes keys w, w + warps, ...; lanes split head_dim in float4s; one warp
-//           butterfly per (key, query head) gives s = q.k * scale
-//   softmax warp per query head: chunk max m, P = exp(s - m), l = sum P (fixed order)
-//   P.V     thread t owns dim t % hd for heads t / hd, t / hd + 256 / hd, ...; keys in order
-// Workspace entry per (row, head, chunk): [m, l, acc[hd]].
+// Chunk kernel, block (chunk, kv head, row), 256 threads, tiles of kTile = 64 keys. Per tile
+// every thread issues all its K and V loads at once (one memory round trip per tile, 128 KB
+// in flight per block at head_dim 256), then:
+//   scores  8 lanes per key (32 keys per pass, 2 passes); lane j holds float4s j, j + 8, ...
+//           of the key; s = q.k * scale by an 8-lane butterfly per (key, query head)
+//   softmax warp per query head: running max m, P = exp(s - m), running sum l, and the
+//           factor alpha = exp(m_old - m_new) that rescales the accumulators
+//   P.V     thread (ks, col) = (t % KS, t / KS) owns float4 column col of head_dim for keys
+//           ks, ks + KS, ...; the KS partial sums are added by a KS-lane butterfly at the end
+// Workspace: acc [row][head][chunk][head_dim], then (m, l) [row][head][chunk][2].
 #include <cstdint>
 
 #include "kernels/attention_gpu.h"
@@ -18,124 +21,206 @@ namespace {
 using gpu::kWarpSize;
 
 constexpr int kThreads = 256;
-constexpr int kChunk = static_cast<int>(kAttentionChunkTokens);
+constexpr int kTile = static_cast<int>(kAttentionTileTokens);
+constexpr int kMaxChunks = static_cast<int>(kAttentionMaxChunks);
 constexpr int kMaxGroup = 16;
 constexpr int kMaxHeadDim = 256;
+constexpr int kLanesPerKey = 8;
 
-__device__ __forceinline__ const float* cached_row(const float* cache, const PagedAttentionGpuArgs& a,
-                                                   const int32_t* table, int64_t p, int64_t kvh) {
-  const int64_t block = table[p / a.block_tokens];
-  return cache + ((block * a.block_tokens + p % a.block_tokens) * a.num_kv_heads + kvh) * a.head_dim;
+// attention_chunk_tiles on the device.
+__device__ __forceinline__ int64_t chunk_tiles(int64_t num_keys) {
+  const int64_t tiles = (num_keys + kTile - 1) / kTile;
+  int64_t per_chunk = 1;
+  while (per_chunk * kMaxChunks < tiles) per_chunk *= 2;
+  return per_chunk;
 }
 
-__global__ void __launch_bounds__(kThreads) attention_chunk_kernel(const PagedAttentionGpuArgs a, int64_t num_chunks) {
-  extern __shared__ float smem[];
+// Offset (floats) of position p's row of KV head kvh in the cache.
+__device__ __forceinline__ int64_t cached_offset(const PagedAttentionGpuArgs& a, const int32_t* table, int p, int64_t kvh) {
+  const int bt = static_cast<int>(a.block_tokens);
+  const int64_t block = table[p / bt];
+  return ((block * a.block_tokens + p % bt) * a.num_kv_heads + kvh) * a.head_dim;
+}
+
+// kHd: head_dim rounded up to 64, 128 or 256; kGroup: query heads per KV head rounded up to
+// 4, 8 or 16 (register arrays are sized by these; the real values are masked at run time).
+template <int kHd, int kGroup>
+__global__ void __launch_bounds__(kThreads, 1) attention_chunk_kernel(const PagedAttentionGpuArgs a, int64_t grid_chunks) {
+  constexpr int kKVecs = kHd / (4 * kLanesPerKey);      // K float4s per lane per key
+  constexpr int kKeysPerPass = kThreads / kLanesPerKey;  // 32
+  constexpr int kPasses = kTile / kKeysPerPass;          // 2
+  constexpr int kCols = kHd / 4;                         // float4 columns of a V row
+  constexpr int kKS = kThreads / kCols;                  // key subsets in P.V: 16, 8, 4
+  constexpr int kKeysPerSubset = kTile / kKS;
+  static_assert(kKS <= kWarpSize && kPasses * kKeysPerPass == kTile && kKeysPerSubset * kKS == kTile);
+  __shared__ float4 q_s[kGroup * kCols];  // [group][kHd / 4], zero past head_dim
+  __shared__ float p_s[kGroup * kTile];   // scores, then probabilities
+  __shared__ float m_s[kGroup], l_s[kGroup], alpha_s[kGroup];
+
   const int64_t chunk = blockIdx.x, kvh = blockIdx.y, r = blockIdx.z;
   const int64_t num_keys = static_cast<int64_t>(a.positions[r]) + 1;
-  const int64_t begin = chunk * kChunk;
+  const int64_t per_chunk = chunk_tiles(num_keys) * kTile;
+  const int64_t begin = chunk * per_chunk;
   if (begin >= num_keys) return;
-  const int n = static_cast<int>(min(static_cast<int64_t>(kChunk), num_keys - begin));
+  const int64_t end = min(begin + per_chunk, num_keys);
   const int group = static_cast<int>(a.num_heads / a.num_kv_heads);
   const int hd = static_cast<int>(a.head_dim);
-  float* q_s = smem;                 // [group][hd]
-  float* p_s = smem + group * hd;    // [group][kChunk]
+  const int tid = static_cast<int>(threadIdx.x);
   const int32_t* table = a.block_tables + static_cast<int64_t>(a.row_seq[r]) * a.block_table_stride;
 
-  for (int i = threadIdx.x; i < group * hd; i += blockDim.x) {
-    const int64_t h = kvh * group + i / hd;
-    q_s[i] = a.q[r * a.q_stride + h * a.q_head_stride + i % hd];
-  }
-  __syncthreads();
-
-  const int lane = gpu::lane_id(), warp = gpu::warp_id();
-  const int num_warps = kThreads / kWarpSize;
-  for (int i = warp; i < n; i += num_warps) {
-    // The key's float4s this lane multiplies: elements 4 lane + 4 W j, loaded once for the group.
-    constexpr int kVecs = kMaxHeadDim / (4 * kWarpSize);
-    const float* k = cached_row(a.k_cache, a, table, begin + i, kvh);
-    float4 kv[kVecs];
-#pragma unroll
-    for (int j = 0; j < kVecs; ++j) {
-      const int e = 4 * (lane + j * kWarpSize);
-      kv[j] = e < hd ? *reinterpret_cast<const float4*>(k + e) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int i = tid; i < kGroup * kCols; i += kThreads) {
+    const int h = i / kCols, c = i % kCols;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (h < group && 4 * c < hd) {
+      v = *reinterpret_cast<const float4*>(a.q + r * a.q_stride + (kvh * group + h) * a.q_head_stride + 4 * c);
     }
-    for (int h = 0; h < group; ++h) {
-      float dot = 0.0f;
+    q_s[i] = v;
+  }
+  if (tid < kGroup) m_s[tid] = -INFINITY, l_s[tid] = 0.0f;
+
+  const int lane8 = tid % kLanesPerKey, slot = tid / kLanesPerKey;
+  const int ks = tid % kKS, col = tid / kKS;
+  float4 acc[kGroup];
 #pragma unroll
-      for (int j = 0; j < kVecs; ++j) {
-        const int e = 4 * (lane + j * kWarpSize);
-        if (e >= hd) continue;
-        const float* qh = q_s + h * hd + e;
-        dot = fmaf(qh[0], kv[j].x, dot);
-        dot = fmaf(qh[1], kv[j].y, dot);
-        dot = fmaf(qh[2], kv[j].z, dot);
-        dot = fmaf(qh[3], kv[j].w, dot);
+  for (int h = 0; h < kGroup; ++h) acc[h] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+
+  for (int64_t t0 = begin; t0 < end; t0 += kTile) {
+    const int n = static_cast<int>(min(static_cast<int64_t>(kTile), end - t0));
+    // All K and V loads of the tile first (independent of q and of each other).
+    float4 kreg[kPasses][kKVecs];
+#pragma unroll
+    for (int ps = 0; ps < kPasses; ++ps) {
+      const int i = ps * kKeysPerPass + slot;
+      const float* k = i < n ? a.k_cache + cached_offset(a, table, static_cast<int>(t0) + i, kvh) : a.k_cache;
+#pragma unroll
+      for (int v = 0; v < kKVecs; ++v) {
+        const int e = 4 * (lane8 + kLanesPerKey * v);
+        kreg[ps][v] = i < n && e < hd ? *reinterpret_cast<const float4*>(k + e) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
-      dot = gpu::warp_sum(dot);
-      if (lane == 0) p_s[h * kChunk + i] = dot * a.scale;
     }
-  }
-  __syncthreads();
+    float4 vreg[kKeysPerSubset];
+#pragma unroll
+    for (int u = 0; u < kKeysPerSubset; ++u) {
+      const int i = ks + kKS * u;
+      vreg[u] = i < n && 4 * col < hd
+                    ? *reinterpret_cast<const float4*>(a.v_cache + cached_offset(a, table, static_cast<int>(t0) + i, kvh) + 4 * col)
+                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    __syncthreads();  // q_s and m_s/l_s written (first tile); p_s free (previous tile's P.V done)
 
-  const int64_t entry = hd + 2;
-  for (int h = warp; h < group; h += num_warps) {
-    float m = -INFINITY;
-    for (int i = lane; i < n; i += kWarpSize) m = fmaxf(m, p_s[h * kChunk + i]);
-    m = gpu::warp_max(m);
-    float l = 0.0f;
-    for (int i = lane; i < n; i += kWarpSize) {
-      const float e = expf(p_s[h * kChunk + i] - m);
-      p_s[h * kChunk + i] = e;
-      l += e;
+#pragma unroll
+    for (int h = 0; h < kGroup; ++h) {
+      if (h >= group) continue;  // uniform over the block (no break: clang unrolls only single-exit loops)
+#pragma unroll
+      for (int ps = 0; ps < kPasses; ++ps) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int v = 0; v < kKVecs; ++v) {
+          const float4 q = q_s[h * kCols + lane8 + kLanesPerKey * v];
+          dot = fmaf(q.x, kreg[ps][v].x, dot);
+          dot = fmaf(q.y, kreg[ps][v].y, dot);
+          dot = fmaf(q.z, kreg[ps][v].z, dot);
+          dot = fmaf(q.w, kreg[ps][v].w, dot);
+        }
+        dot = gpu::group_sum<kLanesPerKey>(dot);
+        const int i = ps * kKeysPerPass + slot;
+        if (lane8 == 0) p_s[h * kTile + i] = i < n ? dot * a.scale : -INFINITY;
+      }
     }
-    l = gpu::warp_sum(l);
-    if (lane == 0) {
-      float* ws = a.workspace + ((r * a.num_heads + kvh * group + h) * num_chunks + chunk) * entry;
-      ws[0] = m;
-      ws[1] = l;
-    }
-  }
-  __syncthreads();
+    __syncthreads();
 
-  const int d = static_cast<int>(threadIdx.x) % hd;
-  const int heads_step = kThreads / hd;  // hd <= kThreads
-  const int h0 = static_cast<int>(threadIdx.x) / hd;
-  if (h0 >= heads_step) return;  // threads past a whole number of head_dim rows
-  float acc[kMaxGroup];
+    const int lane = gpu::lane_id();
+    for (int h = gpu::warp_id(); h < group; h += kThreads / kWarpSize) {
+      float m = -INFINITY;
+      for (int i = lane; i < kTile; i += kWarpSize) m = fmaxf(m, p_s[h * kTile + i]);
+      const float m_old = m_s[h];
+      const float m_new = fmaxf(m_old, gpu::warp_max(m));  // finite: the tile has a key
+      float l = 0.0f;
+      for (int i = lane; i < kTile; i += kWarpSize) {
+        const float e = i < n ? expf(p_s[h * kTile + i] - m_new) : 0.0f;
+        p_s[h * kTile + i] = e;
+        l += e;
+      }
+      l = gpu::warp_sum(l);
+      if (lane == 0) {
+        const float alpha = expf(m_old - m_new);  // 0 on the first tile
+        alpha_s[h] = alpha;
+        l_s[h] = fmaf(l_s[h], alpha, l);
+        m_s[h] = m_new;
+      }
+    }
+    __syncthreads();
+
 #pragma unroll
-  for (int k = 0; k < kMaxGroup; ++k) acc[k] = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float v = cached_row(a.v_cache, a, table, begin + i, kvh)[d];
+    for (int h = 0; h < kGroup; ++h) {
+      if (h >= group) continue;
+      const float alpha = alpha_s[h];
+      float4 o = make_float4(acc[h].x * alpha, acc[h].y * alpha, acc[h].z * alpha, acc[h].w * alpha);
 #pragma unroll
-    for (int k = 0; k < kMaxGroup; ++k) {
-      const int h = h0 + k * heads_step;
-      if (h < group) acc[k] = fmaf(p_s[h * kChunk + i], v, acc[k]);
+      for (int u = 0; u < kKeysPerSubset; ++u) {
+        const float p = p_s[h * kTile + ks + kKS * u];
+        o.x = fmaf(p, vreg[u].x, o.x);
+        o.y = fmaf(p, vreg[u].y, o.y);
+        o.z = fmaf(p, vreg[u].z, o.z);
+        o.w = fmaf(p, vreg[u].w, o.w);
+      }
+      acc[h] = o;
     }
   }
+
+  // Key subsets of a column are kKS consecutive lanes of one warp: add them by a butterfly.
 #pragma unroll
-  for (int k = 0; k < kMaxGroup; ++k) {
-    const int h = h0 + k * heads_step;
-    if (h < group) {
-      float* ws = a.workspace + ((r * a.num_heads + kvh * group + h) * num_chunks + chunk) * entry;
-      ws[2 + d] = acc[k];
+  for (int h = 0; h < kGroup; ++h) {
+    acc[h].x = gpu::group_sum<kKS>(acc[h].x);
+    acc[h].y = gpu::group_sum<kKS>(acc[h].y);
+    acc[h].z = gpu::group_sum<kKS>(acc[h].z);
+    acc[h].w = gpu::group_sum<kKS>(acc[h].w);
+  }
+  const int64_t entry0 = (r * a.num_heads + kvh * group) * grid_chunks + chunk;  // head kvh * group
+  if (ks == 0 && 4 * col < hd) {
+#pragma unroll
+    for (int h = 0; h < kGroup; ++h) {
+      if (h >= group) continue;
+      float* out = a.workspace + (entry0 + h * grid_chunks) * hd + 4 * col;
+      out[0] = acc[h].x;
+      out[1] = acc[h].y;
+      out[2] = acc[h].z;
+      out[3] = acc[h].w;
     }
+  }
+  if (tid < group) {  // m_s / l_s final since the last barrier
+    float* ml = a.workspace + a.num_rows * a.num_heads * grid_chunks * hd + (entry0 + tid * grid_chunks) * 2;
+    ml[0] = m_s[tid];
+    ml[1] = l_s[tid];
   }
 }
 
-// Block (head, row), head_dim threads: o = sum_c acc_c e^(m_c - M) / sum_c l_c e^(m_c - M).
-__global__ void __launch_bounds__(kMaxHeadDim) attention_combine_kernel(const PagedAttentionGpuArgs a, int64_t num_chunks) {
+// Block (head, row), kThreads threads, thread d < head_dim owns output element d:
+// o = sum_c acc_c e^(m_c - M) / sum_c l_c e^(m_c - M), chunks in order.
+__global__ void __launch_bounds__(kThreads) attention_combine_kernel(const PagedAttentionGpuArgs a, int64_t grid_chunks) {
+  __shared__ float f_s[kMaxChunks], l_s[kMaxChunks];
   const int64_t h = blockIdx.x, r = blockIdx.y;
   const int d = static_cast<int>(threadIdx.x);
-  const int64_t hd = a.head_dim, entry = hd + 2;
-  const int64_t used = (static_cast<int64_t>(a.positions[r]) + kChunk) / kChunk;  // chunks holding keys
-  const float* ws = a.workspace + (r * a.num_heads + h) * num_chunks * entry;
+  const int64_t hd = a.head_dim;
+  const int64_t num_keys = static_cast<int64_t>(a.positions[r]) + 1;
+  const int64_t per_chunk = chunk_tiles(num_keys) * kTile;
+  const int used = static_cast<int>((num_keys + per_chunk - 1) / per_chunk);
+  const int64_t entry0 = (r * a.num_heads + h) * grid_chunks;
+  const float* ml = a.workspace + a.num_rows * a.num_heads * grid_chunks * hd + entry0 * 2;
+  if (d < used) f_s[d] = ml[2 * d], l_s[d] = ml[2 * d + 1];
+  __syncthreads();
   float m = -INFINITY;
-  for (int64_t c = 0; c < used; ++c) m = fmaxf(m, ws[c * entry]);
+  for (int c = 0; c < used; ++c) m = fmaxf(m, f_s[c]);
+  __syncthreads();  // every thread has read the maxima before they become factors
+  if (d < used) f_s[d] = expf(f_s[d] - m);
+  __syncthreads();
+  if (d >= hd) return;
+  const float* acc = a.workspace + entry0 * hd + d;
   float l = 0.0f, o = 0.0f;
-  for (int64_t c = 0; c < used; ++c) {
-    const float f = expf(ws[c * entry] - m);
-    l = fmaf(ws[c * entry + 1], f, l);
-    o = fmaf(ws[c * entry + 2 + d], f, o);
+#pragma unroll 8
+  for (int c = 0; c < used; ++c) {
+    l = fmaf(l_s[c], f_s[c], l);
+    o = fmaf(acc[c * hd], f_s[c], o);
   }
   const float g = a.gate[r * a.q_stride + h * a.q_head_stride + d];
   a.out[r * a.out_stride + h * hd + d] = o / l * gpu::sigmoidf_(g);
@@ -155,7 +240,24 @@ __global__ void kv_append_kernel(const KvAppendGpuArgs a) {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-int64_t chunks_of(const PagedAttentionGpuArgs& a) { return (a.max_keys + kChunk - 1) / kChunk; }
+// Grid chunks: an upper bound of every row's chunk count (the count is not monotone in the
+// number of keys, the tile count is).
+int64_t chunks_of(const PagedAttentionGpuArgs& a) {
+  const int64_t tiles = (a.max_keys + kTile - 1) / kTile;
+  return tiles < kMaxChunks ? tiles : kMaxChunks;
+}
+
+template <int kHd>
+void launch_chunks(const PagedAttentionGpuArgs& a, dim3 grid, int64_t group, gpuStream_t stream) {
+  const int64_t chunks = grid.x;
+  if (group <= 4) {
+    attention_chunk_kernel<kHd, 4><<<grid, kThreads, 0, stream>>>(a, chunks);
+  } else if (group <= 8) {
+    attention_chunk_kernel<kHd, 8><<<grid, kThreads, 0, stream>>>(a, chunks);
+  } else {
+    attention_chunk_kernel<kHd, 16><<<grid, kThreads, 0, stream>>>(a, chunks);
+  }
+}
 
 }  // namespace
 
@@ -173,12 +275,17 @@ gpuError_t paged_attention_gpu(const PagedAttentionGpuArgs& a, gpuStream_t strea
   if (a.num_rows == 0) return gpuSuccess;
   const int64_t num_chunks = chunks_of(a);
   const int64_t group = a.num_heads / a.num_kv_heads;
-  const size_t smem = static_cast<size_t>(group * a.head_dim + group * kChunk) * sizeof(float);
   const dim3 grid(static_cast<unsigned>(num_chunks), static_cast<unsigned>(a.num_kv_heads),
                   static_cast<unsigned>(a.num_rows));
-  attention_chunk_kernel<<<grid, kThreads, smem, stream>>>(a, num_chunks);
+  if (a.head_dim <= 64) {
+    launch_chunks<64>(a, grid, group, stream);
+  } else if (a.head_dim <= 128) {
+    launch_chunks<128>(a, grid, group, stream);
+  } else {
+    launch_chunks<256>(a, grid, group, stream);
+  }
   const dim3 combine_grid(static_cast<unsigned>(a.num_heads), static_cast<unsigned>(a.num_rows));
-  attention_combine_kernel<<<combine_grid, static_cast<unsigned>(a.head_dim), 0, stream>>>(a, num_chunks);
+  attention_combine_kernel<<<combine_grid, kThreads, 0, stream>>>(a, num_chunks);
   return gpuGetLastError();
 }
 

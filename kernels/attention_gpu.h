@@ -3,16 +3,19 @@
 // [0, positions[r]] through its sequence's block table, query head h reads KV head
 // h / (num_heads / num_kv_heads) (GQA), softmax in f32, output times sigmoid(gate).
 //
-// Split-K (flash-decoding): keys go in fixed chunks of kAttentionChunkTokens positions; one
-// block per (chunk, KV head, row) scores its chunk for the whole query-head group (each K/V
-// row is read once per group) and leaves (max, sum, unnormalised output) in the workspace;
-// a second kernel combines the chunks of each (row, head) in chunk order. The chunking
-// depends only on the row's own position, so results are batch-invariant.
+// Split-K (flash-decoding): a row with n = positions[r] + 1 keys is cut into tiles of
+// kAttentionTileTokens keys, and consecutive tiles into at most kAttentionMaxChunks chunks of
+// 2^j tiles each (the smallest power of two that fits; attention_chunk_tiles). One block per
+// (chunk, KV head, row) loads each of its tiles' K and V rows once for the whole query-head
+// group, keeps an online softmax over its tiles and leaves (max, sum, unnormalised output) in
+// the workspace; a second kernel combines the chunks of each (row, head) in chunk order. The
+// split depends only on the row's own position, never on the batch: batch-invariant.
 //
 // Shapes: head_dim a multiple of 4 and at most 256 (64/128/256 in practice); num_heads /
 // num_kv_heads at most 16; q, gate, caches 16-byte aligned, strides multiples of 4.
-// max_keys: a host-side bound >= positions[r] + 1 for every row (sizes the grid; chunks past
-// a row's length exit at once). Otherwise gpuErrorInvalidValue, nothing launched.
+// max_keys: a host-side bound >= positions[r] + 1 for every row (sizes the grid and the
+// workspace; chunks past a row's split exit at once). Otherwise gpuErrorInvalidValue,
+// nothing launched.
 //
 // Calling thread: any; enqueues on `stream`; no allocation (the caller owns the workspace).
 #pragma once
@@ -23,7 +26,19 @@
 
 namespace deltaserve::kernels {
 
+inline constexpr int64_t kAttentionTileTokens = 64;
+inline constexpr int64_t kAttentionMaxChunks = 64;
+// Deprecated: the split of the first version (fixed 256-key chunks); no kernel uses it now.
 inline constexpr int64_t kAttentionChunkTokens = 256;
+
+// Tiles per chunk for a row with num_keys keys: the smallest power of two p with
+// p * kAttentionMaxChunks >= ceil(num_keys / kAttentionTileTokens).
+inline int64_t attention_chunk_tiles(int64_t num_keys) {
+  const int64_t tiles = (num_keys + kAttentionTileTokens - 1) / kAttentionTileTokens;
+  int64_t per_chunk = 1;
+  while (per_chunk * kAttentionMaxChunks < tiles) per_chunk *= 2;
+  return per_chunk;
+}
 
 struct PagedAttentionGpuArgs {
   const float* q;            // [num_rows][q_stride], head h at h * q_head_stride

@@ -1,7 +1,8 @@
 // On-device greedy sampling and draft verification: only token ids leave the device.
 //
 // argmax_gpu: ids[r] = argmax of logits row r (lowest id on ties, NaN never wins), the CPU
-// sampler's greedy rule. One block per row, fixed reduction order: batch-invariant.
+// sampler's greedy rule. One block per row (float4 loads, 8 in flight per thread):
+// batch-invariant. For a large vocabulary prefer the workspace form below.
 //
 // greedy_verify_gpu: for sequence s with rows [b, e) = [seq_row_begin[s], seq_row_begin[s+1])
 // (row b fed the last accepted token, rows b+1.. the drafts), target[i] = argmax of row i.
@@ -19,6 +20,29 @@ namespace deltaserve::kernels {
 
 gpuError_t argmax_gpu(const float* logits, int64_t logits_stride, int64_t num_rows, int64_t vocab, int32_t* ids,
                       gpuStream_t stream);
+
+// argmax_gpu over many blocks per row (the one to use for a full vocabulary: 248320 logits are
+// 31 blocks of 8192 instead of one block): same result as the form above (the lowest id of
+// the maximum; NaN never wins; an all-NaN row gives 0). One launch: each block writes its
+// segment's best to the workspace, and the last block of a row to finish (a counter per row)
+// reduces them. The segmentation depends only on vocab, and the (value, id) order is total,
+// so the result is the same whatever the batch and whatever order blocks finish in.
+//
+// Workspace: argmax_workspace_words(num_rows, vocab) 32-bit words; the first num_rows words
+// (the counters) must be zero before the first launch; each launch leaves them zero. One
+// workspace serves one launch at a time (launches on one stream are fine).
+// Preconditions (else gpuErrorInvalidValue): 1 <= vocab <= 2^31 - 2, num_rows <= 65535,
+// logits_stride >= vocab. Calling thread: any; enqueues on `stream`; no allocation.
+struct ArgmaxGpuArgs {
+  const float* logits;  // [num_rows][logits_stride]
+  int64_t logits_stride;
+  int64_t num_rows;
+  int64_t vocab;
+  int32_t* ids;         // [num_rows]
+  uint32_t* workspace;  // argmax_workspace_words(num_rows, vocab) words, counters first
+};
+int64_t argmax_workspace_words(int64_t num_rows, int64_t vocab);
+gpuError_t argmax_gpu(const ArgmaxGpuArgs& args, gpuStream_t stream);
 
 gpuError_t greedy_verify_gpu(const int32_t* row_tokens, const int32_t* target, const int32_t* seq_row_begin,
                              int64_t num_seqs, int32_t* num_emitted, gpuStream_t stream);

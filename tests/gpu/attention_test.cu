@@ -1,5 +1,5 @@
 // paged_attention_gpu against paged_attention_ref per sequence (decode and verify rows,
-// GQA ratios 1-8, head_dim 64/128/256, contexts across chunk boundaries), kv_append_gpu, and
+// GQA ratios 1-8, head_dim 64/128/256, contexts across tile and split boundaries), kv_append_gpu, and
 // batch invariance (a row alone == the row in the batch, bitwise).
 #include <algorithm>
 #include <cmath>
@@ -115,6 +115,10 @@ void run_attention_tests(Context& ctx) {
   const AttnShape shapes[] = {{2, 2, 64}, {4, 2, 128}, {6, 2, 256}, {3, 1, 128}, {16, 2, 256}, {24, 4, 256}};
   for (const AttnShape& sh : shapes) check_attention(ctx, sh, ctx.quick ? small : mixed);
   if (!ctx.quick) check_attention(ctx, {16, 2, 256}, {{4000, 4}, {1030, 1}});
+  // Rows across a change of split (4096 keys: 64 one-tile chunks; 4097: 33 two-tile chunks)
+  // and a four-tile split (9000 keys), so chunks hold several tiles (online softmax).
+  if (!ctx.quick) check_attention(ctx, {16, 2, 256}, {{4097, 3}, {9000, 2}, {65, 1}});
+  check_attention(ctx, {8, 1, 128}, {{4160, 2}, {3, 1}});
 }
 
 }  // namespace deltaserve::kernels::gputest

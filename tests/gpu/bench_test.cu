@@ -160,6 +160,7 @@ void run_benchmarks(Context&) {
   bench_attention(1024, 1);
   bench_attention(8192, 1);
   bench_attention(8192, 4);
+  bench_attention(32768, 1);
   {
     DeviceBuffer<float> x(2048), w(2048);
     const double us = time_us([&](int) { CHECK_GPU(rms_norm_gpu({x.get(), 2048, w.get(), x.get(), 2048, 1, 2048, 1e-6f}, nullptr)); });
@@ -179,6 +180,11 @@ void run_benchmarks(Context&) {
     CHECK_GPU(gpuMemset(logits.get(), 0, 248320 * sizeof(float)));
     const double us = time_us([&](int) { CHECK_GPU(argmax_gpu(logits.get(), 248320, 1, 248320, ids.get(), nullptr)); });
     report("argmax_gpu", "rows=1 vocab=248320", us, 4.0 * 248320);
+    DeviceBuffer<uint32_t> ws(std::vector<uint32_t>(static_cast<size_t>(argmax_workspace_words(1, 248320)), 0u));
+    const double us_split = time_us([&](int) {
+      CHECK_GPU(argmax_gpu(ArgmaxGpuArgs{logits.get(), 248320, 1, 248320, ids.get(), ws.get()}, nullptr));
+    });
+    report("argmax_gpu (split)", "rows=1 vocab=248320", us_split, 4.0 * 248320);
   }
 }
 

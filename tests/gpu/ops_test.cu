@@ -149,6 +149,26 @@ void check_argmax(Context& ctx, int64_t rows, int64_t vocab) {
   dids.poison();
   CHECK_GPU(argmax_gpu(dl.get(), stride, rows, vocab, dids.get(), nullptr));
   ctx.results.record_exact("argmax_gpu", dims({{"rows", rows}, {"vocab", vocab}}), dids.download() == ref, "ids equal");
+
+  // Split form: twice on one workspace (the counters must come back to zero), then each row
+  // alone (batch invariance).
+  DeviceBuffer<uint32_t> ws(std::vector<uint32_t>(static_cast<size_t>(argmax_workspace_words(rows, vocab)), 0u));
+  bool same = true;
+  for (int rep = 0; rep < 2; ++rep) {
+    dids.poison();
+    CHECK_GPU(argmax_gpu(ArgmaxGpuArgs{dl.get(), stride, rows, vocab, dids.get(), ws.get()}, nullptr));
+    same = same && dids.download() == ref;
+  }
+  const std::vector<uint32_t> counters = ws.download();
+  same = same && std::all_of(counters.begin(), counters.begin() + rows, [](uint32_t c) { return c == 0; });
+  for (int64_t r = 0; r < rows; ++r) {
+    DeviceBuffer<int32_t> one(1);
+    one.poison();
+    CHECK_GPU(argmax_gpu(ArgmaxGpuArgs{dl.get() + r * stride, stride, 1, vocab, one.get(), ws.get()}, nullptr));
+    same = same && one.download()[0] == ref[static_cast<size_t>(r)];
+  }
+  ctx.results.record_exact("argmax_gpu (split)", dims({{"rows", rows}, {"vocab", vocab}}), same,
+                           "ids equal, counters reset, rows alone equal");
 }
 
 void check_greedy_verify(Context& ctx, int64_t num_seqs) {
@@ -191,6 +211,7 @@ void run_ops_tests(Context& ctx) {
   check_argmax(ctx, 1, 248320);
   check_argmax(ctx, 4, 1000);
   check_argmax(ctx, 3, 37);
+  check_argmax(ctx, 5, 8192 * 3 + 3);  // segment edges, a partial float4 at the end
   check_greedy_verify(ctx, 1);
   check_greedy_verify(ctx, 37);
 }
