@@ -26,6 +26,16 @@ namespace deltaserve::kernels {
 
 gpuError_t matmul_gpu(const MatmulArgs& args, gpuStream_t stream);
 
+// Tiled form for prefill chunks (many rows, 64 and up): same contract, preconditions and
+// weight types as matmul_gpu; blocks of 64 rows x 64 outputs decode each weight tile into
+// shared memory once and share it across the 64 rows (weights are read num_rows / 64 times
+// instead of num_rows / 8). Each y[r][o] is one f32 fused multiply-add chain over k in order,
+// independent of the other rows: batch-invariant (row r alone == row r in any batch), but not
+// bit-identical to matmul_gpu (different summation order), so a backend that must give the
+// same bits for a token whether it came in a prefill chunk or a decode step uses one form for
+// both. Plain f32 FMA (no tensor cores yet). Extra precondition: num_rows <= 65535 * 64.
+gpuError_t matmul_prefill_gpu(const MatmulArgs& args, gpuStream_t stream);
+
 // Expert-indexed matvec for MoE: for each pair p < num_pairs (a routed (row, rank), pairs in
 // row-major [row][rank] order), y row p = W_{expert_ids[p]} x row (p / x_rows_per_pair)...
 // i.e. x row p / pairs_per_x_row: gate/up projections pass pairs_per_x_row = k (each token

@@ -72,6 +72,22 @@ void bench_matmul(DType type, int64_t in, int64_t out, int64_t rows, const char*
          us, static_cast<double>(bytes) + 4.0 * rows * (in + out));
 }
 
+// Prefill: rows x out x in multiply-adds; GB/s column shows TFLOP/s x 1000 here (2 flops each).
+void bench_prefill(DType type, int64_t in, int64_t out, int64_t rows, const char* what) {
+  const size_t bytes = dtype_row_bytes(type, in) * static_cast<size_t>(out);
+  DeviceBuffer<uint8_t> w(bytes);
+  fill_weights(w);
+  DeviceBuffer<float> x(static_cast<size_t>(rows * in)), y(static_cast<size_t>(rows * out));
+  CHECK_GPU(gpuMemset(x.get(), 0, x.size() * sizeof(float)));
+  const double us = time_us([&](int) {
+    MatmulArgs a{w.get(), type, in, out, dtype_row_bytes(type, in), x.get(), rows, in, y.get(), out};
+    CHECK_GPU(matmul_prefill_gpu(a, nullptr));
+  });
+  report("matmul_prefill_gpu " + std::string(dtype_name(type)),
+         std::string(what) + " " + std::to_string(out) + "x" + std::to_string(in) + " rows=" + std::to_string(rows) + " (GFLOP/s)",
+         us, 2.0 * static_cast<double>(rows) * static_cast<double>(out) * static_cast<double>(in));
+}
+
 void bench_experts(DType type, int64_t in, int64_t out, int64_t experts, int64_t k, const char* what) {
   const size_t row_bytes = dtype_row_bytes(type, in);
   DeviceBuffer<uint8_t> w(row_bytes * static_cast<size_t>(out * experts));
@@ -151,6 +167,8 @@ void run_benchmarks(Context&) {
   bench_matmul(DType::F32, 2048, 256, 1, "router");
   bench_matmul(DType::Q4_0, 2048, 248320, 1, "lm_head");
   bench_matmul(DType::Q8_0, 2048, 248320, 1, "lm_head");
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::BF16}) bench_prefill(t, 2048, 8192, 512, "qkv");
+  bench_prefill(DType::Q4_0, 2048, 8192, 2048, "qkv");
   bench_experts(DType::Q4_0, 2048, 512, 256, 8, "gate");
   bench_experts(DType::Q4_0, 512, 2048, 256, 8, "down");
   bench_experts(DType::Q8_0, 2048, 512, 256, 8, "gate");

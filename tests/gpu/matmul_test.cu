@@ -1,5 +1,6 @@
-// matmul_gpu and matmul_experts_gpu against matmul_ref / matmul_expert_ref, and their
-// batch invariance.
+// matmul_gpu, matmul_prefill_gpu and matmul_experts_gpu against matmul_ref /
+// matmul_expert_ref, and their batch invariance.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,45 @@ void check_experts(Context& ctx, DType type, int64_t num_in, int64_t num_out, in
                      e, kMatmulNmse, same, same ? "== matmul_gpu per pair" : "differs from matmul_gpu");
 }
 
+// matmul_prefill_gpu: the tiled form against the reference; batch invariance on a few rows
+// run alone (the first, one past a 64-row tile edge, the last).
+void check_prefill(Context& ctx, DType type, int64_t num_in, int64_t num_out, int64_t num_rows, bool accumulate) {
+  const std::vector<uint8_t> w = random_weights(ctx.rng, type, num_in, num_out);
+  const int64_t x_stride = num_in + 4;
+  const std::vector<float> x = random_floats(ctx.rng, static_cast<size_t>(num_rows * x_stride));
+  const std::vector<float> y0 = random_floats(ctx.rng, static_cast<size_t>(num_rows * num_out));
+  std::vector<float> ref = y0;
+  MatmulArgs a{w.data(), type, num_in, num_out, dtype_row_bytes(type, num_in), x.data(), num_rows, x_stride,
+               ref.data(), num_out, accumulate};
+  matmul_ref(a, serial_for());
+  DeviceBuffer<uint8_t> dw(w);
+  DeviceBuffer<float> dx(x), dy(static_cast<size_t>(num_rows * num_out));
+  if (accumulate) dy.upload(y0); else dy.poison();
+  MatmulArgs g = a;
+  g.w = dw.get();
+  g.x = dx.get();
+  g.y = dy.get();
+  CHECK_GPU(matmul_prefill_gpu(g, nullptr));
+  const std::vector<float> got = dy.download();
+  bool invariant = true;
+  if (!accumulate) {
+    DeviceBuffer<float> one(static_cast<size_t>(num_out));
+    for (int64_t r : {int64_t{0}, std::min<int64_t>(64, num_rows - 1), num_rows - 1}) {
+      one.poison();
+      MatmulArgs s = g;
+      s.x = dx.get() + r * x_stride;
+      s.num_rows = 1;
+      s.y = one.get();
+      CHECK_GPU(matmul_prefill_gpu(s, nullptr));
+      const std::vector<float> alone = one.download();
+      invariant = invariant && bitwise_equal(alone.data(), got.data() + r * num_out, static_cast<size_t>(num_out));
+    }
+  }
+  ctx.results.record(accumulate ? "matmul_prefill(acc)" : "matmul_prefill_gpu", shape_text(type, num_in, num_out, num_rows),
+                     compare(got.data(), ref.data(), got.size()), kMatmulNmse, invariant,
+                     invariant ? "batch-invariant" : "NOT batch-invariant");
+}
+
 }  // namespace
 
 void run_matmul_tests(Context& ctx) {
@@ -127,6 +167,14 @@ void run_matmul_tests(Context& ctx) {
     }
     check_matmul(ctx, t, ins.back(), 33, 3, true);
     check_experts(ctx, t, ins.back(), 40, 6, 3, 4);
+    // Prefill: in sizes with a short last 128-element window (224: 96 left over) and
+    // several windows; rows across 64-row tile edges; outputs across 64-output tile edges.
+    for (int64_t in : ins) {
+      for (int64_t r : ctx.quick ? std::vector<int64_t>{1, 70} : std::vector<int64_t>{1, 64, 65, 200}) {
+        check_prefill(ctx, t, in, ctx.quick ? 65 : 129, r, false);
+      }
+    }
+    check_prefill(ctx, t, ins.back(), 70, 67, true);
   }
 }
 
