@@ -66,6 +66,42 @@ struct PagedAttentionGpuArgs {
 int64_t paged_attention_workspace_floats(const PagedAttentionGpuArgs& args);
 gpuError_t paged_attention_gpu(const PagedAttentionGpuArgs& args, gpuStream_t stream);
 
+// Causal attention for prefill chunks (attention.h's math, same q/gate/out/cache layouts as
+// above): the rows of sequence s are [seq_row_begin[s], seq_row_begin[s + 1]), contiguous and
+// at consecutive positions seq_first_position[s], +1, ...; each attends to the cache
+// positions [0, its own position] (the chunk's own K/V must already be appended, e.g. by
+// kv_append_gpu). One block serves 16 / G consecutive rows of a sequence (G = num_heads /
+// num_kv_heads) for one KV head, so each K/V row is read once per 16 query vectors; no split
+// and no workspace. Each row keeps its own online softmax over 64-key tiles from position 0
+// (tiles past its own position add exact zeros), so a row's result depends only on its
+// position and its sequence's cache: batch-invariant. It is not bit-identical to
+// paged_attention_gpu (that one splits long contexts into chunks), so a backend that needs
+// prefill and decode bits to agree uses one of the two for both.
+// max_rows_per_seq: a host-side bound on any sequence's rows (sizes the grid).
+// Preconditions (else gpuErrorInvalidValue): as paged_attention_gpu; num_seqs <= 65535.
+struct PrefillAttentionGpuArgs {
+  const float* q;            // [rows][q_stride], head h at h * q_head_stride
+  const float* gate;         // like q
+  int64_t q_stride;
+  int64_t q_head_stride;
+  float* out;                // [rows][out_stride], head h at h * head_dim
+  int64_t out_stride;
+  const float* k_cache;      // [num_blocks][block_tokens][num_kv_heads][head_dim]
+  const float* v_cache;
+  const int32_t* block_tables;  // [num_seqs][block_table_stride]
+  int64_t block_table_stride;
+  const int32_t* seq_row_begin;       // [num_seqs + 1]
+  const int32_t* seq_first_position;  // [num_seqs]
+  int64_t num_seqs;
+  int64_t max_rows_per_seq;
+  int64_t block_tokens;
+  int64_t num_heads;
+  int64_t num_kv_heads;
+  int64_t head_dim;
+  float scale;
+};
+gpuError_t prefill_attention_gpu(const PrefillAttentionGpuArgs& args, gpuStream_t stream);
+
 // Appends each row's K and V ([num_rows][kv_stride], num_kv_heads * head_dim floats used) at
 // its position in its sequence's pages. Rows must have distinct (sequence, position).
 struct KvAppendGpuArgs {

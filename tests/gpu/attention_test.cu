@@ -107,9 +107,82 @@ void check_attention(Context& ctx, const AttnShape& sh, const std::vector<std::p
   ctx.results.record_exact("kv_append_gpu", shape, same, "bitwise");
 }
 
+// prefill_attention_gpu against paged_attention_ref; seqs[s] = {first position, rows}. Each
+// sequence's last row is also run alone (a one-row sequence at that position): bitwise equal.
+void check_prefill_attention(Context& ctx, const AttnShape& sh, const std::vector<std::pair<int64_t, int64_t>>& seqs) {
+  const int64_t block_tokens = 16, num_seqs = static_cast<int64_t>(seqs.size());
+  int64_t max_len = 0, max_rows = 0;
+  std::vector<int32_t> begin{0}, first;
+  for (const auto& [p0, n] : seqs) {
+    max_len = std::max(max_len, p0 + n);
+    max_rows = std::max(max_rows, n);
+    begin.push_back(begin.back() + static_cast<int32_t>(n));
+    first.push_back(static_cast<int32_t>(p0));
+  }
+  const int64_t blocks_per_seq = (max_len + block_tokens - 1) / block_tokens;
+  const int64_t num_blocks = num_seqs * blocks_per_seq + 1;
+  std::vector<int32_t> perm(static_cast<size_t>(num_blocks));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), ctx.rng);
+  const std::vector<int32_t> tables(perm.begin(), perm.begin() + num_seqs * blocks_per_seq);
+  const int64_t kv_row = sh.nkv * sh.hd, rows = begin.back();
+  const std::vector<float> kc = random_floats(ctx.rng, static_cast<size_t>(num_blocks * block_tokens * kv_row));
+  const std::vector<float> vc = random_floats(ctx.rng, kc.size());
+  const int64_t q_stride = 2 * sh.nh * sh.hd, out_stride = sh.nh * sh.hd;
+  const std::vector<float> qg = random_floats(ctx.rng, static_cast<size_t>(rows * q_stride), 0.3f);
+  std::vector<float> ref(static_cast<size_t>(rows * out_stride));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sh.hd));
+  std::vector<int32_t> positions;
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    for (int64_t i = 0; i < seqs[static_cast<size_t>(s)].second; ++i) positions.push_back(first[static_cast<size_t>(s)] + static_cast<int32_t>(i));
+  }
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    const int64_t r = begin[static_cast<size_t>(s)], n = seqs[static_cast<size_t>(s)].second;
+    PagedAttentionArgs a{qg.data() + r * q_stride, qg.data() + r * q_stride + sh.hd, q_stride, 2 * sh.hd,
+                         ref.data() + r * out_stride, out_stride, kc.data(), vc.data(),
+                         tables.data() + s * blocks_per_seq, block_tokens, positions.data() + r, n, sh.nh, sh.nkv, sh.hd, scale};
+    paged_attention_ref(a, serial_for());
+  }
+  DeviceBuffer<float> dq(qg), dk(kc), dv(vc), dout(ref.size());
+  DeviceBuffer<int32_t> dtab(tables), dbegin(begin), dfirst(first);
+  dout.poison();
+  PrefillAttentionGpuArgs g{dq.get(), dq.get() + sh.hd, q_stride, 2 * sh.hd, dout.get(), out_stride, dk.get(), dv.get(),
+                            dtab.get(), blocks_per_seq, dbegin.get(), dfirst.get(), num_seqs, max_rows, block_tokens,
+                            sh.nh, sh.nkv, sh.hd, scale};
+  CHECK_GPU(prefill_attention_gpu(g, nullptr));
+  const std::vector<float> got = dout.download();
+  bool invariant = true;
+  DeviceBuffer<float> one(static_cast<size_t>(out_stride));
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    const int64_t r = begin[static_cast<size_t>(s) + 1] - 1;
+    DeviceBuffer<int32_t> b1(std::vector<int32_t>{0, 1}), f1(std::vector<int32_t>{positions[static_cast<size_t>(r)]});
+    one.poison();
+    PrefillAttentionGpuArgs g1 = g;
+    g1.q = dq.get() + r * q_stride;
+    g1.gate = g1.q + sh.hd;
+    g1.out = one.get();
+    g1.block_tables = dtab.get() + s * blocks_per_seq;
+    g1.seq_row_begin = b1.get();
+    g1.seq_first_position = f1.get();
+    g1.num_seqs = 1;
+    g1.max_rows_per_seq = 1;
+    CHECK_GPU(prefill_attention_gpu(g1, nullptr));
+    const std::vector<float> alone = one.download();
+    invariant = invariant && bitwise_equal(alone.data(), got.data() + r * out_stride, alone.size());
+  }
+  std::string shape = "nh=" + std::to_string(sh.nh) + " nkv=" + std::to_string(sh.nkv) + " hd=" + std::to_string(sh.hd) + " p0/T=";
+  for (const auto& [p0, n] : seqs) shape += std::to_string(p0) + "/" + std::to_string(n) + ",";
+  ctx.results.record("prefill_attention_gpu", shape, compare(got.data(), ref.data(), got.size()), 1e-9, invariant,
+                     invariant ? "batch-invariant" : "NOT batch-invariant");
+}
+
 }  // namespace
 
 void run_attention_tests(Context& ctx) {
+  const std::vector<std::pair<int64_t, int64_t>> prefill{{0, 100}, {37, 5}, {190, 70}, {0, 1}};
+  const AttnShape prefill_shapes[] = {{16, 2, 256}, {4, 2, 128}, {2, 2, 64}, {6, 2, 256}, {24, 4, 256}, {3, 1, 100}};
+  for (const AttnShape& sh : prefill_shapes) check_prefill_attention(ctx, sh, prefill);
+  if (!ctx.quick) check_prefill_attention(ctx, {16, 2, 256}, {{0, 512}, {1000, 130}});
   const std::vector<std::pair<int64_t, int64_t>> mixed{{1, 1}, {7, 3}, {300, 4}, {513, 1}, {256, 2}};
   const std::vector<std::pair<int64_t, int64_t>> small{{1, 1}, {20, 2}, {257, 3}};
   const AttnShape shapes[] = {{2, 2, 64}, {4, 2, 128}, {6, 2, 256}, {3, 1, 128}, {16, 2, 256}, {24, 4, 256}};

@@ -153,6 +153,26 @@ void bench_attention(int64_t context, int64_t rows) {
          2.0 * 4.0 * static_cast<double>(context * nkv * hd) * rows);
 }
 
+// One sequence's prefill chunk of `rows` rows after `before` cached positions.
+void bench_prefill_attention(int64_t before, int64_t rows) {
+  const int64_t nh = 16, nkv = 2, hd = 256, bt = 16, context = before + rows;
+  const int64_t blocks = (context + bt - 1) / bt;
+  DeviceBuffer<float> q(static_cast<size_t>(rows * 2 * nh * hd)), out(static_cast<size_t>(rows * nh * hd));
+  DeviceBuffer<float> kc(static_cast<size_t>(blocks * bt * nkv * hd)), vc(kc.size());
+  for (DeviceBuffer<float>* b : {&q, &kc, &vc}) CHECK_GPU(gpuMemset(b->get(), 0, b->size() * sizeof(float)));
+  std::vector<int32_t> table(static_cast<size_t>(blocks));
+  for (int64_t i = 0; i < blocks; ++i) table[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  DeviceBuffer<int32_t> dt(table), db(std::vector<int32_t>{0, static_cast<int32_t>(rows)}),
+      df(std::vector<int32_t>{static_cast<int32_t>(before)});
+  PrefillAttentionGpuArgs a{q.get(), q.get() + hd, 2 * nh * hd, 2 * hd, out.get(), nh * hd, kc.get(), vc.get(), dt.get(), blocks,
+                            db.get(), df.get(), 1, rows, bt, nh, nkv, hd, 0.0625f};
+  const double us = time_us([&](int) { CHECK_GPU(prefill_attention_gpu(a, nullptr)); });
+  // GFLOP/s: QK and PV multiply-adds over the causal triangle.
+  const double pairs = static_cast<double>(rows) * static_cast<double>(before) + 0.5 * static_cast<double>(rows) * (rows + 1);
+  report("prefill_attention_gpu", "nh=16 nkv=2 hd=256 cached=" + std::to_string(before) + " rows=" + std::to_string(rows) + " (GFLOP/s)",
+         us, 4.0 * pairs * nh * hd);
+}
+
 }  // namespace
 
 void run_benchmarks(Context&) {
@@ -179,6 +199,8 @@ void run_benchmarks(Context&) {
   bench_attention(8192, 1);
   bench_attention(8192, 4);
   bench_attention(32768, 1);
+  bench_prefill_attention(0, 512);
+  bench_prefill_attention(0, 2048);
   {
     DeviceBuffer<float> x(2048), w(2048);
     const double us = time_us([&](int) { CHECK_GPU(rms_norm_gpu({x.get(), 2048, w.get(), x.get(), 2048, 1, 2048, 1e-6f}, nullptr)); });
