@@ -1,0 +1,168 @@
+// Random blocks per weight type. Quantised blocks get random quants and scales chosen from
+// the quant distribution, so no quantiser runs and no float buffer is needed:
+//   Q8_0  q uniform in [-128, 127] (RMS 73.9), d = std / 73.9
+//   Q4_0  q uniform in [0, 15], value (q - 8) d (RMS 4.64 |d|), d of random sign (zero mean)
+//   Q4_K  sub-block scale sc in [16, 31], min m = round(7.5 sc / 8) with dmin = 8 d, so a
+//         value d (sc q - 8 m) ~ d sc (q - 7.5) is centred; RMS 4.61 * 23.95 d
+//   Q6_K  q uniform in [0, 63], value d sc (q - 32) (RMS 18.48), sc in +-[16, 31]
+// Each block's scale is jittered by a factor in [0.75, 1.25] so blocks differ.
+#include "runtime/synthetic_fill.h"
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/float16.h"
+#include "kernels/quant_blocks.h"
+
+namespace deltaserve::runtime::synthetic {
+
+namespace {
+
+using kernels::DType;
+
+constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+constexpr float kSqrt3 = 1.7320508f;
+constexpr float kQ8Rms = 73.9f;     // sqrt(mean of k^2, k in [-128, 127])
+constexpr float kQ4Rms = 4.637f;    // sqrt(mean of (q - 8)^2, q in [0, 15])
+constexpr float kQ4KRms = 4.61f * 23.95f;   // (q - 7.5) times the RMS of sc in [16, 31]
+constexpr float kQ6KRms = 18.48f * 23.95f;  // (q - 32) times the RMS of |sc| in [16, 31]
+
+uint64_t finalize(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// [0, 1) from the top 24 bits of a word.
+float unit_float(uint64_t w) { return static_cast<float>(w >> 40) * 0x1p-24f; }
+float jitter(uint64_t w) { return 0.75f + 0.5f * unit_float(w); }
+
+template <typename Convert>
+void fill_floats(const Stream& s, const Fill& f, int64_t first, int64_t n, Convert store) {
+  const float half_width = f.std * kSqrt3;  // uniform with this std
+  for (int64_t i = 0; i < n; ++i) {
+    const float u = unit_float(s.word(static_cast<uint64_t>(first + i)));
+    store(i, f.mean + half_width * (2.0f * u - 1.0f));
+  }
+}
+
+void fill_q8_0(const Stream& s, const Fill& f, int64_t first, int64_t n, kernels::BlockQ8_0* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t c = static_cast<uint64_t>(first + i) * 5;
+    for (int k = 0; k < 4; ++k) {
+      const uint64_t w = s.word(c + static_cast<uint64_t>(k));
+      std::memcpy(out[i].qs + 8 * k, &w, 8);
+    }
+    out[i].d = kernels::fp32_to_fp16(f.std / kQ8Rms * jitter(s.word(c + 4)));
+  }
+}
+
+void fill_q4_0(const Stream& s, const Fill& f, int64_t first, int64_t n, kernels::BlockQ4_0* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t c = static_cast<uint64_t>(first + i) * 3;
+    const uint64_t w0 = s.word(c), w1 = s.word(c + 1), w2 = s.word(c + 2);
+    std::memcpy(out[i].qs, &w0, 8);
+    std::memcpy(out[i].qs + 8, &w1, 8);
+    const float sign = (w2 & 1) ? -1.0f : 1.0f;
+    out[i].d = kernels::fp32_to_fp16(sign * f.std / kQ4Rms * jitter(w2));
+  }
+}
+
+void fill_q4_k(const Stream& s, const Fill& f, int64_t first, int64_t n, kernels::BlockQ4_K* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t c = static_cast<uint64_t>(first + i) * 18;
+    for (int k = 0; k < 16; ++k) {
+      const uint64_t w = s.word(c + static_cast<uint64_t>(k));
+      std::memcpy(out[i].qs + 8 * k, &w, 8);
+    }
+    const uint64_t ws = s.word(c + 16);
+    int scale[8], min[8];
+    for (int j = 0; j < 8; ++j) {
+      scale[j] = 16 + static_cast<int>((ws >> (4 * j)) & 15);
+      min[j] = static_cast<int>(std::lround(7.5 * scale[j] / 8.0));
+    }
+    pack_scale_min_k4(scale, min, out[i].scales);
+    const float d = f.std / kQ4KRms * jitter(s.word(c + 17));
+    out[i].d = kernels::fp32_to_fp16(d);
+    out[i].dmin = kernels::fp32_to_fp16(8.0f * d);
+  }
+}
+
+void fill_q6_k(const Stream& s, const Fill& f, int64_t first, int64_t n, kernels::BlockQ6_K* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t c = static_cast<uint64_t>(first + i) * 27;
+    for (int k = 0; k < 16; ++k) {
+      const uint64_t w = s.word(c + static_cast<uint64_t>(k));
+      std::memcpy(out[i].ql + 8 * k, &w, 8);
+    }
+    for (int k = 0; k < 8; ++k) {
+      const uint64_t w = s.word(c + 16 + static_cast<uint64_t>(k));
+      std::memcpy(out[i].qh + 8 * k, &w, 8);
+    }
+    for (int k = 0; k < 2; ++k) {
+      const uint64_t w = s.word(c + 24 + static_cast<uint64_t>(k));
+      for (int j = 0; j < 8; ++j) {
+        const int byte = static_cast<int>((w >> (8 * j)) & 0xFF);
+        const int magnitude = 16 + (byte & 15);
+        out[i].scales[8 * k + j] = static_cast<int8_t>((byte & 0x80) ? -magnitude : magnitude);
+      }
+    }
+    out[i].d = kernels::fp32_to_fp16(f.std / kQ6KRms * jitter(s.word(c + 26)));
+  }
+}
+
+}  // namespace
+
+Stream Stream::of(uint64_t seed, std::string_view tensor_name) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the name: independent of tensor order
+  for (char ch : tensor_name) h = (h ^ static_cast<unsigned char>(ch)) * 0x100000001b3ull;
+  return Stream{finalize(finalize(seed + kGolden) ^ h)};
+}
+
+uint64_t Stream::word(uint64_t counter) const { return finalize(key + (counter + 1) * kGolden); }
+
+void pack_scale_min_k4(const int scale[8], const int min[8], uint8_t scales[12]) {
+  std::memset(scales, 0, 12);
+  for (int s = 0; s < 4; ++s) {
+    scales[s] = static_cast<uint8_t>(scale[s] & 63);
+    scales[s + 4] = static_cast<uint8_t>(min[s] & 63);
+  }
+  for (int s = 4; s < 8; ++s) {
+    scales[s + 4] = static_cast<uint8_t>((scale[s] & 15) | ((min[s] & 15) << 4));
+    scales[s - 4] |= static_cast<uint8_t>(((scale[s] >> 4) & 3) << 6);
+    scales[s] |= static_cast<uint8_t>(((min[s] >> 4) & 3) << 6);
+  }
+}
+
+void fill_blocks(DType type, const Stream& s, const Fill& f, int64_t first, int64_t n, std::byte* dst) {
+  if (type != DType::F32 && type != DType::F16 && type != DType::BF16 && f.mean != 0.0f) {
+    throw std::logic_error("synthetic weights: quantised tensors must have mean 0");
+  }
+  switch (type) {
+    case DType::F32: {
+      float* out = reinterpret_cast<float*>(dst);
+      fill_floats(s, f, first, n, [out](int64_t i, float v) { out[i] = v; });
+      return;
+    }
+    case DType::F16: {
+      uint16_t* out = reinterpret_cast<uint16_t*>(dst);
+      fill_floats(s, f, first, n, [out](int64_t i, float v) { out[i] = kernels::fp32_to_fp16(v); });
+      return;
+    }
+    case DType::BF16: {
+      uint16_t* out = reinterpret_cast<uint16_t*>(dst);
+      fill_floats(s, f, first, n, [out](int64_t i, float v) { out[i] = kernels::fp32_to_bf16(v); });
+      return;
+    }
+    case DType::Q8_0: return fill_q8_0(s, f, first, n, reinterpret_cast<kernels::BlockQ8_0*>(dst));
+    case DType::Q4_0: return fill_q4_0(s, f, first, n, reinterpret_cast<kernels::BlockQ4_0*>(dst));
+    case DType::Q4_K: return fill_q4_k(s, f, first, n, reinterpret_cast<kernels::BlockQ4_K*>(dst));
+    case DType::Q6_K: return fill_q6_k(s, f, first, n, reinterpret_cast<kernels::BlockQ6_K*>(dst));
+    default:
+      throw std::invalid_argument("synthetic weights: no generator for type " + std::string(kernels::dtype_name(type)));
+  }
+}
+
+}  // namespace deltaserve::runtime::synthetic
