@@ -60,6 +60,11 @@ using gpuEvent_t = hipEvent_t;
 #define gpuEventRecord hipEventRecord
 #define gpuEventSynchronize hipEventSynchronize
 #define gpuEventElapsedTime hipEventElapsedTime
+#define gpuGetDeviceCount hipGetDeviceCount
+#define gpuSetDevice hipSetDevice
+#define gpuMemGetInfo hipMemGetInfo
+#define gpuMallocHost(ptr, bytes) hipHostMalloc((ptr), (bytes), hipHostMallocDefault)
+#define gpuFreeHost hipHostFree
 #else
 #define DS_GPU_CUDA 1
 #include <cuda_runtime.h>
@@ -96,6 +101,11 @@ using gpuEvent_t = cudaEvent_t;
 #define gpuEventRecord cudaEventRecord
 #define gpuEventSynchronize cudaEventSynchronize
 #define gpuEventElapsedTime cudaEventElapsedTime
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuSetDevice cudaSetDevice
+#define gpuMemGetInfo cudaMemGetInfo
+#define gpuMallocHost(ptr, bytes) cudaMallocHost((ptr), (bytes))
+#define gpuFreeHost cudaFreeHost
 #endif
 
 namespace deltaserve::kernels {

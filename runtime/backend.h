@@ -17,6 +17,8 @@ struct CacheConfig {
   int32_t kv_block_tokens = 16;   // tokens per KV block
   int32_t num_kv_blocks = 1024;   // blocks in the pool (shared by all sequences)
   int32_t max_verify_rows = 1;    // rows of one sequence whose states a verify step keeps
+  int32_t max_step_rows = 0;      // rows one forward may carry (GPU workspaces are sized for it);
+                                  // 0: the backend derives a bound (the CPU backend needs none)
 };
 
 // Memory a backend holds, for metrics and leak checks. Flat across requests once loaded:

@@ -1,4 +1,4 @@
-// Builds the real serving stack behind --model: runtime model + CPU backend + BackendRunner
+// Builds the real serving stack behind --model: runtime model + backend (make_backend) + BackendRunner
 // + scheduler::Engine, and the TokenizerCodec. Called on the loader thread at start.
 #include <spdlog/spdlog.h>
 
@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "runtime/cpu/cpu_backend.h"
+#include "runtime/backend_factory.h"
 #include "runtime/model_weights.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "scheduler/backend_runner.h"
@@ -22,7 +22,7 @@ namespace {
 // Everything the engine reads, destroyed in reverse order: the engine stops first.
 struct ServingStack {
   std::unique_ptr<runtime::LoadedModel> model;
-  std::unique_ptr<runtime::CpuBackend> backend;
+  std::unique_ptr<runtime::Backend> backend;
   std::unique_ptr<scheduler::BackendRunner> runner;
   std::unique_ptr<scheduler::Engine> engine;
 };
@@ -44,8 +44,6 @@ std::string read_text_file(const std::string& path) {
 }  // namespace
 
 LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObserver* observer) {
-  if (config.device != "auto" && config.device != "cpu")
-    throw std::runtime_error("--device " + config.device + ": this build has only the CPU backend");
   auto stack = std::make_shared<ServingStack>();
   stack->model = runtime::load_model(config.model);
   const runtime::ModelConfig& mc = stack->model->config;
@@ -78,8 +76,9 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   // Drafts are reserved on top of the context, so every stream's blocks cover them too.
   const int32_t blocks_per_stream = (context + draft_depth + block_tokens - 1) / block_tokens;
   const int32_t blocks = config.kv_blocks > 0 ? config.kv_blocks : slots * blocks_per_stream;
-  stack->backend = std::make_unique<runtime::CpuBackend>(
-      *stack->model, runtime::CacheConfig{slots, block_tokens, blocks, 1 + draft_depth}, config.cpu_threads);
+  stack->backend = runtime::make_backend(
+      config.device, *stack->model,
+      runtime::CacheConfig{slots, block_tokens, blocks, 1 + draft_depth, config.max_batched_tokens}, config.cpu_threads);
   stack->runner = std::make_unique<scheduler::BackendRunner>(*stack->backend, context, draft_depth);
   scheduler::SchedulerConfig sched;
   sched.max_num_seqs = slots;
@@ -101,10 +100,11 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   loaded.limits.context_tokens = context;
   loaded.limits.kv_block_tokens = block_tokens;
   loaded.limits.num_kv_blocks = blocks;
-  loaded.limits.kv_bytes = stack->backend->kv_cache_bytes();
-  loaded.limits.state_bytes = stack->backend->state_bytes();
+  const runtime::BackendCacheBytes cache_bytes = runtime::backend_cache_bytes(*stack->backend);
+  loaded.limits.kv_bytes = cache_bytes.kv_cache_bytes;
+  loaded.limits.state_bytes = cache_bytes.state_bytes;
   loaded.limits.max_draft_depth = draft_depth;
-  loaded.limits.device = "cpu";
+  loaded.limits.device = stack->backend->name();
   loaded.engine = std::make_unique<EngineAdapter<scheduler::Engine>>(*stack->engine);
   loaded.codec = std::move(codec);
   loaded.resources = stack;

@@ -1,0 +1,35 @@
+// Small per-step GPU ops of the GPU backend (runtime/gpu) that no other kernel covers: the row
+// gather of the LM head and the MoE combine. Their CPU counterparts are the row copies of
+// CpuBackend::lm_head and the weighted sum of runtime/cpu/cpu_ffn_layer.cpp's moe_forward.
+// Every output element is computed alone, in a fixed order: batch-invariant.
+//
+// Calling thread: any; enqueues on `stream`; no allocation. gpuErrorInvalidValue on negative
+// sizes, else the launch status.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/gpu_compat.h"
+
+namespace deltaserve::kernels {
+
+// dst row i = src row rows[i] (width floats) for i < num_rows; rows must be valid indices.
+gpuError_t gather_rows_gpu(const float* src, int64_t src_stride, const int32_t* rows, int64_t num_rows,
+                           int64_t width, float* dst, int64_t dst_stride, gpuStream_t stream);
+
+// y[r][i] = sum over rank < num_used, in rank order, of weights[r][rank] * expert_out[r *
+// num_used + rank][i], then + sigmoid(shared_gate_logit[r]) * shared[r][i] (when shared is
+// non-null). Products and sums are rounded one by one (no fused multiply-add), as the CPU does.
+struct MoeCombineArgs {
+  const float* expert_out;         // [num_rows * num_used][n]
+  const float* weights;            // [num_rows][num_used]
+  const float* shared;             // [num_rows][n] or null
+  const float* shared_gate_logit;  // [num_rows]
+  float* y;                        // [num_rows][n]
+  int64_t num_rows;
+  int64_t num_used;
+  int64_t n;
+};
+gpuError_t moe_combine_gpu(const MoeCombineArgs& args, gpuStream_t stream);
+
+}  // namespace deltaserve::kernels

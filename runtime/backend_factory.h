@@ -1,0 +1,35 @@
+// Picks and builds the backend for a --device string, so callers (the server's engine loader,
+// bench commands) never include a GPU header: "cpu", "cuda", "hip", "gpu" (whichever GPU
+// runtime this build has), each GPU name optionally with ":N" for device N, or "auto" (the GPU
+// when this build has one and a device is present, else the CPU).
+// Built into ds_backends (not ds_runtime); with DELTASERVE_CUDA / DELTASERVE_HIP it links the
+// GPU backend (DELTASERVE_WITH_GPU). Called at start on any thread; blocks while the weights
+// upload.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/backend.h"
+#include "runtime/model_weights.h"
+
+namespace deltaserve::runtime {
+
+// Throws std::runtime_error with a clear line for an unknown device name, a GPU asked of a
+// CPU-only build (or of the other vendor's build), or a GPU that cannot serve the model.
+std::unique_ptr<Backend> make_backend(const std::string& device, const LoadedModel& model, const CacheConfig& cache,
+                                      int num_cpu_threads);
+
+// True when this build has a GPU backend and at least one device is visible.
+bool gpu_backend_available();
+
+// Bytes of the KV cache and of the recurrent-state slots (rings included) a backend holds,
+// for logs and the server's limits; 0 for a backend that does not say.
+struct BackendCacheBytes {
+  int64_t kv_cache_bytes = 0;
+  int64_t state_bytes = 0;
+};
+BackendCacheBytes backend_cache_bytes(const Backend& backend);
+
+}  // namespace deltaserve::runtime

@@ -1,0 +1,95 @@
+// Gated attention on the GPU (MODEL.md 2.3), the device twin of
+// runtime/cpu/cpu_attention_layer.cpp: q|gate, k, v projections over all rows, per-head q/k
+// RMSNorm, partial RoPE, KV append into the paged pool, paged causal attention for every row
+// of every sequence (the decode kernel also serves prefill chunks: rows of one sequence attend
+// causally by their own positions), sigmoid gate, output projection.
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/attention_gpu.h"
+#include "kernels/norm_gpu.h"
+#include "kernels/rope_gpu.h"
+#include "runtime/gpu/gpu_layers.h"
+
+namespace deltaserve::runtime::gpu {
+
+void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w, const KvPool& cache,
+                       const StepRowsView& rows, const float* a, float* y) {
+  const ModelConfig& c = ctx.config;
+  const GpuWorkspace& ws = ctx.ws;
+  const int64_t n = rows.num_rows;
+  const int64_t hd = c.head_dim, nh = c.num_heads, nkv = c.num_kv_heads;
+  const int64_t qg_width = 2 * nh * hd, kv_width = nkv * hd;
+  const long long ln = n;
+
+  matmul(ctx, w.q, a, n, ws.qg);
+  matmul(ctx, w.k, a, n, ws.k);
+  matmul(ctx, w.v, a, n, ws.v);
+  // Query head h of row r at qg[(r * nh + h) * 2hd], its gate right after: n*nh rows of stride 2hd.
+  const kernels::RmsNormArgs qn{ws.qg, 2 * hd, w.q_norm.f32(), ws.qg, 2 * hd, n * nh, hd, c.rms_eps};
+  DS_GPU_CHECK(kernels::rms_norm_gpu(qn, ctx.stream), "q_norm %lld rows", ln);
+  const kernels::RmsNormArgs kn{ws.k, hd, w.k_norm.f32(), ws.k, hd, n * nkv, hd, c.rms_eps};
+  DS_GPU_CHECK(kernels::rms_norm_gpu(kn, ctx.stream), "k_norm %lld rows", ln);
+  const kernels::RopeArgs qr{ws.qg, qg_width, 2 * hd, rows.positions, n, nh, c.rope_dims, c.rope_base};
+  DS_GPU_CHECK(kernels::rope_neox_gpu(qr, ctx.stream), "rope q %lld rows", ln);
+  const kernels::RopeArgs kr{ws.k, kv_width, hd, rows.positions, n, nkv, c.rope_dims, c.rope_base};
+  DS_GPU_CHECK(kernels::rope_neox_gpu(kr, ctx.stream), "rope k %lld rows", ln);
+
+  kernels::KvAppendGpuArgs app{};
+  app.k = ws.k;
+  app.v = ws.v;
+  app.kv_stride = kv_width;
+  app.k_cache = cache.k;
+  app.v_cache = cache.v;
+  app.block_tables = rows.block_tables;
+  app.block_table_stride = rows.block_table_stride;
+  app.row_seq = rows.row_seq;
+  app.positions = rows.positions;
+  app.block_tokens = ctx.kv_block_tokens;
+  app.num_rows = n;
+  app.num_kv_heads = nkv;
+  app.head_dim = hd;
+  DS_GPU_CHECK(kernels::kv_append_gpu(app, ctx.stream), "kv_append %lld rows, table stride %lld", ln,
+               static_cast<long long>(rows.block_table_stride));
+
+  kernels::PagedAttentionGpuArgs att{};
+  att.q_stride = qg_width;
+  att.q_head_stride = 2 * hd;
+  att.out_stride = nh * hd;
+  att.k_cache = cache.k;
+  att.v_cache = cache.v;
+  att.block_tables = rows.block_tables;
+  att.block_table_stride = rows.block_table_stride;
+  att.block_tokens = ctx.kv_block_tokens;
+  att.num_heads = nh;
+  att.num_kv_heads = nkv;
+  att.head_dim = hd;
+  att.max_keys = rows.max_keys;
+  att.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  att.workspace = ws.att_scratch;
+  // Rows go in groups that fit the fixed workspace (a long prefill chunk may not fit at once);
+  // a row's chunking depends only on its own position, so the grouping changes no result.
+  att.num_rows = 1;
+  const int64_t floats_per_row = kernels::paged_attention_workspace_floats(att);
+  if (floats_per_row > ws.att_scratch_floats)
+    throw std::logic_error("GPU attention: workspace smaller than one row at max_keys " + std::to_string(rows.max_keys));
+  const int64_t group = ws.att_scratch_floats / floats_per_row;
+  for (int64_t r0 = 0; r0 < n; r0 += group) {
+    att.num_rows = std::min(group, n - r0);
+    att.q = ws.qg + r0 * qg_width;
+    att.gate = att.q + hd;
+    att.out = ws.att_o + r0 * nh * hd;
+    att.row_seq = rows.row_seq + r0;
+    att.positions = rows.positions + r0;
+    DS_GPU_CHECK(kernels::paged_attention_gpu(att, ctx.stream),
+                 "paged_attention rows [%lld, %lld) of %lld, max_keys %lld, heads %lld/%lld, hd %lld, ws %lld floats",
+                 static_cast<long long>(r0), static_cast<long long>(r0 + att.num_rows), ln,
+                 static_cast<long long>(rows.max_keys), static_cast<long long>(nh), static_cast<long long>(nkv),
+                 static_cast<long long>(hd), static_cast<long long>(ws.att_scratch_floats));
+  }
+  matmul(ctx, w.output, ws.att_o, n, y);
+}
+
+}  // namespace deltaserve::runtime::gpu

@@ -1,0 +1,247 @@
+// GpuBackend: construction (shape checks, weight upload, buffer sizing), slot state moves,
+// memory statistics. The forward passes are in gpu_forward.cpp.
+#include "runtime/gpu/gpu_backend.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/attention_gpu.h"
+
+namespace deltaserve::runtime {
+namespace {
+
+[[noreturn]] void unsupported(const std::string& what) {
+  throw std::runtime_error("GPU backend: model shape not supported by the GPU kernels: " + what);
+}
+
+// Two-phase carving of one arena: reserve pieces, then resolve them to pointers.
+class Carver {
+ public:
+  explicit Carver(gpu::DeviceArena& arena) : arena_(arena) {}
+  template <class T>
+  void add(T*& target, int64_t count) {
+    pieces_.push_back({reinterpret_cast<void**>(&target), arena_.reserve(static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(T))});
+  }
+  void allocate() {
+    arena_.allocate();
+    for (const Piece& p : pieces_) *p.target = arena_.at<void>(p.offset);
+  }
+
+ private:
+  struct Piece {
+    void** target;
+    size_t offset;
+  };
+  gpu::DeviceArena& arena_;
+  std::vector<Piece> pieces_;
+};
+
+}  // namespace
+
+GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int device_index)
+    : model_(model), config_(model.config), cache_(cache), device_(device_index) {
+  if (cache_.num_state_slots <= 0 || cache_.kv_block_tokens <= 0 || cache_.num_kv_blocks <= 0 ||
+      cache_.max_verify_rows <= 0 || cache_.max_step_rows < 0)
+    throw std::invalid_argument("cache config: slots, block tokens, blocks and verify rows must be positive");
+  check_model();
+  int count = 0;
+  if (gpuGetDeviceCount(&count) != gpuSuccess || count <= 0) {
+    (void)gpuGetLastError();
+    throw std::runtime_error("GPU backend: no GPU device is visible to this process");
+  }
+  if (device_ < 0 || device_ >= count)
+    throw std::runtime_error("GPU backend: device " + std::to_string(device_) + " does not exist (" + std::to_string(count) +
+                             " visible)");
+  DS_GPU_CHECK(gpuSetDevice(device_), "device %d", device_);
+  DS_GPU_CHECK(gpuStreamCreate(&stream_), "stream on device %d", device_);
+  weights_ = std::make_unique<gpu::GpuWeights>(config_, model_.weights);
+  size_buffers();
+  const size_t slots = static_cast<size_t>(cache_.num_state_slots);
+  live_entry_.resize(slots);
+  for (size_t s = 0; s < slots; ++s) live_entry_[s] = static_cast<int32_t>(static_cast<int64_t>(s) * entries_per_slot_);
+  ring_first_.assign(slots, -1);
+  verify_rows_.assign(slots, 0);
+}
+
+GpuBackend::~GpuBackend() {
+  if (stream_ != nullptr) {
+    (void)gpuSetDevice(device_);
+    (void)gpuStreamSynchronize(stream_);
+    (void)gpuStreamDestroy(stream_);
+  }
+}
+
+std::string GpuBackend::name() const {
+#if defined(DS_GPU_HIP)
+  return "hip";
+#else
+  return "cuda";
+#endif
+}
+
+// The preconditions of the kernels, as clear load-time errors instead of launch failures.
+void GpuBackend::check_model() const {
+  const ModelConfig& c = config_;
+  if (c.num_embd % 8 != 0) unsupported("hidden size " + std::to_string(c.num_embd) + " is not a multiple of 8");
+  if (c.num_gdn_layers() > 0) {
+    if (c.ssm_head_dim != 64 && c.ssm_head_dim != 128)
+      unsupported("Gated DeltaNet head dim " + std::to_string(c.ssm_head_dim) + " (gdn_step_gpu takes 64 or 128)");
+    if (c.conv_kernel != 4) unsupported("conv kernel " + std::to_string(c.conv_kernel) + " (gdn_step_gpu takes 4)");
+    if (c.ssm_k_heads <= 0 || c.ssm_v_heads % c.ssm_k_heads != 0) unsupported("GDN value heads not a multiple of key heads");
+  }
+  if (c.num_attention_layers() > 0 || c.num_mtp_layers > 0) {
+    if (c.head_dim % 4 != 0 || c.head_dim > 256) unsupported("attention head dim " + std::to_string(c.head_dim));
+    if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0 || c.num_heads / c.num_kv_heads > 16)
+      unsupported("attention heads " + std::to_string(c.num_heads) + " / KV heads " + std::to_string(c.num_kv_heads));
+    if (c.rope_dims <= 0 || c.rope_dims % 2 != 0) unsupported("RoPE dims " + std::to_string(c.rope_dims));
+  }
+  if (c.is_moe() && (c.num_experts_used < 1 || c.num_experts_used > std::min<int64_t>(c.num_experts, 32) ||
+                     c.num_experts > 4096))
+    unsupported("MoE top-" + std::to_string(c.num_experts_used) + " of " + std::to_string(c.num_experts) + " experts");
+}
+
+void GpuBackend::size_buffers() {
+  const ModelConfig& c = config_;
+  const int64_t S = cache_.num_state_slots, Rv = cache_.max_verify_rows, H = c.num_embd, V = c.num_vocab;
+  max_rows_ = cache_.max_step_rows > 0 ? cache_.max_step_rows : S * Rv + kDefaultPrefillRows;
+  max_logit_rows_ = std::min<int64_t>(max_rows_, std::max<int64_t>(S * Rv, kLogitBudgetBytes / (V * 4)));
+  max_context_ = static_cast<int64_t>(cache_.num_kv_blocks) * cache_.kv_block_tokens;
+  entries_per_slot_ = Rv >= 2 ? 2 * Rv : 1;
+  delta_entry_floats_ = c.ssm_v_heads * c.ssm_head_dim * c.ssm_head_dim;
+  conv_entry_floats_ = (c.conv_kernel - 1) * c.conv_channels();
+
+  // Caches and states.
+  Carver kv(kv_arena_), state(state_arena_);
+  const int64_t kv_floats = max_context_ * c.num_kv_heads * c.head_dim;
+  const int64_t entries = S * entries_per_slot_;
+  kv_.resize(static_cast<size_t>(c.num_attention_layers()));
+  gdn_.resize(static_cast<size_t>(c.num_gdn_layers()));
+  for (int64_t i = 0, a = 0, g = 0; i < c.num_layers; ++i) {
+    if (c.layer_kinds[static_cast<size_t>(i)] == LayerKind::GatedDeltaNet) {
+      layer_cache_index_.push_back(static_cast<int>(g));
+      state.add(gdn_[static_cast<size_t>(g)].delta, entries * delta_entry_floats_);
+      state.add(gdn_[static_cast<size_t>(g++)].conv, entries * conv_entry_floats_);
+    } else {
+      layer_cache_index_.push_back(static_cast<int>(a));
+      kv.add(kv_[static_cast<size_t>(a)].k, kv_floats);
+      kv.add(kv_[static_cast<size_t>(a++)].v, kv_floats);
+    }
+  }
+  if (weights_->has_mtp) {
+    kv.add(mtp_kv_.k, kv_floats);
+    kv.add(mtp_kv_.v, kv_floats);
+  }
+
+  // Workspace for max_rows_ rows.
+  const int64_t R = max_rows_, k = c.is_moe() ? c.num_experts_used : 0;
+  Carver w(work_arena_);
+  ws_.max_rows = R;
+  w.add(ws_.x, R * H);
+  w.add(ws_.a, R * H);
+  w.add(ws_.y, R * H);
+  if (c.num_attention_layers() > 0 || weights_->has_mtp) {
+    w.add(ws_.qg, R * 2 * c.num_heads * c.head_dim);
+    w.add(ws_.k, R * c.num_kv_heads * c.head_dim);
+    w.add(ws_.v, R * c.num_kv_heads * c.head_dim);
+    w.add(ws_.att_o, R * c.num_heads * c.head_dim);
+    kernels::PagedAttentionGpuArgs probe{};
+    probe.num_rows = 1;
+    probe.num_heads = c.num_heads;
+    probe.head_dim = c.head_dim;
+    probe.max_keys = max_context_;
+    const int64_t per_row = kernels::paged_attention_workspace_floats(probe);
+    const int64_t rows_fit = std::max<int64_t>(1, (kLogitBudgetBytes / 4) / per_row);
+    ws_.att_scratch_floats = std::min(R, rows_fit) * per_row;
+    w.add(ws_.att_scratch, ws_.att_scratch_floats);
+  }
+  if (c.num_gdn_layers() > 0) {
+    w.add(ws_.qkv, R * c.conv_channels());
+    w.add(ws_.z, R * c.ssm_value_dim());
+    w.add(ws_.beta, R * c.ssm_v_heads);
+    w.add(ws_.alpha, R * c.ssm_v_heads);
+    w.add(ws_.gdn_o, R * c.ssm_value_dim());
+    w.add(ws_.gdn_sync, S * c.ssm_k_heads);  // zero-filled by allocate(); every launch leaves it zero
+  }
+  if (c.is_moe()) {
+    w.add(ws_.router_logits, R * c.num_experts);
+    w.add(ws_.expert_ids, R * k);
+    w.add(ws_.expert_weights, R * k);
+    w.add(ws_.exp_g, R * k * c.expert_ffn_dim);
+    w.add(ws_.exp_u, R * k * c.expert_ffn_dim);
+    w.add(ws_.exp_out, R * k * H);
+    w.add(ws_.sh_g, R * c.shared_ffn_dim);
+    w.add(ws_.sh_u, R * c.shared_ffn_dim);
+    w.add(ws_.sh_gate, R);
+    w.add(ws_.sh_out, R * H);
+  } else {
+    w.add(ws_.ffn_g, R * c.ffn_dim);
+    w.add(ws_.ffn_u, R * c.ffn_dim);
+  }
+  if (weights_->has_mtp) w.add(ws_.mtp_cat, R * 2 * H);
+  w.add(ws_.lm_in, max_logit_rows_ * H);
+
+  // Staging: 10 int32 arrays (+16 bytes of alignment each) and the MTP hidden inputs.
+  const int64_t ints = 4 * R + 3 * S + (S + 1) + S * cache_.num_kv_blocks + 2 * R + 10 * 4;
+  const size_t input_bytes = static_cast<size_t>(ints) * 4 + static_cast<size_t>(R * H) * 4 + 16;
+  output_floats_ = static_cast<size_t>(R * H + 4 + max_logit_rows_ * V);
+  w.add(staging_device_, static_cast<int64_t>(input_bytes));
+  w.add(output_device_, static_cast<int64_t>(output_floats_));
+
+  kv.allocate();
+  state.allocate();
+  w.allocate();
+  pinned_ = std::make_unique<gpu::PinnedArena>(input_bytes, output_floats_ * sizeof(float));
+  staging_ = std::make_unique<gpu::StagingLayout>(pinned_->input(), pinned_->input_bytes());
+}
+
+void GpuBackend::reset_slot(int32_t slot) {
+  const int32_t entry = static_cast<int32_t>(slot * entries_per_slot_);
+  live_entry_[static_cast<size_t>(slot)] = entry;
+  for (const gpu::GdnStatePools& p : gdn_) {
+    const size_t delta_bytes = static_cast<size_t>(delta_entry_floats_) * sizeof(float);
+    const size_t conv_bytes = static_cast<size_t>(conv_entry_floats_) * sizeof(float);
+    DS_GPU_CHECK(gpuMemsetAsync(p.delta + entry * delta_entry_floats_, 0, delta_bytes, stream_), "reset slot %d", slot);
+    DS_GPU_CHECK(gpuMemsetAsync(p.conv + entry * conv_entry_floats_, 0, conv_bytes, stream_), "reset slot %d", slot);
+  }
+}
+
+void GpuBackend::rollback(int32_t slot, int32_t num_rows_kept) {
+  if (slot < 0 || slot >= cache_.num_state_slots) throw std::invalid_argument("rollback: slot out of range");
+  const size_t s = static_cast<size_t>(slot);
+  const int32_t rows = verify_rows_[s];
+  if (num_rows_kept < 1 || num_rows_kept > rows)
+    throw std::invalid_argument("rollback: slot " + std::to_string(slot) + " kept " + std::to_string(num_rows_kept) +
+                                " rows of a verify step of " + std::to_string(rows));
+  verify_rows_[s] = 0;
+  live_entry_[s] = ring_first_[s] + num_rows_kept - 1;  // an index move: the entry already holds that state
+}
+
+BackendMemoryStats GpuBackend::memory_stats() const {
+  BackendMemoryStats m;
+  m.device_bytes_used = static_cast<int64_t>(weights_->bytes() + kv_arena_.bytes() + state_arena_.bytes() + work_arena_.bytes());
+  size_t free_bytes = 0, total_bytes = 0;
+  (void)gpuSetDevice(device_);
+  if (gpuMemGetInfo(&free_bytes, &total_bytes) == gpuSuccess) m.device_bytes_total = static_cast<int64_t>(total_bytes);
+  m.pinned_bytes = pinned_->bytes();
+  m.pinned_registrations = pinned_->registrations();
+  return m;
+}
+
+std::vector<float> GpuBackend::read_delta_state(int gdn_layer, int32_t slot) const {
+  std::vector<float> host(static_cast<size_t>(delta_entry_floats_));
+  const float* src = gdn_.at(static_cast<size_t>(gdn_layer)).delta + state_entry(slot) * delta_entry_floats_;
+  DS_GPU_CHECK(gpuStreamSynchronize(stream_), "read state");
+  DS_GPU_CHECK(gpuMemcpy(host.data(), src, host.size() * sizeof(float), gpuMemcpyDeviceToHost), "read delta state");
+  return host;
+}
+
+std::vector<float> GpuBackend::read_conv_state(int gdn_layer, int32_t slot) const {
+  std::vector<float> host(static_cast<size_t>(conv_entry_floats_));
+  const float* src = gdn_.at(static_cast<size_t>(gdn_layer)).conv + state_entry(slot) * conv_entry_floats_;
+  DS_GPU_CHECK(gpuStreamSynchronize(stream_), "read state");
+  DS_GPU_CHECK(gpuMemcpy(host.data(), src, host.size() * sizeof(float), gpuMemcpyDeviceToHost), "read conv state");
+  return host;
+}
+
+}  // namespace deltaserve::runtime

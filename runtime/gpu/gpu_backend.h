@@ -1,0 +1,143 @@
+// The GPU backend: the Qwen3.5 hybrid over a batch plan on one CUDA or HIP device with the
+// kernels of kernels/*_gpu.h. Same semantics as the CPU backend (runtime/cpu/cpu_backend.h),
+// which is its oracle: plan checks, slot reset when num_cached_tokens == 0, verify rows with
+// keep_row_states, rollback, the MTP head, the ForwardOutput layout.
+//
+// Memory, all sized at construction from the CacheConfig and never grown:
+// - weights: one device allocation (GpuWeights);
+// - KV cache: one allocation, a paged pool per attention layer plus the MTP block's own,
+//   [num_kv_blocks][kv_block_tokens][nkv][hd] f32 for K and for V;
+// - recurrent state: one allocation; per GDN layer a pool of state entries ([Hv][dk][dv]
+//   delta + [Kc-1][Dc] conv, f32). Slot s owns entries [s * E, (s + 1) * E), E = 1 when
+//   max_verify_rows < 2, else 2 * max_verify_rows: two banks of max_verify_rows entries. The
+//   slot's live state is one entry (state_entry(s)); a plain step updates it in place; a
+//   verify step (keep_row_states, T rows) reads it and writes the state after row t into
+//   entry t of the *other* bank, and the live entry becomes the last one; rollback(s, k)
+//   moves the live entry to row k - 1's entry. Nothing is copied; a step without verify rows
+//   touches no ring. All GDN layers use the same entry index.
+// - workspace: one allocation for max_step_rows rows (CacheConfig::max_step_rows, or when 0:
+//   num_state_slots * max_verify_rows + kDefaultPrefillRows), the attention split-K scratch,
+//   the device mirror of the step staging and the output rows;
+// - pinned: ONE page-locked host arena (PinnedArena): step index arrays in, logit/hidden rows out.
+//
+// Per forward: the per-row index arrays (tokens, positions, row -> sequence, block tables,
+// GDN entries, output row maps) are written into the pinned arena and sent with one async
+// copy; every layer runs on one stream without host sync; the requested hidden and logit rows
+// come back with one async copy, then one stream synchronisation.
+//
+// Owner: the engine thread (no method is thread-safe). forward/forward_mtp block until the
+// step's results are on the host. Device or SDK failures abort with a report (DS_GPU_CHECK);
+// bad plans throw std::invalid_argument before any device work.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/gpu_compat.h"
+#include "runtime/backend.h"
+#include "runtime/gpu/device_arena.h"
+#include "runtime/gpu/gpu_layers.h"
+#include "runtime/gpu/gpu_weights.h"
+#include "runtime/gpu/pinned_arena.h"
+#include "runtime/model_weights.h"
+
+namespace deltaserve::runtime {
+
+class GpuBackend final : public Backend {
+ public:
+  // Rows of a step when CacheConfig::max_step_rows is 0: every slot's verify rows plus one
+  // prefill chunk of this many tokens (the scheduler's default max_prefill_chunk_tokens).
+  static constexpr int32_t kDefaultPrefillRows = 512;
+  // Device (and pinned) bytes the logit rows of one step may take: bounds max_logit_rows()
+  // for large vocabularies (never below num_state_slots * max_verify_rows).
+  static constexpr int64_t kLogitBudgetBytes = int64_t{256} << 20;
+
+  // The model must outlive the backend. Uploads the weights (blocking) and allocates every
+  // buffer. Throws std::runtime_error for shapes or weight types the GPU kernels lack (naming
+  // the tensor or the field), a missing device, or too little memory; std::invalid_argument
+  // for a bad CacheConfig.
+  GpuBackend(const LoadedModel& model, const CacheConfig& cache, int device_index = 0);
+  ~GpuBackend() override;
+  GpuBackend(const GpuBackend&) = delete;
+  GpuBackend& operator=(const GpuBackend&) = delete;
+
+  std::string name() const override;
+  const ModelConfig& config() const override { return config_; }
+  const CacheConfig& cache_config() const override { return cache_; }
+  void forward(const BatchPlan& plan, ForwardOutput& out) override;
+  void forward_mtp(const MtpPlan& plan, ForwardOutput& out) override;
+  void rollback(int32_t slot, int32_t num_rows_kept) override;
+  BackendMemoryStats memory_stats() const override;
+
+  int64_t kv_cache_bytes() const { return static_cast<int64_t>(kv_arena_.bytes()); }
+  int64_t state_bytes() const { return static_cast<int64_t>(state_arena_.bytes()); }
+  int64_t max_step_rows() const { return max_rows_; }
+  int64_t max_logit_rows() const { return max_logit_rows_; }
+
+  // Test hooks (blocking device reads): the live state entry of a slot, and its contents in
+  // one GDN layer (by GDN layer index), as the CPU backend's delta_state / conv_state.
+  int32_t state_entry(int32_t slot) const { return live_entry_.at(static_cast<size_t>(slot)); }
+  std::vector<float> read_delta_state(int gdn_layer, int32_t slot) const;
+  std::vector<float> read_conv_state(int gdn_layer, int32_t slot) const;
+
+ private:
+  void check_model() const;
+  void size_buffers();
+  void check_plan(const BatchPlan& plan) const;
+  void check_rows(size_t index, const std::vector<int32_t>& tokens, int64_t first_position,
+                  const std::vector<int32_t>& kv_blocks) const;
+  void reset_slot(int32_t slot);
+  // Writes the block tables of the plan's sequences into the staging; returns the stride.
+  struct OutputRows {
+    std::vector<int32_t> hidden_rows;  // step rows whose normed hidden state is returned
+    std::vector<int32_t> logit_index;  // per logit row: its index among hidden_rows
+  };
+  gpu::StepRowsView stage_common(const std::vector<const std::vector<int32_t>*>& tokens,
+                                 const std::vector<int32_t>& first_positions,
+                                 const std::vector<const std::vector<int32_t>*>& kv_blocks, const OutputRows& rows,
+                                 size_t& hidden_rows_at, size_t& logit_index_at);
+  void run_block(const gpu::GpuLayerWeights& lw, const gpu::KvPool* kv, const gpu::GdnStatePools* gdn,
+                 const gpu::StepRowsView& rows);
+  void lm_head(const gpu::DeviceTensor& norm, const int32_t* hidden_rows, int64_t num_hidden, const int32_t* logit_index,
+               int64_t num_logits, ForwardOutput& out);
+  gpu::GpuLayerContext context() const { return {config_, stream_, cache_.kv_block_tokens, ws_}; }
+  template <class T>
+  const T* device(size_t staging_offset) const {
+    return reinterpret_cast<const T*>(staging_device_ + staging_offset);
+  }
+
+  const LoadedModel& model_;
+  const ModelConfig& config_;
+  CacheConfig cache_;
+  int device_ = 0;
+  gpuStream_t stream_ = nullptr;
+  std::unique_ptr<gpu::GpuWeights> weights_;
+
+  int64_t max_rows_ = 0;        // rows of one step
+  int64_t max_logit_rows_ = 0;  // logit rows of one step
+  int64_t max_context_ = 0;     // num_kv_blocks * kv_block_tokens: positions of one sequence
+  int64_t entries_per_slot_ = 1;
+  int64_t delta_entry_floats_ = 0, conv_entry_floats_ = 0;
+
+  gpu::DeviceArena kv_arena_{"KV cache"};
+  gpu::DeviceArena state_arena_{"recurrent state"};
+  gpu::DeviceArena work_arena_{"workspace"};
+  std::unique_ptr<gpu::PinnedArena> pinned_;
+  std::unique_ptr<gpu::StagingLayout> staging_;
+  unsigned char* staging_device_ = nullptr;  // device mirror of the pinned input region
+  float* output_device_ = nullptr;           // [hidden rows][H] then [logit rows][V]
+  size_t output_floats_ = 0;
+
+  gpu::GpuWorkspace ws_;
+  std::vector<gpu::KvPool> kv_;              // one per attention layer, in layer order
+  gpu::KvPool mtp_kv_;
+  std::vector<gpu::GdnStatePools> gdn_;      // one per GDN layer, in layer order
+  std::vector<int> layer_cache_index_;       // trunk layer -> index in gdn_ or kv_
+  std::vector<int32_t> live_entry_;          // per slot: the state entry holding its live state
+  std::vector<int32_t> ring_first_;          // per slot: first ring entry of its last verify step
+  std::vector<int32_t> verify_rows_;         // per slot: rows of its last verify step (0 = none)
+};
+
+}  // namespace deltaserve::runtime

@@ -1,0 +1,306 @@
+// GpuBackend's forward passes: plan checks (the CPU backend's, plus this backend's fixed
+// bounds), the step's index arrays staged in the pinned arena and sent with one copy, every
+// layer on one stream, the requested rows back with one copy and one synchronisation.
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/elementwise_gpu.h"
+#include "kernels/embedding_gpu.h"
+#include "kernels/step_ops_gpu.h"
+#include "runtime/gpu/gpu_backend.h"
+
+namespace deltaserve::runtime {
+namespace {
+
+std::string seq_error(size_t index, const std::string& what) {
+  return "batch plan: sequence " + std::to_string(index) + ": " + what;
+}
+
+// Output rows of one sequence of count rows starting at step row begin (CpuBackend's rule):
+// hidden rows are its last max(num_hidden, num_logits) rows, logit rows its last num_logits.
+void add_output_rows(int64_t begin, int64_t count, int32_t num_logits, int32_t num_hidden, std::vector<int32_t>& hidden_rows,
+                     std::vector<int32_t>& logit_index) {
+  const int64_t num_h = std::max(num_logits, num_hidden);
+  const int64_t first_hidden = static_cast<int64_t>(hidden_rows.size());
+  for (int64_t i = count - num_h; i < count; ++i) hidden_rows.push_back(static_cast<int32_t>(begin + i));
+  for (int64_t j = num_h - num_logits; j < num_h; ++j) logit_index.push_back(static_cast<int32_t>(first_hidden + j));
+}
+
+}  // namespace
+
+void GpuBackend::check_rows(size_t index, const std::vector<int32_t>& tokens, int64_t first_position,
+                            const std::vector<int32_t>& kv_blocks) const {
+  for (int32_t t : tokens)
+    if (t < 0 || t >= config_.num_vocab) throw std::invalid_argument(seq_error(index, "token id out of range"));
+  const int64_t end = first_position + static_cast<int64_t>(tokens.size());
+  const int64_t blocks_needed = (end + cache_.kv_block_tokens - 1) / cache_.kv_block_tokens;
+  if (static_cast<int64_t>(kv_blocks.size()) < blocks_needed)
+    throw std::invalid_argument(seq_error(index, "block table too short for its positions"));
+  for (int32_t b : kv_blocks)
+    if (b < 0 || b >= cache_.num_kv_blocks) throw std::invalid_argument(seq_error(index, "KV block id out of range"));
+  if (end > max_context_)
+    throw std::invalid_argument(seq_error(index, "positions past the KV pool (" + std::to_string(max_context_) + " tokens)"));
+}
+
+void GpuBackend::check_plan(const BatchPlan& plan) const {
+  std::vector<bool> slot_seen(static_cast<size_t>(cache_.num_state_slots), false);
+  int64_t logit_rows = 0;
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const SequenceStep& s = plan.sequences[i];
+    if (s.slot < 0 || s.slot >= cache_.num_state_slots) throw std::invalid_argument(seq_error(i, "slot out of range"));
+    if (slot_seen[static_cast<size_t>(s.slot)]) throw std::invalid_argument(seq_error(i, "slot used twice in one step"));
+    slot_seen[static_cast<size_t>(s.slot)] = true;
+    if (s.tokens.empty()) throw std::invalid_argument(seq_error(i, "no tokens"));
+    if (s.num_cached_tokens < 0) throw std::invalid_argument(seq_error(i, "negative num_cached_tokens"));
+    if (s.num_logits < 0 || s.num_logits > static_cast<int32_t>(s.tokens.size()) || s.num_hidden < 0 ||
+        s.num_hidden > static_cast<int32_t>(s.tokens.size()))
+      throw std::invalid_argument(seq_error(i, "num_logits or num_hidden out of range"));
+    if (s.keep_row_states && (cache_.max_verify_rows < 2 || static_cast<int32_t>(s.tokens.size()) > cache_.max_verify_rows))
+      throw std::invalid_argument(seq_error(i, "more verify rows than the state ring holds"));
+    check_rows(i, s.tokens, s.num_cached_tokens, s.kv_blocks);
+    logit_rows += s.num_logits;
+  }
+  if (plan.num_rows() > max_rows_)
+    throw std::invalid_argument("batch plan: " + std::to_string(plan.num_rows()) + " rows, more than this GPU backend's " +
+                                std::to_string(max_rows_) + " rows per step (CacheConfig::max_step_rows)");
+  if (logit_rows > max_logit_rows_)
+    throw std::invalid_argument("batch plan: " + std::to_string(logit_rows) + " logit rows, more than this GPU backend's " +
+                                std::to_string(max_logit_rows_) + " per step");
+}
+
+gpu::StepRowsView GpuBackend::stage_common(const std::vector<const std::vector<int32_t>*>& tokens,
+                                           const std::vector<int32_t>& first_positions,
+                                           const std::vector<const std::vector<int32_t>*>& kv_blocks,
+                                           const OutputRows& orows, size_t& hidden_rows_at, size_t& logit_index_at) {
+  gpu::StagingLayout& st = *staging_;
+  const int64_t num_seqs = static_cast<int64_t>(tokens.size());
+  int64_t n = 0, stride = 1, max_keys = 1;
+  for (int64_t i = 0; i < num_seqs; ++i) {
+    const int64_t count = static_cast<int64_t>(tokens[static_cast<size_t>(i)]->size());
+    const int64_t end = first_positions[static_cast<size_t>(i)] + count;
+    n += count;
+    max_keys = std::max(max_keys, end);
+    stride = std::max(stride, (end + cache_.kv_block_tokens - 1) / cache_.kv_block_tokens);
+  }
+  const size_t tokens_at = st.push<int32_t>(n), positions_at = st.push<int32_t>(n), row_seq_at = st.push<int32_t>(n);
+  const size_t begin_at = st.push<int32_t>(num_seqs + 1), tables_at = st.push<int32_t>(num_seqs * stride);
+  hidden_rows_at = st.push<int32_t>(static_cast<int64_t>(orows.hidden_rows.size()));
+  logit_index_at = st.push<int32_t>(static_cast<int64_t>(orows.logit_index.size()));
+  int32_t* tok = st.host<int32_t>(tokens_at);
+  int32_t* pos = st.host<int32_t>(positions_at);
+  int32_t* seq = st.host<int32_t>(row_seq_at);
+  int32_t* begin = st.host<int32_t>(begin_at);
+  int32_t* tables = st.host<int32_t>(tables_at);
+  int64_t r = 0;
+  for (int64_t i = 0; i < num_seqs; ++i) {
+    const std::vector<int32_t>& t = *tokens[static_cast<size_t>(i)];
+    begin[i] = static_cast<int32_t>(r);
+    for (size_t j = 0; j < t.size(); ++j, ++r) {
+      tok[r] = t[j];
+      pos[r] = first_positions[static_cast<size_t>(i)] + static_cast<int32_t>(j);
+      seq[r] = static_cast<int32_t>(i);
+    }
+    // Entries past the blocks a sequence covers are never read; 0 keeps them valid ids.
+    const std::vector<int32_t>& b = *kv_blocks[static_cast<size_t>(i)];
+    const size_t used = std::min(b.size(), static_cast<size_t>(stride));
+    int32_t* row = tables + i * stride;
+    std::fill(row, row + stride, 0);
+    std::copy_n(b.begin(), used, row);
+  }
+  begin[num_seqs] = static_cast<int32_t>(r);
+  std::copy(orows.hidden_rows.begin(), orows.hidden_rows.end(), st.host<int32_t>(hidden_rows_at));
+  std::copy(orows.logit_index.begin(), orows.logit_index.end(), st.host<int32_t>(logit_index_at));
+
+  gpu::StepRowsView rows;
+  rows.num_rows = n;
+  rows.num_seqs = num_seqs;
+  rows.tokens = device<int32_t>(tokens_at);
+  rows.positions = device<int32_t>(positions_at);
+  rows.row_seq = device<int32_t>(row_seq_at);
+  rows.seq_row_begin = device<int32_t>(begin_at);
+  rows.block_tables = device<int32_t>(tables_at);
+  rows.block_table_stride = stride;
+  rows.max_keys = max_keys;
+  return rows;
+}
+
+void GpuBackend::run_block(const gpu::GpuLayerWeights& lw, const gpu::KvPool* kv, const gpu::GdnStatePools* gdn,
+                           const gpu::StepRowsView& rows) {
+  const gpu::GpuLayerContext ctx = context();
+  const int64_t n = rows.num_rows, h = config_.num_embd;
+  gpu::rms_norm(ctx, lw.attn_norm, ws_.x, n, ws_.a, h);
+  if (gdn != nullptr) {
+    gpu::gdn_forward(ctx, lw.gdn, *gdn, rows, ws_.a, ws_.y);
+  } else {
+    gpu::attention_forward(ctx, lw.attention, *kv, rows, ws_.a, ws_.y);
+  }
+  DS_GPU_CHECK(kernels::add_gpu(ws_.x, ws_.y, ws_.x, n * h, stream_), "residual add %lld rows", static_cast<long long>(n));
+  gpu::rms_norm(ctx, lw.post_attention_norm, ws_.x, n, ws_.a, h);
+  gpu::ffn_forward(ctx, lw.ffn, n, ws_.a, ws_.y);
+  DS_GPU_CHECK(kernels::add_gpu(ws_.x, ws_.y, ws_.x, n * h, stream_), "residual add %lld rows", static_cast<long long>(n));
+}
+
+// Final norm of the hidden rows of ws_.x and the LM head for the logit rows (a subset of
+// them), into out: the only device->host copy and the only synchronisation of a forward.
+void GpuBackend::lm_head(const gpu::DeviceTensor& norm, const int32_t* hidden_rows, int64_t num_hidden,
+                         const int32_t* logit_index, int64_t num_logits, ForwardOutput& out) {
+  const gpu::GpuLayerContext ctx = context();
+  const int64_t h = config_.num_embd, v = config_.num_vocab;
+  const int64_t logits_at = (num_hidden * h + 3) / 4 * 4;  // 16-byte aligned
+  float* hidden = output_device_;
+  float* logits = output_device_ + logits_at;
+  DS_GPU_CHECK(kernels::gather_rows_gpu(ws_.x, h, hidden_rows, num_hidden, h, hidden, h, stream_), "gather hidden rows %lld",
+               static_cast<long long>(num_hidden));
+  gpu::rms_norm(ctx, norm, hidden, num_hidden, hidden, h);
+  DS_GPU_CHECK(kernels::gather_rows_gpu(hidden, h, logit_index, num_logits, h, ws_.lm_in, h, stream_),
+               "gather logit rows %lld", static_cast<long long>(num_logits));
+  gpu::matmul(ctx, weights_->output, ws_.lm_in, num_logits, logits);
+  const size_t floats = static_cast<size_t>(num_logits > 0 ? logits_at + num_logits * v : num_hidden * h);
+  if (floats > output_floats_) throw std::logic_error("GPU backend: output rows exceed the output buffer");
+  float* host = pinned_->output();
+  if (floats > 0)
+    DS_GPU_CHECK(gpuMemcpyAsync(host, output_device_, floats * sizeof(float), gpuMemcpyDeviceToHost, stream_),
+                 "output rows, %zu floats", floats);
+  DS_GPU_CHECK(gpuStreamSynchronize(stream_), "forward of %lld hidden / %lld logit rows", static_cast<long long>(num_hidden),
+               static_cast<long long>(num_logits));
+  out.hidden.assign(host, host + num_hidden * h);
+  out.num_rows = num_logits;
+  out.num_vocab = v;
+  out.logits.assign(host + logits_at, host + logits_at + num_logits * v);
+}
+
+void GpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
+  check_plan(plan);
+  DS_GPU_CHECK(gpuSetDevice(device_), "device %d", device_);
+  staging_->clear();
+  const size_t num_seqs = plan.sequences.size();
+  OutputRows orows;
+  std::vector<const std::vector<int32_t>*> tokens, blocks;
+  std::vector<int32_t> first_positions;
+  out.logit_begin.clear();
+  out.hidden_begin.clear();
+  const size_t in_at = staging_->push<int32_t>(static_cast<int64_t>(num_seqs));
+  const size_t out_at = staging_->push<int32_t>(static_cast<int64_t>(num_seqs));
+  const size_t ring_at = staging_->push<int32_t>(static_cast<int64_t>(num_seqs));
+  int32_t* state_in = staging_->host<int32_t>(in_at);
+  int32_t* state_out = staging_->host<int32_t>(out_at);
+  int32_t* ring = staging_->host<int32_t>(ring_at);
+  int64_t begin = 0;
+  for (size_t i = 0; i < num_seqs; ++i) {
+    const SequenceStep& s = plan.sequences[i];
+    const size_t slot = static_cast<size_t>(s.slot);
+    const int64_t count = static_cast<int64_t>(s.tokens.size());
+    if (s.num_cached_tokens == 0) reset_slot(s.slot);  // enqueued before this step's layers
+    // GDN entries: in place, or (verify rows) from the live entry into the other bank.
+    const int32_t live = live_entry_[slot];
+    state_in[i] = live;
+    if (s.keep_row_states) {
+      const int32_t base = static_cast<int32_t>(s.slot * entries_per_slot_);
+      const int32_t bank = (live - base) / cache_.max_verify_rows;
+      ring[i] = base + (1 - bank) * cache_.max_verify_rows;
+      state_out[i] = -1;  // the state after the last row is its ring entry
+      ring_first_[slot] = ring[i];
+      live_entry_[slot] = ring[i] + static_cast<int32_t>(count) - 1;
+      verify_rows_[slot] = static_cast<int32_t>(count);
+    } else {
+      ring[i] = -1;
+      state_out[i] = live;
+      verify_rows_[slot] = 0;
+    }
+    tokens.push_back(&s.tokens);
+    blocks.push_back(&s.kv_blocks);
+    first_positions.push_back(s.num_cached_tokens);
+    out.logit_begin.push_back(static_cast<int64_t>(orows.logit_index.size()));
+    out.hidden_begin.push_back(static_cast<int64_t>(orows.hidden_rows.size()));
+    add_output_rows(begin, count, s.num_logits, s.num_hidden, orows.hidden_rows, orows.logit_index);
+    begin += count;
+  }
+  size_t hidden_at = 0, logit_at = 0;
+  gpu::StepRowsView rows = stage_common(tokens, first_positions, blocks, orows, hidden_at, logit_at);
+  rows.state_in = device<int32_t>(in_at);
+  rows.state_out = device<int32_t>(out_at);
+  rows.ring_first = device<int32_t>(ring_at);
+  DS_GPU_CHECK(gpuMemcpyAsync(staging_device_, pinned_->input(), staging_->used_bytes(), gpuMemcpyHostToDevice, stream_),
+               "step staging, %zu bytes", staging_->used_bytes());
+
+  const ModelConfig& c = config_;
+  const int64_t n = rows.num_rows;
+  const gpu::DeviceTensor& emb = weights_->token_embd;
+  DS_GPU_CHECK(kernels::embedding_lookup_gpu(emb.data, emb.type, c.num_embd, rows.tokens, n, ws_.x, stream_),
+               "embedding %lld rows", static_cast<long long>(n));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const gpu::GpuLayerWeights& lw = weights_->layers[static_cast<size_t>(i)];
+    const size_t index = static_cast<size_t>(layer_cache_index_[static_cast<size_t>(i)]);
+    if (lw.kind == LayerKind::GatedDeltaNet) {
+      run_block(lw, nullptr, &gdn_[index], rows);
+    } else {
+      run_block(lw, &kv_[index], nullptr, rows);
+    }
+  }
+  lm_head(weights_->output_norm, device<int32_t>(hidden_at), static_cast<int64_t>(orows.hidden_rows.size()),
+          device<int32_t>(logit_at), static_cast<int64_t>(orows.logit_index.size()), out);
+}
+
+void GpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
+  if (!weights_->has_mtp) throw std::logic_error("this model has no MTP head");
+  const ModelConfig& c = config_;
+  const int64_t h = c.num_embd;
+  int64_t n = 0, logit_rows = 0;
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const MtpSequenceStep& s = plan.sequences[i];
+    const int64_t count = static_cast<int64_t>(s.tokens.size());
+    if (count == 0 || static_cast<int64_t>(s.hidden.size()) != count * h)
+      throw std::invalid_argument(seq_error(i, "MTP rows need one hidden vector per token"));
+    if (s.num_logits < 0 || s.num_logits > count) throw std::invalid_argument(seq_error(i, "num_logits out of range"));
+    check_rows(i, s.tokens, s.num_cached_rows, s.kv_blocks);
+    n += count;
+    logit_rows += s.num_logits;
+  }
+  if (static_cast<int64_t>(plan.sequences.size()) > cache_.num_state_slots || n > max_rows_ || logit_rows > max_logit_rows_)
+    throw std::invalid_argument("MTP plan: " + std::to_string(plan.sequences.size()) + " sequences, " + std::to_string(n) +
+                                " rows, " + std::to_string(logit_rows) + " logit rows: over this GPU backend's bounds (" +
+                                std::to_string(cache_.num_state_slots) + ", " + std::to_string(max_rows_) + ", " +
+                                std::to_string(max_logit_rows_) + ")");
+  DS_GPU_CHECK(gpuSetDevice(device_), "device %d", device_);
+  staging_->clear();
+  OutputRows orows;
+  std::vector<const std::vector<int32_t>*> tokens, blocks;
+  std::vector<int32_t> first_positions;
+  out.logit_begin.clear();
+  out.hidden_begin.clear();
+  const size_t hidden_in_at = staging_->push<float>(n * h);
+  float* hidden_in = staging_->host<float>(hidden_in_at);
+  int64_t begin = 0;
+  for (const MtpSequenceStep& s : plan.sequences) {
+    const int64_t count = static_cast<int64_t>(s.tokens.size());
+    std::memcpy(hidden_in + begin * h, s.hidden.data(), s.hidden.size() * sizeof(float));
+    tokens.push_back(&s.tokens);
+    blocks.push_back(&s.kv_blocks);
+    first_positions.push_back(s.num_cached_rows);
+    out.logit_begin.push_back(static_cast<int64_t>(orows.logit_index.size()));
+    out.hidden_begin.push_back(static_cast<int64_t>(orows.logit_index.size()));  // MTP: hidden rows == logit rows
+    add_output_rows(begin, count, s.num_logits, 0, orows.hidden_rows, orows.logit_index);
+    begin += count;
+  }
+  size_t hidden_at = 0, logit_at = 0;
+  const gpu::StepRowsView rows = stage_common(tokens, first_positions, blocks, orows, hidden_at, logit_at);
+  DS_GPU_CHECK(gpuMemcpyAsync(staging_device_, pinned_->input(), staging_->used_bytes(), gpuMemcpyHostToDevice, stream_),
+               "MTP staging, %zu bytes", staging_->used_bytes());
+
+  // u = eh_proj [enorm(embedding) | hnorm(hidden)]: embedding first (MODEL.md 4.2).
+  const gpu::GpuLayerContext ctx = context();
+  const gpu::GpuMtpWeights& mw = weights_->mtp;
+  const gpu::DeviceTensor& emb = weights_->token_embd;
+  DS_GPU_CHECK(kernels::embedding_lookup_gpu(emb.data, emb.type, h, rows.tokens, n, ws_.a, stream_), "MTP embedding %lld rows",
+               static_cast<long long>(n));
+  gpu::rms_norm(ctx, mw.enorm, ws_.a, n, ws_.mtp_cat, 2 * h);
+  gpu::rms_norm(ctx, mw.hnorm, device<float>(hidden_in_at), n, ws_.mtp_cat + h, 2 * h);
+  gpu::matmul(ctx, mw.eh_proj, ws_.mtp_cat, n, ws_.x);
+  run_block(mw.layer, &mtp_kv_, nullptr, rows);
+  lm_head(mw.shared_head_norm, device<int32_t>(hidden_at), static_cast<int64_t>(orows.hidden_rows.size()),
+          device<int32_t>(logit_at), static_cast<int64_t>(orows.logit_index.size()), out);
+}
+
+}  // namespace deltaserve::runtime

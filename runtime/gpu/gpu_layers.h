@@ -1,0 +1,85 @@
+// The GPU backend's layer functions (the device twins of runtime/cpu/cpu_layers.h). Internal
+// to runtime/gpu. Every function only enqueues kernels on ctx.stream: no host sync, no
+// allocation; all buffers come from the workspace sized at start. A failing launch aborts
+// through DS_GPU_CHECK with the op and its shapes (the plan and the weights were checked
+// before, so a failure here is a bug or a device fault).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/gpu_compat.h"
+#include "runtime/gpu/gpu_weights.h"
+#include "runtime/model_config.h"
+
+namespace deltaserve::runtime::gpu {
+
+// Device pointers to one step's index arrays (all in the staging mirror).
+struct StepRowsView {
+  int64_t num_rows = 0;
+  int64_t num_seqs = 0;
+  const int32_t* tokens = nullptr;         // [num_rows]
+  const int32_t* positions = nullptr;      // [num_rows]: position in its own sequence
+  const int32_t* row_seq = nullptr;        // [num_rows]: plan sequence index
+  const int32_t* seq_row_begin = nullptr;  // [num_seqs + 1]
+  const int32_t* state_in = nullptr;       // [num_seqs]: GDN state entries (trunk only)
+  const int32_t* state_out = nullptr;      // [num_seqs]
+  const int32_t* ring_first = nullptr;     // [num_seqs]
+  const int32_t* block_tables = nullptr;   // [num_seqs][block_table_stride]
+  int64_t block_table_stride = 0;
+  int64_t max_keys = 0;                    // max over rows of position + 1
+};
+
+// Scratch buffers for max_rows rows (sized at start; see GpuBackend for the bounds).
+struct GpuWorkspace {
+  int64_t max_rows = 0;
+  float *x = nullptr, *a = nullptr, *y = nullptr;               // [R][H]: residual, normed, mixer/FFN out
+  float *qg = nullptr, *k = nullptr, *v = nullptr, *att_o = nullptr;  // attention
+  float* att_scratch = nullptr;  // paged_attention_gpu workspace
+  int64_t att_scratch_floats = 0;
+  float *qkv = nullptr, *z = nullptr, *beta = nullptr, *alpha = nullptr, *gdn_o = nullptr;  // GDN
+  int32_t* gdn_sync = nullptr;   // [max_seqs][Hk] counters, zero between launches
+  float *ffn_g = nullptr, *ffn_u = nullptr;                     // dense FFN [R][I]
+  float* router_logits = nullptr;                               // [R][E]
+  int32_t* expert_ids = nullptr;                                // [R][k]
+  float* expert_weights = nullptr;                              // [R][k]
+  float *exp_g = nullptr, *exp_u = nullptr, *exp_out = nullptr; // [R*k][Ie], [R*k][H]
+  float *sh_g = nullptr, *sh_u = nullptr, *sh_gate = nullptr;   // [R][Is], [R][1]
+  float* sh_out = nullptr;                                      // [R][H]
+  float* mtp_cat = nullptr;                                     // [R][2H]
+  float* lm_in = nullptr;                                       // [R][H]: normed logit rows
+};
+
+struct GpuLayerContext {
+  const ModelConfig& config;
+  gpuStream_t stream;
+  int64_t kv_block_tokens;
+  const GpuWorkspace& ws;
+};
+
+// One GDN layer's state pools: entries of [Hv][dk][dv] and [Kc-1][Dc] floats.
+struct GdnStatePools {
+  float* delta = nullptr;
+  float* conv = nullptr;
+};
+// One attention layer's paged cache: [num_blocks][block_tokens][nkv][hd] floats each.
+struct KvPool {
+  float* k = nullptr;
+  float* v = nullptr;
+};
+
+// y[r] = W x[r] for rows r < num_rows (x, y dense with strides num_in / num_out).
+void matmul(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, int64_t num_rows, float* y);
+
+// Mixers: read the normed rows a [N][H], write y [N][H].
+void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnStatePools& state,
+                 const StepRowsView& rows, const float* a, float* y);
+void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w, const KvPool& cache,
+                       const StepRowsView& rows, const float* a, float* y);
+// FFN: dense SwiGLU or MoE with the shared expert, by ctx.config.arch.
+void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, int64_t num_rows, const float* b, float* y);
+
+// x[r] <- RMSNorm(src[r]) * w over num_rows rows of H (strides H); y may alias x.
+void rms_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, int64_t num_rows, float* y,
+              int64_t y_stride);
+
+}  // namespace deltaserve::runtime::gpu
