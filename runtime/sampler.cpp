@@ -25,9 +25,9 @@ int32_t argmax(const std::vector<float>& v) {
 
 }  // namespace
 
-std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter) {
+std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter, uint32_t stream) {
   constexpr uint32_t kM0 = 0xD2511F53, kM1 = 0xCD9E8D57, kW0 = 0x9E3779B9, kW1 = 0xBB67AE85;
-  std::array<uint32_t, 4> c = {static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0, 0};
+  std::array<uint32_t, 4> c = {static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), stream, 0};
   uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
   for (int round = 0; round < 10; ++round) {
     const uint64_t p0 = static_cast<uint64_t>(kM0) * c[0];
@@ -40,8 +40,21 @@ std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter) {
   return c;
 }
 
-double sampler_uniform(uint64_t seed, uint64_t position) {
-  return philox4x32(seed, position)[0] * (1.0 / 4294967296.0);
+double sampler_uniform(uint64_t seed, uint64_t position, DrawStream stream) {
+  return philox4x32(seed, position, static_cast<uint32_t>(stream))[0] * (1.0 / 4294967296.0);
+}
+
+int32_t draw_token(const TokenDistribution& dist, double u) {
+  const double target = u * dist.total;
+  double cumulative = 0;
+  int32_t last = 0;
+  for (int32_t i = 0; i < static_cast<int32_t>(dist.weights.size()); ++i) {
+    if (dist.weights[i] == 0.0) continue;
+    cumulative += dist.weights[i];
+    if (target < cumulative) return i;
+    last = i;
+  }
+  return last;  // u * total rounded up to the total: the last kept id
 }
 
 Sampler::Sampler(SamplingParams params, uint64_t seed) : params_(std::move(params)), seed_(seed) {}
@@ -84,7 +97,14 @@ std::vector<float> Sampler::processed_logits(std::span<const float> logits) cons
   return v;
 }
 
-int32_t Sampler::draw(const std::vector<float>& processed, uint64_t position) const {
+TokenDistribution Sampler::distribution(const std::vector<float>& processed) const {
+  TokenDistribution dist;
+  dist.weights.assign(processed.size(), 0.0);
+  if (processed.empty()) return dist;
+  if (params_.greedy()) {
+    dist.weights[static_cast<size_t>(argmax(processed))] = dist.total = 1.0;
+    return dist;
+  }
   const double inv_temperature = 1.0 / params_.temperature;
   const double max_logit = processed[argmax(processed)] * inv_temperature;
   // Candidates with their unnormalised probabilities exp(l / T - max).
@@ -98,15 +118,16 @@ int32_t Sampler::draw(const std::vector<float>& processed, uint64_t position) co
     weight[i] = w;
     kept.push_back(i);
   }
-  if (kept.empty()) return argmax(processed);
+  if (kept.empty()) {  // nothing finite (all -inf or NaN): the argmax, as greedy
+    dist.weights[static_cast<size_t>(argmax(processed))] = dist.total = 1.0;
+    return dist;
+  }
   auto by_likelihood = [&](int32_t a, int32_t b) { return more_likely(processed, a, b); };
-  const bool top_k = params_.top_k > 0 && static_cast<size_t>(params_.top_k) < kept.size();
-  const bool top_p = params_.top_p < 1.0f;
-  if (top_k) {
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < kept.size()) {
     std::nth_element(kept.begin(), kept.begin() + params_.top_k, kept.end(), by_likelihood);
     kept.resize(params_.top_k);
   }
-  if (top_p) {
+  if (params_.top_p < 1.0f) {
     std::sort(kept.begin(), kept.end(), by_likelihood);
     double total = 0;
     for (int32_t i : kept) total += weight[i];
@@ -116,38 +137,39 @@ int32_t Sampler::draw(const std::vector<float>& processed, uint64_t position) co
     kept.resize(std::max<size_t>(n, 1));
   }
   std::sort(kept.begin(), kept.end());
-  double total = 0;
-  for (int32_t i : kept) total += weight[i];
-  const double target = sampler_uniform(seed_, position) * total;
-  double cumulative = 0;
   for (int32_t i : kept) {
-    cumulative += weight[i];
-    if (target < cumulative) return i;
+    dist.weights[static_cast<size_t>(i)] = weight[i];
+    dist.total += weight[i];
   }
-  return kept.back();
+  return dist;
+}
+
+SampledToken Sampler::describe(const std::vector<float>& processed, int32_t id) const {
+  SampledToken out;
+  out.id = id;
+  if (!params_.logprobs && params_.top_logprobs <= 0) return out;
+  const float max_logit = processed[argmax(processed)];
+  double sum = 0;
+  for (float x : processed) sum += std::exp(static_cast<double>(x) - max_logit);
+  const double log_z = max_logit + std::log(sum);
+  out.logprob = static_cast<float>(processed[id] - log_z);
+  const size_t num_top = std::min<size_t>(std::max(params_.top_logprobs, 0), processed.size());
+  std::vector<int32_t> order(processed.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + num_top, order.end(),
+                    [&](int32_t a, int32_t b) { return more_likely(processed, a, b); });
+  for (size_t k = 0; k < num_top; ++k) {
+    out.top_logprobs.push_back({order[k], static_cast<float>(processed[order[k]] - log_z)});
+  }
+  return out;
 }
 
 SampledToken Sampler::sample_at(std::span<const float> logits, uint64_t position) const {
-  SampledToken out;
-  if (logits.empty()) return out;
+  if (logits.empty()) return SampledToken{};
   const std::vector<float> processed = processed_logits(logits);
-  out.id = params_.greedy() ? argmax(processed) : draw(processed, position);
-  if (params_.logprobs || params_.top_logprobs > 0) {
-    const float max_logit = processed[argmax(processed)];
-    double sum = 0;
-    for (float x : processed) sum += std::exp(static_cast<double>(x) - max_logit);
-    const double log_z = max_logit + std::log(sum);
-    out.logprob = static_cast<float>(processed[out.id] - log_z);
-    const size_t num_top = std::min<size_t>(std::max(params_.top_logprobs, 0), processed.size());
-    std::vector<int32_t> order(processed.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + num_top, order.end(),
-                      [&](int32_t a, int32_t b) { return more_likely(processed, a, b); });
-    for (size_t k = 0; k < num_top; ++k) {
-      out.top_logprobs.push_back({order[k], static_cast<float>(processed[order[k]] - log_z)});
-    }
-  }
-  return out;
+  const int32_t id = params_.greedy() ? argmax(processed)
+                                      : draw_token(distribution(processed), sampler_uniform(seed_, position));
+  return describe(processed, id);
 }
 
 FinishReason check_finish(const StopConditions& stop, int32_t id, int64_t num_output_tokens) {

@@ -10,11 +10,18 @@
 // one draw by inverse CDF over the kept tokens in id order.
 //
 // Randomness is counter-based: the uniform for output position n of a request is
-// Philox4x32-10 keyed by the request's seed with counter n. So the same seed and request give
-// the same tokens whatever else shares the batch, in any order, on any backend.
+// Philox4x32-10 keyed by the request's seed with counter (n, stream). So the same seed and
+// request give the same tokens whatever else shares the batch, in any order, on any backend.
+// Speculative sampling (runtime/draft_verifier.h) draws its draft, acceptance and token
+// uniforms from separate streams of the same key, so they are independent of each other.
+//
+// The steps split into processed_logits() -> distribution() (the final probability vector
+// a draw samples from) -> draw_token(), so draft verification can compare two distributions
+// built by exactly the code that samples.
 //
 // Owner: one Sampler per request, used by one thread at a time; sample()/sample_at() are
-// const and may run concurrently with each other but not with accept().
+// const and may run concurrently with each other but not with accept(). Copyable (the draft
+// head drafts ahead with a copy).
 #pragma once
 
 #include <array>
@@ -27,10 +34,30 @@
 
 namespace deltaserve::runtime {
 
-// Philox4x32-10 (Salmon et al., SC'11): 4 x 32 random bits for (key, counter).
-std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter);
-// The draw for (seed, position) in [0, 1): the first Philox word / 2^32.
-double sampler_uniform(uint64_t seed, uint64_t position);
+// Philox4x32-10 (Salmon et al., SC'11): 4 x 32 random bits for (key, counter); the 128-bit
+// counter is (counter low, counter high, stream, 0).
+std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter, uint32_t stream = 0);
+// Independent Philox streams of one request key; each output position draws at most once
+// from each stream, so no uniform is ever reused.
+enum class DrawStream : uint32_t {
+  Token = 0,   // the emitted token: plain decode, the bonus row, the residual after a rejection
+  Accept = 1,  // the acceptance test of a draft (speculative sampling)
+  Draft = 2,   // the draft head's draw from its own distribution q
+};
+// The draw for (seed, position, stream) in [0, 1): the first Philox word of counter
+// (position, stream) / 2^32. Stream Token is the counter (position, 0).
+double sampler_uniform(uint64_t seed, uint64_t position, DrawStream stream = DrawStream::Token);
+
+// What one draw samples from, over the whole vocabulary: weights exp(l / T - max) of the
+// tokens kept by min-p, top-k and top-p, exactly 0 elsewhere; greedy is one-hot on the argmax.
+struct TokenDistribution {
+  std::vector<double> weights;  // [num_vocab], unnormalised
+  double total = 0;             // sum of weights, accumulated in id order (> 0)
+  double probability(int32_t id) const { return weights[static_cast<size_t>(id)] / total; }
+  bool empty() const { return weights.empty(); }
+};
+// Inverse CDF in id order: the first id whose running weight exceeds u * total (u in [0, 1)).
+int32_t draw_token(const TokenDistribution& dist, double u);
 
 struct TokenLogprob {
   int32_t id;
@@ -62,11 +89,14 @@ class Sampler {
   // The same with an explicit draw position (speculative verification rows, tests).
   SampledToken sample_at(std::span<const float> logits, uint64_t position) const;
 
-  // Step 1 alone (bias and penalties), for the GPU backend's tests.
+  // Step 1 alone (bias and penalties); also the GPU backend's tests.
   std::vector<float> processed_logits(std::span<const float> logits) const;
+  // Step 2: the distribution a draw at this state samples from (processed: from step 1).
+  TokenDistribution distribution(const std::vector<float>& processed) const;
+  // The emitted token `id` with its logprobs (of the processed logits) when params ask.
+  SampledToken describe(const std::vector<float>& processed, int32_t id) const;
 
  private:
-  int32_t draw(const std::vector<float>& processed, uint64_t position) const;
 
   SamplingParams params_;
   uint64_t seed_;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "runtime/draft_verifier.h"
 #include "runtime/model_config.h"
 
 namespace deltaserve::scheduler {
@@ -62,24 +63,41 @@ runtime::Sampler& BackendRunner::sampler_for(const SequencePlan& seq) {
   return ref;
 }
 
-std::vector<int32_t> BackendRunner::sample_and_verify(const SequencePlan& seq, int64_t first_row,
+int32_t BackendRunner::pick_draft(const SequencePlan& seq, size_t i, int32_t j, std::span<const float> head_logits) {
+  DraftRows& rows = draft_rows_[i];
+  if (j == 0) {
+    rows.sampler.emplace(sampler_for(seq));  // a copy: the target's sampler sees only emitted tokens
+    rows.q.clear();
+  }
+  if (!rows.sampler || static_cast<size_t>(j) != rows.q.size())
+    throw std::logic_error("runner: draft " + std::to_string(j) + " of request " + std::to_string(seq.id) +
+                           " picked out of order");
+  const uint64_t position = static_cast<uint64_t>(seq.output_index) + static_cast<uint64_t>(j);
+  const int32_t id = runtime::draw_draft(*rows.sampler, head_logits, position, rows.q.emplace_back());
+  rows.sampler->accept(id);
+  return id;
+}
+
+std::vector<int32_t> BackendRunner::sample_and_verify(const SequencePlan& seq, size_t i, int64_t first_row,
                                                       const std::vector<int32_t>& drafts, SequenceOutput& result) {
   runtime::Sampler& sampler = sampler_for(seq);
+  const size_t num_vocab = static_cast<size_t>(forward_.num_vocab);
+  const std::span<const float> logits(forward_.row_logits(first_row), (drafts.size() + 1) * num_vocab);
+  // q exists for a sampled request's drafts; greedy ones (and none) verify exactly.
+  std::span<const runtime::TokenDistribution> q;
+  if (!drafts.empty() && draft_rows_[i].q.size() == drafts.size()) q = draft_rows_[i].q;
+  const std::vector<runtime::SampledToken> picked =
+      runtime::verify_drafts(sampler, logits, forward_.num_vocab, drafts, q);
   std::vector<int32_t> emitted;
-  for (size_t r = 0; r <= drafts.size(); ++r) {
-    const std::span<const float> logits(forward_.row_logits(first_row + static_cast<int64_t>(r)),
-                                        static_cast<size_t>(forward_.num_vocab));
-    const runtime::SampledToken picked = sampler.sample(logits);
-    sampler.accept(picked.id);
-    emitted.push_back(picked.id);
+  for (const runtime::SampledToken& t : picked) {
+    emitted.push_back(t.id);
     if (seq.sampling->logprobs || seq.sampling->top_logprobs > 0) {
       TokenLogprob lp;
-      lp.token = picked.id;
-      lp.logprob = picked.logprob;
-      for (const runtime::TokenLogprob& alt : picked.top_logprobs) lp.top.emplace_back(alt.id, alt.logprob);
+      lp.token = t.id;
+      lp.logprob = t.logprob;
+      for (const runtime::TokenLogprob& alt : t.top_logprobs) lp.top.emplace_back(alt.id, alt.logprob);
       result.logprobs.push_back(std::move(lp));
     }
-    if (r == drafts.size() || picked.id != drafts[r]) break;  // the first mismatch ends the block
   }
   result.tokens = emitted;
   result.num_drafted = static_cast<int32_t>(drafts.size());
@@ -88,7 +106,11 @@ std::vector<int32_t> BackendRunner::sample_and_verify(const SequencePlan& seq, i
 
 void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
   const size_t n = plan.sequences.size();
-  std::vector<std::vector<int32_t>> drafts = drafter_ ? drafter_->draft(plan) : std::vector<std::vector<int32_t>>(n);
+  draft_rows_.assign(n, DraftRows{});
+  const MtpDrafter::DraftPicker pick = [&](size_t i, int32_t j, std::span<const float> head_logits) {
+    return pick_draft(plan.sequences[i], i, j, head_logits);
+  };
+  std::vector<std::vector<int32_t>> drafts = drafter_ ? drafter_->draft(plan, pick) : std::vector<std::vector<int32_t>>(n);
 
   runtime::BatchPlan batch;
   batch.sequences.reserve(n);
@@ -115,7 +137,7 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
     std::vector<int32_t> emitted;
     int64_t num_kept = static_cast<int64_t>(p.tokens.size());
     if (p.sample) {
-      emitted = sample_and_verify(p, forward_.logit_begin[i], drafts[i], out.sequences[i]);
+      emitted = sample_and_verify(p, i, forward_.logit_begin[i], drafts[i], out.sequences[i]);
       // Rows kept: the step's tokens and the accepted drafts (all emitted tokens but the last).
       num_kept = static_cast<int64_t>(p.tokens.size()) + static_cast<int64_t>(emitted.size()) - 1;
       if (!drafts[i].empty()) backend_.rollback(p.slot, static_cast<int32_t>(num_kept));
@@ -137,6 +159,7 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
     drafter_->catch_up(catch_up);
     drafter_->retain(live);
   }
+  draft_rows_.clear();  // q lives for one step only
   const std::unordered_set<RequestId> live_set(live.begin(), live.end());
   std::erase_if(samplers_, [&](const auto& entry) { return !live_set.contains(entry.first); });
 }

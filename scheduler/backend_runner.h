@@ -2,13 +2,17 @@
 // sampled sequence's tokens with the CPU reference sampler, and verifies MTP drafts.
 // Owned by the daemon, called on the engine thread only.
 //
-// Verification is exact for every request: row r of a verify step is sampled exactly as a
-// plain decode step at that output position would be (same processed logits, same seeded
-// draw), and the drafts are accepted while they equal what was sampled. So the output with
-// speculation is token-for-token the output without it, for greedy and seeded sampling alike.
+// Verification (runtime/draft_verifier.h): greedy requests accept drafts while they equal
+// the target argmax, so their output with speculation is token for token the output without
+// it. Sampled requests use standard speculative sampling: each draft is drawn from the MTP
+// head's distribution q (the request's own transforms, the Draft stream of its seed), kept
+// for the step, and accepted with probability min(1, p/q); a rejection emits a draw from the
+// residual. Their output keeps its distribution (not its tokens) and, for a fixed seed, is a
+// function of the request and of the draft depths the scheduler chose, never of the batch.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <random>
 #include <unordered_map>
 
@@ -34,8 +38,10 @@ class BackendRunner final : public ModelRunner {
  private:
   // The request's sampler, in step with its history (rebuilt after preemption or a gap).
   runtime::Sampler& sampler_for(const SequencePlan& seq);
-  // Samples row after row of a sequence's logits until one differs from its draft.
-  std::vector<int32_t> sample_and_verify(const SequencePlan& seq, int64_t first_row,
+  // Draws draft j of plan sequence i (a sampled request) from the head's logits; keeps q.
+  int32_t pick_draft(const SequencePlan& seq, size_t i, int32_t j, std::span<const float> head_logits);
+  // Verifies a sequence's drafts against its logits rows and fills its output.
+  std::vector<int32_t> sample_and_verify(const SequencePlan& seq, size_t i, int64_t first_row,
                                          const std::vector<int32_t>& drafts, SequenceOutput& result);
 
   runtime::Backend& backend_;
@@ -46,6 +52,15 @@ class BackendRunner final : public ModelRunner {
   // Samplers of the requests in the last plan; others are dropped (rebuilt on return).
   std::unordered_map<RequestId, std::unique_ptr<runtime::Sampler>> samplers_;
   uint64_t seed_salt_;  // unseeded requests: seed = salt ^ request id
+
+  // A sampled sequence's drafts of the current step: the request's sampler advanced over the
+  // drafts so far, and the distribution q of each draft (at most depth x num_vocab doubles;
+  // cleared when the step ends).
+  struct DraftRows {
+    std::optional<runtime::Sampler> sampler;
+    std::vector<runtime::TokenDistribution> q;
+  };
+  std::vector<DraftRows> draft_rows_;  // parallel to the plan's sequences during execute()
 };
 
 }  // namespace deltaserve::scheduler

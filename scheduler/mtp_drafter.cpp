@@ -13,9 +13,11 @@ int32_t argmax(const float* x, int64_t n) {
   return static_cast<int32_t>(best);
 }
 
+bool samples(const SequencePlan& p) { return p.sampling != nullptr && !p.sampling->greedy(); }
+
 }  // namespace
 
-std::vector<std::vector<int32_t>> MtpDrafter::draft(const StepPlan& plan) {
+std::vector<std::vector<int32_t>> MtpDrafter::draft(const StepPlan& plan, const DraftPicker& pick) {
   const int64_t h = backend_.config().num_embd;
   std::vector<std::vector<int32_t>> drafts(plan.sequences.size());
   std::vector<std::vector<float>> chain_input(plan.sequences.size());
@@ -26,7 +28,12 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const StepPlan& plan) {
     auto it = states_.find(p.id);
     // The head must have caught up to the row before this step's first row.
     if (it == states_.end() || it->second.first_draft < 0 || it->second.num_rows != p.num_cached_tokens) continue;
-    drafts[i].push_back(it->second.first_draft);
+    if (pick && samples(p)) {
+      if (it->second.first_logits.empty()) continue;  // not kept: no draft rather than one without q
+      drafts[i].push_back(pick(i, 0, it->second.first_logits));
+    } else {
+      drafts[i].push_back(it->second.first_draft);
+    }
     chain_input[i] = it->second.output;
     max_depth = std::max(max_depth, p.draft_depth);
   }
@@ -51,7 +58,10 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const StepPlan& plan) {
     backend_.forward_mtp(mtp, out_);
     for (size_t m = 0; m < members.size(); ++m) {
       const size_t i = members[m];
-      drafts[i].push_back(argmax(out_.row_logits(static_cast<int64_t>(m)), out_.num_vocab));
+      const float* row = out_.row_logits(static_cast<int64_t>(m));
+      drafts[i].push_back(pick && samples(plan.sequences[i])
+                              ? pick(i, j, std::span<const float>(row, static_cast<size_t>(out_.num_vocab)))
+                              : argmax(row, out_.num_vocab));
       chain_input[i].assign(out_.hidden.begin() + static_cast<int64_t>(m) * h,
                             out_.hidden.begin() + static_cast<int64_t>(m + 1) * h);
     }
@@ -79,9 +89,11 @@ void MtpDrafter::catch_up(const std::vector<CatchUp>& rows) {
     state.num_rows = c.seq->num_cached_tokens + static_cast<int32_t>(c.next_tokens.size());
     state.first_draft = -1;
     state.output.clear();
+    state.first_logits.clear();
     if (!c.drafts_next) continue;
     const int64_t row = out_.logit_begin[i];
     state.first_draft = argmax(out_.row_logits(row), out_.num_vocab);
+    if (samples(*c.seq)) state.first_logits.assign(out_.row_logits(row), out_.row_logits(row) + out_.num_vocab);
     state.output.assign(out_.hidden.begin() + row * h, out_.hidden.begin() + (row + 1) * h);
   }
 }

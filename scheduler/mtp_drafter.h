@@ -5,9 +5,15 @@
 // gives the first draft of the next step; deeper drafts chain the head's own post-norm
 // output with the previous draft, one position further each.
 //
+// Greedy requests draft the head's argmax. A sampled request's drafts come from the runner's
+// DraftPicker, which draws each from the head's distribution q (the request's transforms)
+// and keeps q for verification (runtime/draft_verifier.h); for them the head's logits row
+// of the next first draft is kept between steps (num_vocab floats per sequence).
+//
 // Owner: the BackendRunner, on the engine thread.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -21,9 +27,16 @@ class MtpDrafter {
  public:
   explicit MtpDrafter(runtime::Backend& backend) : backend_(backend) {}
 
+  // Chooses draft `draft_index` (0-based, output position output_index + draft_index) of
+  // plan.sequences[seq_index], a sampled request, from the head's logits row. Called in
+  // increasing draft_index per sequence, during draft().
+  using DraftPicker =
+      std::function<int32_t(size_t seq_index, int32_t draft_index, std::span<const float> head_logits)>;
+
   // Drafts for each sequence of the plan (empty where none are wanted or possible): up to
-  // plan.sequences[i].draft_depth tokens, greedy from the head.
-  std::vector<std::vector<int32_t>> draft(const StepPlan& plan);
+  // plan.sequences[i].draft_depth tokens; greedy requests take the head's argmax, sampled
+  // ones what `pick` returns (no picker: the argmax for them too).
+  std::vector<std::vector<int32_t>> draft(const StepPlan& plan, const DraftPicker& pick = nullptr);
 
   // One sequence's rows of the finished step, for catch-up: positions
   // [num_cached, num_cached + num_rows), with their trunk hidden states, followed by the
@@ -44,6 +57,7 @@ class MtpDrafter {
     int32_t num_rows = 0;        // MTP cache rows valid: positions [0, num_rows)
     std::vector<float> output;   // head output at row num_rows - 1 (chaining input)
     int32_t first_draft = -1;    // head argmax from it: the next step's first draft
+    std::vector<float> first_logits;  // sampled requests: the head's logits row of it
   };
 
   runtime::Backend& backend_;
