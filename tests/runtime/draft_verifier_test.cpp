@@ -4,6 +4,7 @@
 // test. Also the chained two-draft case with top-k/top-p in both p and q, greedy exactness,
 // logprobs of p and seeded determinism.
 #include "runtime/draft_verifier.h"
+#include "tests/runtime/chi_squared.h"
 
 #include <gtest/gtest.h>
 
@@ -14,6 +15,10 @@
 
 namespace deltaserve::runtime {
 namespace {
+
+using testing::FitResult;
+using testing::fit;
+using testing::gamma_q;
 
 constexpr int kNumRuns = 50000;
 constexpr uint64_t kFirstSeed = 0x5EED0000;
@@ -28,59 +33,6 @@ const std::vector<float> kDraft2Logits = {1.7f, 0.9f, 0.4f, 2.2f, 1.0f, -0.6f, 2
 const std::vector<float> kChainDraftLogits = {1.0f, 1.0f, 0.3f, 2.3f, 1.6f, 0.0f, -0.4f, 2.5f, 0.9f, -2.0f, 1.2f, 0.4f};
 const std::vector<float> kChainDraft2Logits = {0.2f, -1.0f, 1.8f, 0.7f, 2.1f, -0.3f, 1.4f, 0.0f, 1.8f, 2.4f, -0.8f, 1.1f};
 const size_t kVocab = kTargetLogits.size();
-
-// Regularised upper incomplete gamma Q(a, x) (series below a + 1, Lentz's continued fraction
-// above), so the chi-squared p-value is Q(dof / 2, chi2 / 2).
-double gamma_q(double a, double x) {
-  if (x <= 0.0) return 1.0;
-  const double log_prefix = -x + a * std::log(x) - std::lgamma(a);
-  if (x < a + 1.0) {
-    double term = 1.0 / a, sum = term;
-    for (int n = 1; n < 1000 && std::abs(term) > std::abs(sum) * 1e-15; ++n) sum += term *= x / (a + n);
-    return 1.0 - sum * std::exp(log_prefix);
-  }
-  constexpr double kTiny = 1e-300;
-  double b = x + 1.0 - a, c = 1.0 / kTiny, d = 1.0 / b, h = d;
-  for (int i = 1; i < 1000; ++i) {
-    const double an = -i * (i - a);
-    b += 2.0;
-    d = an * d + b;
-    if (std::abs(d) < kTiny) d = kTiny;
-    c = b + an / c;
-    if (std::abs(c) < kTiny) c = kTiny;
-    d = 1.0 / d;
-    h *= d * c;
-    if (std::abs(d * c - 1.0) < 1e-15) break;
-  }
-  return std::exp(log_prefix) * h;
-}
-
-struct FitResult {
-  double chi2 = 0;
-  int dof = 0;
-  double p_value = 0;
-  int64_t num_impossible = 0;  // draws in cells of expected probability 0
-};
-
-// Pearson's goodness of fit of counts against probabilities (same cell order).
-FitResult fit(const std::vector<int64_t>& counts, const std::vector<double>& expected) {
-  int64_t n = 0;
-  for (int64_t c : counts) n += c;
-  FitResult r;
-  int num_cells = 0;
-  for (size_t i = 0; i < counts.size(); ++i) {
-    if (expected[i] <= 0.0) {
-      r.num_impossible += counts[i];
-      continue;
-    }
-    const double e = expected[i] * static_cast<double>(n);
-    r.chi2 += (static_cast<double>(counts[i]) - e) * (static_cast<double>(counts[i]) - e) / e;
-    ++num_cells;
-  }
-  r.dof = num_cells - 1;
-  r.p_value = gamma_q(r.dof / 2.0, r.chi2 / 2.0);
-  return r;
-}
 
 std::vector<double> normalised(const TokenDistribution& d) {
   std::vector<double> p;
