@@ -1,6 +1,8 @@
 // Speculative decoding with the MTP head on the real CPU stack (the embedded trained model):
-// output with drafts must equal output without them, token for token, alone and under load;
-// no state leaks between requests; the draft counters obey their invariants.
+// greedy output with drafts must equal output without them, token for token, alone and under
+// load; seeded sampled output with drafts is reproducible and independent of the batch (its
+// distribution is tested in speculative_sampling_test.cpp); no state leaks between requests;
+// the draft counters obey their invariants.
 #include <gtest/gtest.h>
 
 #include <atomic>
