@@ -39,12 +39,18 @@ uint64_t finalize(uint64_t z) {
 float unit_float(uint64_t w) { return static_cast<float>(w >> 40) * 0x1p-24f; }
 float jitter(uint64_t w) { return 0.75f + 0.5f * unit_float(w); }
 
+// Four elements per hash word (16 bits each): a uniform on 65536 levels is plenty for
+// random weights and keeps BF16/F16 generation at memory speed.
 template <typename Convert>
 void fill_floats(const Stream& s, const Fill& f, int64_t first, int64_t n, Convert store) {
   const float half_width = f.std * kSqrt3;  // uniform with this std
-  for (int64_t i = 0; i < n; ++i) {
-    const float u = unit_float(s.word(static_cast<uint64_t>(first + i)));
-    store(i, f.mean + half_width * (2.0f * u - 1.0f));
+  for (int64_t i = 0; i < n;) {
+    const uint64_t e = static_cast<uint64_t>(first + i);
+    const uint64_t w = s.word(e / 4);
+    for (uint64_t j = e % 4; j < 4 && i < n; ++j, ++i) {
+      const float u = (static_cast<float>((w >> (16 * j)) & 0xFFFF) + 0.5f) * 0x1p-16f;
+      store(i, f.mean + half_width * (2.0f * u - 1.0f));
+    }
   }
 }
 

@@ -1,0 +1,207 @@
+// `deltaserve bench decode|prefill`: a model (a preset with synthetic weights, or a file) on a
+// backend, timed over hand-made batch plans; prints a table and optionally writes JSON.
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/bench_runs.h"
+#include "cli/commands.h"
+#include "runtime/backend_factory.h"
+#include "runtime/model_preset.h"
+#include "runtime/synthetic_model.h"
+
+namespace deltaserve::cli {
+namespace {
+
+using runtime::Backend;
+using runtime::LoadedModel;
+
+struct BenchCommand {
+  std::string mode;  // "decode" or "prefill"
+  std::string preset, model_path, weights = "q4_0", device = "auto", json_path;
+  int threads = 0;
+  BenchOptions o;
+};
+
+// Decimal units, as MODEL.md's size tables.
+std::string gb(double bytes) {
+  char buf[32];
+  if (bytes >= 1e9) std::snprintf(buf, sizeof(buf), "%.2f GB", bytes / 1e9);
+  else std::snprintf(buf, sizeof(buf), "%.1f MB", bytes / 1e6);
+  return buf;
+}
+
+// "VmRSS" / "VmHWM" of this process in bytes (0 where /proc is absent).
+double proc_status_bytes(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) == 0) return std::stod(line.substr(key.size() + 1)) * 1024.0;
+  }
+  return 0;
+}
+
+void add_common_options(CLI::App& app, BenchCommand& c) {
+  app.add_option("--preset", c.preset, "Model shapes: a built-in preset name (see --list-presets) or a preset .json file");
+  app.add_option("--model", c.model_path, "A GGUF file or HF directory instead of a preset (real weights)");
+  app.add_option("--weights", c.weights, "Synthetic weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k")->capture_default_str();
+  app.add_option("--seed", c.o.seed, "Seed of the synthetic weights and of the token ids")->capture_default_str();
+  app.add_option("--device", c.device, "cpu, cuda[:N], hip[:N], gpu[:N] or auto")->capture_default_str();
+  app.add_option("--batch", c.o.batch_sizes, "Streams per run, comma-separated")->delimiter(',')->check(CLI::Range(1, 4096));
+  app.add_option("--context", c.o.context_tokens, "Tokens in each stream's cache before timing (filled by a prefill)")
+      ->check(CLI::Range(0, 1 << 24))->capture_default_str();
+  app.add_option("--chunk", c.o.chunk_tokens, "Prefill tokens per stream and forward (prompt and context fill)")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app.add_option("--warmup", c.o.num_warmup, "Untimed steps (decode) or repetitions (prefill) first")
+      ->check(CLI::Range(0, 1 << 20))->capture_default_str();
+  app.add_option("--kv-block-tokens", c.o.kv_block_tokens, "Tokens per KV block")->check(CLI::Range(1, 4096))->capture_default_str();
+  app.add_option("--threads", c.threads, "CPU threads (backend and weight generation; 0 = all)")->check(CLI::Range(0, 4096));
+  app.add_option("--json", c.json_path, "Also write the results as JSON to FILE");
+}
+
+std::unique_ptr<LoadedModel> build_model(const BenchCommand& c) {
+  if (!c.model_path.empty()) {
+    auto model = runtime::load_model(c.model_path);
+    std::printf("model      %s (%s, real weights)\n", c.model_path.c_str(), model->format.c_str());
+    return model;
+  }
+  const runtime::ModelPreset preset = runtime::find_preset(c.preset);
+  const kernels::DType type = runtime::parse_synthetic_weight_type(c.weights);
+  const double bytes = static_cast<double>(runtime::synthetic_model_bytes(preset.config, type));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto model = runtime::make_synthetic_model(preset.config, type, c.o.seed, c.threads);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("model      %s, synthetic %s weights (seed %llu): %s, generated in %.2f s (%.2f GB/s)\n", preset.name.c_str(),
+              std::string(kernels::dtype_name(type)).c_str(), static_cast<unsigned long long>(c.o.seed), gb(bytes).c_str(), s,
+              s > 0 ? bytes / s / 1e9 : 0.0);
+  return model;
+}
+
+void print_memory(const Backend& backend) {
+  const runtime::BackendMemoryStats m = backend.memory_stats();
+  std::printf("memory     host RSS %s (peak %s)", gb(proc_status_bytes("VmRSS")).c_str(), gb(proc_status_bytes("VmHWM")).c_str());
+  if (m.device_bytes_total > 0 || m.device_bytes_used > 0)
+    std::printf(", device %s of %s", gb(static_cast<double>(m.device_bytes_used)).c_str(),
+                gb(static_cast<double>(m.device_bytes_total)).c_str());
+  if (m.pinned_bytes > 0) std::printf(", pinned %s", gb(static_cast<double>(m.pinned_bytes)).c_str());
+  const runtime::BackendCacheBytes cache = runtime::backend_cache_bytes(backend);
+  if (cache.kv_cache_bytes > 0 || cache.state_bytes > 0)
+    std::printf(", KV cache %s, recurrent state %s", gb(static_cast<double>(cache.kv_cache_bytes)).c_str(),
+                gb(static_cast<double>(cache.state_bytes)).c_str());
+  std::printf("\n");
+}
+
+int run_bench(BenchCommand& c) {
+  const bool prefill = c.mode == "prefill";
+  // Before generating gigabytes of weights: a GPU asked of a build or host without one.
+  if (c.device != "cpu" && c.device != "auto" && !runtime::gpu_backend_available())
+    throw std::runtime_error("--device " + c.device + ": this build has no GPU backend or no GPU is visible");
+  auto model = build_model(c);
+  const runtime::CacheConfig cache = bench_cache_config(c.o, prefill);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<Backend> backend = runtime::make_backend(c.device, *model, cache, c.threads);
+  std::printf("backend    %s (device '%s'), ready in %.2f s; %d slots, %d KV blocks of %d tokens\n", backend->name().c_str(),
+              c.device.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+              cache.num_state_slots, cache.num_kv_blocks, cache.kv_block_tokens);
+  std::printf("plan       %s: context %d tokens/stream, %d timed %s (+%d warmup)", c.mode.c_str(), c.o.context_tokens,
+              c.o.num_steps, prefill ? "repetitions" : "steps", c.o.num_warmup);
+  if (!prefill) {
+    std::printf(", %d row(s)/stream/step", c.o.draft_rows);
+    if (c.o.draft_rows > 1)
+      std::printf(" (verify with row states, rollback to %d)", c.o.accept_rows > 0 ? c.o.accept_rows : c.o.draft_rows);
+  }
+  std::printf("\n\n");
+  const std::vector<BenchRow> rows = prefill ? run_prefill(*backend, c.o) : run_decode(*backend, c.o);
+  if (prefill) print_prefill_table(rows);
+  else print_decode_table(rows);
+  std::printf("\n");
+  print_memory(*backend);
+  if (!c.json_path.empty()) {
+    nlohmann::json j = {{"command", "bench " + c.mode},
+                        {"model", model->path},
+                        {"backend", backend->name()},
+                        {"device", c.device},
+                        {"context_tokens", c.o.context_tokens},
+                        {"seed", c.o.seed},
+                        {"results", rows_to_json(rows, prefill)}};
+    std::ofstream out(c.json_path);
+    out << j.dump(2) << "\n";
+    if (!out) throw std::runtime_error(c.json_path + ": cannot write");
+  }
+  return 0;
+}
+
+void print_presets() {
+  std::printf("%-18s %10s %10s  %s\n", "preset", "q4_0", "bf16", "description");
+  for (const runtime::ModelPreset& p : runtime::builtin_presets()) {
+    const double q4 = static_cast<double>(runtime::synthetic_model_bytes(p.config, kernels::DType::Q4_0));
+    const double bf16 = static_cast<double>(runtime::synthetic_model_bytes(p.config, kernels::DType::BF16));
+    std::printf("%-18s %10s %10s  %s\n", p.name.c_str(), gb(q4).c_str(), gb(bf16).c_str(), p.description.c_str());
+  }
+}
+
+}  // namespace
+
+int bench_main(int argc, char** argv) {
+  BenchCommand c;
+  CLI::App app("deltaserve bench: time decode steps or prefill of a model (a preset with synthetic weights, or a file) "
+               "on a backend");
+  app.require_subcommand(0, 1);
+  bool list_presets = false;
+  app.add_flag("--list-presets", list_presets, "Print the built-in presets and exit");
+  CLI::App* decode = app.add_subcommand("decode", "Decode steps: one row (or 1 + drafts) per stream per forward");
+  CLI::App* prefill = app.add_subcommand("prefill", "Prompt processing in chunks");
+  add_common_options(*decode, c);
+  decode->add_option("--steps", c.o.num_steps, "Timed steps per batch size")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  decode->add_option("--draft-rows", c.o.draft_rows, "Rows per stream and step (1 + drafts, verified with row states)")
+      ->check(CLI::Range(1, 64))->capture_default_str();
+  decode->add_option("--accept", c.o.accept_rows, "Rows kept per stream after a verify step (default: all)")
+      ->check(CLI::Range(1, 64));
+  add_common_options(*prefill, c);
+  prefill->add_option("--steps", c.o.num_steps, "Timed repetitions per prompt length")->check(CLI::Range(1, 1 << 20));
+  prefill->add_option("--prompt", c.o.prompt_tokens, "Prompt lengths, comma-separated")->delimiter(',')->check(CLI::Range(1, 1 << 24));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (list_presets) {
+    print_presets();
+    return 0;
+  }
+  if (app.get_subcommands().empty()) {
+    std::fprintf(stderr, "%s", app.help().c_str());
+    return 2;
+  }
+  c.mode = decode->parsed() ? "decode" : "prefill";
+  if (c.mode == "prefill") {
+    if (prefill->count("--steps") == 0) c.o.num_steps = 3;
+    if (prefill->count("--warmup") == 0) c.o.num_warmup = 1;
+    if (c.o.prompt_tokens.empty()) c.o.prompt_tokens = {512, 2048};
+    if (c.o.batch_sizes.empty()) c.o.batch_sizes = {1};
+  } else if (c.o.batch_sizes.empty()) {
+    c.o.batch_sizes = {1, 4, 16, 64};
+  }
+  if (c.preset.empty() == c.model_path.empty()) {
+    std::fprintf(stderr, "deltaserve bench %s: give exactly one of --preset NAME and --model FILE (--list-presets)\n",
+                 c.mode.c_str());
+    return 2;
+  }
+  if (c.o.accept_rows > c.o.draft_rows) {
+    std::fprintf(stderr, "deltaserve bench decode: --accept %d exceeds --draft-rows %d\n", c.o.accept_rows, c.o.draft_rows);
+    return 2;
+  }
+  try {
+    return run_bench(c);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "deltaserve bench %s: %s\n", c.mode.c_str(), e.what());
+    return 1;
+  }
+}
+
+}  // namespace deltaserve::cli

@@ -1,0 +1,250 @@
+// Decode and prefill timing loops of `deltaserve bench` (see bench_runs.h).
+#include "cli/bench_runs.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <optional>
+
+namespace deltaserve::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using runtime::Backend;
+using runtime::BatchPlan;
+using runtime::ForwardOutput;
+using runtime::SequenceStep;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// TODO(bench-cmd): launches per step. No backend counts its kernel launches yet; when the GPU
+// backend exposes a counter, return it here (read before and after the timed steps).
+std::optional<int64_t> launch_count(const Backend&) { return std::nullopt; }
+
+int32_t max_of(const std::vector<int32_t>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+
+// Most tokens one stream ever holds in a run (positions written, rolled-back rows included).
+int64_t max_stream_tokens(const BenchOptions& o, bool prefill) {
+  if (prefill) return int64_t{o.context_tokens} + max_of(o.prompt_tokens);
+  return int64_t{o.context_tokens} + int64_t{o.num_warmup + o.num_steps + 1} * o.draft_rows;
+}
+
+int32_t blocks_per_stream(const BenchOptions& o, bool prefill) {
+  return static_cast<int32_t>((max_stream_tokens(o, prefill) + o.kv_block_tokens - 1) / o.kv_block_tokens);
+}
+
+// Token ids: a hash of (seed, stream, position), so every run feeds the same ids.
+int32_t token_at(const BenchOptions& o, int64_t num_vocab, int32_t stream, int64_t position) {
+  uint64_t z = o.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(stream) * 0xD1B54A32D192ED03ull +
+               static_cast<uint64_t>(position) * 0x8CB92BA72F3D8DD7ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return static_cast<int32_t>((z ^ (z >> 31)) % static_cast<uint64_t>(num_vocab));
+}
+
+class StreamPlanner {
+ public:
+  StreamPlanner(const Backend& backend, const BenchOptions& o, bool prefill)
+      : o_(o), num_vocab_(backend.config().num_vocab), blocks_per_stream_(blocks_per_stream(o, prefill)) {}
+
+  // Rows [position, position + count) of stream s (its slot is s).
+  SequenceStep step(int32_t s, int64_t position, int32_t count) const {
+    SequenceStep step;
+    step.slot = s;
+    step.num_cached_tokens = static_cast<int32_t>(position);
+    for (int32_t i = 0; i < count; ++i) step.tokens.push_back(token_at(o_, num_vocab_, s, position + i));
+    step.kv_blocks.resize(static_cast<size_t>(blocks_per_stream_));
+    std::iota(step.kv_blocks.begin(), step.kv_blocks.end(), s * blocks_per_stream_);
+    return step;
+  }
+
+ private:
+  const BenchOptions& o_;
+  int64_t num_vocab_;
+  int32_t blocks_per_stream_;
+};
+
+// Prefills `tokens` tokens into stream s from position 0, one chunk per forward; returns ms.
+double fill_stream(Backend& backend, const StreamPlanner& planner, const BenchOptions& o, int32_t s, int32_t tokens,
+                   ForwardOutput& out) {
+  const auto t0 = Clock::now();
+  for (int32_t done = 0; done < tokens;) {
+    const int32_t n = std::min(o.chunk_tokens, tokens - done);
+    SequenceStep step = planner.step(s, done, n);
+    step.num_logits = done + n == tokens ? 1 : 0;
+    backend.forward(BatchPlan{{step}}, out);
+    done += n;
+  }
+  return ms_since(t0);
+}
+
+double fill_streams(Backend& backend, const StreamPlanner& planner, const BenchOptions& o, int32_t num_streams,
+                    ForwardOutput& out) {
+  if (o.context_tokens <= 0) return 0;
+  double ms = 0;
+  for (int32_t s = 0; s < num_streams; ++s) ms += fill_stream(backend, planner, o, s, o.context_tokens, out);
+  return static_cast<double>(num_streams) * o.context_tokens / (ms / 1e3);
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double at = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(at)), hi = static_cast<size_t>(std::ceil(at));
+  return v[lo] + (v[hi] - v[lo]) * (at - static_cast<double>(lo));
+}
+
+}  // namespace
+
+double StepTimes::median() const { return percentile(ms, 0.5); }
+double StepTimes::p90() const { return percentile(ms, 0.9); }
+double StepTimes::mean() const {
+  return ms.empty() ? 0 : std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
+}
+
+runtime::CacheConfig bench_cache_config(const BenchOptions& o, bool prefill) {
+  const int32_t max_streams = max_of(o.batch_sizes);
+  runtime::CacheConfig cache;
+  cache.num_state_slots = max_streams;
+  cache.kv_block_tokens = o.kv_block_tokens;
+  cache.num_kv_blocks = max_streams * blocks_per_stream(o, prefill);
+  cache.max_verify_rows = prefill ? 1 : o.draft_rows;
+  cache.max_step_rows = prefill ? max_streams * o.chunk_tokens : std::max(max_streams * o.draft_rows, o.chunk_tokens);
+  return cache;
+}
+
+std::vector<BenchRow> run_decode(Backend& backend, const BenchOptions& o) {
+  const StreamPlanner planner(backend, o, false);
+  const int32_t kept = o.accept_rows > 0 ? o.accept_rows : o.draft_rows;
+  ForwardOutput out;
+  std::vector<BenchRow> rows;
+  for (int32_t num_streams : o.batch_sizes) {
+    BenchRow row;
+    row.num_streams = num_streams;
+    row.rows_per_stream = o.draft_rows;
+    row.kept_per_stream = kept;
+    row.fill_tokens_per_s = fill_streams(backend, planner, o, num_streams, out);
+    std::vector<int64_t> position(static_cast<size_t>(num_streams), o.context_tokens);
+    std::optional<int64_t> launches_before;
+    for (int32_t i = 0; i < o.num_warmup + o.num_steps; ++i) {
+      if (i == o.num_warmup) launches_before = launch_count(backend);
+      BatchPlan plan;
+      for (int32_t s = 0; s < num_streams; ++s) {
+        SequenceStep step = planner.step(s, position[static_cast<size_t>(s)], o.draft_rows);
+        step.num_logits = o.draft_rows;  // a verify step samples every row
+        step.keep_row_states = o.draft_rows > 1;
+        plan.sequences.push_back(std::move(step));
+      }
+      const auto t0 = Clock::now();
+      backend.forward(plan, out);
+      if (o.draft_rows > 1) {
+        for (int32_t s = 0; s < num_streams; ++s) backend.rollback(s, kept);
+      }
+      const double ms = ms_since(t0);
+      for (int64_t& p : position) p += kept;
+      if (i >= o.num_warmup) {
+        row.times.ms.push_back(ms);
+        ++row.num_forward_calls;
+      }
+    }
+    const std::optional<int64_t> launches_after = launch_count(backend);
+    if (launches_before && launches_after && o.num_steps > 0)
+      row.launches_per_step = static_cast<double>(*launches_after - *launches_before) / o.num_steps;
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::vector<BenchRow> run_prefill(Backend& backend, const BenchOptions& o) {
+  const StreamPlanner planner(backend, o, true);
+  ForwardOutput out;
+  std::vector<BenchRow> rows;
+  for (int32_t num_streams : o.batch_sizes) {
+    for (int32_t prompt : o.prompt_tokens) {
+      BenchRow row;
+      row.num_streams = num_streams;
+      row.rows_per_stream = o.chunk_tokens;
+      row.prompt_tokens = prompt;
+      for (int32_t rep = 0; rep < o.num_warmup + o.num_steps; ++rep) {
+        row.fill_tokens_per_s = fill_streams(backend, planner, o, num_streams, out);
+        const auto t0 = Clock::now();
+        int64_t calls = 0;
+        for (int32_t done = 0; done < prompt; ++calls) {
+          const int32_t n = std::min(o.chunk_tokens, prompt - done);
+          BatchPlan plan;
+          for (int32_t s = 0; s < num_streams; ++s) {
+            SequenceStep step = planner.step(s, int64_t{o.context_tokens} + done, n);
+            step.num_logits = done + n == prompt ? 1 : 0;
+            plan.sequences.push_back(std::move(step));
+          }
+          backend.forward(plan, out);
+          done += n;
+        }
+        const double ms = ms_since(t0);
+        if (rep >= o.num_warmup) {
+          row.times.ms.push_back(ms);
+          row.num_forward_calls += calls;
+        }
+      }
+      rows.push_back(std::move(row));
+    }
+  }
+  return rows;
+}
+
+void print_decode_table(const std::vector<BenchRow>& rows) {
+  std::printf("%8s %10s %12s %12s %13s %13s %10s %14s\n", "streams", "rows/step", "ms/step p50", "ms/step p90",
+              "tok/s total", "tok/s/stream", "fwd calls", "launches/step");
+  for (const BenchRow& r : rows) {
+    const double step_s = r.times.median() / 1e3;
+    const double per_stream = step_s > 0 ? r.kept_per_stream / step_s : 0;
+    char launches[32] = "-";
+    if (r.launches_per_step >= 0) std::snprintf(launches, sizeof(launches), "%.1f", r.launches_per_step);
+    std::printf("%8d %10d %12.3f %12.3f %13.1f %13.1f %10lld %14s\n", r.num_streams,
+                r.num_streams * r.rows_per_stream, r.times.median(), r.times.p90(), per_stream * r.num_streams,
+                per_stream, static_cast<long long>(r.num_forward_calls), launches);
+  }
+}
+
+void print_prefill_table(const std::vector<BenchRow>& rows) {
+  std::printf("%8s %8s %7s %12s %12s %12s %12s %10s\n", "streams", "prompt", "chunk", "ms p50", "ms p90", "tok/s",
+              "ms/forward", "fwd calls");
+  for (const BenchRow& r : rows) {
+    const double s = r.times.median() / 1e3;
+    const double calls_per_rep = r.times.ms.empty() ? 0 : static_cast<double>(r.num_forward_calls) / r.times.ms.size();
+    std::printf("%8d %8d %7d %12.3f %12.3f %12.1f %12.3f %10lld\n", r.num_streams, r.prompt_tokens, r.rows_per_stream,
+                r.times.median(), r.times.p90(), s > 0 ? r.num_streams * static_cast<double>(r.prompt_tokens) / s : 0,
+                calls_per_rep > 0 ? r.times.median() / calls_per_rep : 0, static_cast<long long>(r.num_forward_calls));
+  }
+}
+
+nlohmann::json rows_to_json(const std::vector<BenchRow>& rows, bool prefill) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const BenchRow& r : rows) {
+    const double s = r.times.median() / 1e3;
+    nlohmann::json j = {{"streams", r.num_streams},
+                        {"forward_calls", r.num_forward_calls},
+                        {"ms_p50", r.times.median()},
+                        {"ms_p90", r.times.p90()},
+                        {"ms_mean", r.times.mean()},
+                        {"ms", r.times.ms}};
+    if (prefill) {
+      j["prompt_tokens"] = r.prompt_tokens;
+      j["chunk_tokens"] = r.rows_per_stream;
+      j["tokens_per_s"] = s > 0 ? r.num_streams * static_cast<double>(r.prompt_tokens) / s : 0;
+    } else {
+      j["rows_per_stream"] = r.rows_per_stream;
+      j["kept_per_stream"] = r.kept_per_stream;
+      j["tokens_per_s"] = s > 0 ? r.num_streams * r.kept_per_stream / s : 0;
+      j["tokens_per_s_per_stream"] = s > 0 ? r.kept_per_stream / s : 0;
+      j["context_fill_tokens_per_s"] = r.fill_tokens_per_s;
+    }
+    if (r.launches_per_step >= 0) j["launches_per_step"] = r.launches_per_step;
+    list.push_back(std::move(j));
+  }
+  return list;
+}
+
+}  // namespace deltaserve::cli

@@ -1,0 +1,60 @@
+// The measurements behind `deltaserve bench decode|prefill`: steps of a Backend driven with
+// hand-made BatchPlans (no scheduler), timed by the wall clock around each forward (the GPU
+// backend synchronises inside forward, so a step's time includes its device work).
+// Single-threaded: called from the command's main thread; blocks for the whole run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/backend.h"
+
+namespace deltaserve::cli {
+
+struct BenchOptions {
+  std::vector<int32_t> batch_sizes;  // streams per run
+  int32_t context_tokens = 0;        // cached in each stream before timing (filled untimed)
+  int32_t num_steps = 32;            // timed steps (decode) or timed repetitions (prefill)
+  int32_t num_warmup = 2;            // untimed steps / repetitions first
+  int32_t draft_rows = 1;            // decode: rows per stream and step (1 + drafts)
+  int32_t accept_rows = 0;           // decode: rows kept after a verify step (0 = all)
+  std::vector<int32_t> prompt_tokens;  // prefill: prompt lengths
+  int32_t chunk_tokens = 512;        // prefill and context fill: tokens per stream and forward
+  int32_t kv_block_tokens = 16;
+  uint64_t seed = 1;                 // token ids of the plans
+};
+
+// Percentiles of a list of step times (ms).
+struct StepTimes {
+  std::vector<double> ms;
+  double median() const;
+  double p90() const;
+  double mean() const;
+};
+
+// One table row.
+struct BenchRow {
+  int32_t num_streams = 0;
+  int32_t rows_per_stream = 0;      // decode: draft_rows; prefill: chunk tokens
+  int32_t kept_per_stream = 0;      // decode: tokens a step adds per stream
+  int32_t prompt_tokens = 0;        // prefill only
+  int64_t num_forward_calls = 0;    // timed forwards (a prefill repetition is several)
+  double launches_per_step = -1;    // -1: the backend does not count launches
+  StepTimes times;                  // per step (decode) or per prompt (prefill)
+  double fill_tokens_per_s = 0;     // context fill (untimed part), for information
+};
+
+// The cache sizing for a whole run (every batch size; the largest decides).
+runtime::CacheConfig bench_cache_config(const BenchOptions& o, bool prefill);
+
+std::vector<BenchRow> run_decode(runtime::Backend& backend, const BenchOptions& o);
+std::vector<BenchRow> run_prefill(runtime::Backend& backend, const BenchOptions& o);
+
+void print_decode_table(const std::vector<BenchRow>& rows);
+void print_prefill_table(const std::vector<BenchRow>& rows);
+nlohmann::json rows_to_json(const std::vector<BenchRow>& rows, bool prefill);
+
+}  // namespace deltaserve::cli
