@@ -66,4 +66,60 @@ struct GdnStepArgs {
 
 gpuError_t gdn_step_gpu(const GdnStepArgs& args, gpuStream_t stream);
 
+// Chunked prefill form (MODEL.md 3): the same outputs and final states as gdn_step_gpu over
+// the same rows (to f32 rounding of a different summation order), for long prefill chunks of
+// several sequences per call. Each sequence is cut into chunks of 64 rows from its first row
+// (so a row's results depend only on its own sequence: batch-invariant, bitwise); within a
+// chunk the rank-1 updates are condensed by the UT/WY transform (a triangular solve of the
+// decay-masked, beta-scaled K K^T in shared memory) and a sequential pass over the chunks
+// carries the state (dk x 32 columns per block) in shared memory.
+//
+// Inputs, layouts, gates, head mapping (value head j reads key head j mod num_k_heads),
+// state entries and their in-place rule are those of GdnStepArgs; no ring snapshots (verify
+// rows use gdn_step_gpu). The state starts from entry state_in[s], so a sequence prefilled
+// over several calls (state_out == state_in) matches one call to f32 rounding (chunk
+// boundaries differ, so not bitwise).
+//
+// Launches (stream-ordered, no atomics, no host synchronisation): chunk table; conv + SiLU +
+// L2 norms + gates into the workspace; per (chunk, value head) the solve giving U, W and the
+// masked Q K^T; the new conv states; the sequential chunk pass (outputs, delta states).
+//
+// Workspace: gdn_prefill_workspace_floats(args) floats, 16-byte aligned, no initial contents
+// (about 57 KB per row at 35B-A3B shapes: normalised q and k, U, W, Q K^T, gates).
+//
+// Preconditions (else gpuErrorInvalidValue, nothing launched): head_dim_k 64 or 128;
+// head_dim_v a multiple of 32; conv_kernel == 4; num_rows == seq_row_begin[num_seqs] (host
+// copy, sizes the grids and the workspace); num_seqs <= 65535. Shared memory: up to 143 KB
+// per block (dk 128), so CUDA sm_80 / sm_90 only; on HIP not yet (returns
+// gpuErrorInvalidValue). Calling thread: any; enqueues on `stream`; no allocation.
+struct GdnPrefillArgs {
+  const float* qkv;         // [num_rows][qkv_stride]: pre-conv projections, q | k | v (Dc)
+  int64_t qkv_stride;
+  const float* alpha;       // [num_rows][ab_stride]: pre-softplus a, one per value head
+  const float* beta_logit;  // [num_rows][ab_stride]: pre-sigmoid b
+  int64_t ab_stride;
+  const float* conv_w;      // [Dc][4]: w[c][3] multiplies the current token
+  const float* ssm_a;       // [Hv]: -exp(A_log), as GGUF stores it
+  const float* dt_bias;     // [Hv]
+  float* out;               // [num_rows][out_stride]: o, value head j at j * dv
+  int64_t out_stride;
+  const int32_t* seq_row_begin;  // [num_seqs + 1] (device): rows of sequence s are [b[s], b[s + 1])
+  int64_t num_seqs;
+  int64_t num_rows;         // == seq_row_begin[num_seqs]
+  float* delta_states;      // entries of [Hv][dk][dv] f32
+  float* conv_states;       // entries of [3][Dc] f32
+  const int32_t* state_in;   // [num_seqs]
+  const int32_t* state_out;  // [num_seqs], -1: not written
+  float* workspace;         // gdn_prefill_workspace_floats(*this) floats
+  int64_t num_k_heads;
+  int64_t num_v_heads;
+  int64_t head_dim_k;
+  int64_t head_dim_v;
+  int64_t conv_kernel;      // 4
+  float l2_eps;             // 1e-6
+};
+
+int64_t gdn_prefill_workspace_floats(const GdnPrefillArgs& args);
+gpuError_t gdn_prefill_gpu(const GdnPrefillArgs& args, gpuStream_t stream);
+
 }  // namespace deltaserve::kernels
