@@ -48,6 +48,21 @@ Check proc_check(const std::string& name, const std::string& field, double befor
   return c;
 }
 
+// The server's open HTTP connections, after the tool closed its own: the scrape's own
+// connection is in both counts, connections the tool still held at either snapshot are
+// taken out, and whatever else was connected before (another scraper) may stay.
+Check connections_check(const ServerSnapshot& before, const ServerSnapshot& after) {
+  const std::string metric = "deltaserve_open_connections";
+  Check c = gauge_check("server open connections", metric, before, after, false);
+  c.rule = "after - client's <= before - client's";
+  if (c.status == CheckStatus::Skipped) return c;
+  c.before -= static_cast<double>(before.client_open_connections);
+  c.after -= static_cast<double>(after.client_open_connections);
+  c.status = c.after <= c.before ? CheckStatus::Pass : CheckStatus::Fail;
+  if (c.status == CheckStatus::Fail) c.note = "connections the tool closed are still open on the server";
+  return c;
+}
+
 std::string mib_rule(double bound_mib) {
   char text[64];
   std::snprintf(text, sizeof(text), "after - before <= %.0f MiB", bound_mib);
@@ -87,12 +102,16 @@ std::vector<Check> leak_checks(const ServerSnapshot& before, const ServerSnapsho
   checks.push_back(gauge_check("pinned registrations", "deltaserve_pinned_host_registrations", before,
                                after, false));
 
-  // Device memory: checked when the server exports it (a GPU backend); never on the CPU.
+  // Device memory must come back to its starting value exactly (0 on the CPU backend).
   Check device = gauge_check("device memory used", "deltaserve_device_memory_used_bytes", before, after, false);
-  if (device.status == CheckStatus::Skipped && before.metrics.ok) {
-    device.note = "the server exports no device-memory metric (CPU backend)";
+  device.rule = "after == before";
+  if (device.status != CheckStatus::Skipped) {
+    device.status = device.after == device.before ? CheckStatus::Pass : CheckStatus::Fail;
+  } else if (before.metrics.ok && after.metrics.ok) {
+    device.note = "the server exports no device-memory metric";
   }
   checks.push_back(device);
+  checks.push_back(connections_check(before, after));
 
   // Errors the server itself counted as its own fault, including answers nobody read.
   Check errors;

@@ -1,7 +1,8 @@
 // The soak's pass/fail checks. Leak checks compare a snapshot of the idle server taken
 // after the warmup ("before") with one taken once the run has drained ("after"): state
-// slots, KV blocks, pinned bytes and registrations must come back, requests running and
-// waiting must be 0, open sockets and threads must not grow, resident memory may grow at
+// slots, KV blocks, pinned bytes and registrations, device memory (exactly) and the server's
+// open connections (net of the tool's own) must come back, requests running and waiting
+// must be 0, open sockets and threads must not grow, resident memory may grow at
 // most by the stated bound, and the server must have counted no server_error. What the
 // server does not export is read from /proc/<pid> (with --server-pid) or reported as not
 // checked, with the reason. Pure functions; one thread.

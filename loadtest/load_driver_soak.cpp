@@ -150,7 +150,7 @@ void LoadDriver::build_report(double duration_s) {
                             "disconnect during verification");
     if (options_.server_pid <= 0) {
       report_.notes.push_back("without --server-pid the server's sockets, threads and RSS are not "
-                              "checked: /metrics exports none of them");
+                              "checked: /metrics exports none of them (it does export open connections)");
     }
   } else {
     report_.passed = !report_.deadline_hit && report_.num_failed == 0 && report_.num_completed > 0;

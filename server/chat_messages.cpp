@@ -8,7 +8,7 @@ namespace {
 
 // String content, or text parts joined. Parts of other types (images, audio) are refused:
 // the served models are text-only.
-std::string content_text(const nlohmann::json& content, const std::string& path) {
+std::string content_text(const RequestJson& content, const std::string& path) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) {
     throw ApiException{invalid_type(path, std::string("expected a string or an array of content "
@@ -33,25 +33,29 @@ std::string content_text(const nlohmann::json& content, const std::string& path)
   return text;
 }
 
-nlohmann::json normalize_tool_call(const nlohmann::json& call, const std::string& path) {
+RequestJson normalize_tool_call(const RequestJson& call, const std::string& path) {
   JsonFields f(call, path);
-  nlohmann::json out = nlohmann::json::object();
+  RequestJson out = RequestJson::object();
   if (const auto id = f.string("id")) out["id"] = *id;
   const auto type = f.string("type").value_or("function");
   if (type != "function") {
     throw ApiException{invalid_value(f.param("type"), "only 'function' tool calls are supported.")};
   }
   out["type"] = "function";
-  const nlohmann::json* function = f.object("function");
+  const RequestJson* function = f.object("function");
   if (!function) throw ApiException{missing_parameter(f.param("function"))};
   JsonFields fn(*function, f.param("function"));
   const auto name = fn.string("name");
   if (!name) throw ApiException{missing_parameter(fn.param("name"))};
-  nlohmann::json arguments = nlohmann::json::object();
-  if (const nlohmann::json* args = fn.get("arguments")) {
+  RequestJson arguments = RequestJson::object();
+  if (const RequestJson* args = fn.get("arguments")) {
     if (args->is_string()) {
       // Templates want a mapping; a string that is not a JSON object stays a string.
-      nlohmann::json parsed = nlohmann::json::parse(args->get<std::string>(), nullptr, false);
+      RequestJson parsed;
+      try {
+        parsed = parse_request_json(args->get<std::string>());
+      } catch (const ApiException&) {  // not JSON: stays a string
+      }
       arguments = parsed.is_object() ? parsed : *args;
     } else if (args->is_object()) {
       arguments = *args;
@@ -65,7 +69,7 @@ nlohmann::json normalize_tool_call(const nlohmann::json& call, const std::string
   return out;
 }
 
-nlohmann::json normalize_message(const nlohmann::json& message, const std::string& path) {
+RequestJson normalize_message(const RequestJson& message, const std::string& path) {
   JsonFields f(message, path);
   const auto role_in = f.string("role");
   if (!role_in) throw ApiException{missing_parameter(f.param("role"))};
@@ -76,8 +80,8 @@ nlohmann::json normalize_message(const nlohmann::json& message, const std::strin
                                      "'" + *role_in + "' is not one of system, developer, user, "
                                      "assistant, tool.")};
   }
-  nlohmann::json out = {{"role", role}};
-  const nlohmann::json* content = f.get("content");
+  RequestJson out = {{"role", role}};
+  const RequestJson* content = f.get("content");
   if (content) {
     out["content"] = content_text(*content, f.param("content"));
   } else if (role != "assistant") {
@@ -90,8 +94,8 @@ nlohmann::json normalize_message(const nlohmann::json& message, const std::strin
     auto reasoning = f.string("reasoning_content");
     if (!reasoning) reasoning = f.string("reasoning");
     if (reasoning) out["reasoning_content"] = *reasoning;
-    if (const nlohmann::json* calls = f.array("tool_calls")) {
-      nlohmann::json list = nlohmann::json::array();
+    if (const RequestJson* calls = f.array("tool_calls")) {
+      RequestJson list = RequestJson::array();
       for (size_t i = 0; i < calls->size(); ++i) {
         list.push_back(normalize_tool_call((*calls)[i], element_path(f.param("tool_calls"), i)));
       }
@@ -109,7 +113,7 @@ nlohmann::json normalize_message(const nlohmann::json& message, const std::strin
 
 }  // namespace
 
-nlohmann::json normalize_messages(const nlohmann::json& messages, const std::string& path) {
+RequestJson normalize_messages(const RequestJson& messages, const std::string& path) {
   if (!messages.is_array()) {
     throw ApiException{invalid_type(path, std::string("expected an array of messages, got ") +
                                               json_type_name(messages) + ".")};
@@ -117,43 +121,55 @@ nlohmann::json normalize_messages(const nlohmann::json& messages, const std::str
   if (messages.empty()) {
     throw ApiException{invalid_value(path, "at least one message is required.")};
   }
-  nlohmann::json out = nlohmann::json::array();
+  RequestJson out = RequestJson::array();
   for (size_t i = 0; i < messages.size(); ++i) {
     out.push_back(normalize_message(messages[i], element_path(path, i)));
   }
   return out;
 }
 
-nlohmann::json normalize_tools(const nlohmann::json* tools, const std::string& path) {
+RequestJson normalize_tools(const RequestJson* tools, const std::string& path) {
   if (!tools) return nullptr;
   if (!tools->is_array()) {
     throw ApiException{invalid_type(path, std::string("expected an array of tools, got ") +
                                               json_type_name(*tools) + ".")};
   }
-  nlohmann::json out = nlohmann::json::array();
+  RequestJson out = RequestJson::array();
   for (size_t i = 0; i < tools->size(); ++i) {
     JsonFields f((*tools)[i], element_path(path, i));
     const auto type = f.string("type");
     if (type != "function") {
       throw ApiException{invalid_value(f.param("type"), "only 'function' tools are supported.")};
     }
-    const nlohmann::json* function = f.object("function");
+    const RequestJson* function = f.object("function");
     if (!function) throw ApiException{missing_parameter(f.param("function"))};
     JsonFields fn(*function, f.param("function"));
     const auto name = fn.string("name");
     if (!name || name->empty()) throw ApiException{missing_parameter(fn.param("name"))};
-    nlohmann::json tool_fn = {{"name", *name}};
-    if (const auto description = fn.string("description")) tool_fn["description"] = *description;
-    if (const nlohmann::json* parameters = fn.object("parameters")) tool_fn["parameters"] = *parameters;
-    if (const auto strict = fn.boolean("strict")) tool_fn["strict"] = *strict;
+    fn.string("description");
+    fn.object("parameters");
+    fn.boolean("strict");
     fn.reject_unknown();
     f.reject_unknown();
-    out.push_back({{"type", "function"}, {"function", std::move(tool_fn)}});
+    // Valid: copied in the client's key order (templates `tojson` them), nulls left out.
+    RequestJson tool_fn = RequestJson::object();
+    for (const auto& [key, value] : function->items()) {
+      if (!value.is_null()) tool_fn[key] = value;
+    }
+    RequestJson tool = RequestJson::object();
+    for (const auto& [key, value] : (*tools)[i].items()) {
+      if (key == "function") {
+        tool[key] = std::move(tool_fn);
+      } else if (!value.is_null()) {
+        tool[key] = value;
+      }
+    }
+    out.push_back(std::move(tool));
   }
   return out;
 }
 
-nlohmann::json normalize_tool_choice(const nlohmann::json* tool_choice, const nlohmann::json& tools,
+RequestJson normalize_tool_choice(const RequestJson* tool_choice, const RequestJson& tools,
                                      const std::string& path) {
   if (!tool_choice) return nullptr;
   if (tool_choice->is_string()) {
@@ -170,7 +186,7 @@ nlohmann::json normalize_tool_choice(const nlohmann::json* tool_choice, const nl
   if (f.string("type") != "function") {
     throw ApiException{invalid_value(f.param("type"), "expected 'function'.")};
   }
-  const nlohmann::json* function = f.object("function");
+  const RequestJson* function = f.object("function");
   if (!function) throw ApiException{missing_parameter(f.param("function"))};
   JsonFields fn(*function, f.param("function"));
   const auto name = fn.string("name");
@@ -179,7 +195,7 @@ nlohmann::json normalize_tool_choice(const nlohmann::json* tool_choice, const nl
   f.reject_unknown();
   bool found = false;
   if (tools.is_array()) {
-    for (const nlohmann::json& t : tools) found = found || t["function"]["name"] == *name;
+    for (const RequestJson& t : tools) found = found || t["function"]["name"] == *name;
   }
   if (!found) {
     throw ApiException{invalid_value(fn.param("name"), "no tool named '" + *name + "' in 'tools'.")};

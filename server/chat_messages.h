@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/request_json.h"
+
 namespace deltaserve::server {
 
 // Each message becomes {role, content: string, [name], [tool_calls], [tool_call_id],
@@ -16,14 +18,14 @@ namespace deltaserve::server {
 // - tool_calls[i].function.arguments given as a JSON string is parsed into an object
 //   (Qwen3.5's template iterates the arguments as a mapping);
 // - `reasoning` (vLLM's name) is accepted as an alias of `reasoning_content`.
-nlohmann::json normalize_messages(const nlohmann::json& messages, const std::string& path);
+RequestJson normalize_messages(const RequestJson& messages, const std::string& path);
 
 // null or an array of {"type": "function", "function": {name, description?, parameters?}}.
-nlohmann::json normalize_tools(const nlohmann::json* tools, const std::string& path);
+RequestJson normalize_tools(const RequestJson* tools, const std::string& path);
 
 // null, "none" | "auto" | "required", or {"type": "function", "function": {"name"}} naming
 // one of `tools`.
-nlohmann::json normalize_tool_choice(const nlohmann::json* tool_choice, const nlohmann::json& tools,
+RequestJson normalize_tool_choice(const RequestJson* tool_choice, const RequestJson& tools,
                                      const std::string& path);
 
 }  // namespace deltaserve::server

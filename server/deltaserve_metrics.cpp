@@ -12,6 +12,15 @@
 #ifndef DELTASERVE_VERSION
 #define DELTASERVE_VERSION "unknown"
 #endif
+// The source commit, read by CMake at configure time (stale until the next configure);
+// "unknown" outside a git checkout.
+#ifndef DELTASERVE_COMMIT
+#define DELTASERVE_COMMIT "unknown"
+#endif
+// The GPU backend compiled in; "cpu" when none (the CPU backend is always there).
+#ifndef DELTASERVE_BACKEND
+#define DELTASERVE_BACKEND "cpu"
+#endif
 
 namespace deltaserve::server {
 namespace {
@@ -82,6 +91,15 @@ class DeltaserveMetrics final : public MetricSet {
         pinned_bytes_(gauge(r, "deltaserve_pinned_host_bytes", "Host memory registered with the device.")),
         pinned_registrations_(gauge(r, "deltaserve_pinned_host_registrations",
                                     "Host-memory registrations with the device.")),
+        device_used_(gauge(r, "deltaserve_device_memory_used_bytes",
+                           "Device memory the backend holds (weights, caches, workspaces); "
+                           "flat after load. 0 on the CPU backend.")),
+        device_total_(gauge(r, "deltaserve_device_memory_total_bytes",
+                            "Memory capacity of the backend's device. 0 on the CPU backend.")),
+        ready_(gauge(r, "deltaserve_ready",
+                     "1 while GET /ready answers 200; 0 while the model loads or the server drains.")),
+        open_connections_(gauge(r, "deltaserve_open_connections",
+                                "HTTP connections currently open (the scraping one included).")),
         errors_family_(BuildCounter()
                            .Name("deltaserve_errors_total")
                            .Help("Error responses and failed streams, by OpenAI error type.")
@@ -104,9 +122,10 @@ class DeltaserveMetrics final : public MetricSet {
                                      .Register(r)) {
     BuildGauge()
         .Name("deltaserve_build_info")
-        .Help("Build information (value 1).")
+        .Help("Build information (value 1): version, GPU backend compiled in (cpu when none), "
+              "source commit.")
         .Register(r)
-        .Add({{"version", DELTASERVE_VERSION}, {"compiler", __VERSION__}})
+        .Add({{"version", DELTASERVE_VERSION}, {"backend", DELTASERVE_BACKEND}, {"commit", DELTASERVE_COMMIT}})
         .Set(1);
     for (const char* type : kErrorTypes) errors_family_.Add({{"type", type}});
     for (ResponseEnd end : {ResponseEnd::Stop, ResponseEnd::Length, ResponseEnd::Abort, ResponseEnd::Error}) {
@@ -176,9 +195,16 @@ class DeltaserveMetrics final : public MetricSet {
     slots_total_.Set(s.num_state_slots_total);
     pinned_bytes_.Set(static_cast<double>(s.pinned_bytes));
     pinned_registrations_.Set(static_cast<double>(s.pinned_registrations));
+    device_used_.Set(static_cast<double>(s.device_bytes_used));
+    device_total_.Set(static_cast<double>(s.device_bytes_total));
     preemptions_.Increment(static_cast<double>(delta.num_preemptions));
     cancellations_.Increment(static_cast<double>(delta.num_cancellations));
     generation_rate_.Set(generation_tokens_per_s);
+  }
+
+  void refresh_server(const ServerGauges& g) override {
+    ready_.Set(g.ready ? 1.0 : 0.0);
+    open_connections_.Set(static_cast<double>(g.num_open_connections));
   }
 
  private:
@@ -204,6 +230,10 @@ class DeltaserveMetrics final : public MetricSet {
   Counter& cancellations_;
   Gauge& pinned_bytes_;
   Gauge& pinned_registrations_;
+  Gauge& device_used_;
+  Gauge& device_total_;
+  Gauge& ready_;
+  Gauge& open_connections_;
   prometheus::Family<Counter>& errors_family_;
   prometheus::Family<Counter>& finished_family_;
   Counter& drafts_;

@@ -96,7 +96,7 @@ std::unique_ptr<TokenStreamDecoder> FakeTextCodec::stream_decoder(bool skip_spec
 
 std::string FakeTextCodec::apply_chat_template(const ChatTemplateInput& input) const {
   std::string out;
-  for (const nlohmann::json& m : input.messages) {
+  for (const nlohmann::ordered_json& m : input.messages) {
     const std::string role = m.value("role", "");
     const std::string content = m.value("content", "");
     if (content.find("{{raise}}") != std::string::npos) {

@@ -120,10 +120,12 @@ std::string render_chat_prompt(const ChatRequest& request, const ServerState& st
   ChatTemplateInput input;
   input.messages = request.messages;
   // tool_choice "none": the model is not told about the tools at all (as vLLM does).
-  input.tools = request.tool_choice == "none" ? nlohmann::json(nullptr) : request.tools;
-  input.kwargs = state.config().default_chat_template_kwargs;
-  for (auto it = request.chat_template_kwargs.begin(); it != request.chat_template_kwargs.end(); ++it) {
-    input.kwargs[it.key()] = it.value();
+  input.tools = request.tool_choice == "none" ? RequestJson(nullptr) : request.tools;
+  // The request's kwargs win over the configured defaults (a few keys: the lookups are cheap).
+  input.kwargs = request.chat_template_kwargs;
+  const nlohmann::json& defaults = state.config().default_chat_template_kwargs;
+  for (auto it = defaults.begin(); it != defaults.end(); ++it) {
+    if (!input.kwargs.contains(it.key())) input.kwargs[it.key()] = RequestJson(it.value());
   }
   input.add_generation_prompt = request.add_generation_prompt;
   std::string prompt;

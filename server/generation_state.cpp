@@ -7,7 +7,7 @@ namespace deltaserve::server {
 GenerationState::GenerationState(const TextCodec& codec, GenerationSetup setup)
     : setup_(std::move(setup)),
       decoder_(codec.stream_decoder(setup_.skip_special_tokens)),
-      stop_(setup_.stop, setup_.include_stop_in_output) {
+      stop_(setup_.stop) {
   if (setup_.split_reasoning) splitter_.emplace(setup_.starts_in_reasoning);
   usage_.num_prompt_tokens = setup_.num_prompt_tokens;
 }
@@ -20,7 +20,8 @@ bool GenerationState::is_stop_token(int32_t token) const {
 // Text of one token (or the decoder's tail) through the stop matcher and the think split.
 void GenerationState::consume_text(const std::string& text, StepOutput& out, bool count_token) {
   const bool was_reasoning = splitter_ && splitter_->in_reasoning();
-  StopMatcher::Result r = stop_.push(text);
+  runtime::StopStringMatcher::Output r = stop_.feed(text);
+  if (r.stopped && setup_.include_stop_in_output) r.text += setup_.stop[static_cast<size_t>(r.stop_index)];
   ReasoningSplitter::Pieces pieces;
   if (splitter_) {
     pieces = splitter_->push(r.text);
@@ -33,7 +34,7 @@ void GenerationState::consume_text(const std::string& text, StepOutput& out, boo
   }
   out.delta.reasoning += pieces.reasoning;
   out.delta.content += pieces.content;
-  if (r.matched) stop_matched_ = true;
+  if (r.stopped) stop_matched_ = true;
 }
 
 // Normal end: what the decoder, the stop matcher and the splitter still hold goes out,
@@ -43,7 +44,7 @@ void GenerationState::flush(StepOutput& out) {
     consume_text(decoder_->finish(), out, /*count_token=*/false);
   }
   if (!stop_matched_) {
-    const std::string held = stop_.finish();
+    const std::string held = stop_.flush();
     if (splitter_) {
       ReasoningSplitter::Pieces p = splitter_->push(held);
       out.delta.reasoning += p.reasoning;

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "runtime/stop_string_matcher.h"
 #include "scheduler/request.h"
 #include "server/openai_response.h"
 #include "server/reasoning_splitter.h"
-#include "server/stop_matcher.h"
 #include "server/text_codec.h"
 
 namespace deltaserve::server {
@@ -58,7 +58,7 @@ class GenerationState {
 
   GenerationSetup setup_;
   std::unique_ptr<TokenStreamDecoder> decoder_;
-  StopMatcher stop_;
+  runtime::StopStringMatcher stop_;
   std::optional<ReasoningSplitter> splitter_;
   Usage usage_;
   bool stop_matched_ = false;

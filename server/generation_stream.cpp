@@ -22,7 +22,13 @@ GenerationStream::GenerationStream(std::shared_ptr<HttpSession> session, Generat
       keep_alive_(keep_alive && http_version >= 11),
       chunked_(http_version >= 11),
       generation_(*service.codec, job_.setup),
-      formatter_(job_.format, *service.codec) {}
+      formatter_(job_.format, *service.codec),
+      keepalive_timer_(session_->executor()) {
+  if (job_.stream && state.config().sse_keepalive_s > 0.0) {
+    keepalive_interval_ = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(state.config().sse_keepalive_s));
+  }
+}
 
 GenerationStream::~GenerationStream() {
   if (counted_) state_.generation_ended();
@@ -63,12 +69,35 @@ std::optional<ApiError> GenerationStream::start() {
     out << head.base();
     session_->write_stream(std::move(out).str());
     if (job_.format.endpoint == Endpoint::Chat) write_chunk(sse_event(formatter_.role_chunk()));
+    last_write_time_ = std::chrono::steady_clock::now();
+    if (keepalive_interval_.count() > 0) keepalive_arm(keepalive_interval_);
   }
   return std::nullopt;
 }
 
+void GenerationStream::keepalive_arm(std::chrono::steady_clock::duration wait) {
+  keepalive_timer_.expires_after(wait);
+  // A weak reference: a pending wait must not keep an ended stream (and its session) alive.
+  keepalive_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    if (auto self = weak.lock()) self->on_keepalive(ec);
+  });
+}
+
+void GenerationStream::on_keepalive(boost::system::error_code ec) {
+  if (ec || ended_) return;  // cancelled: the stream ended
+  const auto now = std::chrono::steady_clock::now();
+  const auto due = last_write_time_ + keepalive_interval_;
+  if (now >= due) {
+    write_chunk(std::string(kSseKeepAlive));  // updates last_write_time_
+    keepalive_arm(keepalive_interval_);
+  } else {
+    keepalive_arm(due - now);  // a chunk went out meanwhile
+  }
+}
+
 void GenerationStream::write_chunk(const std::string& data) {
   if (data.empty()) return;
+  last_write_time_ = std::chrono::steady_clock::now();
   if (!chunked_) {
     session_->write_stream(data);
     return;
@@ -150,6 +179,7 @@ void GenerationStream::finish_body(const StepOutput& out) {
 void GenerationStream::end(ResponseEnd how) {
   if (job_.stream && chunked_) session_->write_stream("0\r\n\r\n");
   ended_ = true;
+  keepalive_timer_.cancel();
   state_.metrics().on_response_finished(how);
   session_->end_response(keep_alive_);
 }
@@ -157,6 +187,7 @@ void GenerationStream::end(ResponseEnd how) {
 void GenerationStream::client_gone() {
   if (ended_) return;
   ended_ = true;
+  keepalive_timer_.cancel();
   spdlog::debug("[{}] client gone: cancelling engine request {}", job_.spec.external_id, id_);
   service_.engine->cancel(id_);
   state_.metrics().on_response_finished(ResponseEnd::Abort);

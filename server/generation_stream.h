@@ -4,12 +4,19 @@
 //
 // The stream grammar is fixed (openai_response.h); in particular a stream always ends
 // with either a finish chunk or an error event, then "data: [DONE]", never silently.
+// While a stream sends nothing for --sse-keepalive-s (queued, a long prefill), an SSE
+// comment ": keep-alive" goes out so proxies do not cut the idle connection; clients
+// ignore comments.
+//
 // Owned by its HttpSession while it runs and by the sink the engine holds until the
 // request's final event; every method runs on the session's strand.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
+
+#include <boost/asio/steady_timer.hpp>
 
 #include "server/api_error.h"
 #include "server/generation_job.h"
@@ -41,6 +48,9 @@ class GenerationStream : public std::enable_shared_from_this<GenerationStream> {
   void finish_stream(const StepOutput& out);
   void finish_body(const StepOutput& out);
   void write_chunk(const std::string& data);
+  // Keep-alive: (re)arms the timer for the time left until a comment is due.
+  void keepalive_arm(std::chrono::steady_clock::duration wait);
+  void on_keepalive(boost::system::error_code ec);
   void end(ResponseEnd how);
   ApiError failure_error(const std::string& message) const;
 
@@ -54,6 +64,9 @@ class GenerationStream : public std::enable_shared_from_this<GenerationStream> {
   GenerationState generation_;
   ResponseFormatter formatter_;
   OutputDelta gathered_;  // non-streaming: everything so far
+  boost::asio::steady_timer keepalive_timer_;  // on the session's strand
+  std::chrono::steady_clock::duration keepalive_interval_{};  // zero = off
+  std::chrono::steady_clock::time_point last_write_time_;
   scheduler::RequestId id_ = 0;
   bool ended_ = false;
   bool counted_ = false;  // generation_started() was called

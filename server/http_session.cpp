@@ -27,7 +27,7 @@ std::string serialize(const HttpResponse& response) {
 }  // namespace
 
 HttpSession::HttpSession(net::ip::tcp::socket&& socket, ServerState& state)
-    : stream_(std::move(socket)), state_(state) {}
+    : connection_(state.metrics().open_connection()), stream_(std::move(socket)), state_(state) {}
 
 void HttpSession::start() {
   net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read_header(); });

@@ -65,6 +65,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void close_gracefully();
   void do_linger();
 
+  ServerMetrics::ConnectionTicket connection_;  // first member: counts the whole session
   boost::beast::tcp_stream stream_;
   boost::beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;

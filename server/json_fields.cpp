@@ -14,16 +14,16 @@ std::string format_number(double v) {
 
 }  // namespace
 
-const char* json_type_name(const nlohmann::json& value) {
+const char* json_type_name(const RequestJson& value) {
   switch (value.type()) {
-    case nlohmann::json::value_t::null: return "null";
-    case nlohmann::json::value_t::object: return "an object";
-    case nlohmann::json::value_t::array: return "an array";
-    case nlohmann::json::value_t::string: return "a string";
-    case nlohmann::json::value_t::boolean: return "a boolean";
-    case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned: return "an integer";
-    case nlohmann::json::value_t::number_float: return "a number";
+    case RequestJson::value_t::null: return "null";
+    case RequestJson::value_t::object: return "an object";
+    case RequestJson::value_t::array: return "an array";
+    case RequestJson::value_t::string: return "a string";
+    case RequestJson::value_t::boolean: return "a boolean";
+    case RequestJson::value_t::number_integer:
+    case RequestJson::value_t::number_unsigned: return "an integer";
+    case RequestJson::value_t::number_float: return "a number";
     default: return "an unsupported value";
   }
 }
@@ -32,7 +32,7 @@ std::string element_path(const std::string& array_path, size_t index) {
   return array_path + "[" + std::to_string(index) + "]";
 }
 
-int64_t require_integer(const nlohmann::json& value, const std::string& param, int64_t min_value,
+int64_t require_integer(const RequestJson& value, const std::string& param, int64_t min_value,
                         int64_t max_value) {
   double as_double = 0.0;
   int64_t result = 0;
@@ -64,7 +64,7 @@ int64_t require_integer(const nlohmann::json& value, const std::string& param, i
   return result;
 }
 
-JsonFields::JsonFields(const nlohmann::json& object, std::string path)
+JsonFields::JsonFields(const RequestJson& object, std::string path)
     : object_(object), path_(std::move(path)) {
   if (!object_.is_object()) {
     if (path_.empty()) {
@@ -80,7 +80,7 @@ std::string JsonFields::param(std::string_view key) const {
   return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
 }
 
-const nlohmann::json* JsonFields::get(std::string_view key) {
+const RequestJson* JsonFields::get(std::string_view key) {
   known_.emplace(key);
   auto it = object_.find(key);
   if (it == object_.end() || it->is_null()) return nullptr;
@@ -89,7 +89,7 @@ const nlohmann::json* JsonFields::get(std::string_view key) {
 
 std::optional<double> JsonFields::number(std::string_view key, double min_value,
                                          double max_value) {
-  const nlohmann::json* v = get(key);
+  const RequestJson* v = get(key);
   if (!v) return std::nullopt;
   if (!v->is_number()) {
     throw ApiException{invalid_type(param(key), std::string("expected a number, got ") +
@@ -107,13 +107,13 @@ std::optional<double> JsonFields::number(std::string_view key, double min_value,
 
 std::optional<int64_t> JsonFields::integer(std::string_view key, int64_t min_value,
                                            int64_t max_value) {
-  const nlohmann::json* v = get(key);
+  const RequestJson* v = get(key);
   if (!v) return std::nullopt;
   return require_integer(*v, param(key), min_value, max_value);
 }
 
 std::optional<bool> JsonFields::boolean(std::string_view key) {
-  const nlohmann::json* v = get(key);
+  const RequestJson* v = get(key);
   if (!v) return std::nullopt;
   if (!v->is_boolean()) {
     throw ApiException{invalid_type(param(key), std::string("expected a boolean, got ") +
@@ -123,7 +123,7 @@ std::optional<bool> JsonFields::boolean(std::string_view key) {
 }
 
 std::optional<std::string> JsonFields::string(std::string_view key) {
-  const nlohmann::json* v = get(key);
+  const RequestJson* v = get(key);
   if (!v) return std::nullopt;
   if (!v->is_string()) {
     throw ApiException{invalid_type(param(key), std::string("expected a string, got ") +
@@ -132,8 +132,8 @@ std::optional<std::string> JsonFields::string(std::string_view key) {
   return v->get<std::string>();
 }
 
-const nlohmann::json* JsonFields::object(std::string_view key) {
-  const nlohmann::json* v = get(key);
+const RequestJson* JsonFields::object(std::string_view key) {
+  const RequestJson* v = get(key);
   if (v && !v->is_object()) {
     throw ApiException{invalid_type(param(key), std::string("expected an object, got ") +
                                                     json_type_name(*v) + ".")};
@@ -141,8 +141,8 @@ const nlohmann::json* JsonFields::object(std::string_view key) {
   return v;
 }
 
-const nlohmann::json* JsonFields::array(std::string_view key) {
-  const nlohmann::json* v = get(key);
+const RequestJson* JsonFields::array(std::string_view key) {
+  const RequestJson* v = get(key);
   if (v && !v->is_array()) {
     throw ApiException{invalid_type(param(key), std::string("expected an array, got ") +
                                                     json_type_name(*v) + ".")};

@@ -13,36 +13,37 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api_error.h"
+#include "server/request_json.h"
 
 namespace deltaserve::server {
 
 // The JSON type of a value in words, for "expected X, got Y" messages.
-const char* json_type_name(const nlohmann::json& value);
+const char* json_type_name(const RequestJson& value);
 
 class JsonFields {
  public:
   // `object` must outlive this reader. `path` is the object's own path ("" at top level).
   // Throws invalid_type when `object` is not a JSON object.
-  JsonFields(const nlohmann::json& object, std::string path);
+  JsonFields(const RequestJson& object, std::string path);
 
   std::string param(std::string_view key) const;  // full path of a key
 
   // The value, or nullptr when the key is absent or null. Marks the key as known.
-  const nlohmann::json* get(std::string_view key);
+  const RequestJson* get(std::string_view key);
   void accept(std::string_view key) { (void)get(key); }  // known, value unused
 
   std::optional<double> number(std::string_view key, double min_value, double max_value);
   std::optional<int64_t> integer(std::string_view key, int64_t min_value, int64_t max_value);
   std::optional<bool> boolean(std::string_view key);
   std::optional<std::string> string(std::string_view key);
-  const nlohmann::json* object(std::string_view key);  // typed: must be an object
-  const nlohmann::json* array(std::string_view key);   // typed: must be an array
+  const RequestJson* object(std::string_view key);  // typed: must be an object
+  const RequestJson* array(std::string_view key);   // typed: must be an array
 
   // Throws unknown_parameter for the first key that no read asked for.
   void reject_unknown() const;
 
  private:
-  const nlohmann::json& object_;
+  const RequestJson& object_;
   std::string path_;
   std::set<std::string, std::less<>> known_;
 };
@@ -51,7 +52,7 @@ class JsonFields {
 std::string element_path(const std::string& array_path, size_t index);
 
 // A value that must be an integer (an integral float such as 16.0 is accepted).
-int64_t require_integer(const nlohmann::json& value, const std::string& param, int64_t min_value,
+int64_t require_integer(const RequestJson& value, const std::string& param, int64_t min_value,
                         int64_t max_value);
 
 }  // namespace deltaserve::server

@@ -17,6 +17,12 @@
 
 namespace deltaserve::server {
 
+// What the HTTP layer knows at scrape time, whether or not a model is loaded.
+struct ServerGauges {
+  bool ready = false;                // GET /ready answers 200
+  int64_t num_open_connections = 0;  // HTTP sessions alive
+};
+
 // Why a response ended, as the client saw it (bounded label values).
 enum class ResponseEnd { Stop, Length, Abort, Error };
 const char* response_end_name(ResponseEnd end);
@@ -43,6 +49,8 @@ class MetricSet {
                        double generation_tokens_per_s) {
     (void)stats; (void)delta; (void)generation_tokens_per_s;
   }
+  // At every scrape (serialised by ServerMetrics), also while the model loads.
+  virtual void refresh_server(const ServerGauges& gauges) { (void)gauges; }
 };
 
 std::unique_ptr<MetricSet> make_deltaserve_metrics(prometheus::Registry& registry);

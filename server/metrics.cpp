@@ -88,8 +88,10 @@ void ServerMetrics::on_response_finished(ResponseEnd end) {
   for (auto& set : sets_) set->response_finished(end);
 }
 
-std::string ServerMetrics::render(const scheduler::EngineStats* stats) {
+std::string ServerMetrics::render(const scheduler::EngineStats* stats, bool ready) {
   std::lock_guard lock(scrape_mutex_);
+  const ServerGauges gauges{ready, num_open_connections()};
+  for (auto& set : sets_) set->refresh_server(gauges);
   if (stats) {
     scheduler::EngineStats delta;
     delta.num_preemptions = stats->num_preemptions - last_stats_.num_preemptions;

@@ -1,12 +1,13 @@
 // The daemon's metrics: one prometheus-cpp registry (core library only), rendered in the
 // text exposition format by our own HTTP server at GET /metrics. Feeds on three sources:
 // - the engine, through the EngineObserver callbacks (engine thread; cheap, no blocking);
-// - the sessions: error responses and how each response ended (any I/O thread);
-// - the engine's stats snapshot, read at scrape time (running/waiting, KV, slots, pinned).
+// - the sessions: error responses, how each response ended, open connections (any I/O thread);
+// - the engine's stats snapshot, read at scrape time (running/waiting, KV, slots, memory).
 // Derived here: the aggregate generation rate over a sliding window and a per-stream decode
 // rate published per slot (bounded cardinality: one series per state slot).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -49,8 +50,28 @@ class ServerMetrics final : public scheduler::EngineObserver {
   void on_error(const std::string& type);
   void on_response_finished(ResponseEnd end);
 
-  // The exposition text; `stats` is null while the model loads. Thread-safe.
-  std::string render(const scheduler::EngineStats* stats);
+  // One open HTTP connection, counted for the ticket's own lifetime: an HttpSession holds
+  // one as a member, so the count rises once per accepted socket and falls once when the
+  // session object dies, whichever path closed it (it cannot drift). Neither copyable nor
+  // movable; the ServerMetrics must outlive every ticket. Any thread.
+  class ConnectionTicket {
+   public:
+    explicit ConnectionTicket(std::atomic<int64_t>& count) : count_(count) {
+      count_.fetch_add(1, std::memory_order_relaxed);
+    }
+    ~ConnectionTicket() { count_.fetch_sub(1, std::memory_order_relaxed); }
+    ConnectionTicket(const ConnectionTicket&) = delete;
+    ConnectionTicket& operator=(const ConnectionTicket&) = delete;
+
+   private:
+    std::atomic<int64_t>& count_;
+  };
+  ConnectionTicket open_connection() { return ConnectionTicket(num_open_connections_); }
+  int64_t num_open_connections() const { return num_open_connections_.load(std::memory_order_relaxed); }
+
+  // The exposition text; `stats` is null while the model loads; `ready` is what GET /ready
+  // answers (200 = true). Thread-safe.
+  std::string render(const scheduler::EngineStats* stats, bool ready);
 
   // Tokens/s over the window ending at `now` (exposed for tests).
   double generation_rate(Clock::time_point now);
@@ -68,6 +89,8 @@ class ServerMetrics final : public scheduler::EngineObserver {
   // Per-stream rate: engine thread only.
   std::unordered_map<scheduler::RequestId, StreamSlot> streams_;
   std::vector<bool> slot_busy_;
+
+  std::atomic<int64_t> num_open_connections_{0};
 
   std::mutex window_mutex_;  // guards the window
   std::deque<std::pair<Clock::time_point, int64_t>> window_;  // (step end, tokens emitted)

@@ -41,6 +41,8 @@ std::string json_text(const nlohmann::json& value);
 // "data: <json>\n\n"
 std::string sse_event(const nlohmann::json& value);
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+// An SSE comment: keeps an idle stream open through proxies; clients skip it.
+inline constexpr std::string_view kSseKeepAlive = ": keep-alive\n\n";
 
 class ResponseFormatter {
  public:

@@ -11,22 +11,17 @@ namespace {
 constexpr int64_t kMaxTokensCeiling = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
 
-nlohmann::json parse_body(std::string_view body) {
-  try {
-    return nlohmann::json::parse(body.begin(), body.end());
-  } catch (const nlohmann::json::exception& e) {  // syntax, bad UTF-8, number overflow
-    throw ApiException{invalid_json(e.what())};
-  }
-}
+// Syntax errors, bad UTF-8 and number overflow are 400 invalid_json.
+RequestJson parse_body(std::string_view body) { return parse_request_json(body); }
 
-int32_t token_id(const nlohmann::json& value, const std::string& param,
+int32_t token_id(const RequestJson& value, const std::string& param,
                  const SchemaLimits& limits) {
   const int64_t max_id = limits.num_vocab > 0 ? limits.num_vocab - 1 : kMaxTokenId;
   return static_cast<int32_t>(require_integer(value, param, 0, max_id));
 }
 
 std::vector<std::string> parse_stop(JsonFields& f, const SchemaLimits& limits) {
-  const nlohmann::json* v = f.get("stop");
+  const RequestJson* v = f.get("stop");
   std::vector<std::string> stop;
   if (!v) return stop;
   if (v->is_string()) {
@@ -43,7 +38,7 @@ std::vector<std::string> parse_stop(JsonFields& f, const SchemaLimits& limits) {
                                                  std::to_string(v->size()) + ".")};
   }
   for (size_t i = 0; i < v->size(); ++i) {
-    const nlohmann::json& s = (*v)[i];
+    const RequestJson& s = (*v)[i];
     if (!s.is_string()) {
       throw ApiException{invalid_type(element_path("stop", i),
                                       std::string("expected a string, got ") + json_type_name(s) + ".")};
@@ -58,7 +53,7 @@ std::vector<std::string> parse_stop(JsonFields& f, const SchemaLimits& limits) {
 
 std::vector<std::pair<int32_t, float>> parse_logit_bias(JsonFields& f, const SchemaLimits& limits) {
   std::vector<std::pair<int32_t, float>> bias;
-  const nlohmann::json* v = f.object("logit_bias");
+  const RequestJson* v = f.object("logit_bias");
   if (!v) return bias;
   for (auto it = v->begin(); it != v->end(); ++it) {
     const std::string param = "logit_bias." + it.key();
@@ -89,7 +84,7 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(JsonFields& f, const Sch
 }
 
 void parse_stream_options(JsonFields& f, GenerationParams& p) {
-  const nlohmann::json* v = f.object("stream_options");
+  const RequestJson* v = f.object("stream_options");
   if (!v) return;
   if (!p.stream) {
     throw ApiException{invalid_value("stream_options",
@@ -111,7 +106,7 @@ void accept_ignored(JsonFields& f) {
 
 // Fields whose only supported value is the default: anything else is a clear 400.
 void reject_unsupported(JsonFields& f) {
-  if (const nlohmann::json* rf = f.object("response_format")) {
+  if (const RequestJson* rf = f.object("response_format")) {
     const auto type = rf->find("type");
     if (type == rf->end() || !type->is_string() || *type != "text") {
       throw ApiException{unsupported_value(
@@ -188,7 +183,7 @@ GenerationParams parse_common(JsonFields& f, const SchemaLimits& limits, bool ch
                                                   std::to_string(*n) + " requests instead.")};
   }
   p.stop = parse_stop(f, limits);
-  if (const nlohmann::json* ids = f.array("stop_token_ids")) {
+  if (const RequestJson* ids = f.array("stop_token_ids")) {
     for (size_t i = 0; i < ids->size(); ++i) {
       p.stop_token_ids.push_back(token_id((*ids)[i], element_path("stop_token_ids", i), limits));
     }
@@ -230,16 +225,16 @@ const char* reasoning_field_name(ReasoningField field) {
 }
 
 ChatRequest parse_chat_request(std::string_view body, const SchemaLimits& limits) {
-  const nlohmann::json root = parse_body(body);
+  const RequestJson root = parse_body(body);
   JsonFields f(root, "");
   ChatRequest r;
-  const nlohmann::json* messages = f.get("messages");
+  const RequestJson* messages = f.get("messages");
   if (!messages) throw ApiException{missing_parameter("messages")};
   r.messages = normalize_messages(*messages, "messages");
   r.params = parse_common(f, limits, /*chat=*/true);
   r.tools = normalize_tools(f.get("tools"), "tools");
   r.tool_choice = normalize_tool_choice(f.get("tool_choice"), r.tools, "tool_choice");
-  if (const nlohmann::json* kwargs = f.object("chat_template_kwargs")) r.chat_template_kwargs = *kwargs;
+  if (const RequestJson* kwargs = f.object("chat_template_kwargs")) r.chat_template_kwargs = *kwargs;
   r.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
   r.continue_final_message = f.boolean("continue_final_message").value_or(false);
   if (r.continue_final_message && r.add_generation_prompt && f.get("add_generation_prompt")) {
@@ -252,10 +247,10 @@ ChatRequest parse_chat_request(std::string_view body, const SchemaLimits& limits
 }
 
 CompletionRequest parse_completion_request(std::string_view body, const SchemaLimits& limits) {
-  const nlohmann::json root = parse_body(body);
+  const RequestJson root = parse_body(body);
   JsonFields f(root, "");
   CompletionRequest r;
-  const nlohmann::json* prompt = f.get("prompt");
+  const RequestJson* prompt = f.get("prompt");
   if (!prompt) throw ApiException{missing_parameter("prompt")};
   if (prompt->is_string()) {
     r.prompt_text = prompt->get<std::string>();
@@ -288,11 +283,11 @@ CompletionRequest parse_completion_request(std::string_view body, const SchemaLi
 }
 
 TokenizeRequest parse_tokenize_request(std::string_view body, const SchemaLimits& limits) {
-  const nlohmann::json root = parse_body(body);
+  const RequestJson root = parse_body(body);
   JsonFields f(root, "");
   TokenizeRequest r;
   r.prompt = f.string("prompt");
-  const nlohmann::json* messages = f.get("messages");
+  const RequestJson* messages = f.get("messages");
   if (r.prompt.has_value() == (messages != nullptr)) {
     throw ApiException{invalid_value("prompt", "send exactly one of 'prompt' or 'messages'.")};
   }
@@ -300,7 +295,7 @@ TokenizeRequest parse_tokenize_request(std::string_view body, const SchemaLimits
     ChatRequest chat;
     chat.messages = normalize_messages(*messages, "messages");
     chat.tools = normalize_tools(f.get("tools"), "tools");
-    if (const nlohmann::json* kwargs = f.object("chat_template_kwargs")) chat.chat_template_kwargs = *kwargs;
+    if (const RequestJson* kwargs = f.object("chat_template_kwargs")) chat.chat_template_kwargs = *kwargs;
     chat.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
     r.chat = std::move(chat);
   }
@@ -311,10 +306,10 @@ TokenizeRequest parse_tokenize_request(std::string_view body, const SchemaLimits
 }
 
 DetokenizeRequest parse_detokenize_request(std::string_view body, const SchemaLimits& limits) {
-  const nlohmann::json root = parse_body(body);
+  const RequestJson root = parse_body(body);
   JsonFields f(root, "");
   DetokenizeRequest r;
-  const nlohmann::json* tokens = f.array("tokens");
+  const RequestJson* tokens = f.array("tokens");
   if (!tokens) throw ApiException{missing_parameter("tokens")};
   for (size_t i = 0; i < tokens->size(); ++i) {
     r.tokens.push_back(token_id((*tokens)[i], element_path("tokens", i), limits));

@@ -15,6 +15,7 @@
 
 #include "runtime/sampling_params.h"
 #include "server/api_error.h"
+#include "server/request_json.h"
 
 namespace deltaserve::server {
 
@@ -58,10 +59,10 @@ struct ChatRequest {
   // Messages normalised for the chat template: role (developer -> system), content as a
   // string, tool_calls with `arguments` parsed into objects, reasoning_content (the client
   // may send `reasoning` instead).
-  nlohmann::json messages = nlohmann::json::array();
-  nlohmann::json tools;        // null or the validated array, passed to the template
-  nlohmann::json tool_choice;  // null, "none" | "auto" | "required" | {function}
-  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  RequestJson messages = RequestJson::array();
+  RequestJson tools;        // null or the validated array, passed to the template
+  RequestJson tool_choice;  // null, "none" | "auto" | "required" | {function}
+  RequestJson chat_template_kwargs = RequestJson::object();
   bool add_generation_prompt = true;
   bool continue_final_message = false;
 };

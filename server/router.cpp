@@ -77,7 +77,7 @@ HttpResponse handle_metrics(const HttpRequest& req, ServerState& state) {
   res.set(http::field::server, kServerName);
   res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
   res.keep_alive(keep_alive_after(req, state));
-  res.body() = state.metrics().render(service ? &stats : nullptr);
+  res.body() = state.metrics().render(service ? &stats : nullptr, state.phase() == ServerPhase::Ready);
   res.prepare_payload();
   return res;
 }

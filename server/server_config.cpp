@@ -136,6 +136,7 @@ std::vector<OptionDef> option_table(const std::shared_ptr<std::string>& kwargs_t
       def(&C::keep_alive_timeout_s, "keep_alive_timeout_s", "Seconds an idle keep-alive connection (or a slow request) may take before it is closed"),
       def(&C::shutdown_grace_s, "shutdown_grace_s", "On SIGTERM/SIGINT: seconds in-flight requests get to finish before they are cancelled"),
       def(&C::stream_queue_bytes, "stream_queue_bytes", "Unsent SSE bytes a stream may queue for a slow client before the request is cancelled"),
+      def(&C::sse_keepalive_s, "sse_keepalive_s", "Seconds a stream may go without a chunk (queued, long prefill) before an SSE comment ': keep-alive' is sent so proxies keep it open; 0 = never"),
       def(&C::cors_allow_origin, "cors_allow_origin", "Access-Control-Allow-Origin value (e.g. '*'); empty = no CORS headers"),
       def(&C::retry_after_s, "retry_after_s", "Retry-After seconds sent with 429 and 503"),
       def(&C::default_max_tokens, "default_max_tokens", "max_tokens when a request gives none; 0 = up to the context"),

@@ -33,6 +33,7 @@ struct ServerConfig {
   int32_t keep_alive_timeout_s = 60;
   int32_t shutdown_grace_s = 30;    // SIGTERM: in-flight requests get this long to finish
   int64_t stream_queue_bytes = 4 << 20;  // unsent SSE bytes per stream before it is cut
+  double sse_keepalive_s = 15.0;    // ": keep-alive" comment after this long without a chunk; 0 = off
   std::string cors_allow_origin;    // "" = no CORS headers
   int32_t retry_after_s = 1;        // Retry-After on 429 / 503
 

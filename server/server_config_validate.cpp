@@ -42,6 +42,9 @@ void validate_config(const ServerConfig& c) {
   check_range("--shutdown-grace-s", c.shutdown_grace_s, 0, 86400);
   check_range<int64_t>("--stream-queue-bytes", c.stream_queue_bytes, 4096, int64_t{1} << 30);
   check_range("--retry-after-s", c.retry_after_s, 0, 3600);
+  if (!(c.sse_keepalive_s >= 0.0 && c.sse_keepalive_s <= 3600.0)) {  // NaN fails too
+    throw ConfigError("--sse-keepalive-s must lie in 0..3600, got " + std::to_string(c.sse_keepalive_s));
+  }
   check_range("--default-max-tokens", c.default_max_tokens, 0, 1 << 30);
   check_range("--max-logprobs", c.max_logprobs, 0, 100);
   check_range("--max-stop-strings", c.max_stop_strings, 0, 1024);

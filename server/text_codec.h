@@ -24,10 +24,11 @@ class TokenStreamDecoder {
   virtual std::string finish() = 0;
 };
 
+// Ordered JSON: templates render schemas with `tojson` in the client's key order.
 struct ChatTemplateInput {
-  nlohmann::json messages;   // normalised (chat_messages.h)
-  nlohmann::json tools;      // null or array
-  nlohmann::json kwargs;     // chat_template_kwargs (enable_thinking, ...): an object
+  nlohmann::ordered_json messages;  // normalised (chat_messages.h)
+  nlohmann::ordered_json tools;     // null or array
+  nlohmann::ordered_json kwargs;    // chat_template_kwargs (enable_thinking, ...): an object
   bool add_generation_prompt = true;
 };
 

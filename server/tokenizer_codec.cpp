@@ -72,10 +72,10 @@ std::unique_ptr<TokenStreamDecoder> TokenizerCodec::stream_decoder(bool skip_spe
 
 std::string TokenizerCodec::apply_chat_template(const ChatTemplateInput& input) const {
   jinja::ChatTemplateInputs chat;
-  chat.messages = nlohmann::ordered_json::parse(input.messages.dump());
-  chat.tools = input.tools.is_null() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json::parse(input.tools.dump());
+  chat.messages = input.messages;
+  chat.tools = input.tools;
   chat.add_generation_prompt = input.add_generation_prompt;
-  if (input.kwargs.is_object()) chat.extra_kwargs = nlohmann::ordered_json::parse(input.kwargs.dump());
+  if (input.kwargs.is_object()) chat.extra_kwargs = input.kwargs;
   chat.bos_token = bos_text_;
   chat.eos_token = eos_text_;
   try {

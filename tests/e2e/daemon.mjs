@@ -113,10 +113,11 @@ export async function scrape(url) {
   return parseMetrics(await res.text());
 }
 
-// Reads a raw SSE response body into its `data:` payloads (strings), in order.
+// Reads a raw SSE response body into its `data:` payloads (strings), in order. Comment
+// events (": keep-alive") are skipped, as SSE clients do.
 export async function readSse(response) {
   const text = await response.text();
-  const events = text.split('\n\n').filter((e) => e.length > 0);
+  const events = text.split('\n\n').filter((e) => e.length > 0 && !e.startsWith(':'));
   return events.map((e) => {
     if (!e.startsWith('data: ')) throw new Error(`not an SSE data event: ${JSON.stringify(e)}`);
     return e.slice('data: '.length);

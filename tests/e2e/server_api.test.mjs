@@ -240,4 +240,12 @@ test('health, readiness, metrics', async () => {
   assert.ok(m.get('deltaserve_generation_tokens_total') > 0);
   assert.ok(m.get('deltaserve_requests_finished_total', { finished_reason: 'stop' }) > 0);
   assert.equal(m.get('deltaserve_build_info', {}) , 1);
+  const info = m.all('deltaserve_build_info')[0][0];
+  for (const label of ['version', 'backend', 'commit']) assert.match(info, new RegExp(`${label}="[^"]+"`));
+  assert.equal(m.get('deltaserve_ready'), 1);
+  // This scrape's own connection at least (fetch may keep earlier ones alive).
+  assert.ok(m.get('deltaserve_open_connections') >= 1);
+  // The fake engine holds no device memory; the gauges are there and read 0.
+  assert.equal(m.get('deltaserve_device_memory_used_bytes'), 0);
+  assert.equal(m.get('deltaserve_device_memory_total_bytes'), 0);
 });

@@ -174,11 +174,13 @@ describe('503 while loading', () => {
       assert.equal(ready.headers.get('retry-after'), '1');
       checkErrorBody(await ready.json(), { type: 'service_unavailable_error', code: 'model_loading' });
       assert.equal((await fetch(`${daemon.url}/health`)).status, 200);
+      assert.equal((await scrape(daemon.url)).get('deltaserve_ready'), 0);
       const client = new OpenAI({ baseURL: `${daemon.url}/v1`, apiKey: 'x', maxRetries: 0 });
       await assert.rejects(client.chat.completions.create({ model, messages: user('x') }),
         (err) => err instanceof OpenAI.InternalServerError && err.status === 503 && err.code === 'model_loading');
       for (let i = 0; i < 100 && (await fetch(`${daemon.url}/ready`)).status !== 200; ++i) await sleep(50);
       assert.equal((await client.chat.completions.create({ model, messages: user('now') })).choices[0].message.content, 'now');
+      assert.equal((await scrape(daemon.url)).get('deltaserve_ready'), 1);
     } finally {
       assert.deepEqual(await daemon.stop(), { code: 0, signal: null });
     }
@@ -204,6 +206,7 @@ describe('SIGTERM', () => {
     const ready = await fetch(`${daemon.url}/ready`);
     assert.equal(ready.status, 503);
     checkErrorBody(await ready.json(), { code: 'server_draining' });
+    assert.equal((await scrape(daemon.url)).get('deltaserve_ready'), 0);
     const refused = await fetch(`${daemon.url}/v1/completions`, { method: 'POST', body: '{"prompt":"x"}' });
     assert.equal(refused.status, 503);
     checkErrorBody(await refused.json(), { type: 'service_unavailable_error', code: 'server_draining' });

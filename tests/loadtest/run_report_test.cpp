@@ -153,6 +153,48 @@ TEST(LeakChecks, CompareBeforeAndAfter) {
   EXPECT_TRUE(saw_kv);
 }
 
+const Check& find_check(const std::vector<Check>& checks, const std::string& name) {
+  for (const Check& c : checks) {
+    if (c.name == name) return c;
+  }
+  static const Check none;
+  ADD_FAILURE() << "no check " << name;
+  return none;
+}
+
+TEST(LeakChecks, DeviceMemoryMustComeBackExactly) {
+  ServerSnapshot before, after;
+  before.metrics = parse_prometheus_text("deltaserve_device_memory_used_bytes 1000\n");
+  after.metrics = parse_prometheus_text("deltaserve_device_memory_used_bytes 1000\n");
+  LoadOptions options;
+  EXPECT_EQ(find_check(leak_checks(before, after, options), "device memory used").status, CheckStatus::Pass);
+  after.metrics = parse_prometheus_text("deltaserve_device_memory_used_bytes 1024\n");
+  EXPECT_EQ(find_check(leak_checks(before, after, options), "device memory used").status, CheckStatus::Fail);
+  after.metrics = parse_prometheus_text("deltaserve_device_memory_used_bytes 512\n");
+  EXPECT_EQ(find_check(leak_checks(before, after, options), "device memory used").status, CheckStatus::Fail);
+}
+
+TEST(LeakChecks, OpenConnectionsNetOfTheToolsOwn) {
+  ServerSnapshot before, after;
+  // Before: the scrape itself and 3 pooled connections of the tool; after: the scrape only.
+  before.metrics = parse_prometheus_text("deltaserve_open_connections 4\n");
+  before.client_open_connections = 3;
+  after.metrics = parse_prometheus_text("deltaserve_open_connections 1\n");
+  LoadOptions options;
+  const Check pass = find_check(leak_checks(before, after, options), "server open connections");
+  EXPECT_EQ(pass.status, CheckStatus::Pass);
+  EXPECT_EQ(pass.before, 1);
+  EXPECT_EQ(pass.after, 1);
+  // A connection the tool closed is still counted by the server.
+  after.metrics = parse_prometheus_text("deltaserve_open_connections 2\n");
+  EXPECT_EQ(find_check(leak_checks(before, after, options), "server open connections").status,
+            CheckStatus::Fail);
+  // An older server without the gauge: not checked.
+  after.metrics = parse_prometheus_text("deltaserve_requests_running 0\n");
+  EXPECT_EQ(find_check(leak_checks(before, after, options), "server open connections").status,
+            CheckStatus::Skipped);
+}
+
 TEST(ServerUrl, ParsesHostPortAndPrefix) {
   std::string error;
   const auto url = parse_server_url("http://127.0.0.1:8000/api/", error);

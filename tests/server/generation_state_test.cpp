@@ -4,7 +4,6 @@
 
 #include "server/fake_text_codec.h"
 #include "server/generation_state.h"
-#include "server/stop_matcher.h"
 #include "server/utf8.h"
 
 namespace deltaserve::server {
@@ -143,15 +142,6 @@ TEST(GenerationState, EngineErrorAndCancellation) {
 
   GenerationState c(kCodec, setup());
   EXPECT_TRUE(c.on_event(event({}, FinishReason::Cancelled)).error.has_value());
-}
-
-TEST(StopMatcher, EarliestMatchWins) {
-  StopMatcher m({"cd", "bcd"}, false);
-  EXPECT_EQ(m.push("ab").text, "a");  // "b" could start "bcd"
-  const StopMatcher::Result r = m.push("cde");
-  EXPECT_TRUE(r.matched);
-  EXPECT_EQ(r.stop, "bcd");
-  EXPECT_EQ(r.text, "");
 }
 
 TEST(Utf8, CompletePrefixAndSanitize) {

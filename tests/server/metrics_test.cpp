@@ -121,6 +121,8 @@ scheduler::EngineStats stats() {
   s.num_cancellations = 5;
   s.pinned_bytes = 1 << 20;
   s.pinned_registrations = 1;
+  s.device_bytes_used = int64_t{3} << 30;
+  s.device_bytes_total = int64_t{141} << 30;
   return s;
 }
 
@@ -141,7 +143,7 @@ TEST(Metrics, ExpositionIsWellFormedAndComplete) {
   m.set_limits(limits());
   feed(m);
   const scheduler::EngineStats s = stats();
-  const Exposition ex = parse_exposition(m.render(&s));
+  const Exposition ex = parse_exposition(m.render(&s, true));
   for (const char* name :
        {"deltaserve_requests_running", "deltaserve_requests_waiting", "deltaserve_prompt_tokens_total",
         "deltaserve_generation_tokens_total", "deltaserve_generation_tokens_per_second",
@@ -155,10 +157,18 @@ TEST(Metrics, ExpositionIsWellFormedAndComplete) {
         "deltaserve_spec_decode_num_drafts_total", "deltaserve_spec_decode_num_draft_tokens_total",
         "deltaserve_spec_decode_num_accepted_tokens_total",
         "deltaserve_spec_decode_num_accepted_tokens_per_pos_total", "deltaserve_build_info",
-        "deltaserve_requests_finished_total"}) {
+        "deltaserve_requests_finished_total", "deltaserve_device_memory_used_bytes",
+        "deltaserve_device_memory_total_bytes", "deltaserve_ready", "deltaserve_open_connections"}) {
     EXPECT_TRUE(ex.types.count(name)) << name;
   }
   EXPECT_EQ(value_of(ex, "deltaserve_requests_running"), 2);
+  EXPECT_EQ(value_of(ex, "deltaserve_device_memory_used_bytes"), double(int64_t{3} << 30));
+  EXPECT_EQ(value_of(ex, "deltaserve_device_memory_total_bytes"), double(int64_t{141} << 30));
+  EXPECT_EQ(value_of(ex, "deltaserve_ready"), 1);
+  EXPECT_EQ(value_of(ex, "deltaserve_open_connections"), 0);
+  EXPECT_EQ(value_of(ex, "deltaserve_build_info", "version=\""), 1);
+  EXPECT_EQ(value_of(ex, "deltaserve_build_info", "backend=\""), 1);
+  EXPECT_EQ(value_of(ex, "deltaserve_build_info", "commit=\""), 1);
   EXPECT_EQ(value_of(ex, "deltaserve_kv_blocks_capacity"), 40);
   EXPECT_EQ(value_of(ex, "deltaserve_preemptions_total"), 3);
   EXPECT_EQ(value_of(ex, "deltaserve_generation_tokens_total"), 3);
@@ -179,9 +189,9 @@ TEST(Metrics, CountersFromTheEngineSnapshotAdvanceByDelta) {
   ServerMetrics m({"tiny", false, 10.0});
   m.set_limits(limits());
   scheduler::EngineStats s = stats();
-  m.render(&s);
+  m.render(&s, true);
   s.num_cancellations += 2;
-  const Exposition ex = parse_exposition(m.render(&s));
+  const Exposition ex = parse_exposition(m.render(&s, true));
   EXPECT_EQ(value_of(ex, "deltaserve_cancellations_total"), 7);
 }
 
@@ -190,7 +200,7 @@ TEST(Metrics, VllmNamesBehindTheSwitch) {
   m.set_limits(limits());
   feed(m);
   const scheduler::EngineStats s = stats();
-  const Exposition ex = parse_exposition(m.render(&s));
+  const Exposition ex = parse_exposition(m.render(&s, true));
   for (const char* name :
        {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
         "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
@@ -211,7 +221,23 @@ TEST(Metrics, VllmNamesBehindTheSwitch) {
 
 TEST(Metrics, RenderWhileLoadingHasNoEngineGauges) {
   ServerMetrics m({"tiny", false, 10.0});
-  EXPECT_NO_FATAL_FAILURE(parse_exposition(m.render(nullptr)));
+  Exposition ex;
+  EXPECT_NO_FATAL_FAILURE(ex = parse_exposition(m.render(nullptr, false)));
+  EXPECT_EQ(value_of(ex, "deltaserve_ready"), 0);
+}
+
+TEST(Metrics, OpenConnectionsFollowTheTickets) {
+  ServerMetrics m({"tiny", false, 10.0});
+  {
+    const ServerMetrics::ConnectionTicket a = m.open_connection();
+    {
+      const ServerMetrics::ConnectionTicket b = m.open_connection();
+      EXPECT_EQ(value_of(parse_exposition(m.render(nullptr, false)), "deltaserve_open_connections"), 2);
+    }
+    EXPECT_EQ(value_of(parse_exposition(m.render(nullptr, true)), "deltaserve_open_connections"), 1);
+  }
+  EXPECT_EQ(m.num_open_connections(), 0);
+  EXPECT_EQ(value_of(parse_exposition(m.render(nullptr, true)), "deltaserve_open_connections"), 0);
 }
 
 TEST(Metrics, GenerationRateSlidesOut) {

@@ -69,6 +69,16 @@ TEST(StopStringMatcher, OverlappingFalseStartsAndEarliestMatch) {
   EXPECT_EQ(both.stop_index, 1);
 }
 
+TEST(StopStringMatcher, EarliestStartWinsOverEarliestEnd) {
+  // "b" is held (it could start "bcd"); then "cd" completes first but "bcd" starts earlier.
+  StopStringMatcher m({"cd", "bcd"});
+  EXPECT_EQ(m.feed("ab").text, "a");
+  const auto out = m.feed("cde");
+  EXPECT_TRUE(out.stopped);
+  EXPECT_EQ(out.stop_index, 1);
+  EXPECT_EQ(out.text, "");
+}
+
 TEST(StopStringMatcher, NothingAfterAStopAndEmptyStopsIgnored) {
   StopStringMatcher m({"", "X"});
   auto out = m.feed("aXb");
