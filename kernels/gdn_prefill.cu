@@ -311,26 +311,36 @@ __global__ void __launch_bounds__(kThreads) gdn_scan_kernel(const GdnPrefillArgs
     if (tid < kChunk) gam_s[tid] = ws.gam[(row0 + min(static_cast<int64_t>(tid), n - 1)) * hv + j];
     __syncthreads();  // also: the previous chunk's reads of every buffer are done
     const float gam_c = gam_s[kChunk - 1];  // padded rows repeat the last Gamma
-    for (int idx = tid; idx < kChunk * DK / 4; idx += kThreads) {
-      const int r = idx / (DK / 4), e4 = idx % (DK / 4);
-      float4 w4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), q4 = w4, k4 = w4;
-      if (r < n) {
-        w4 = reinterpret_cast<const float4*>(ws.w + ((row0 + r) * hv + j) * DK)[e4];
-        q4 = reinterpret_cast<const float4*>(ws.qn + (row0 + r) * hk * DK + kh * DK)[e4];
-        k4 = reinterpret_cast<const float4*>(ws.kn + (row0 + r) * hk * DK + kh * DK)[e4];
-        const float eq = expf(gam_s[r]), ek = expf(gam_c - gam_s[r]);
-        q4.x *= eq, q4.y *= eq, q4.z *= eq, q4.w *= eq;
-        k4.x *= ek, k4.y *= ek, k4.z *= ek, k4.w *= ek;
-      }
-      reinterpret_cast<float4*>(w_s + r * kRowStride)[e4] = w4;
-      reinterpret_cast<float4*>(q_s + r * kRowStride)[e4] = q4;
-      reinterpret_cast<float4*>(k_s + r * kRowStride)[e4] = k4;
+    // Every global load of the chunk is issued before the first shared store (one round trip).
+    constexpr int kLoads = kChunk * DK / 4 / kThreads, kPLoads = kChunk * kChunk / 4 / kThreads;
+    static_assert(kLoads * kThreads * 4 == kChunk * DK && kPLoads * kThreads * 4 == kChunk * kChunk);
+    float4 w4[kLoads], q4[kLoads], k4[kLoads], p4[kPLoads];
+    const float4 zero4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      const int idx = tid + l * kThreads, r = idx / (DK / 4), e4 = idx % (DK / 4);
+      w4[l] = r < n ? reinterpret_cast<const float4*>(ws.w + ((row0 + r) * hv + j) * DK)[e4] : zero4;
+      q4[l] = r < n ? reinterpret_cast<const float4*>(ws.qn + (row0 + r) * hk * DK + kh * DK)[e4] : zero4;
+      k4[l] = r < n ? reinterpret_cast<const float4*>(ws.kn + (row0 + r) * hk * DK + kh * DK)[e4] : zero4;
     }
-    for (int idx = tid; idx < kChunk * kChunk / 4; idx += kThreads) {
-      const int r = idx / (kChunk / 4), e4 = idx % (kChunk / 4);
-      const float4 p4 = r < n ? reinterpret_cast<const float4*>(ws.p + ((row0 + r) * hv + j) * kChunk)[e4]
-                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      reinterpret_cast<float4*>(p_s + r * kAStride)[e4] = p4;
+#pragma unroll
+    for (int l = 0; l < kPLoads; ++l) {
+      const int idx = tid + l * kThreads, r = idx / (kChunk / 4), e4 = idx % (kChunk / 4);
+      p4[l] = r < n ? reinterpret_cast<const float4*>(ws.p + ((row0 + r) * hv + j) * kChunk)[e4] : zero4;
+    }
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      const int idx = tid + l * kThreads, r = idx / (DK / 4), e4 = idx % (DK / 4);
+      // Padded rows are zero; their Gamma is the last row's, so both exponents stay <= 0.
+      const float eq = expf(gam_s[r]), ek = expf(gam_c - gam_s[r]);
+      reinterpret_cast<float4*>(w_s + r * kRowStride)[e4] = w4[l];
+      reinterpret_cast<float4*>(q_s + r * kRowStride)[e4] = make_float4(q4[l].x * eq, q4[l].y * eq, q4[l].z * eq, q4[l].w * eq);
+      reinterpret_cast<float4*>(k_s + r * kRowStride)[e4] = make_float4(k4[l].x * ek, k4[l].y * ek, k4[l].z * ek, k4[l].w * ek);
+    }
+#pragma unroll
+    for (int l = 0; l < kPLoads; ++l) {
+      const int idx = tid + l * kThreads, r = idx / (kChunk / 4), e4 = idx % (kChunk / 4);
+      reinterpret_cast<float4*>(p_s + r * kAStride)[e4] = p4[l];
     }
     __syncthreads();
 
@@ -430,6 +440,11 @@ gpuError_t allow_smem(Kernel kernel, size_t bytes) {
 
 template <int DK>
 gpuError_t launch(const GdnPrefillArgs& a, gpuStream_t stream) {
+#if defined(DS_GPU_HIP)
+  // Not yet on AMD: the blocks need more than the 64 KB of LDS of gfx906 / gfx90a (gdn_gpu.h).
+  constexpr size_t kLdsBytes = size_t{64} << 10;
+  if (scan_smem_bytes<DK>() > kLdsBytes || intra_smem_bytes<DK>() > kLdsBytes) return gpuErrorInvalidValue;
+#endif
   const Work ws = carve(a);
   const unsigned chunks = static_cast<unsigned>(ws.max_chunks);
   const unsigned hk = static_cast<unsigned>(a.num_k_heads), hv = static_cast<unsigned>(a.num_v_heads);
@@ -453,12 +468,6 @@ int64_t gdn_prefill_workspace_floats(const GdnPrefillArgs& a) {
 }
 
 gpuError_t gdn_prefill_gpu(const GdnPrefillArgs& a, gpuStream_t stream) {
-#if defined(DS_GPU_HIP)
-  // Not yet on AMD: the scan block needs more shared memory than a 64 KB LDS (gdn_gpu.h).
-  (void)a;
-  (void)stream;
-  return gpuErrorInvalidValue;
-#else
   if (a.conv_kernel != kConvKernel || a.head_dim_v <= 0 || a.head_dim_v % kTileCols != 0 || a.num_k_heads <= 0 ||
       a.num_v_heads <= 0 || a.num_v_heads % a.num_k_heads != 0 || a.num_v_heads > 65535 - a.num_k_heads ||
       a.num_seqs < 0 || a.num_seqs > 65535 || a.num_rows < 0 || a.workspace == nullptr ||
@@ -471,7 +480,6 @@ gpuError_t gdn_prefill_gpu(const GdnPrefillArgs& a, gpuStream_t stream) {
     case 128: return launch<128>(a, stream);
     default: return gpuErrorInvalidValue;
   }
-#endif
 }
 
 }  // namespace deltaserve::kernels

@@ -134,6 +134,25 @@ void bench_gdn(int64_t num_seqs, int64_t rows_per_seq, bool ring) {
          us, bytes);
 }
 
+// One sequence's prefill chunk through gdn_prefill_gpu (compare bench_gdn(1, rows, false): the
+// token loop over the same rows). GB/s over the bytes it must move: qkv in, o out, state in + out.
+void bench_gdn_prefill(int64_t rows) {
+  const int64_t hk = 16, hv = 32, d = 128, dc = 2 * hk * d + hv * d;
+  const size_t delta_entry = static_cast<size_t>(hv * d * d);
+  DeviceBuffer<float> qkv(static_cast<size_t>(rows * dc)), ab(static_cast<size_t>(rows * hv)), cw(static_cast<size_t>(dc * 4));
+  DeviceBuffer<float> av(static_cast<size_t>(hv)), out(static_cast<size_t>(rows * hv * d));
+  DeviceBuffer<float> delta(delta_entry), conv(static_cast<size_t>(3 * dc));
+  for (DeviceBuffer<float>* b : {&qkv, &ab, &cw, &av, &delta, &conv}) CHECK_GPU(gpuMemset(b->get(), 0, b->size() * sizeof(float)));
+  DeviceBuffer<int32_t> dbegin(std::vector<int32_t>{0, static_cast<int32_t>(rows)}), din(std::vector<int32_t>{0});
+  GdnPrefillArgs a{qkv.get(), dc, ab.get(), ab.get(), hv, cw.get(), av.get(), av.get(), out.get(), hv * d, dbegin.get(), 1, rows,
+                   delta.get(), conv.get(), din.get(), din.get(), nullptr, hk, hv, d, d, 4, 1e-6f};
+  DeviceBuffer<float> ws(static_cast<size_t>(gdn_prefill_workspace_floats(a)));
+  a.workspace = ws.get();
+  const double us = time_us([&](int) { CHECK_GPU(gdn_prefill_gpu(a, nullptr)); });
+  const double bytes = 2.0 * 4.0 * static_cast<double>(delta_entry) + 4.0 * static_cast<double>(rows) * (dc + hv * d);
+  report("gdn_prefill_gpu", "Hv=32 Hk=16 d=128 seqs=1 T=" + std::to_string(rows), us, bytes);
+}
+
 void bench_attention(int64_t context, int64_t rows) {
   const int64_t nh = 16, nkv = 2, hd = 256, bt = 16;
   const int64_t blocks = (context + bt - 1) / bt;
@@ -195,6 +214,10 @@ void run_benchmarks(Context&) {
   bench_gdn(1, 1, false);
   bench_gdn(1, 4, true);
   bench_gdn(64, 1, false);
+  for (int64_t rows : {512, 2048}) {
+    bench_gdn(1, rows, false);
+    bench_gdn_prefill(rows);
+  }
   bench_attention(1024, 1);
   bench_attention(8192, 1);
   bench_attention(8192, 4);

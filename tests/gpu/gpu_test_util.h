@@ -134,6 +134,7 @@ struct Context {
 void run_matmul_tests(Context& ctx);
 void run_ops_tests(Context& ctx);
 void run_gdn_tests(Context& ctx);
+void run_gdn_prefill_tests(Context& ctx);
 void run_attention_tests(Context& ctx);
 void run_benchmarks(Context& ctx);
 

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   run_matmul_tests(ctx);
   run_ops_tests(ctx);
   run_gdn_tests(ctx);
+  run_gdn_prefill_tests(ctx);
   run_attention_tests(ctx);
   CHECK_GPU(gpuDeviceSynchronize());
 

@@ -1,0 +1,208 @@
+// gdn_prefill_gpu against the CPU GDN chain (causal_conv1d_silu_ref, l2_norm_ref + q scale,
+// sigmoid / softplus gates, gated_delta_rule_ref, token by token) per sequence: outputs and
+// final states of sequences of 0..1000 rows (chunk edges 63/64/65) in one launch, state
+// entries in place / to another entry / not written, fast and slow decay, a prefill split
+// over two calls, batch invariance (a sequence alone, bitwise outputs and state), poisoned
+// outputs and workspace.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/conv1d.h"
+#include "kernels/gated_delta_rule.h"
+#include "kernels/gdn_gpu.h"
+#include "kernels/norm.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace deltaserve::kernels::gputest {
+namespace {
+
+constexpr int64_t kKernel = 4, kHistory = 3;
+
+struct Shape {
+  int64_t hk, hv, dk, dv;
+  int64_t dc() const { return 2 * hk * dk + hv * dv; }
+};
+
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+// One problem: every sequence's inputs and the initial pools (entry s: sequence s's state;
+// entry num_seqs + s: its alternate output entry).
+struct Problem {
+  Shape sh;
+  std::vector<int32_t> begin{0}, state_in, state_out;
+  std::vector<float> qkv, alpha, b, conv_w, ssm_a, dt_bias, delta0, conv0;
+  size_t delta_entry = 0, conv_entry = 0;
+  int64_t rows() const { return begin.back(); }
+};
+
+Problem make_problem(Context& ctx, const Shape& sh, const std::vector<int64_t>& lengths, float decay_scale) {
+  Problem p;
+  p.sh = sh;
+  const int64_t num_seqs = static_cast<int64_t>(lengths.size()), dc = sh.dc();
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    p.begin.push_back(p.begin.back() + static_cast<int32_t>(lengths[static_cast<size_t>(s)]));
+    p.state_in.push_back(static_cast<int32_t>(s));
+    const int mode = static_cast<int>(s % 3);  // in place, another entry, not written
+    p.state_out.push_back(mode == 0 ? static_cast<int32_t>(s) : mode == 1 ? static_cast<int32_t>(num_seqs + s) : -1);
+  }
+  const int64_t rows = p.rows();
+  p.qkv = random_floats(ctx.rng, static_cast<size_t>(rows * dc));
+  p.alpha = random_floats(ctx.rng, static_cast<size_t>(rows * sh.hv));
+  p.b = random_floats(ctx.rng, p.alpha.size());
+  p.conv_w = random_floats(ctx.rng, static_cast<size_t>(dc * kKernel), 0.5f);
+  p.ssm_a = random_floats(ctx.rng, static_cast<size_t>(sh.hv), 0.5f);
+  for (float& a : p.ssm_a) a = -std::exp(a) * decay_scale;
+  p.dt_bias = random_floats(ctx.rng, static_cast<size_t>(sh.hv), 0.5f);
+  p.delta_entry = static_cast<size_t>(sh.hv * sh.dk * sh.dv);
+  p.conv_entry = static_cast<size_t>(kHistory * dc);
+  p.delta0 = random_floats(ctx.rng, p.delta_entry * static_cast<size_t>(2 * num_seqs), 0.5f);
+  p.conv0 = random_floats(ctx.rng, p.conv_entry * static_cast<size_t>(2 * num_seqs));
+  return p;
+}
+
+// The CPU chain over rows [r0, r0 + t) of sequence state (conv, delta), in place; outputs to out.
+void reference_rows(const Problem& p, int64_t r0, int64_t t, float* conv_state, float* delta_state, float* out) {
+  const Shape& sh = p.sh;
+  const int64_t dk_all = sh.hk * sh.dk, dc = sh.dc();
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(sh.dk));
+  std::vector<float> u(static_cast<size_t>(t * dc));
+  CausalConvArgs conv{p.qkv.data() + r0 * dc, dc, u.data(), dc, conv_state, p.conv_w.data(), t, dc, kKernel};
+  causal_conv1d_silu_ref(conv, serial_for());
+  std::vector<float> g(static_cast<size_t>(t * sh.hv)), beta(g.size());
+  for (int64_t i = 0; i < t; ++i) {
+    float* row = u.data() + i * dc;
+    for (int64_t h = 0; h < sh.hk; ++h) {
+      l2_norm_ref(row + h * sh.dk, sh.dk, 1e-6f);
+      l2_norm_ref(row + dk_all + h * sh.dk, sh.dk, 1e-6f);
+      for (int64_t e = 0; e < sh.dk; ++e) row[h * sh.dk + e] *= q_scale;
+    }
+    for (int64_t j = 0; j < sh.hv; ++j) {
+      const size_t at = static_cast<size_t>((r0 + i) * sh.hv + j);
+      beta[static_cast<size_t>(i * sh.hv + j)] = 1.0f / (1.0f + std::exp(-p.b[at]));
+      g[static_cast<size_t>(i * sh.hv + j)] =
+          p.ssm_a[static_cast<size_t>(j)] * softplus(p.alpha[at] + p.dt_bias[static_cast<size_t>(j)]);
+    }
+  }
+  const int64_t dv_all = sh.hv * sh.dv;
+  GatedDeltaRuleArgs rule{u.data(), u.data() + dk_all, dc, u.data() + 2 * dk_all, dc, g.data(), beta.data(), out, dv_all,
+                          delta_state, t, sh.hk, sh.hv, sh.dk, sh.dv};
+  gated_delta_rule_ref(rule, serial_for());
+}
+
+struct Device {
+  DeviceBuffer<float> qkv, alpha, b, w, a, dt, delta, conv, out;
+  DeviceBuffer<int32_t> begin, in, outs;
+  explicit Device(const Problem& p)
+      : qkv(p.qkv), alpha(p.alpha), b(p.b), w(p.conv_w), a(p.ssm_a), dt(p.dt_bias), delta(p.delta0), conv(p.conv0),
+        out(static_cast<size_t>(p.rows() * p.sh.hv * p.sh.dv)), begin(p.begin), in(p.state_in), outs(p.state_out) {}
+};
+
+// Rows [row0, row0 + rows) of the problem as sequences [seq0, seq0 + seqs) (row0 = their first row).
+gpuError_t run_prefill(const Problem& p, Device& d, const int32_t* begin, int64_t seq0, int64_t seqs, int64_t row0,
+                       int64_t rows, float* out) {
+  const Shape& sh = p.sh;
+  const int64_t dc = sh.dc();
+  GdnPrefillArgs a{d.qkv.get() + row0 * dc, dc, d.alpha.get() + row0 * sh.hv, d.b.get() + row0 * sh.hv, sh.hv, d.w.get(),
+                   d.a.get(), d.dt.get(), out, sh.hv * sh.dv, begin, seqs, rows, d.delta.get(), d.conv.get(),
+                   d.in.get() + seq0, d.outs.get() + seq0, nullptr, sh.hk, sh.hv, sh.dk, sh.dv, kKernel, 1e-6f};
+  DeviceBuffer<float> ws(static_cast<size_t>(gdn_prefill_workspace_floats(a)));
+  ws.poison();
+  a.workspace = ws.get();
+  const gpuError_t err = gdn_prefill_gpu(a, nullptr);
+  CHECK_GPU(gpuDeviceSynchronize());
+  return err;
+}
+
+std::string shape_text(const Shape& sh, const std::vector<int64_t>& lengths, float decay_scale) {
+  std::string s = "Hk=" + std::to_string(sh.hk) + " Hv=" + std::to_string(sh.hv) + " dk=" + std::to_string(sh.dk) +
+                  " dv=" + std::to_string(sh.dv) + (decay_scale < 1.0f ? " slow" : "") + " T=";
+  for (int64_t t : lengths) s += std::to_string(t) + ",";
+  return s;
+}
+
+void check_prefill(Context& ctx, const Shape& sh, const std::vector<int64_t>& lengths, float decay_scale) {
+  const Problem p = make_problem(ctx, sh, lengths, decay_scale);
+  const int64_t num_seqs = static_cast<int64_t>(lengths.size()), dv_all = sh.hv * sh.dv;
+  std::vector<float> ref_delta = p.delta0, ref_conv = p.conv0, ref_out(static_cast<size_t>(p.rows() * dv_all));
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    const auto ds = static_cast<int64_t>(p.delta_entry) * s, cs = static_cast<int64_t>(p.conv_entry) * s;
+    std::vector<float> conv_state(p.conv0.begin() + cs, p.conv0.begin() + cs + static_cast<int64_t>(p.conv_entry));
+    std::vector<float> delta_state(p.delta0.begin() + ds, p.delta0.begin() + ds + static_cast<int64_t>(p.delta_entry));
+    const int64_t r0 = p.begin[static_cast<size_t>(s)];
+    reference_rows(p, r0, lengths[static_cast<size_t>(s)], conv_state.data(), delta_state.data(), ref_out.data() + r0 * dv_all);
+    const int32_t e = p.state_out[static_cast<size_t>(s)];
+    if (e < 0) continue;
+    std::copy(delta_state.begin(), delta_state.end(), ref_delta.begin() + static_cast<int64_t>(p.delta_entry) * e);
+    std::copy(conv_state.begin(), conv_state.end(), ref_conv.begin() + static_cast<int64_t>(p.conv_entry) * e);
+  }
+
+  Device d(p);
+  d.out.poison();
+  const bool launched = run_prefill(p, d, d.begin.get(), 0, num_seqs, 0, p.rows(), d.out.get()) == gpuSuccess;
+  const std::vector<float> out = d.out.download(), delta = d.delta.download(), conv = d.conv.download();
+
+  // Batch invariance: each sequence alone from the initial pools; outputs and state bitwise.
+  bool invariant = true;
+  for (int64_t s = 0; s < num_seqs && launched; ++s) {
+    const int64_t r0 = p.begin[static_cast<size_t>(s)], t = lengths[static_cast<size_t>(s)];
+    d.delta.upload(p.delta0);
+    d.conv.upload(p.conv0);
+    DeviceBuffer<float> one(static_cast<size_t>(t * dv_all));
+    one.poison();
+    DeviceBuffer<int32_t> b1(std::vector<int32_t>{0, static_cast<int32_t>(t)});
+    invariant = invariant && run_prefill(p, d, b1.get(), s, 1, r0, t, one.get()) == gpuSuccess;
+    const std::vector<float> alone = one.download();
+    invariant = invariant && bitwise_equal(alone.data(), out.data() + r0 * dv_all, alone.size());
+    const int32_t e = p.state_out[static_cast<size_t>(s)];
+    if (e >= 0) {
+      const std::vector<float> state = d.delta.download();
+      const size_t at = p.delta_entry * static_cast<size_t>(e);
+      invariant = invariant && bitwise_equal(state.data() + at, delta.data() + at, p.delta_entry);
+    }
+  }
+  const std::string shape = shape_text(sh, lengths, decay_scale);
+  ctx.results.record("gdn_prefill_gpu(out)", shape, compare(out.data(), ref_out.data(), out.size()), 1e-8,
+                     launched && invariant, !launched ? "launch refused" : invariant ? "batch-invariant" : "NOT batch-invariant");
+  ctx.results.record("gdn_prefill_gpu(state)", shape, compare(delta.data(), ref_delta.data(), delta.size()), 1e-8, launched);
+  ctx.results.record("gdn_prefill_gpu(conv)", shape, compare(conv.data(), ref_conv.data(), conv.size()), 0.0, launched);
+}
+
+// One sequence prefilled in two calls (rows [0, split) then the rest, state in place) against
+// the token recurrence over all rows.
+void check_split(Context& ctx, const Shape& sh, int64_t rows, int64_t split) {
+  Problem p = make_problem(ctx, sh, {rows}, 1.0f);
+  const int64_t dv_all = sh.hv * sh.dv;
+  std::vector<float> ref_delta = p.delta0, ref_conv = p.conv0, ref_out(static_cast<size_t>(rows * dv_all));
+  reference_rows(p, 0, rows, ref_conv.data(), ref_delta.data(), ref_out.data());
+  Device d(p);
+  d.out.poison();
+  DeviceBuffer<int32_t> first(std::vector<int32_t>{0, static_cast<int32_t>(split)});
+  DeviceBuffer<int32_t> second(std::vector<int32_t>{0, static_cast<int32_t>(rows - split)});
+  bool launched = run_prefill(p, d, first.get(), 0, 1, 0, split, d.out.get()) == gpuSuccess;
+  launched = launched && run_prefill(p, d, second.get(), 0, 1, split, rows - split, d.out.get() + split * dv_all) == gpuSuccess;
+  const std::vector<float> out = d.out.download(), delta = d.delta.download(), conv = d.conv.download();
+  const std::string shape = shape_text(sh, {split, rows - split}, 1.0f) + " (2 calls)";
+  ctx.results.record("gdn_prefill_gpu(out)", shape, compare(out.data(), ref_out.data(), out.size()), 1e-8, launched);
+  ctx.results.record("gdn_prefill_gpu(state)", shape, compare(delta.data(), ref_delta.data(), delta.size()), 1e-8, launched);
+  ctx.results.record("gdn_prefill_gpu(conv)", shape, compare(conv.data(), ref_conv.data(), conv.size()), 0.0, launched);
+}
+
+}  // namespace
+
+void run_gdn_prefill_tests(Context& ctx) {
+  const Shape big{16, 32, 128, 128};  // Qwen3.6-35B-A3B
+  check_prefill(ctx, {2, 4, 64, 64}, {1, 63, 64, 65, 200, 0, 7}, 1.0f);
+  check_prefill(ctx, {1, 3, 128, 96}, {129, 2, 64}, 1.0f);
+  check_prefill(ctx, {2, 6, 64, 32}, {300, 5}, 0.02f);
+  check_split(ctx, {2, 4, 128, 128}, 200, 70);
+  if (ctx.quick) {
+    check_prefill(ctx, big, {1, 65}, 1.0f);
+    return;
+  }
+  check_prefill(ctx, big, {1, 63, 64, 65, 200, 1000}, 1.0f);
+  check_prefill(ctx, big, {700, 3}, 0.02f);
+  check_split(ctx, big, 1000, 512);
+}
+
+}  // namespace deltaserve::kernels::gputest
