@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <stdexcept>
 
 #include "runtime/synthetic_fill.h"
@@ -158,9 +160,25 @@ std::vector<TensorSpec> layout(const ModelConfig& config, DType weight_type, siz
   return specs;
 }
 
+// MemAvailable of /proc/meminfo in bytes; 0 when unknown.
+double available_host_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("MemAvailable:", 0) == 0) return std::strtod(line.c_str() + 13, nullptr) * 1024.0;  // kB
+  }
+  return 0;
+}
+
 // Anonymous memory, not touched here: the parallel fill faults the pages in on every thread
-// (a zero-filled std::vector would first write all of it on one thread).
+// (a zero-filled std::vector would first write all of it on one thread). Refused up front
+// when the host lacks the memory: overcommit would let the fill be killed halfway instead.
 std::shared_ptr<void> map_arena(size_t num_bytes) {
+  const double available = available_host_bytes();
+  if (available > 0 && static_cast<double>(num_bytes) > available) {
+    throw std::runtime_error("synthetic weights: need " + std::to_string(num_bytes / 1000000) + " MB, the host has " +
+                             std::to_string(static_cast<int64_t>(available / 1e6)) + " MB available");
+  }
   void* p = mmap(nullptr, num_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     throw std::runtime_error("synthetic weights: cannot map " + std::to_string(num_bytes) + " bytes");
