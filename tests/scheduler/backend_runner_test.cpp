@@ -135,5 +135,41 @@ TEST_F(BackendRunnerTest, SeededSamplingIsReproducibleUnderLoad) {
     EXPECT_EQ(together[static_cast<size_t>(i)], run_all({specs[static_cast<size_t>(i)]}, 1, 16)[0]) << i;
 }
 
+// The CPU backend reporting device and pinned memory, as a GPU backend does.
+class MemoryReportingBackend final : public runtime::Backend {
+ public:
+  explicit MemoryReportingBackend(runtime::Backend& inner) : inner_(inner) {}
+  std::string name() const override { return inner_.name(); }
+  const runtime::ModelConfig& config() const override { return inner_.config(); }
+  const runtime::CacheConfig& cache_config() const override { return inner_.cache_config(); }
+  void forward(const runtime::BatchPlan& plan, runtime::ForwardOutput& out) override { inner_.forward(plan, out); }
+  void forward_mtp(const runtime::MtpPlan& plan, runtime::ForwardOutput& out) override {
+    inner_.forward_mtp(plan, out);
+  }
+  void rollback(int32_t slot, int32_t num_rows_kept) override { inner_.rollback(slot, num_rows_kept); }
+  runtime::BackendMemoryStats memory_stats() const override { return {3 << 20, 80 << 20, 64 << 10, 2}; }
+
+ private:
+  runtime::Backend& inner_;
+};
+
+TEST_F(BackendRunnerTest, EngineStatsCarryTheBackendsMemory) {
+  runtime::CpuBackend cpu(*model_, runtime::CacheConfig{2, 16, 32}, 1);
+  EXPECT_EQ(BackendRunner(cpu, 512).stats().device_bytes_used, 0);  // the CPU holds no device memory
+  MemoryReportingBackend backend(cpu);
+  BackendRunner runner(backend, 512);
+  Engine engine(runner, SchedulerConfig{});
+  engine.start();
+  Collector collector;
+  ASSERT_EQ(engine.submit(greedy_request(0), collector.sink()).status, SubmitStatus::Accepted);
+  ASSERT_TRUE(collector.wait(1));
+  ASSERT_TRUE(engine.wait_idle(std::chrono::seconds(10)));
+  const EngineStats stats = engine.stats();
+  EXPECT_EQ(stats.device_bytes_used, 3 << 20);
+  EXPECT_EQ(stats.device_bytes_total, 80 << 20);
+  EXPECT_EQ(stats.pinned_bytes, 64 << 10);
+  EXPECT_EQ(stats.pinned_registrations, 2);
+}
+
 }  // namespace
 }  // namespace deltaserve::scheduler
