@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets with Debian's clang (-fsanitize=fuzzer,address,undefined) and
 # runs each for a bounded time on its committed seed corpus (tests/fuzz/corpus/<target>/):
 #   gguf_fuzz     runtime/gguf_file*.cpp + mapped_file.cpp + kernels/dtype.cpp
-#   request_fuzz  server/openai_schema.cpp + chat_messages.cpp + json_fields.cpp + api_error.cpp
+#   request_fuzz  server/openai_schema.cpp + chat_messages.cpp + json_fields.cpp + request_json.cpp
+#                 + api_error.cpp
 # Any crash, sanitizer report, leak, timeout or out-of-memory fails the test; the input that
 # caused it is printed (hex) and kept under the build folder. New inputs the fuzzer finds go
 # to the build folder too, never into the committed corpus.
@@ -30,7 +31,7 @@ flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -I"$root"
 gguf_sources=(runtime/gguf_file.cpp runtime/gguf_file_getters.cpp runtime/mapped_file.cpp
               kernels/dtype.cpp tests/fuzz/gguf_fuzz.cpp)
 request_sources=(server/openai_schema.cpp server/chat_messages.cpp server/json_fields.cpp
-                 server/api_error.cpp tests/fuzz/request_fuzz.cpp)
+                 server/request_json.cpp server/api_error.cpp tests/fuzz/request_fuzz.cpp)
 
 # Compiles each source once (sources newer than their object are rebuilt), two at a time.
 compile() {
