@@ -103,7 +103,9 @@ Value from_json_at(const nlohmann::ordered_json& json, uint32_t depth) {
     case nlohmann::ordered_json::value_t::object: {
       Dict dict;
       dict.items.reserve(json.size());
-      for (const auto& [key, item] : json.items()) dict.set(key, from_json_at(item, depth + 1));
+      // JSON object keys are unique (ordered_json keeps one per key): append, no lookup, so a
+      // huge untrusted object converts in linear time.
+      for (const auto& [key, item] : json.items()) dict.items.emplace_back(key, from_json_at(item, depth + 1));
       return Value::dict(std::move(dict));
     }
     default: throw TemplateError("unsupported JSON value (binary or discarded)");
