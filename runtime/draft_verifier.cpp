@@ -30,6 +30,12 @@ int32_t draw_draft(const Sampler& draft_sampler, std::span<const float> head_log
   return draw_token(q, sampler_uniform(draft_sampler.seed(), position, DrawStream::Draft));
 }
 
+int32_t draw_coupled_draft(const Sampler& draft_sampler, std::span<const float> head_logits, uint64_t position) {
+  const TokenDistribution q = draft_sampler.distribution(draft_sampler.processed_logits(head_logits));
+  if (q.empty()) throw std::invalid_argument("draw_coupled_draft: empty logits row");
+  return draw_token(q, sampler_uniform(draft_sampler.seed(), position, DrawStream::Token));
+}
+
 DraftDecision decide_draft(const TokenDistribution& p, const TokenDistribution& q, int32_t draft, uint64_t seed,
                            uint64_t position) {
   if (p.weights.size() != q.weights.size())

@@ -41,6 +41,13 @@ namespace deltaserve::runtime {
 int32_t draw_draft(const Sampler& draft_sampler, std::span<const float> head_logits, uint64_t position,
                    TokenDistribution& q);
 
+// The draft for a request that must reproduce its output token for token (an explicit seed):
+// drawn from q with the very uniform the target row will use for its own token (stream
+// Token), so when q is close to p the inverse-CDF draws coincide. Verified exactly (without
+// q): the emitted tokens are the ones the request gives without drafts, whatever the draft
+// depth the load allowed, and their distribution is the target's.
+int32_t draw_coupled_draft(const Sampler& draft_sampler, std::span<const float> head_logits, uint64_t position);
+
 struct DraftDecision {
   int32_t id = -1;        // the emitted token: the draft, or the residual draw
   bool accepted = false;  // id is the draft; the block goes on

@@ -68,13 +68,17 @@ int32_t BackendRunner::pick_draft(const SequencePlan& seq, size_t i, int32_t j, 
   if (j == 0) {
     rows.sampler.emplace(sampler_for(seq));  // a copy: the target's sampler sees only emitted tokens
     rows.q.clear();
+    rows.num_drafts = 0;
   }
-  if (!rows.sampler || static_cast<size_t>(j) != rows.q.size())
+  if (!rows.sampler || j != rows.num_drafts)
     throw std::logic_error("runner: draft " + std::to_string(j) + " of request " + std::to_string(seq.id) +
                            " picked out of order");
   const uint64_t position = static_cast<uint64_t>(seq.output_index) + static_cast<uint64_t>(j);
-  const int32_t id = runtime::draw_draft(*rows.sampler, head_logits, position, rows.q.emplace_back());
+  const int32_t id = seq.sampling->seed.has_value()
+                         ? runtime::draw_coupled_draft(*rows.sampler, head_logits, position)
+                         : runtime::draw_draft(*rows.sampler, head_logits, position, rows.q.emplace_back());
   rows.sampler->accept(id);
+  ++rows.num_drafts;
   return id;
 }
 

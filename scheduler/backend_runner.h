@@ -58,6 +58,10 @@ class BackendRunner final : public ModelRunner {
   // cleared when the step ends).
   struct DraftRows {
     std::optional<runtime::Sampler> sampler;
+    int32_t num_drafts = 0;
+    // Standard speculative sampling (unseeded requests): q per draft. Seeded requests draw
+    // coupled drafts and verify exactly, so their output never depends on the draft depth
+    // (which falls with load): q stays empty.
     std::vector<runtime::TokenDistribution> q;
   };
   std::vector<DraftRows> draft_rows_;  // parallel to the plan's sequences during execute()

@@ -1,8 +1,7 @@
 // Speculative decoding with the MTP head on the real CPU stack (the embedded trained model):
 // greedy output with drafts must equal output without them, token for token, alone and under
-// load; seeded sampled output with drafts is reproducible and independent of the batch (its
-// distribution is tested in speculative_sampling_test.cpp); no state leaks between requests;
-// the draft counters obey their invariants.
+// load; so must seeded sampled output (coupled drafts, exact verification); no state leaks
+// between requests; the draft counters obey their invariants.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -138,10 +137,12 @@ TEST_F(SpeculationTest, GreedySixteenStreamsAreIdenticalAtEveryDepth) {
   for (int32_t depth : {1, 2, 3}) EXPECT_EQ(tokens_of(run(specs, depth)), plain) << "depth " << depth;
 }
 
-// Sampled requests use speculative sampling: their tokens keep the distribution of depth 0
-// (tests/runtime/draft_verifier_test.cpp), not its tokens. For a fixed seed the output must be
-// reproducible and must not depend on what else shares the steps.
-TEST_F(SpeculationTest, SeededSamplingWithDraftsIsReproducibleAndBatchIndependent) {
+// Requests with an explicit seed draw coupled drafts and verify them exactly, so their
+// output with drafts is token for token the output without, at any depth the load allows, and
+// does not depend on what else shares the steps. (Unseeded sampled requests use standard
+// speculative sampling: same distribution, not the same tokens; tested in
+// tests/runtime/draft_verifier_test.cpp and speculative_sampling_test.cpp.)
+TEST_F(SpeculationTest, SeededSamplingWithDraftsEqualsWithoutAndIsBatchIndependent) {
   std::vector<RequestSpec> specs;
   const char* texts[] = {"def parse(self, text):\n", "The quick brown fox", "for i in range(10):\n    "};
   for (int i = 0; i < 4; ++i) {
@@ -150,9 +151,11 @@ TEST_F(SpeculationTest, SeededSamplingWithDraftsIsReproducibleAndBatchIndependen
     spec.sampling.top_k = 40;
     specs.push_back(spec);
   }
+  const auto plain = tokens_of(run(specs, 0));
+  for (int32_t depth : {1, 2}) EXPECT_EQ(tokens_of(run(specs, depth)), plain) << "depth " << depth;
   DraftCounter counter;
   const auto together = tokens_of(run(specs, 3, 16, &counter));
-  EXPECT_EQ(tokens_of(run(specs, 3)), together) << "same seeds, same batch";
+  EXPECT_EQ(together, plain) << "depth 3";
   for (size_t i = 0; i < specs.size(); ++i) {
     EXPECT_EQ(tokens_of(run({specs[i]}, 3, 1))[0], together[i]) << "request " << i << " alone";
     EXPECT_EQ(together[i].size(), 24u);
