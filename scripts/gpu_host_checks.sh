@@ -4,13 +4,14 @@
 # GPU backend. Each stage has its own time limit and log; a failing stage does not stop the
 # later ones. Usage, from the repository root on the GPU host:
 #   scripts/gpu_host_checks.sh BUNDLE_DIR LOG_DIR [stage...]
-# stages: kernels backend kbench decode serve soak sanitize (default: all but soak/sanitize)
+# stages: kernels backend kbench decode_tiny decode_35b serve soak sanitize
+# (default: all but soak and sanitize)
 set -u
 bundle=${1:?bundle dir}
 logs=${2:?log dir}
 shift 2
 stages=("$@")
-((${#stages[@]})) || stages=(kernels backend kbench decode serve)
+((${#stages[@]})) || stages=(kernels backend kbench decode_tiny decode_35b serve)
 export LD_LIBRARY_PATH="$PWD/$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 mkdir -p "$logs"
 cli="$bundle/cli/deltaserve"
@@ -32,16 +33,14 @@ run_stage() {  # run_stage NAME LIMIT_S COMMAND...: log to $logs/NAME.log, print
 
 for stage in "${stages[@]}"; do
   case $stage in
-    kernels) run_stage kernels 240 "$bundle/kernels/gpu_kernel_tests" --verbose ;;
-    backend) run_stage backend 240 "$bundle/tests/gpu_backend_tests" --gtest_color=no --gtest_print_time=1 ;;
+    kernels) run_stage kernels "${KERNELS_S:-240}" "$bundle/kernels/gpu_kernel_tests" --verbose ;;
+    backend) run_stage backend "${BACKEND_S:-240}" "$bundle/tests/gpu_backend_tests" --gtest_color=no --gtest_print_time=1 ;;
     kbench) run_stage kbench 120 "$bundle/kernels/gpu_kernel_tests" --bench ;;
-    decode)
-      run_stage decode_tiny 60 "$cli" bench decode --preset tiny-moe --weights q8_0 --device cuda --batch 1,4,16,64 --steps 50
-      run_stage decode_35b 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 20
-      ;;
+    decode_tiny) run_stage decode_tiny 60 "$cli" bench decode --preset tiny-moe --weights q8_0 --device cuda --batch 1,4,16,64 --steps 50 ;;
+    decode_35b) run_stage decode_35b 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 20 ;;
     serve)
       DELTASERVE_BUILD_DIR="$bundle" DELTASERVE_SOAK_REQUESTS="${SERVE_REQUESTS:-1000}" DELTASERVE_SOAK_OUT="$logs/serve" \
-        DELTASERVE_SOAK_SERVE_ARGS="--device cuda" DELTASERVE_SOAK_MAX_S=200 run_stage serve 280 bash tests/soak/soak_ci.sh ;;
+        DELTASERVE_SOAK_SERVE_ARGS="--device cuda" DELTASERVE_SOAK_MAX_S="${SERVE_S:-200}" run_stage serve "$((${SERVE_S:-200} + 80))" bash tests/soak/soak_ci.sh ;;
     soak)
       DELTASERVE_BUILD_DIR="$bundle" DELTASERVE_SOAK_REQUESTS="${SOAK_REQUESTS:-10000}" DELTASERVE_SOAK_OUT="$logs/soak" \
         DELTASERVE_SOAK_SERVE_ARGS="--device cuda" DELTASERVE_SOAK_CONCURRENCY=12 DELTASERVE_SOAK_MAX_S=480 \
