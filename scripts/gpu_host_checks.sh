@@ -4,7 +4,8 @@
 # GPU backend. Each stage has its own time limit and log; a failing stage does not stop the
 # later ones. Usage, from the repository root on the GPU host:
 #   scripts/gpu_host_checks.sh BUNDLE_DIR LOG_DIR [stage...]
-# stages: kernels backend kbench decode_tiny decode_35b serve soak sanitize
+# stages: kernels backend kbench decode_tiny decode_35b verify_35b serve soak sanitize
+#         sanitize_serve speculation
 # (default: all but soak and sanitize)
 set -u
 bundle=${1:?bundle dir}
@@ -31,6 +32,27 @@ run_stage() {  # run_stage NAME LIMIT_S COMMAND...: log to $logs/NAME.log, print
   tail -n "${TAIL_LINES:-15}" "$logs/$name.log"
 }
 
+# The daemon under compute-sanitizer memcheck (GPU backend, embedded model) serving 200 mixed
+# requests from deltaserve-load, then SIGTERM: the sanitizer's summary must say 0 errors.
+sanitized_serving() {
+  local bundle=$1 dir
+  dir=$(mktemp -d)
+  compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
+    "$bundle/cli/deltaserve" serve --device cuda --port 0 --port-file "$dir/port" --max-streams 8 --log-level warn &
+  local pid=$!
+  for _ in $(seq 1 1200); do [[ -s "$dir/port" ]] && break; sleep 0.1; done
+  local url="http://127.0.0.1:$(cat "$dir/port")"
+  for _ in $(seq 1 1200); do curl -sf "$url/ready" >/dev/null && break; sleep 0.1; done
+  "$bundle/loadtest/deltaserve-load" --url "$url" --concurrency 8 --requests 200 --endpoint mixed \
+    --input-tokens 48 --output-tokens 32 --seed 3 --quiet
+  local load_status=$?
+  kill -TERM "$pid"
+  wait "$pid"
+  local status=$?
+  echo "load tool exit $load_status; daemon (under compute-sanitizer) exit $status"
+  ((load_status == 0 && status == 0))
+}
+
 for stage in "${stages[@]}"; do
   case $stage in
     kernels) run_stage kernels "${KERNELS_S:-240}" "$bundle/kernels/gpu_kernel_tests" --verbose ;;
@@ -48,6 +70,11 @@ for stage in "${stages[@]}"; do
     sanitize)
       run_stage memcheck 200 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
         "$bundle/tests/gpu_backend_tests" --gtest_filter="${SANITIZE_FILTER:-*}" ;;
+    sanitize_serve) run_stage sanitize_serve 300 sanitized_serving "$bundle" ;;
+    speculation) run_stage speculation 400 bash bench/gpu_speculation.sh "$bundle" "$logs/speculation" ;;
+    verify_35b)
+      run_stage verify_35b 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda \
+        --batch 1,4,16,64 --context 1024 --steps 20 --draft-rows 4 --accept 4 ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
