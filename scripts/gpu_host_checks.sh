@@ -53,6 +53,8 @@ sanitized_serving() {
   ((load_status == 0 && status == 0))
 }
 
+export -f sanitized_serving
+
 for stage in "${stages[@]}"; do
   case $stage in
     kernels) run_stage kernels "${KERNELS_S:-240}" "$bundle/kernels/gpu_kernel_tests" --verbose ;;
@@ -70,7 +72,7 @@ for stage in "${stages[@]}"; do
     sanitize)
       run_stage memcheck 200 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
         "$bundle/tests/gpu_backend_tests" --gtest_filter="${SANITIZE_FILTER:-*}" ;;
-    sanitize_serve) run_stage sanitize_serve 300 sanitized_serving "$bundle" ;;
+    sanitize_serve) run_stage sanitize_serve 300 bash -c 'sanitized_serving "$0"' "$bundle" ;;
     speculation) run_stage speculation 400 bash bench/gpu_speculation.sh "$bundle" "$logs/speculation" ;;
     verify_35b)
       run_stage verify_35b 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda \
