@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Speculation on the GPU backend, served end to end (the embedded model, greedy):
-#  1. token identity: 24 greedy chat and completion requests give the same text with
-#     --draft-depth 0 and with --draft-depth 3 (adaptive up to 3), streams running together;
+#  1. token identity: 24 greedy chat and completion requests, 16 at a time, give the same text
+#     with --draft-depth 0, 1, 2 and 3 (adaptive up to the depth); and one request alone;
 #  2. throughput side by side: deltaserve-load at 1, 4, 16, 64 concurrent streams, depth 0 vs 3,
 #     same daemon settings, one run after the other.
 # Usage (repository root, on a GPU host): bench/gpu_speculation.sh BUILD_OR_BUNDLE_DIR OUT_DIR
@@ -35,18 +35,20 @@ def ask(i):
     r = json.load(urllib.request.urlopen(req, timeout=120))
     c = r["choices"][0]
     return {"i": i, "text": c.get("text", c.get("message", {}).get("content")), "usage": r["usage"]}
-with ThreadPoolExecutor(8) as pool:
+with ThreadPoolExecutor(16) as pool:
     results = list(pool.map(ask, range(24)))
+results.append(dict(ask(0), i="alone"))
 with open(path, "w") as f:
     for r in results:
         f.write(json.dumps(r) + "\n")
 PY
 }
 
-for depth in 0 3; do
+for depth in 0 1 2 3; do
   start_daemon --device "${DEVICE:-cuda}" --draft-depth "$depth" --max-streams 64 --max-waiting 256 --log-level warn
   greedy_outputs "$out/greedy_depth$depth.jsonl"
   for c in ${STREAMS:-1 4 16 64}; do
+    [[ $depth == 0 || $depth == 3 ]] || break  # throughput: depth 0 vs 3 only
     n=$((c * 8)); ((n < 32)) && n=32
     "$load" --url "$DAEMON_URL" --concurrency "$c" --requests "$n" --input-tokens 64 --output-tokens 128 \
       --temperature 0 --ignore-eos --seed 5 --quiet --json "$out/load_depth${depth}_c$c.json" >"$out/load_depth${depth}_c$c.txt" 2>&1
@@ -57,12 +59,14 @@ done
 trap - EXIT
 
 status=0
-if cmp -s "$out/greedy_depth0.jsonl" "$out/greedy_depth3.jsonl"; then
-  echo "greedy outputs: identical with --draft-depth 0 and 3 (24 requests)"
-else
-  echo "greedy outputs: DIFFER between --draft-depth 0 and 3" >&2
-  status=1
-fi
+for depth in 1 2 3; do
+  if cmp -s "$out/greedy_depth0.jsonl" "$out/greedy_depth$depth.jsonl"; then
+    echo "greedy outputs: identical with --draft-depth 0 and $depth (24 requests 16 at a time + 1 alone)"
+  else
+    echo "greedy outputs: DIFFER between --draft-depth 0 and $depth" >&2
+    status=1
+  fi
+done
 /usr/bin/env python3 - "$out" ${STREAMS:-1 4 16 64} <<'PY'
 import json, sys, os
 out = sys.argv[1]

@@ -74,9 +74,11 @@ for stage in "${stages[@]}"; do
         "$bundle/tests/gpu_backend_tests" --gtest_filter="${SANITIZE_FILTER:-*}" ;;
     sanitize_serve) run_stage sanitize_serve 300 bash -c 'sanitized_serving "$0"' "$bundle" ;;
     speculation) run_stage speculation 400 bash bench/gpu_speculation.sh "$bundle" "$logs/speculation" ;;
-    verify_35b)
-      run_stage verify_35b 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda \
-        --batch 1,4,16,64 --context 1024 --steps 20 --draft-rows 4 --accept 4 ;;
+    verify_35b)  # the cost of a verify step with 1 + d rows per stream (all kept) vs a plain step
+      for rows in 1 2 3 4; do
+        run_stage "verify_35b_rows$rows" 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 \
+          --device cuda --batch 1,64 --context 512 --steps 10 --draft-rows "$rows" --accept "$rows"
+      done ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
