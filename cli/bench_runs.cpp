@@ -19,9 +19,13 @@ using runtime::SequenceStep;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-// TODO(bench-cmd): launches per step. No backend counts its kernel launches yet; when the GPU
-// backend exposes a counter, return it here (read before and after the timed steps).
-std::optional<int64_t> launch_count(const Backend&) { return std::nullopt; }
+// Kernel launches since the backend started (read before and after the timed steps); none
+// when the backend does not count them (the CPU backend).
+std::optional<int64_t> launch_count(const Backend& backend) {
+  const int64_t n = backend.kernel_launches();
+  if (n < 0) return std::nullopt;
+  return n;
+}
 
 int32_t max_of(const std::vector<int32_t>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
 

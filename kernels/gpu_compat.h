@@ -65,6 +65,16 @@ using gpuEvent_t = hipEvent_t;
 #define gpuMemGetInfo hipMemGetInfo
 #define gpuMallocHost(ptr, bytes) hipHostMalloc((ptr), (bytes), hipHostMallocDefault)
 #define gpuFreeHost hipHostFree
+// Graphs (stream capture and replay of a step's launches).
+using gpuGraph_t = hipGraph_t;
+using gpuGraphExec_t = hipGraphExec_t;
+#define gpuStreamBeginCaptureThreadLocal(stream) hipStreamBeginCapture((stream), hipStreamCaptureModeThreadLocal)
+#define gpuStreamEndCapture hipStreamEndCapture
+#define gpuGraphInstantiate(exec, graph) hipGraphInstantiate((exec), (graph), nullptr, nullptr, 0)
+#define gpuGraphLaunch hipGraphLaunch
+#define gpuGraphGetNodes hipGraphGetNodes
+#define gpuGraphDestroy hipGraphDestroy
+#define gpuGraphExecDestroy hipGraphExecDestroy
 #else
 #define DS_GPU_CUDA 1
 #include <cuda_runtime.h>
@@ -106,6 +116,16 @@ using gpuEvent_t = cudaEvent_t;
 #define gpuMemGetInfo cudaMemGetInfo
 #define gpuMallocHost(ptr, bytes) cudaMallocHost((ptr), (bytes))
 #define gpuFreeHost cudaFreeHost
+// Graphs (stream capture and replay of a step's launches).
+using gpuGraph_t = cudaGraph_t;
+using gpuGraphExec_t = cudaGraphExec_t;
+#define gpuStreamBeginCaptureThreadLocal(stream) cudaStreamBeginCapture((stream), cudaStreamCaptureModeThreadLocal)
+#define gpuStreamEndCapture cudaStreamEndCapture
+#define gpuGraphInstantiate(exec, graph) cudaGraphInstantiateWithFlags((exec), (graph), 0)
+#define gpuGraphLaunch cudaGraphLaunch
+#define gpuGraphGetNodes cudaGraphGetNodes
+#define gpuGraphDestroy cudaGraphDestroy
+#define gpuGraphExecDestroy cudaGraphExecDestroy
 #endif
 
 namespace deltaserve::kernels {

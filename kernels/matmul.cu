@@ -29,8 +29,11 @@ constexpr int kOutputsPerBlock = 8;
 constexpr int kMaxRowsPerGroup = 8;
 constexpr int64_t kMaxGridY = 65535;
 
-struct MatvecParams {
+// One weight matrix of a launch. Blocks [block_begin, next segment's block_begin) of grid.x
+// serve it; groups past num_groups exit at once (segments may have different row counts).
+struct MatvecSeg {
   const uint8_t* w;
+  const uint8_t* w_up;        // gated: y = SiLU(W x) * (W_up x); null otherwise
   size_t w_row_bytes;
   int64_t num_in;
   int64_t num_out;
@@ -38,42 +41,72 @@ struct MatvecParams {
   int64_t x_stride;
   float* y;
   int64_t y_stride;
-  int64_t num_rows;         // rows of y (pairs in expert mode)
-  int64_t group_offset;     // first row group of this launch (grid.y limit)
-  bool accumulate;
+  int64_t num_rows;           // rows of y (pairs in expert mode)
+  int64_t num_groups;         // ceil(num_rows / R)
+  int64_t block_begin;
   const int32_t* expert_ids;  // expert mode (R == 1) when non-null
   size_t expert_bytes;
   int64_t pairs_per_x_row;
+  bool accumulate;
 };
 
-// Block: kThreads threads, kOutputsPerBlock outputs (kOutputsPerWarp per warp) x one group of
-// up to R activation rows (grid.y). Rows past num_rows read row 0 of the group (valid memory)
-// and are not written; outputs past num_out likewise.
+constexpr int kMaxSegs = kMaxMatmulSegments;
+struct MatvecParams {
+  MatvecSeg seg[kMaxSegs];
+  int num_segs;
+  int64_t group_offset;  // first row group of this launch (grid.y limit)
+};
+
+// This block's segment, selected with constant indices (a run-time index into the parameter
+// struct would copy it to local memory).
+__device__ __forceinline__ MatvecSeg segment_of(const MatvecParams& p) {
+  MatvecSeg g = p.seg[0];
+#pragma unroll
+  for (int s = 1; s < kMaxSegs; ++s) {
+    if (s < p.num_segs && static_cast<int64_t>(blockIdx.x) >= p.seg[s].block_begin) g = p.seg[s];
+  }
+  return g;
+}
+
+// Block: kThreads threads x one group of up to R activation rows (grid.y). Plain segments:
+// kOutputsPerBlock outputs (kOutputsPerWarp per warp). Gated segments: one output per warp,
+// whose two weight rows (W and W_up row o) take the warp's two slots. Rows past num_rows read
+// row 0 of the group (valid memory) and are not written; outputs past num_out likewise. An
+// output's dot product is the same instruction sequence whatever its neighbours, segment or R.
 template <class D, int R>
 __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) {
   constexpr int kWarps = kThreads / kWarpSize;
   constexpr int kOutputsPerWarp = kOutputsPerBlock / kWarps;
-  static_assert(kOutputsPerWarp * kWarps == kOutputsPerBlock);
+  static_assert(kOutputsPerWarp * kWarps == kOutputsPerBlock && kOutputsPerWarp == 2);
+  const MatvecSeg g = segment_of(p);
   const int lane = gpu::lane_id();
   const int64_t group = p.group_offset + blockIdx.y;
+  if (group >= g.num_groups) return;
   const int64_t row0 = group * R;
-  const int num_valid = static_cast<int>(min(static_cast<int64_t>(R), p.num_rows - row0));
+  const int num_valid = static_cast<int>(min(static_cast<int64_t>(R), g.num_rows - row0));
+  const int64_t block = static_cast<int64_t>(blockIdx.x) - g.block_begin;
+  const bool gated = g.w_up != nullptr;
 
-  const uint8_t* w = p.w;
+  const uint8_t* w = g.w;
+  const uint8_t* w_up = g.w_up;
   const float* xs[R];
-  if (p.expert_ids != nullptr) {  // R == 1: this pair's expert and input row
-    w += static_cast<size_t>(p.expert_ids[group]) * p.expert_bytes;
-    xs[0] = p.x + (group / p.pairs_per_x_row) * p.x_stride;
+  if (g.expert_ids != nullptr) {  // R == 1: this pair's expert and input row
+    const size_t e = static_cast<size_t>(g.expert_ids[group]) * g.expert_bytes;
+    w += e;
+    if (gated) w_up += e;
+    xs[0] = g.x + (group / g.pairs_per_x_row) * g.x_stride;
   } else {
 #pragma unroll
-    for (int r = 0; r < R; ++r) xs[r] = p.x + (row0 + (r < num_valid ? r : 0)) * p.x_stride;
+    for (int r = 0; r < R; ++r) xs[r] = g.x + (row0 + (r < num_valid ? r : 0)) * g.x_stride;
   }
-  const int64_t out0 = static_cast<int64_t>(blockIdx.x) * kOutputsPerBlock + gpu::warp_id() * kOutputsPerWarp;
+  // Output of slot i: plain out0 + i; gated out0 for both slots (rows of W and W_up).
+  const int64_t out0 = gated ? block * kWarps + gpu::warp_id()
+                             : block * kOutputsPerBlock + gpu::warp_id() * kOutputsPerWarp;
   const uint8_t* rows[kOutputsPerWarp];
 #pragma unroll
   for (int i = 0; i < kOutputsPerWarp; ++i) {
-    const int64_t o = min(out0 + i, p.num_out - 1);
-    rows[i] = w + static_cast<size_t>(o) * p.w_row_bytes;
+    const int64_t o = min(gated ? out0 : out0 + i, g.num_out - 1);
+    rows[i] = (gated && i == 1 ? w_up : w) + static_cast<size_t>(o) * g.w_row_bytes;
   }
 
   float acc[kOutputsPerWarp][R];
@@ -82,7 +115,7 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) 
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[i][r] = 0.0f;
   }
-  const int64_t num_chunks = p.num_in / 8;  // every layout decodes 8 elements a chunk
+  const int64_t num_chunks = g.num_in / 8;  // every layout decodes 8 elements a chunk
   for (int64_t c = lane; c < num_chunks; c += kWarpSize) {
     float wv[kOutputsPerWarp][8];
     int64_t x0 = 0, x1 = 0;
@@ -107,37 +140,59 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) 
   }
   if (lane != 0) return;
 #pragma unroll
-  for (int i = 0; i < kOutputsPerWarp; ++i) {
+  for (int r = 0; r < R; ++r) {
+    if (r >= num_valid) continue;
+    const int64_t y_row = g.expert_ids != nullptr ? group : row0 + r;
+    float* y_row_ptr = g.y + y_row * g.y_stride;
+    if (gated) {
+      // swiglu_gpu's expression on the two dots: bit-identical to the unfused pair.
+      const float gate = acc[0][r];
+      if (out0 < g.num_out) y_row_ptr[out0] = gate / (1.0f + expf(-gate)) * acc[1][r];
+      continue;
+    }
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if (out0 + i >= p.num_out || r >= num_valid) continue;
-      const int64_t y_row = p.expert_ids != nullptr ? group : row0 + r;
-      float* y = p.y + y_row * p.y_stride + out0 + i;
-      *y = p.accumulate ? *y + acc[i][r] : acc[i][r];
+    for (int i = 0; i < kOutputsPerWarp; ++i) {
+      if (out0 + i >= g.num_out) continue;
+      float* y = y_row_ptr + out0 + i;
+      *y = g.accumulate ? *y + acc[i][r] : acc[i][r];
     }
   }
 }
 
 template <class D, int R>
-gpuError_t launch_groups(MatvecParams p, int64_t num_groups, gpuStream_t stream) {
-  const unsigned grid_x = static_cast<unsigned>((p.num_out + kOutputsPerBlock - 1) / kOutputsPerBlock);
+gpuError_t launch_groups(MatvecParams p, gpuStream_t stream) {
+  int64_t grid_x = 0, num_groups = 0;
+  for (int s = 0; s < p.num_segs; ++s) {
+    MatvecSeg& g = p.seg[s];
+    g.num_groups = (g.num_rows + R - 1) / R;
+    g.block_begin = grid_x;
+    const int64_t per_block = g.w_up != nullptr ? kThreads / kWarpSize : kOutputsPerBlock;
+    grid_x += (g.num_out + per_block - 1) / per_block;
+    num_groups = g.num_groups > num_groups ? g.num_groups : num_groups;
+  }
   for (int64_t first = 0; first < num_groups; first += kMaxGridY) {
     p.group_offset = first;
-    const dim3 grid(grid_x, static_cast<unsigned>(num_groups - first < kMaxGridY ? num_groups - first : kMaxGridY));
+    const dim3 grid(static_cast<unsigned>(grid_x),
+                    static_cast<unsigned>(num_groups - first < kMaxGridY ? num_groups - first : kMaxGridY));
     matvec_kernel<D, R><<<grid, kThreads, 0, stream>>>(p);
   }
   return gpuGetLastError();
 }
 
 template <class D>
-gpuError_t launch_matvec(const MatvecParams& p, bool expert_mode, gpuStream_t stream) {
-  if (expert_mode) return launch_groups<D, 1>(p, p.num_rows, stream);
+gpuError_t launch_matvec(const MatvecParams& p, gpuStream_t stream) {
   // Rows go in groups of R (a power of two); a row's arithmetic is the same for every R.
-  const int64_t n = p.num_rows;
-  if (n == 1) return launch_groups<D, 1>(p, 1, stream);
-  if (n == 2) return launch_groups<D, 2>(p, 1, stream);
-  if (n <= 4) return launch_groups<D, 4>(p, 1, stream);
-  return launch_groups<D, kMaxRowsPerGroup>(p, (n + kMaxRowsPerGroup - 1) / kMaxRowsPerGroup, stream);
+  // Expert segments take R = 1 (each pair has its own weights); so does the whole launch.
+  int64_t n = 0;
+  bool expert_mode = false;
+  for (int s = 0; s < p.num_segs; ++s) {
+    n = p.seg[s].num_rows > n ? p.seg[s].num_rows : n;
+    expert_mode = expert_mode || p.seg[s].expert_ids != nullptr;
+  }
+  if (expert_mode || n == 1) return launch_groups<D, 1>(p, stream);
+  if (n == 2) return launch_groups<D, 2>(p, stream);
+  if (n <= 4) return launch_groups<D, 4>(p, stream);
+  return launch_groups<D, kMaxRowsPerGroup>(p, stream);
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
@@ -164,33 +219,33 @@ bool valid(const MatmulArgs& a) {
   return true;
 }
 
-gpuError_t dispatch(const MatvecParams& p, DType type, bool expert_mode, gpuStream_t stream) {
+gpuError_t dispatch(const MatvecParams& p, DType type, gpuStream_t stream) {
   switch (type) {
-    case DType::F32: return launch_matvec<DecodeF32>(p, expert_mode, stream);
-    case DType::F16: return launch_matvec<DecodeHalf<false>>(p, expert_mode, stream);
-    case DType::BF16: return launch_matvec<DecodeHalf<true>>(p, expert_mode, stream);
-    case DType::Q8_0: return launch_matvec<DecodeQ8_0>(p, expert_mode, stream);
-    case DType::Q4_0: return launch_matvec<DecodeQ4_0>(p, expert_mode, stream);
-    case DType::Q4_K: return launch_matvec<DecodeQ4_K>(p, expert_mode, stream);
-    case DType::Q6_K: return launch_matvec<DecodeQ6_K>(p, expert_mode, stream);
+    case DType::F32: return launch_matvec<DecodeF32>(p, stream);
+    case DType::F16: return launch_matvec<DecodeHalf<false>>(p, stream);
+    case DType::BF16: return launch_matvec<DecodeHalf<true>>(p, stream);
+    case DType::Q8_0: return launch_matvec<DecodeQ8_0>(p, stream);
+    case DType::Q4_0: return launch_matvec<DecodeQ4_0>(p, stream);
+    case DType::Q4_K: return launch_matvec<DecodeQ4_K>(p, stream);
+    case DType::Q6_K: return launch_matvec<DecodeQ6_K>(p, stream);
     default: return gpuErrorInvalidValue;
   }
 }
 
-MatvecParams params_of(const MatmulArgs& a) {
-  MatvecParams p{};
-  p.w = static_cast<const uint8_t*>(a.w);
-  p.w_row_bytes = a.w_row_bytes;
-  p.num_in = a.num_in;
-  p.num_out = a.num_out;
-  p.x = a.x;
-  p.x_stride = a.x_stride;
-  p.y = a.y;
-  p.y_stride = a.y_stride;
-  p.num_rows = a.num_rows;
-  p.accumulate = a.accumulate;
-  p.pairs_per_x_row = 1;
-  return p;
+MatvecSeg seg_of(const MatmulArgs& a) {
+  MatvecSeg g{};
+  g.w = static_cast<const uint8_t*>(a.w);
+  g.w_row_bytes = a.w_row_bytes;
+  g.num_in = a.num_in;
+  g.num_out = a.num_out;
+  g.x = a.x;
+  g.x_stride = a.x_stride;
+  g.y = a.y;
+  g.y_stride = a.y_stride;
+  g.num_rows = a.num_rows;
+  g.accumulate = a.accumulate;
+  g.pairs_per_x_row = 1;
+  return g;
 }
 
 }  // namespace
@@ -198,18 +253,43 @@ MatvecParams params_of(const MatmulArgs& a) {
 gpuError_t matmul_gpu(const MatmulArgs& args, gpuStream_t stream) {
   if (!valid(args)) return gpuErrorInvalidValue;
   if (args.num_rows <= 0 || args.num_out <= 0) return gpuSuccess;
-  return dispatch(params_of(args), args.w_type, false, stream);
+  MatvecParams p{};
+  p.seg[0] = seg_of(args);
+  p.num_segs = 1;
+  return dispatch(p, args.w_type, stream);
 }
 
 gpuError_t matmul_experts_gpu(const MatmulExpertsArgs& args, gpuStream_t stream) {
-  if (!valid(args.base) || args.expert_ids == nullptr || args.pairs_per_x_row <= 0) return gpuErrorInvalidValue;
-  if (args.num_pairs <= 0 || args.base.num_out <= 0) return gpuSuccess;
-  MatvecParams p = params_of(args.base);
-  p.num_rows = args.num_pairs;
-  p.expert_ids = args.expert_ids;
-  p.expert_bytes = static_cast<size_t>(args.base.num_out) * args.base.w_row_bytes;
-  p.pairs_per_x_row = args.pairs_per_x_row;
-  return dispatch(p, args.base.w_type, true, stream);
+  MatmulSegment s{};
+  s.args = args.base;
+  s.args.num_rows = args.num_pairs;
+  s.expert_ids = args.expert_ids;
+  s.pairs_per_x_row = args.pairs_per_x_row;
+  if (args.expert_ids == nullptr) return gpuErrorInvalidValue;
+  return matmul_segments_gpu(&s, 1, stream);
+}
+
+gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStream_t stream) {
+  if (segs == nullptr || num_segs < 1 || num_segs > kMaxMatmulSegments) return gpuErrorInvalidValue;
+  MatvecParams p{};
+  for (int s = 0; s < num_segs; ++s) {
+    const MatmulSegment& in = segs[s];
+    const MatmulArgs& a = in.args;
+    if (!valid(a) || a.w_type != segs[0].args.w_type || in.pairs_per_x_row <= 0) return gpuErrorInvalidValue;
+    if (in.w_up != nullptr && (a.accumulate || (reinterpret_cast<uintptr_t>(in.w_up) & 1u) != 0 ||
+                               ((a.w_type == DType::F32 || a.w_type == DType::F16 || a.w_type == DType::BF16) &&
+                                !aligned16(in.w_up))))
+      return gpuErrorInvalidValue;
+    if (a.num_rows <= 0 || a.num_out <= 0) continue;  // nothing to do for this segment
+    MatvecSeg& g = p.seg[p.num_segs++];
+    g = seg_of(a);
+    g.w_up = static_cast<const uint8_t*>(in.w_up);
+    g.expert_ids = in.expert_ids;
+    g.expert_bytes = static_cast<size_t>(a.num_out) * a.w_row_bytes;
+    g.pairs_per_x_row = in.pairs_per_x_row;
+  }
+  if (p.num_segs == 0) return gpuSuccess;
+  return dispatch(p, segs[0].args.w_type, stream);
 }
 
 }  // namespace deltaserve::kernels

@@ -50,4 +50,24 @@ struct MatmulExpertsArgs {
 };
 gpuError_t matmul_experts_gpu(const MatmulExpertsArgs& args, gpuStream_t stream);
 
+// Several matrix-vector products in ONE launch (fewer launches per decode step): each segment
+// is a matmul_gpu (args), a matmul_experts_gpu (expert_ids set: args.num_rows is the pair
+// count, x row p / pairs_per_x_row), or a gated pair (w_up set: y[r][o] = SiLU(dot(W row o,
+// x row r)) * dot(W_up row o, x row r), swiglu_gpu of the two products; W_up has W's shape,
+// type and row bytes, and for expert segments the same expert stride). Every output element is
+// bit-identical to the segment run alone through matmul_gpu / matmul_experts_gpu (then
+// swiglu_gpu for a gated pair): batch-invariant like them. Segments must share w_type; they may
+// differ in shapes, x, y and row counts; a gated segment cannot accumulate; no two segments may
+// write the same y elements. If any segment is expert-indexed, rows go one per block row for
+// all segments (same results, weights of plain segments re-read per row from L2).
+// Preconditions per segment as matmul_gpu; else gpuErrorInvalidValue, nothing launched.
+inline constexpr int kMaxMatmulSegments = 4;
+struct MatmulSegment {
+  MatmulArgs args;
+  const void* w_up = nullptr;
+  const int32_t* expert_ids = nullptr;
+  int64_t pairs_per_x_row = 1;
+};
+gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStream_t stream);
+
 }  // namespace deltaserve::kernels

@@ -40,7 +40,8 @@ __global__ void __launch_bounds__(kThreads) moe_combine_kernel(const MoeCombineA
       const float gate = 1.0f / (1.0f + expf(-a.shared_gate_logit[r]));
       acc = __fadd_rn(acc, __fmul_rn(gate, a.shared[r * a.n + c]));
     }
-    a.y[r * a.n + c] = acc;
+    float* y = a.y + r * a.n + c;
+    *y = a.accumulate ? *y + acc : acc;
   }
 }
 

@@ -20,6 +20,8 @@ gpuError_t gather_rows_gpu(const float* src, int64_t src_stride, const int32_t* 
 // y[r][i] = sum over rank < num_used, in rank order, of weights[r][rank] * expert_out[r *
 // num_used + rank][i], then + sigmoid(shared_gate_logit[r]) * shared[r][i] (when shared is
 // non-null). Products and sums are rounded one by one (no fused multiply-add), as the CPU does.
+// accumulate: y[r][i] += that sum instead (the residual add fused: bit-identical to
+// add_gpu(y, combine) after a plain combine).
 struct MoeCombineArgs {
   const float* expert_out;         // [num_rows * num_used][n]
   const float* weights;            // [num_rows][num_used]
@@ -29,6 +31,7 @@ struct MoeCombineArgs {
   int64_t num_rows;
   int64_t num_used;
   int64_t n;
+  bool accumulate = false;
 };
 gpuError_t moe_combine_gpu(const MoeCombineArgs& args, gpuStream_t stream);
 

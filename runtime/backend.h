@@ -52,6 +52,10 @@ class Backend {
   virtual void rollback(int32_t slot, int32_t num_rows_kept) = 0;
 
   virtual BackendMemoryStats memory_stats() const { return {}; }
+
+  // Device kernels launched since construction (graph replays count their kernel nodes), for
+  // benchmarks; -1 when the backend does not count them.
+  virtual int64_t kernel_launches() const { return -1; }
 };
 
 }  // namespace deltaserve::runtime

@@ -4,8 +4,9 @@
 # GPU backend. Each stage has its own time limit and log; a failing stage does not stop the
 # later ones. Usage, from the repository root on the GPU host:
 #   scripts/gpu_host_checks.sh BUNDLE_DIR LOG_DIR [stage...]
-# stages: kernels backend kbench decode_tiny decode_35b verify_35b serve soak sanitize
+# stages: kernels backend kbench decode_tiny decode_35b decode_35b_eager verify_35b serve soak sanitize
 #         sanitize_serve speculation
+# (decode_35b_eager: decode_35b with the step graphs off, DELTASERVE_GPU_GRAPHS=0)
 # (default: all but soak and sanitize)
 set -u
 bundle=${1:?bundle dir}
@@ -62,6 +63,7 @@ for stage in "${stages[@]}"; do
     kbench) run_stage kbench 120 "$bundle/kernels/gpu_kernel_tests" --bench ;;
     decode_tiny) run_stage decode_tiny 60 "$cli" bench decode --preset tiny-moe --weights q8_0 --device cuda --batch 1,4,16,64 --steps 50 ;;
     decode_35b) run_stage decode_35b 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 20 ;;
+    decode_35b_eager) DELTASERVE_GPU_GRAPHS=0 run_stage decode_35b_eager 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 20 ;;
     serve)
       DELTASERVE_BUILD_DIR="$bundle" DELTASERVE_SOAK_REQUESTS="${SERVE_REQUESTS:-1000}" DELTASERVE_SOAK_OUT="$logs/serve" \
         DELTASERVE_SOAK_SERVE_ARGS="--device cuda" DELTASERVE_SOAK_MAX_S="${SERVE_S:-200}" run_stage serve "$((${SERVE_S:-200} + 80))" bash tests/soak/soak_ci.sh ;;

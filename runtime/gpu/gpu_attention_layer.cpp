@@ -2,7 +2,8 @@
 // runtime/cpu/cpu_attention_layer.cpp: q|gate, k, v projections over all rows, per-head q/k
 // RMSNorm, partial RoPE, KV append into the paged pool, paged causal attention for every row
 // of every sequence (the decode kernel also serves prefill chunks: rows of one sequence attend
-// causally by their own positions), sigmoid gate, output projection.
+// causally by their own positions), sigmoid gate, output projection added into the residual.
+// The three projections share one launch when their weight types agree.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -24,18 +25,18 @@ void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w,
   const int64_t qg_width = 2 * nh * hd, kv_width = nkv * hd;
   const long long ln = n;
 
-  matmul(ctx, w.q, a, n, ws.qg);
-  matmul(ctx, w.k, a, n, ws.k);
-  matmul(ctx, w.v, a, n, ws.v);
+  const DeviceTensor* proj[] = {&w.q, &w.k, &w.v};
+  float* const proj_out[] = {ws.qg, ws.k, ws.v};
+  matmul_many(ctx, proj, proj_out, 3, a, n);
   // Query head h of row r at qg[(r * nh + h) * 2hd], its gate right after: n*nh rows of stride 2hd.
   const kernels::RmsNormArgs qn{ws.qg, 2 * hd, w.q_norm.f32(), ws.qg, 2 * hd, n * nh, hd, c.rms_eps};
-  DS_GPU_CHECK(kernels::rms_norm_gpu(qn, ctx.stream), "q_norm %lld rows", ln);
+  DS_GPU_LAUNCH(ctx, 1, kernels::rms_norm_gpu(qn, ctx.stream), "q_norm %lld rows", ln);
   const kernels::RmsNormArgs kn{ws.k, hd, w.k_norm.f32(), ws.k, hd, n * nkv, hd, c.rms_eps};
-  DS_GPU_CHECK(kernels::rms_norm_gpu(kn, ctx.stream), "k_norm %lld rows", ln);
+  DS_GPU_LAUNCH(ctx, 1, kernels::rms_norm_gpu(kn, ctx.stream), "k_norm %lld rows", ln);
   const kernels::RopeArgs qr{ws.qg, qg_width, 2 * hd, rows.positions, n, nh, c.rope_dims, c.rope_base};
-  DS_GPU_CHECK(kernels::rope_neox_gpu(qr, ctx.stream), "rope q %lld rows", ln);
+  DS_GPU_LAUNCH(ctx, 1, kernels::rope_neox_gpu(qr, ctx.stream), "rope q %lld rows", ln);
   const kernels::RopeArgs kr{ws.k, kv_width, hd, rows.positions, n, nkv, c.rope_dims, c.rope_base};
-  DS_GPU_CHECK(kernels::rope_neox_gpu(kr, ctx.stream), "rope k %lld rows", ln);
+  DS_GPU_LAUNCH(ctx, 1, kernels::rope_neox_gpu(kr, ctx.stream), "rope k %lld rows", ln);
 
   kernels::KvAppendGpuArgs app{};
   app.k = ws.k;
@@ -51,7 +52,7 @@ void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w,
   app.num_rows = n;
   app.num_kv_heads = nkv;
   app.head_dim = hd;
-  DS_GPU_CHECK(kernels::kv_append_gpu(app, ctx.stream), "kv_append %lld rows, table stride %lld", ln,
+  DS_GPU_LAUNCH(ctx, 1, kernels::kv_append_gpu(app, ctx.stream), "kv_append %lld rows, table stride %lld", ln,
                static_cast<long long>(rows.block_table_stride));
 
   kernels::PagedAttentionGpuArgs att{};
@@ -83,13 +84,13 @@ void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w,
     att.out = ws.att_o + r0 * nh * hd;
     att.row_seq = rows.row_seq + r0;
     att.positions = rows.positions + r0;
-    DS_GPU_CHECK(kernels::paged_attention_gpu(att, ctx.stream),
+    DS_GPU_LAUNCH(ctx, 2, kernels::paged_attention_gpu(att, ctx.stream),
                  "paged_attention rows [%lld, %lld) of %lld, max_keys %lld, heads %lld/%lld, hd %lld, ws %lld floats",
                  static_cast<long long>(r0), static_cast<long long>(r0 + att.num_rows), ln,
                  static_cast<long long>(rows.max_keys), static_cast<long long>(nh), static_cast<long long>(nkv),
                  static_cast<long long>(hd), static_cast<long long>(ws.att_scratch_floats));
   }
-  matmul(ctx, w.output, ws.att_o, n, y);
+  matmul(ctx, w.output, ws.att_o, n, y, /*accumulate=*/true);
 }
 
 }  // namespace deltaserve::runtime::gpu

@@ -20,6 +20,18 @@
 //   the device mirror of the step staging and the output rows;
 // - pinned: ONE page-locked host arena (PinnedArena): step index arrays in, logit/hidden rows out.
 //
+// Launches (the decode hot path; bench/RESULTS.md "GPU decode: trace and predictions"): the
+// residual adds are fused into the output projections / MoE combine, same-type projections of
+// one input share a launch, gate*up*SiLU is one gated matmul launch. Every kernel launch goes
+// through DS_GPU_LAUNCH and is counted (kernel_launches(), launches_last_forward()).
+//
+// Graphs: a forward whose sequences all carry the same number of rows (decode: 1 each; verify:
+// 1 + d each) is captured once per shape (StepGraphKey: sequences, rows each, block-table
+// stride bucket, output rows) and replayed after; block-table strides are bucketed to powers
+// of two and the attention grid is sized for the bucket's key bound, so a shape recurs as the
+// contexts grow. Replays are bitwise equal to eager runs. DELTASERVE_GPU_GRAPHS=0 (or
+// set_graphs_enabled(false)) runs everything eagerly.
+//
 // Per forward: the per-row index arrays (tokens, positions, row -> sequence, block tables,
 // GDN entries, output row maps) are written into the pinned arena and sent with one async
 // copy; every layer runs on one stream without host sync; the requested hidden and logit rows
@@ -41,6 +53,7 @@
 #include "runtime/gpu/gpu_layers.h"
 #include "runtime/gpu/gpu_weights.h"
 #include "runtime/gpu/pinned_arena.h"
+#include "runtime/gpu/step_graphs.h"
 #include "runtime/model_weights.h"
 
 namespace deltaserve::runtime {
@@ -70,6 +83,14 @@ class GpuBackend final : public Backend {
   void forward_mtp(const MtpPlan& plan, ForwardOutput& out) override;
   void rollback(int32_t slot, int32_t num_rows_kept) override;
   BackendMemoryStats memory_stats() const override;
+  // Kernels launched since construction (a graph replay counts its kernel nodes).
+  int64_t kernel_launches() const override { return launches_; }
+  int64_t launches_last_forward() const { return launches_last_forward_; }
+  // Step graphs: on by default on CUDA unless DELTASERVE_GPU_GRAPHS=0.
+  void set_graphs_enabled(bool on) { graphs_.set_enabled(on); }
+  bool graphs_enabled() const { return graphs_.enabled(); }
+  int64_t graph_captures() const { return graphs_.num_captures(); }
+  int64_t graph_replays() const { return graphs_.num_replays(); }
 
   int64_t kv_cache_bytes() const { return static_cast<int64_t>(kv_arena_.bytes()); }
   int64_t state_bytes() const { return static_cast<int64_t>(state_arena_.bytes()); }
@@ -98,11 +119,18 @@ class GpuBackend final : public Backend {
                                  const std::vector<int32_t>& first_positions,
                                  const std::vector<const std::vector<int32_t>*>& kv_blocks, const OutputRows& rows,
                                  size_t& hidden_rows_at, size_t& logit_index_at);
+  // Adds the block's mixer and FFN into the residual rows ws_.x.
   void run_block(const gpu::GpuLayerWeights& lw, const gpu::KvPool* kv, const gpu::GdnStatePools* gdn,
                  const gpu::StepRowsView& rows);
-  void lm_head(const gpu::DeviceTensor& norm, const int32_t* hidden_rows, int64_t num_hidden, const int32_t* logit_index,
-               int64_t num_logits, ForwardOutput& out);
-  gpu::GpuLayerContext context() const { return {config_, stream_, cache_.kv_block_tokens, ws_}; }
+  // Enqueues the final norm of the hidden rows and the LM head of the logit rows into the
+  // output buffer; lm_head_finish copies them to the host (one copy, one synchronisation).
+  void lm_head_enqueue(const gpu::DeviceTensor& norm, const int32_t* hidden_rows, int64_t num_hidden,
+                       const int32_t* logit_index, int64_t num_logits);
+  void lm_head_finish(int64_t num_hidden, int64_t num_logits, ForwardOutput& out);
+  // Embedding, every trunk layer and the LM head of a staged step (no host sync).
+  void enqueue_trunk(const gpu::StepRowsView& rows, size_t hidden_at, int64_t num_hidden, size_t logit_at,
+                     int64_t num_logits);
+  gpu::GpuLayerContext context() const { return {config_, stream_, cache_.kv_block_tokens, ws_, &launches_}; }
   template <class T>
   const T* device(size_t staging_offset) const {
     return reinterpret_cast<const T*>(staging_device_ + staging_offset);
@@ -138,6 +166,10 @@ class GpuBackend final : public Backend {
   std::vector<int32_t> live_entry_;          // per slot: the state entry holding its live state
   std::vector<int32_t> ring_first_;          // per slot: first ring entry of its last verify step
   std::vector<int32_t> verify_rows_;         // per slot: rows of its last verify step (0 = none)
+
+  gpu::StepGraphs graphs_;
+  mutable int64_t launches_ = 0;             // counted by DS_GPU_LAUNCH through context()
+  int64_t launches_last_forward_ = 0;
 };
 
 }  // namespace deltaserve::runtime

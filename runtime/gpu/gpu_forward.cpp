@@ -84,6 +84,11 @@ gpu::StepRowsView GpuBackend::stage_common(const std::vector<const std::vector<i
     max_keys = std::max(max_keys, end);
     stride = std::max(stride, (end + cache_.kv_block_tokens - 1) / cache_.kv_block_tokens);
   }
+  // Power-of-two buckets (entries past a sequence's blocks are never read): the staging layout,
+  // and so a captured step graph, stays the same while contexts grow inside a bucket.
+  int64_t bucket = 8;
+  while (bucket < stride) bucket *= 2;
+  stride = std::min<int64_t>(bucket, cache_.num_kv_blocks);
   const size_t tokens_at = st.push<int32_t>(n), positions_at = st.push<int32_t>(n), row_seq_at = st.push<int32_t>(n);
   const size_t begin_at = st.push<int32_t>(num_seqs + 1), tables_at = st.push<int32_t>(num_seqs * stride);
   hidden_rows_at = st.push<int32_t>(static_cast<int64_t>(orows.hidden_rows.size()));
@@ -132,31 +137,36 @@ void GpuBackend::run_block(const gpu::GpuLayerWeights& lw, const gpu::KvPool* kv
   const int64_t n = rows.num_rows, h = config_.num_embd;
   gpu::rms_norm(ctx, lw.attn_norm, ws_.x, n, ws_.a, h);
   if (gdn != nullptr) {
-    gpu::gdn_forward(ctx, lw.gdn, *gdn, rows, ws_.a, ws_.y);
+    gpu::gdn_forward(ctx, lw.gdn, *gdn, rows, ws_.a, ws_.x);
   } else {
-    gpu::attention_forward(ctx, lw.attention, *kv, rows, ws_.a, ws_.y);
+    gpu::attention_forward(ctx, lw.attention, *kv, rows, ws_.a, ws_.x);
   }
-  DS_GPU_CHECK(kernels::add_gpu(ws_.x, ws_.y, ws_.x, n * h, stream_), "residual add %lld rows", static_cast<long long>(n));
   gpu::rms_norm(ctx, lw.post_attention_norm, ws_.x, n, ws_.a, h);
-  gpu::ffn_forward(ctx, lw.ffn, n, ws_.a, ws_.y);
-  DS_GPU_CHECK(kernels::add_gpu(ws_.x, ws_.y, ws_.x, n * h, stream_), "residual add %lld rows", static_cast<long long>(n));
+  gpu::ffn_forward(ctx, lw.ffn, n, ws_.a, ws_.x);
 }
 
 // Final norm of the hidden rows of ws_.x and the LM head for the logit rows (a subset of
-// them), into out: the only device->host copy and the only synchronisation of a forward.
-void GpuBackend::lm_head(const gpu::DeviceTensor& norm, const int32_t* hidden_rows, int64_t num_hidden,
-                         const int32_t* logit_index, int64_t num_logits, ForwardOutput& out) {
+// them), into the output buffer.
+void GpuBackend::lm_head_enqueue(const gpu::DeviceTensor& norm, const int32_t* hidden_rows, int64_t num_hidden,
+                                 const int32_t* logit_index, int64_t num_logits) {
   const gpu::GpuLayerContext ctx = context();
-  const int64_t h = config_.num_embd, v = config_.num_vocab;
+  const int64_t h = config_.num_embd;
   const int64_t logits_at = (num_hidden * h + 3) / 4 * 4;  // 16-byte aligned
   float* hidden = output_device_;
   float* logits = output_device_ + logits_at;
-  DS_GPU_CHECK(kernels::gather_rows_gpu(ws_.x, h, hidden_rows, num_hidden, h, hidden, h, stream_), "gather hidden rows %lld",
-               static_cast<long long>(num_hidden));
+  DS_GPU_LAUNCH(ctx, 1, kernels::gather_rows_gpu(ws_.x, h, hidden_rows, num_hidden, h, hidden, h, stream_),
+                "gather hidden rows %lld", static_cast<long long>(num_hidden));
   gpu::rms_norm(ctx, norm, hidden, num_hidden, hidden, h);
-  DS_GPU_CHECK(kernels::gather_rows_gpu(hidden, h, logit_index, num_logits, h, ws_.lm_in, h, stream_),
-               "gather logit rows %lld", static_cast<long long>(num_logits));
+  DS_GPU_LAUNCH(ctx, 1, kernels::gather_rows_gpu(hidden, h, logit_index, num_logits, h, ws_.lm_in, h, stream_),
+                "gather logit rows %lld", static_cast<long long>(num_logits));
   gpu::matmul(ctx, weights_->output, ws_.lm_in, num_logits, logits);
+}
+
+// The output rows to the host: the only device->host copy and the only synchronisation of a
+// forward.
+void GpuBackend::lm_head_finish(int64_t num_hidden, int64_t num_logits, ForwardOutput& out) {
+  const int64_t h = config_.num_embd, v = config_.num_vocab;
+  const int64_t logits_at = (num_hidden * h + 3) / 4 * 4;
   const size_t floats = static_cast<size_t>(num_logits > 0 ? logits_at + num_logits * v : num_hidden * h);
   if (floats > output_floats_) throw std::logic_error("GPU backend: output rows exceed the output buffer");
   float* host = pinned_->output();
@@ -169,6 +179,25 @@ void GpuBackend::lm_head(const gpu::DeviceTensor& norm, const int32_t* hidden_ro
   out.num_rows = num_logits;
   out.num_vocab = v;
   out.logits.assign(host + logits_at, host + logits_at + num_logits * v);
+}
+
+void GpuBackend::enqueue_trunk(const gpu::StepRowsView& rows, size_t hidden_at, int64_t num_hidden, size_t logit_at,
+                               int64_t num_logits) {
+  const ModelConfig& c = config_;
+  const gpu::GpuLayerContext ctx = context();
+  const gpu::DeviceTensor& emb = weights_->token_embd;
+  DS_GPU_LAUNCH(ctx, 1, kernels::embedding_lookup_gpu(emb.data, emb.type, c.num_embd, rows.tokens, rows.num_rows, ws_.x, stream_),
+                "embedding %lld rows", static_cast<long long>(rows.num_rows));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const gpu::GpuLayerWeights& lw = weights_->layers[static_cast<size_t>(i)];
+    const size_t index = static_cast<size_t>(layer_cache_index_[static_cast<size_t>(i)]);
+    if (lw.kind == LayerKind::GatedDeltaNet) {
+      run_block(lw, nullptr, &gdn_[index], rows);
+    } else {
+      run_block(lw, &kv_[index], nullptr, rows);
+    }
+  }
+  lm_head_enqueue(weights_->output_norm, device<int32_t>(hidden_at), num_hidden, device<int32_t>(logit_at), num_logits);
 }
 
 void GpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
@@ -217,6 +246,11 @@ void GpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
     add_output_rows(begin, count, s.num_logits, s.num_hidden, orows.hidden_rows, orows.logit_index);
     begin += count;
   }
+  // Graph-eligible: every sequence has the same row count, at most a verify step's.
+  int64_t uniform_rows = num_seqs > 0 ? static_cast<int64_t>(plan.sequences[0].tokens.size()) : 0;
+  for (const SequenceStep& s : plan.sequences)
+    if (static_cast<int64_t>(s.tokens.size()) != uniform_rows) uniform_rows = 0;
+  if (uniform_rows > std::max<int64_t>(1, cache_.max_verify_rows)) uniform_rows = 0;
   size_t hidden_at = 0, logit_at = 0;
   gpu::StepRowsView rows = stage_common(tokens, first_positions, blocks, orows, hidden_at, logit_at);
   rows.state_in = device<int32_t>(in_at);
@@ -225,22 +259,20 @@ void GpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
   DS_GPU_CHECK(gpuMemcpyAsync(staging_device_, pinned_->input(), staging_->used_bytes(), gpuMemcpyHostToDevice, stream_),
                "step staging, %zu bytes", staging_->used_bytes());
 
-  const ModelConfig& c = config_;
-  const int64_t n = rows.num_rows;
-  const gpu::DeviceTensor& emb = weights_->token_embd;
-  DS_GPU_CHECK(kernels::embedding_lookup_gpu(emb.data, emb.type, c.num_embd, rows.tokens, n, ws_.x, stream_),
-               "embedding %lld rows", static_cast<long long>(n));
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    const gpu::GpuLayerWeights& lw = weights_->layers[static_cast<size_t>(i)];
-    const size_t index = static_cast<size_t>(layer_cache_index_[static_cast<size_t>(i)]);
-    if (lw.kind == LayerKind::GatedDeltaNet) {
-      run_block(lw, nullptr, &gdn_[index], rows);
-    } else {
-      run_block(lw, &kv_[index], nullptr, rows);
-    }
+  const int64_t num_hidden = static_cast<int64_t>(orows.hidden_rows.size());
+  const int64_t num_logits = static_cast<int64_t>(orows.logit_index.size());
+  const int64_t before = launches_;
+  if (graphs_.enabled() && uniform_rows > 0) {
+    // Captured with the bucket's key bound so the graph serves every context in the bucket.
+    rows.max_keys = rows.block_table_stride * cache_.kv_block_tokens;
+    const gpu::StepGraphKey key{rows.num_seqs, uniform_rows, rows.block_table_stride, num_hidden, num_logits};
+    const int64_t nodes = graphs_.run(key, stream_, [&] { enqueue_trunk(rows, hidden_at, num_hidden, logit_at, num_logits); });
+    launches_ = before + nodes;  // a capture counted its launches without running them
+  } else {
+    enqueue_trunk(rows, hidden_at, num_hidden, logit_at, num_logits);
   }
-  lm_head(weights_->output_norm, device<int32_t>(hidden_at), static_cast<int64_t>(orows.hidden_rows.size()),
-          device<int32_t>(logit_at), static_cast<int64_t>(orows.logit_index.size()), out);
+  launches_last_forward_ = launches_ - before;
+  lm_head_finish(num_hidden, num_logits, out);
 }
 
 void GpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
@@ -291,16 +323,20 @@ void GpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
 
   // u = eh_proj [enorm(embedding) | hnorm(hidden)]: embedding first (MODEL.md 4.2).
   const gpu::GpuLayerContext ctx = context();
+  const int64_t before = launches_;
   const gpu::GpuMtpWeights& mw = weights_->mtp;
   const gpu::DeviceTensor& emb = weights_->token_embd;
-  DS_GPU_CHECK(kernels::embedding_lookup_gpu(emb.data, emb.type, h, rows.tokens, n, ws_.a, stream_), "MTP embedding %lld rows",
-               static_cast<long long>(n));
+  DS_GPU_LAUNCH(ctx, 1, kernels::embedding_lookup_gpu(emb.data, emb.type, h, rows.tokens, n, ws_.a, stream_),
+                "MTP embedding %lld rows", static_cast<long long>(n));
   gpu::rms_norm(ctx, mw.enorm, ws_.a, n, ws_.mtp_cat, 2 * h);
   gpu::rms_norm(ctx, mw.hnorm, device<float>(hidden_in_at), n, ws_.mtp_cat + h, 2 * h);
   gpu::matmul(ctx, mw.eh_proj, ws_.mtp_cat, n, ws_.x);
   run_block(mw.layer, &mtp_kv_, nullptr, rows);
-  lm_head(mw.shared_head_norm, device<int32_t>(hidden_at), static_cast<int64_t>(orows.hidden_rows.size()),
-          device<int32_t>(logit_at), static_cast<int64_t>(orows.logit_index.size()), out);
+  const int64_t num_hidden = static_cast<int64_t>(orows.hidden_rows.size());
+  const int64_t num_logits = static_cast<int64_t>(orows.logit_index.size());
+  lm_head_enqueue(mw.shared_head_norm, device<int32_t>(hidden_at), num_hidden, device<int32_t>(logit_at), num_logits);
+  launches_last_forward_ = launches_ - before;
+  lm_head_finish(num_hidden, num_logits, out);
 }
 
 }  // namespace deltaserve::runtime

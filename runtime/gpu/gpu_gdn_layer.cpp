@@ -1,7 +1,8 @@
 // Gated DeltaNet on the GPU (MODEL.md 2.5), the device twin of runtime/cpu/cpu_gdn_layer.cpp:
 // projections over all rows of the step, then one fused gdn_step_gpu launch for every
 // sequence (conv + SiLU, L2 norms, gates, delta rule over the sequence's rows in order, from
-// its state entry; ring snapshots for verify rows), gated RMSNorm, output projection. The
+// its state entry; ring snapshots for verify rows), gated RMSNorm, output projection added
+// into the residual. The
 // fused step kernel also serves prefill chunks (T rows of one sequence in order); a chunked
 // prefill kernel can replace it here without touching the backend.
 #include "kernels/gdn_gpu.h"
@@ -17,10 +18,11 @@ void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnSt
   const int64_t n = rows.num_rows;
   const int64_t dc = c.conv_channels(), dv_all = c.ssm_value_dim(), hv = c.ssm_v_heads, d = c.ssm_head_dim;
 
-  matmul(ctx, w.qkv, a, n, ws.qkv);      // [n][Dc]
-  matmul(ctx, w.gate, a, n, ws.z);       // [n][Dv]
-  matmul(ctx, w.beta, a, n, ws.beta);    // [n][Hv], pre-sigmoid
-  matmul(ctx, w.alpha, a, n, ws.alpha);  // [n][Hv], pre-softplus
+  // qkv [n][Dc], z [n][Dv], beta [n][Hv] pre-sigmoid, alpha [n][Hv] pre-softplus: one launch
+  // when the four weight types agree.
+  const DeviceTensor* proj[] = {&w.qkv, &w.gate, &w.beta, &w.alpha};
+  float* const proj_out[] = {ws.qkv, ws.z, ws.beta, ws.alpha};
+  matmul_many(ctx, proj, proj_out, 4, a, n);
 
   kernels::GdnStepArgs g{};
   g.qkv = ws.qkv;
@@ -47,14 +49,14 @@ void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnSt
   g.head_dim_v = d;
   g.conv_kernel = c.conv_kernel;
   g.l2_eps = 1e-6f;
-  DS_GPU_CHECK(kernels::gdn_step_gpu(g, ctx.stream), "gdn_step: %lld rows, %lld sequences, Hk %lld, Hv %lld, d %lld",
+  DS_GPU_LAUNCH(ctx, 1, kernels::gdn_step_gpu(g, ctx.stream), "gdn_step: %lld rows, %lld sequences, Hk %lld, Hv %lld, d %lld",
                static_cast<long long>(n), static_cast<long long>(rows.num_seqs), static_cast<long long>(c.ssm_k_heads),
                static_cast<long long>(hv), static_cast<long long>(d));
 
   const kernels::GatedRmsNormArgs norm{ws.gdn_o, ws.z, w.norm.f32(), ws.gdn_o, n * hv, d, c.rms_eps};
-  DS_GPU_CHECK(kernels::gated_rms_norm_gpu(norm, ctx.stream), "gated_rms_norm %lld groups of %lld",
+  DS_GPU_LAUNCH(ctx, 1, kernels::gated_rms_norm_gpu(norm, ctx.stream), "gated_rms_norm %lld groups of %lld",
                static_cast<long long>(n * hv), static_cast<long long>(d));
-  matmul(ctx, w.output, ws.gdn_o, n, y);
+  matmul(ctx, w.output, ws.gdn_o, n, y, /*accumulate=*/true);
 }
 
 }  // namespace deltaserve::runtime::gpu

@@ -54,7 +54,17 @@ struct GpuLayerContext {
   gpuStream_t stream;
   int64_t kv_block_tokens;
   const GpuWorkspace& ws;
+  int64_t* launches;  // kernel launch counter: every enqueued kernel adds one (DS_GPU_LAUNCH)
 };
+
+// DS_GPU_LAUNCH(ctx, num_kernels, call, "shapes", ...): DS_GPU_CHECK of a kernel entry point
+// that launches num_kernels kernels, counted in *ctx.launches. Every launch of the backend
+// goes through it, so the count equals the node count of a captured step graph.
+#define DS_GPU_LAUNCH(ctx, num_kernels, call, ...) \
+  do {                                              \
+    DS_GPU_CHECK(call, __VA_ARGS__);                \
+    *(ctx).launches += (num_kernels);               \
+  } while (0)
 
 // One GDN layer's state pools: entries of [Hv][dk][dv] and [Kc-1][Dc] floats.
 struct GdnStatePools {
@@ -67,15 +77,23 @@ struct KvPool {
   float* v = nullptr;
 };
 
-// y[r] = W x[r] for rows r < num_rows (x, y dense with strides num_in / num_out).
-void matmul(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, int64_t num_rows, float* y);
+// y[r] = W x[r] (or y[r] += W x[r] when accumulate) for rows r < num_rows (x, y dense with
+// strides num_in / num_out).
+void matmul(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, int64_t num_rows, float* y,
+            bool accumulate = false);
 
-// Mixers: read the normed rows a [N][H], write y [N][H].
+// y_i[r] = W_i x[r] for every i, in as few launches as the weight types allow (one per type,
+// at most kMaxMatmulSegments matrices each); same bits as one matmul per matrix.
+void matmul_many(const GpuLayerContext& ctx, const DeviceTensor* const* ws, float* const* ys, int count, const float* x,
+                 int64_t num_rows);
+
+// Mixers: read the normed rows a [N][H], ADD their output into y [N][H] (the residual add
+// fused into the output projection: y + W o rounds exactly as a separate add did).
 void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnStatePools& state,
                  const StepRowsView& rows, const float* a, float* y);
 void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w, const KvPool& cache,
                        const StepRowsView& rows, const float* a, float* y);
-// FFN: dense SwiGLU or MoE with the shared expert, by ctx.config.arch.
+// FFN: dense SwiGLU or MoE with the shared expert, by ctx.config.arch; ADDS its output into y.
 void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, int64_t num_rows, const float* b, float* y);
 
 // x[r] <- RMSNorm(src[r]) * w over num_rows rows of H (strides H); y may alias x.

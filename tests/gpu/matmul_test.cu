@@ -1,10 +1,12 @@
 // matmul_gpu, matmul_prefill_gpu and matmul_experts_gpu against matmul_ref /
-// matmul_expert_ref, and their batch invariance.
+// matmul_expert_ref, and their batch invariance; matmul_segments_gpu (several matrices, gated
+// pairs, expert segments in one launch) bitwise against the separate launches.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "kernels/dtype.h"
+#include "kernels/elementwise_gpu.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_gpu.h"
 #include "kernels/quant.h"
@@ -150,6 +152,67 @@ void check_prefill(Context& ctx, DType type, int64_t num_in, int64_t num_out, in
                      invariant ? "batch-invariant" : "NOT batch-invariant");
 }
 
+// One matmul_segments_gpu launch against the separate launches it replaces, bit for bit:
+// with_experts: [gated expert pairs (gate/up stacks, k pairs per x row), plain accumulate,
+// gated plain]; else [gated plain, plain, plain accumulate over fewer rows] (row groups of 8).
+void check_segments(Context& ctx, DType type, int64_t num_in, int64_t num_rows, bool with_experts) {
+  const int64_t num_experts = 5, k = 3, out_g = 37, out_p = 33;
+  const size_t rb = dtype_row_bytes(type, num_in);
+  const int64_t stack = with_experts ? num_experts : 1;
+  const std::vector<uint8_t> wg = random_weights(ctx.rng, type, num_in, out_g * stack);
+  const std::vector<uint8_t> wu = random_weights(ctx.rng, type, num_in, out_g * stack);
+  const std::vector<uint8_t> wp = random_weights(ctx.rng, type, num_in, out_p);
+  const std::vector<uint8_t> ws2 = random_weights(ctx.rng, type, num_in, out_g);
+  const std::vector<uint8_t> wu2 = random_weights(ctx.rng, type, num_in, out_g);
+  const std::vector<float> x = random_floats(ctx.rng, static_cast<size_t>(num_rows * num_in));
+  const std::vector<float> y0 = random_floats(ctx.rng, static_cast<size_t>(num_rows * out_p));
+  const int64_t pairs = with_experts ? num_rows * k : num_rows;
+  std::vector<int32_t> ids(static_cast<size_t>(pairs));
+  for (int32_t& id : ids) id = static_cast<int32_t>(ctx.rng() % static_cast<uint32_t>(num_experts));
+  DeviceBuffer<uint8_t> dwg(wg), dwu(wu), dwp(wp), dws(ws2), dwu2(wu2);
+  DeviceBuffer<float> dx(x), g1(static_cast<size_t>(pairs * out_g)), p1(y0), s1(static_cast<size_t>(num_rows * out_g));
+  DeviceBuffer<float> tg(static_cast<size_t>(pairs * out_g)), tu(tg.size()), p2(y0), s2(s1.size()), su(s1.size());
+  DeviceBuffer<int32_t> dids(ids);
+  g1.poison();
+  s1.poison();
+  const int64_t acc_rows = with_experts ? num_rows : std::max<int64_t>(1, num_rows - 2);
+
+  MatmulSegment segs[3]{};
+  segs[0].args = MatmulArgs{dwg.get(), type, num_in, out_g, rb, dx.get(), pairs, num_in, g1.get(), out_g};
+  segs[0].w_up = dwu.get();
+  if (with_experts) segs[0].expert_ids = dids.get(), segs[0].pairs_per_x_row = k;
+  segs[1].args = MatmulArgs{dwp.get(), type, num_in, out_p, rb, dx.get(), acc_rows, num_in, p1.get(), out_p, true};
+  segs[2].args = MatmulArgs{dws.get(), type, num_in, out_g, rb, dx.get(), num_rows, num_in, s1.get(), out_g};
+  if (with_experts) segs[2].w_up = dwu2.get();
+  CHECK_GPU(matmul_segments_gpu(segs, 3, nullptr));
+
+  // The separate launches.
+  if (with_experts) {
+    CHECK_GPU(matmul_experts_gpu(MatmulExpertsArgs{MatmulArgs{dwg.get(), type, num_in, out_g, rb, dx.get(), 0, num_in, tg.get(), out_g},
+                                                   dids.get(), pairs, k}, nullptr));
+    CHECK_GPU(matmul_experts_gpu(MatmulExpertsArgs{MatmulArgs{dwu.get(), type, num_in, out_g, rb, dx.get(), 0, num_in, tu.get(), out_g},
+                                                   dids.get(), pairs, k}, nullptr));
+  } else {
+    CHECK_GPU(matmul_gpu(MatmulArgs{dwg.get(), type, num_in, out_g, rb, dx.get(), pairs, num_in, tg.get(), out_g}, nullptr));
+    CHECK_GPU(matmul_gpu(MatmulArgs{dwu.get(), type, num_in, out_g, rb, dx.get(), pairs, num_in, tu.get(), out_g}, nullptr));
+  }
+  CHECK_GPU(swiglu_gpu(tg.get(), tu.get(), tg.get(), pairs * out_g, nullptr));
+  CHECK_GPU(matmul_gpu(MatmulArgs{dwp.get(), type, num_in, out_p, rb, dx.get(), acc_rows, num_in, p2.get(), out_p, true}, nullptr));
+  CHECK_GPU(matmul_gpu(MatmulArgs{dws.get(), type, num_in, out_g, rb, dx.get(), num_rows, num_in, s2.get(), out_g}, nullptr));
+  if (with_experts) {
+    CHECK_GPU(matmul_gpu(MatmulArgs{dwu2.get(), type, num_in, out_g, rb, dx.get(), num_rows, num_in, su.get(), out_g}, nullptr));
+    CHECK_GPU(swiglu_gpu(s2.get(), su.get(), s2.get(), num_rows * out_g, nullptr));
+  }
+  const std::vector<float> a1 = g1.download(), b1 = tg.download(), a2 = p1.download(), b2 = p2.download();
+  const std::vector<float> a3 = s1.download(), b3 = s2.download();
+  const bool same = bitwise_equal(a1.data(), b1.data(), a1.size()) && bitwise_equal(a2.data(), b2.data(), a2.size()) &&
+                    bitwise_equal(a3.data(), b3.data(), a3.size());
+  const ErrorStats e = compare(a1.data(), b1.data(), a1.size());
+  ctx.results.record(with_experts ? "matmul_segments_gpu(experts)" : "matmul_segments_gpu",
+                     shape_text(type, num_in, out_g, num_rows), e, kMatmulNmse, same,
+                     same ? "== separate launches" : "differs from separate launches");
+}
+
 }  // namespace
 
 void run_matmul_tests(Context& ctx) {
@@ -167,6 +230,10 @@ void run_matmul_tests(Context& ctx) {
     }
     check_matmul(ctx, t, ins.back(), 33, 3, true);
     check_experts(ctx, t, ins.back(), 40, 6, 3, 4);
+    for (int64_t r : {1, 3, 9}) {
+      check_segments(ctx, t, ins.back(), r, true);
+      check_segments(ctx, t, ins.back(), r, false);
+    }
     // Prefill: in sizes with a short last 128-element window (224: 96 left over) and
     // several windows; rows across 64-row tile edges; outputs across 64-output tile edges.
     for (int64_t in : ins) {

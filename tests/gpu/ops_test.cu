@@ -1,5 +1,5 @@
 // Norms, RoPE, SwiGLU, residual add, embedding, MoE routing, argmax and greedy verification
-// against their CPU references.
+// against their CPU references; the MoE combine's fused residual add against combine + add.
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -17,6 +17,7 @@
 #include "kernels/rope.h"
 #include "kernels/rope_gpu.h"
 #include "kernels/sampling_gpu.h"
+#include "kernels/step_ops_gpu.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {
@@ -189,6 +190,27 @@ void check_greedy_verify(Context& ctx, int64_t num_seqs) {
   ctx.results.record_exact("greedy_verify_gpu", dims({{"seqs", num_seqs}}), dn.download() == ref, "counts equal");
 }
 
+// moe_combine_gpu with accumulate (the residual add fused) == plain combine, then add_gpu.
+void check_combine_accumulate(Context& ctx, int64_t rows, int64_t k, int64_t n) {
+  const std::vector<float> eo = random_floats(ctx.rng, static_cast<size_t>(rows * k * n));
+  const std::vector<float> wt = random_floats(ctx.rng, static_cast<size_t>(rows * k));
+  const std::vector<float> sh = random_floats(ctx.rng, static_cast<size_t>(rows * n));
+  const std::vector<float> sg = random_floats(ctx.rng, static_cast<size_t>(rows));
+  const std::vector<float> x = random_floats(ctx.rng, static_cast<size_t>(rows * n));
+  DeviceBuffer<float> deo(eo), dwt(wt), dsh(sh), dsg(sg), fused(x), plain(static_cast<size_t>(rows * n)), base(x);
+  plain.poison();
+  MoeCombineArgs a{deo.get(), dwt.get(), dsh.get(), dsg.get(), plain.get(), rows, k, n};
+  CHECK_GPU(moe_combine_gpu(a, nullptr));
+  CHECK_GPU(add_gpu(base.get(), plain.get(), base.get(), rows * n, nullptr));
+  a.y = fused.get();
+  a.accumulate = true;
+  CHECK_GPU(moe_combine_gpu(a, nullptr));
+  const std::vector<float> got = fused.download(), want = base.download();
+  const bool same = bitwise_equal(got.data(), want.data(), got.size());
+  ctx.results.record("moe_combine_gpu(accumulate)", dims({{"rows", rows}, {"k", k}, {"n", n}}),
+                     compare(got.data(), want.data(), got.size()), 1e-12, same, same ? "== combine + add" : "differs");
+}
+
 }  // namespace
 
 void run_ops_tests(Context& ctx) {
@@ -214,6 +236,8 @@ void run_ops_tests(Context& ctx) {
   check_argmax(ctx, 5, 8192 * 3 + 3);  // segment edges, a partial float4 at the end
   check_greedy_verify(ctx, 1);
   check_greedy_verify(ctx, 37);
+  check_combine_accumulate(ctx, 1, 8, 2048);
+  check_combine_accumulate(ctx, 5, 3, 100);
 }
 
 }  // namespace deltaserve::kernels::gputest
