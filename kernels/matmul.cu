@@ -69,15 +69,15 @@ __device__ __forceinline__ MatvecSeg segment_of(const MatvecParams& p) {
 }
 
 // Block: kThreads threads x one group of up to R activation rows (grid.y). Plain segments:
-// kOutputsPerBlock outputs (kOutputsPerWarp per warp). Gated segments: one output per warp,
-// whose two weight rows (W and W_up row o) take the warp's two slots. Rows past num_rows read
+// kOutputsPerBlock outputs (kOutputsPerWarp slots per warp, one output each). Gated segments:
+// kOutputsPerBlock / 2 outputs; output j of a warp takes slots 2j (W row) and 2j + 1 (W_up row). Rows past num_rows read
 // row 0 of the group (valid memory) and are not written; outputs past num_out likewise. An
 // output's dot product is the same instruction sequence whatever its neighbours, segment or R.
 template <class D, int R>
 __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) {
   constexpr int kWarps = kThreads / kWarpSize;
   constexpr int kOutputsPerWarp = kOutputsPerBlock / kWarps;
-  static_assert(kOutputsPerWarp * kWarps == kOutputsPerBlock && kOutputsPerWarp == 2);
+  static_assert(kOutputsPerWarp * kWarps == kOutputsPerBlock && kOutputsPerWarp % 2 == 0);
   const MatvecSeg g = segment_of(p);
   const int lane = gpu::lane_id();
   const int64_t group = p.group_offset + blockIdx.y;
@@ -99,14 +99,14 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) 
 #pragma unroll
     for (int r = 0; r < R; ++r) xs[r] = g.x + (row0 + (r < num_valid ? r : 0)) * g.x_stride;
   }
-  // Output of slot i: plain out0 + i; gated out0 for both slots (rows of W and W_up).
-  const int64_t out0 = gated ? block * kWarps + gpu::warp_id()
+  // Output of slot i: plain out0 + i; gated out0 + i / 2 (W row for even i, W_up row for odd).
+  const int64_t out0 = gated ? block * (kOutputsPerBlock / 2) + gpu::warp_id() * (kOutputsPerWarp / 2)
                              : block * kOutputsPerBlock + gpu::warp_id() * kOutputsPerWarp;
   const uint8_t* rows[kOutputsPerWarp];
 #pragma unroll
   for (int i = 0; i < kOutputsPerWarp; ++i) {
-    const int64_t o = min(gated ? out0 : out0 + i, g.num_out - 1);
-    rows[i] = (gated && i == 1 ? w_up : w) + static_cast<size_t>(o) * g.w_row_bytes;
+    const int64_t o = min(gated ? out0 + i / 2 : out0 + i, g.num_out - 1);
+    rows[i] = (gated && i % 2 == 1 ? w_up : w) + static_cast<size_t>(o) * g.w_row_bytes;
   }
 
   float acc[kOutputsPerWarp][R];
@@ -146,8 +146,11 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) 
     float* y_row_ptr = g.y + y_row * g.y_stride;
     if (gated) {
       // swiglu_gpu's expression on the two dots: bit-identical to the unfused pair.
-      const float gate = acc[0][r];
-      if (out0 < g.num_out) y_row_ptr[out0] = gate / (1.0f + expf(-gate)) * acc[1][r];
+#pragma unroll
+      for (int j = 0; j < kOutputsPerWarp / 2; ++j) {
+        const float gate = acc[2 * j][r];
+        if (out0 + j < g.num_out) y_row_ptr[out0 + j] = gate / (1.0f + expf(-gate)) * acc[2 * j + 1][r];
+      }
       continue;
     }
 #pragma unroll
@@ -166,7 +169,7 @@ gpuError_t launch_groups(MatvecParams p, gpuStream_t stream) {
     MatvecSeg& g = p.seg[s];
     g.num_groups = (g.num_rows + R - 1) / R;
     g.block_begin = grid_x;
-    const int64_t per_block = g.w_up != nullptr ? kThreads / kWarpSize : kOutputsPerBlock;
+    const int64_t per_block = g.w_up != nullptr ? kOutputsPerBlock / 2 : kOutputsPerBlock;
     grid_x += (g.num_out + per_block - 1) / per_block;
     num_groups = g.num_groups > num_groups ? g.num_groups : num_groups;
   }
