@@ -5,7 +5,7 @@
 # later ones. Usage, from the repository root on the GPU host:
 #   scripts/gpu_host_checks.sh BUNDLE_DIR LOG_DIR [stage...]
 # stages: kernels backend kbench decode_tiny decode_35b decode_35b_eager verify_35b serve soak sanitize
-#         sanitize_serve speculation
+#         sanitize_serve speculation prefill_35b decode_27b
 # (decode_35b_eager: decode_35b with the step graphs off, DELTASERVE_GPU_GRAPHS=0)
 # (default: all but soak and sanitize)
 set -u
@@ -47,7 +47,9 @@ sanitized_serving() {
   "$bundle/loadtest/deltaserve-load" --url "$url" --concurrency 8 --requests 200 --endpoint mixed \
     --input-tokens 48 --output-tokens 32 --seed 3 --quiet
   local load_status=$?
-  kill -TERM "$pid"
+  # SIGTERM to the daemon itself (the sanitizer's child): the sanitizer must live on to
+  # print its leak and error summary after the daemon's drain.
+  pkill -TERM -P "$pid" || kill -TERM "$pid"
   wait "$pid"
   local status=$?
   echo "load tool exit $load_status; daemon (under compute-sanitizer) exit $status"
@@ -63,6 +65,8 @@ for stage in "${stages[@]}"; do
     kbench) run_stage kbench 120 "$bundle/kernels/gpu_kernel_tests" --bench ;;
     decode_tiny) run_stage decode_tiny 60 "$cli" bench decode --preset tiny-moe --weights q8_0 --device cuda --batch 1,4,16,64 --steps 50 ;;
     decode_35b) run_stage decode_35b 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 20 ;;
+    prefill_35b) run_stage prefill_35b 150 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512,2048 --steps 3 ;;
+    decode_27b) run_stage decode_27b 150 "$cli" bench decode --preset qwen3.6-27b --weights q4_0 --device cuda --batch 1,64 --context 512 --steps 10 ;;
     decode_35b_eager) DELTASERVE_GPU_GRAPHS=0 run_stage decode_35b_eager 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 20 ;;
     serve)
       DELTASERVE_BUILD_DIR="$bundle" DELTASERVE_SOAK_REQUESTS="${SERVE_REQUESTS:-1000}" DELTASERVE_SOAK_OUT="$logs/serve" \
