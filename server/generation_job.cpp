@@ -157,6 +157,11 @@ GenerationJob prepare_chat(const ChatRequest& request, const ServerState& state,
   job.setup.split_reasoning = state.config().reasoning_parser == "qwen3";
   job.setup.starts_in_reasoning =
       job.setup.split_reasoning && ReasoningSplitter::prompt_ends_in_reasoning(prompt);
+  // The model was told about the tools (tool_choice "none" hides them): parse its calls.
+  if (request.tools.is_array() && !request.tools.empty() && request.tool_choice != "none") {
+    job.setup.parse_tool_calls = true;
+    job.setup.tool_param_types = tool_param_types(request.tools);
+  }
   return job;
 }
 

@@ -9,12 +9,34 @@ GenerationState::GenerationState(const TextCodec& codec, GenerationSetup setup)
       decoder_(codec.stream_decoder(setup_.skip_special_tokens)),
       stop_(setup_.stop) {
   if (setup_.split_reasoning) splitter_.emplace(setup_.starts_in_reasoning);
+  if (setup_.parse_tool_calls) tool_parser_.emplace(std::move(setup_.tool_param_types));
   usage_.num_prompt_tokens = setup_.num_prompt_tokens;
 }
 
 bool GenerationState::is_stop_token(int32_t token) const {
   return std::find(setup_.stop_token_ids.begin(), setup_.stop_token_ids.end(), token) !=
          setup_.stop_token_ids.end();
+}
+
+void GenerationState::put_pieces(StepOutput& out, ReasoningSplitter::Pieces pieces) {
+  out.delta.reasoning += pieces.reasoning;
+  if (!tool_parser_) {
+    out.delta.content += pieces.content;
+    return;
+  }
+  ToolCallParser::Pieces parsed = tool_parser_->push(pieces.content);
+  out.delta.content += parsed.content;
+  for (ToolCall& call : parsed.calls) out.delta.tool_calls.push_back(std::move(call));
+}
+
+void GenerationState::put_text(StepOutput& out, const std::string& text) {
+  if (splitter_) {
+    put_pieces(out, splitter_->push(text));
+  } else {
+    ReasoningSplitter::Pieces pieces;
+    pieces.content = text;
+    put_pieces(out, std::move(pieces));
+  }
 }
 
 // Text of one token (or the decoder's tail) through the stop matcher and the think split.
@@ -32,8 +54,7 @@ void GenerationState::consume_text(const std::string& text, StepOutput& out, boo
       (!pieces.reasoning.empty() || (was_reasoning && pieces.content.empty()))) {
     ++usage_.num_reasoning_tokens;
   }
-  out.delta.reasoning += pieces.reasoning;
-  out.delta.content += pieces.content;
+  put_pieces(out, std::move(pieces));
   if (r.stopped) stop_matched_ = true;
 }
 
@@ -43,20 +64,11 @@ void GenerationState::flush(StepOutput& out) {
   if (!stop_matched_) {
     consume_text(decoder_->finish(), out, /*count_token=*/false);
   }
-  if (!stop_matched_) {
-    const std::string held = stop_.flush();
-    if (splitter_) {
-      ReasoningSplitter::Pieces p = splitter_->push(held);
-      out.delta.reasoning += p.reasoning;
-      out.delta.content += p.content;
-    } else {
-      out.delta.content += held;
-    }
-  }
-  if (splitter_) {
-    ReasoningSplitter::Pieces p = splitter_->finish();
-    out.delta.reasoning += p.reasoning;
-    out.delta.content += p.content;
+  if (!stop_matched_) put_text(out, stop_.flush());
+  if (splitter_) put_pieces(out, splitter_->finish());
+  if (tool_parser_) {
+    ToolCallParser::Pieces parsed = tool_parser_->finish();
+    out.delta.content += parsed.content;
   }
 }
 
@@ -100,7 +112,12 @@ StepOutput GenerationState::on_event(const scheduler::RequestEvent& event) {
       case scheduler::FinishReason::None: break;
     }
   }
-  if (out.finish_reason) flush(out);
+  if (out.finish_reason) {
+    flush(out);
+    if (tool_parser_ && tool_parser_->num_calls() > 0 && std::string_view(out.finish_reason) == "stop") {
+      out.finish_reason = "tool_calls";
+    }
+  }
   done_ = out.done();
   return out;
 }

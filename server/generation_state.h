@@ -18,6 +18,7 @@
 #include "server/openai_response.h"
 #include "server/reasoning_splitter.h"
 #include "server/text_codec.h"
+#include "server/tool_call_parser.h"
 
 namespace deltaserve::server {
 
@@ -31,12 +32,16 @@ struct GenerationSetup {
   bool split_reasoning = false;           // chat with a reasoning model
   bool starts_in_reasoning = false;       // the prompt left a <think> block open
   bool logprobs = false;
+  bool parse_tool_calls = false;          // chat with tools: calls leave the content
+  ToolParamTypes tool_param_types;        // which XML parameter values are JSON
 };
 
 // What one event produced.
 struct StepOutput {
   OutputDelta delta;
-  const char* finish_reason = nullptr;  // "stop" | "length": the request ended normally
+  // "stop" | "length" | "tool_calls" (a natural stop after at least one parsed call): the
+  // request ended normally
+  const char* finish_reason = nullptr;
   std::optional<std::string> error;     // it ended abnormally (engine error, cancelled)
   bool cancel_engine = false;           // it ended here, not in the engine: cancel the id
   bool done() const { return finish_reason != nullptr || error.has_value(); }
@@ -54,12 +59,16 @@ class GenerationState {
  private:
   void consume_text(const std::string& text, StepOutput& out, bool count_token);
   void flush(StepOutput& out);
+  // Answer text on its way out: through the think split (when on), then the tool-call parser.
+  void put_text(StepOutput& out, const std::string& text);
+  void put_pieces(StepOutput& out, ReasoningSplitter::Pieces pieces);
   bool is_stop_token(int32_t token) const;
 
   GenerationSetup setup_;
   std::unique_ptr<TokenStreamDecoder> decoder_;
   runtime::StopStringMatcher stop_;
   std::optional<ReasoningSplitter> splitter_;
+  std::optional<ToolCallParser> tool_parser_;
   Usage usage_;
   bool stop_matched_ = false;
   bool done_ = false;

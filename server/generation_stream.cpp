@@ -122,6 +122,8 @@ void GenerationStream::on_event(const scheduler::RequestEvent& event) {
     gathered_.content += out.delta.content;
     gathered_.logprobs.insert(gathered_.logprobs.end(), out.delta.logprobs.begin(),
                               out.delta.logprobs.end());
+    gathered_.tool_calls.insert(gathered_.tool_calls.end(), out.delta.tool_calls.begin(),
+                                out.delta.tool_calls.end());
     if (out.done()) finish_body(out);
   }
 }

@@ -11,6 +11,20 @@ nlohmann::json token_bytes(const std::string& text) {
   return bytes;
 }
 
+// OpenAI's tool_calls array; stream deltas carry each call's index.
+nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const ToolCall& call : calls) {
+    nlohmann::json item = nlohmann::json::object();
+    if (with_index) item["index"] = call.index;
+    item["id"] = call.id;
+    item["type"] = "function";
+    item["function"] = {{"name", call.name}, {"arguments", call.arguments}};
+    list.push_back(std::move(item));
+  }
+  return list;
+}
+
 }  // namespace
 
 std::string json_text(const nlohmann::json& value) {
@@ -108,7 +122,10 @@ nlohmann::json ResponseFormatter::delta_chunk(const OutputDelta& d) const {
   if (s_.endpoint == Endpoint::Chat) {
     nlohmann::json delta = nlohmann::json::object();
     if (!d.reasoning.empty()) put_reasoning(delta, d.reasoning);
-    if (!d.content.empty() || d.reasoning.empty()) delta["content"] = d.content;
+    if (!d.content.empty() || (d.reasoning.empty() && d.tool_calls.empty())) {
+      delta["content"] = d.content;
+    }
+    if (!d.tool_calls.empty()) delta["tool_calls"] = tool_calls_json(d.tool_calls, true);
     choice["delta"] = std::move(delta);
   } else {
     choice["text"] = d.content;
@@ -150,7 +167,9 @@ nlohmann::json ResponseFormatter::final_body(const OutputDelta& all, const char*
   nlohmann::json choice = {{"index", 0}};
   if (chat) {
     nlohmann::json message = {{"role", "assistant"}, {"content", all.content}};
+    if (all.content.empty() && !all.tool_calls.empty()) message["content"] = nullptr;
     if (!all.reasoning.empty()) put_reasoning(message, all.reasoning);
+    if (!all.tool_calls.empty()) message["tool_calls"] = tool_calls_json(all.tool_calls, false);
     message["refusal"] = nullptr;
     choice["message"] = std::move(message);
   } else {

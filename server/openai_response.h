@@ -1,7 +1,8 @@
 // OpenAI response shapes, built from what a request produced: chat.completion and
 // text_completion bodies, their stream chunks, the usage object, SSE framing. The stream
 // grammar this serves (generation_state.h decides when each piece is due):
-//   chat:        role chunk, content/reasoning delta chunks, one finish chunk with an empty
+//   chat:        role chunk, content/reasoning/tool_calls delta chunks (each call whole, in
+//                one delta, once parsed), one finish chunk with an empty
 //                delta, [usage chunk with "choices": []], data: [DONE]
 //   completions: text chunks, one finish chunk with empty text, [usage chunk], data: [DONE]
 // Pure; any thread.
@@ -17,6 +18,7 @@
 #include "scheduler/request.h"
 #include "server/openai_schema.h"
 #include "server/text_codec.h"
+#include "server/tool_call_parser.h"
 
 namespace deltaserve::server {
 
@@ -33,7 +35,10 @@ struct OutputDelta {
   std::string reasoning;
   std::string content;
   std::vector<scheduler::TokenLogprob> logprobs;  // the tokens that produced it
-  bool empty() const { return reasoning.empty() && content.empty() && logprobs.empty(); }
+  std::vector<ToolCall> tool_calls;               // calls completed in this piece (chat)
+  bool empty() const {
+    return reasoning.empty() && content.empty() && logprobs.empty() && tool_calls.empty();
+  }
 };
 
 // JSON text that never throws on invalid UTF-8 (it is replaced with U+FFFD).

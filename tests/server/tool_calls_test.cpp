@@ -1,0 +1,158 @@
+// Tool calls from engine events to OpenAI shapes: GenerationState routes the content
+// channel through the parser (after the think split), ends with "tool_calls" on a natural
+// stop, and the formatter writes message.tool_calls / delta.tool_calls.
+#include <gtest/gtest.h>
+
+#include "server/fake_text_codec.h"
+#include "server/generation_state.h"
+#include "server/openai_response.h"
+
+namespace deltaserve::server {
+namespace {
+
+using scheduler::FinishReason;
+using scheduler::RequestEvent;
+
+const FakeTextCodec kCodec;
+
+const std::string kCall =
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+    "<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>";
+
+GenerationSetup setup(bool tools) {
+  GenerationSetup s;
+  s.num_prompt_tokens = 5;
+  s.max_tokens = 1000;
+  s.stop_token_ids = kCodec.eos_token_ids();
+  s.parse_tool_calls = tools;
+  s.tool_param_types = tool_param_types(RequestJson::parse(
+      R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
+          "properties":{"city":{"type":"string"},"days":{"type":"integer"}}}}}])"));
+  return s;
+}
+
+// Feeds `text` then EOS (or the engine's `last` finish) in events of `per_event` tokens;
+// returns everything shown and the last output.
+std::pair<OutputDelta, StepOutput> run(GenerationState& g, const std::string& text, size_t per_event,
+                                       bool eos = true, FinishReason last = FinishReason::None) {
+  std::vector<int32_t> all = kCodec.encode(text, false);
+  if (eos) all.push_back(FakeTextCodec::kImEnd);
+  OutputDelta shown;
+  StepOutput out;
+  for (size_t i = 0; i < all.size() && !g.done(); i += per_event) {
+    const size_t end = std::min(all.size(), i + per_event);
+    RequestEvent e;
+    e.id = 1;
+    e.tokens.assign(all.begin() + i, all.begin() + end);
+    if (end == all.size()) e.finish = last;
+    out = g.on_event(e);
+    shown.reasoning += out.delta.reasoning;
+    shown.content += out.delta.content;
+    shown.tool_calls.insert(shown.tool_calls.end(), out.delta.tool_calls.begin(), out.delta.tool_calls.end());
+  }
+  return {shown, out};
+}
+
+TEST(ToolCalls, ParsedFromContentWithFinishReasonToolCalls) {
+  for (size_t per_event = 1; per_event <= 5; ++per_event) {
+    GenerationState g(kCodec, setup(true));
+    auto [shown, out] = run(g, "Checking.\n\n" + kCall, per_event);
+    EXPECT_EQ(shown.content, "Checking.");
+    ASSERT_EQ(shown.tool_calls.size(), 1u);
+    EXPECT_EQ(shown.tool_calls[0].name, "get_weather");
+    EXPECT_EQ(shown.tool_calls[0].arguments, R"({"city":"Paris","days":2})");
+    ASSERT_NE(out.finish_reason, nullptr);
+    EXPECT_STREQ(out.finish_reason, "tool_calls");
+    // Usage is unchanged: every emitted token counts, the EOS too.
+    EXPECT_EQ(g.usage().num_completion_tokens, static_cast<int32_t>(("Checking.\n\n" + kCall).size() + 1));
+  }
+}
+
+TEST(ToolCalls, AfterTheThinkBlock) {
+  GenerationSetup s = setup(true);
+  s.split_reasoning = true;
+  s.starts_in_reasoning = true;
+  GenerationState g(kCodec, s);
+  auto [shown, out] = run(g, "I should call it.\n</think>\n\n" + kCall, 3);
+  EXPECT_EQ(shown.reasoning, "I should call it.");
+  EXPECT_EQ(shown.content, "");
+  EXPECT_EQ(shown.tool_calls.size(), 1u);
+  EXPECT_STREQ(out.finish_reason, "tool_calls");
+}
+
+TEST(ToolCalls, WithoutToolsTheCallIsContent) {
+  GenerationState g(kCodec, setup(false));
+  auto [shown, out] = run(g, kCall, 2);
+  EXPECT_EQ(shown.content, kCall);
+  EXPECT_TRUE(shown.tool_calls.empty());
+  EXPECT_STREQ(out.finish_reason, "stop");
+}
+
+TEST(ToolCalls, LengthCutInsideACallGivesTheTextBack) {
+  GenerationSetup s = setup(true);
+  s.max_tokens = 20;
+  GenerationState g(kCodec, s);
+  auto [shown, out] = run(g, kCall, 4, /*eos=*/false);
+  EXPECT_EQ(shown.content, kCall.substr(0, 20));
+  EXPECT_TRUE(shown.tool_calls.empty());
+  EXPECT_STREQ(out.finish_reason, "length");
+}
+
+TEST(ToolCalls, LengthAfterACallStaysLength) {
+  GenerationSetup s = setup(true);
+  s.max_tokens = static_cast<int32_t>(kCall.size() + 3);
+  GenerationState g(kCodec, s);
+  auto [shown, out] = run(g, kCall + "\nmore text", 4, /*eos=*/false);
+  EXPECT_EQ(shown.tool_calls.size(), 1u);
+  EXPECT_STREQ(out.finish_reason, "length");
+}
+
+ResponseFormatter chat_formatter() {
+  ResponseFormatter::Setup s;
+  s.endpoint = Endpoint::Chat;
+  s.id = "chatcmpl-x";
+  s.model = "tiny";
+  return ResponseFormatter(s, kCodec);
+}
+
+ToolCall call(int32_t index) {
+  return ToolCall{index, "call_" + std::to_string(index), "get_weather", R"({"city":"Paris"})"};
+}
+
+TEST(ToolCalls, FinalBodyShape) {
+  OutputDelta all;
+  all.tool_calls = {call(0), call(1)};
+  const nlohmann::json body = chat_formatter().final_body(all, "tool_calls", Usage{});
+  const nlohmann::json& choice = body["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 2u);
+  EXPECT_EQ(choice["message"]["tool_calls"][1],
+            (nlohmann::json{{"id", "call_1"},
+                            {"type", "function"},
+                            {"function", {{"name", "get_weather"}, {"arguments", R"({"city":"Paris"})"}}}}));
+  all.content = "Sure.";
+  EXPECT_EQ(chat_formatter().final_body(all, "tool_calls", Usage{})["choices"][0]["message"]["content"], "Sure.");
+  // No calls: unchanged shape (content "" not null, no tool_calls key).
+  const nlohmann::json plain = chat_formatter().final_body(OutputDelta{}, "stop", Usage{});
+  EXPECT_EQ(plain["choices"][0]["message"]["content"], "");
+  EXPECT_FALSE(plain["choices"][0]["message"].contains("tool_calls"));
+}
+
+TEST(ToolCalls, DeltaChunkShape) {
+  OutputDelta d;
+  d.tool_calls = {call(1)};
+  const nlohmann::json delta = chat_formatter().delta_chunk(d)["choices"][0]["delta"];
+  EXPECT_FALSE(delta.contains("content"));
+  ASSERT_EQ(delta["tool_calls"].size(), 1u);
+  EXPECT_EQ(delta["tool_calls"][0]["index"], 1);
+  EXPECT_EQ(delta["tool_calls"][0]["id"], "call_1");
+  EXPECT_EQ(delta["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(delta["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(delta["tool_calls"][0]["function"]["arguments"], R"({"city":"Paris"})");
+  d.content = "x";
+  EXPECT_EQ(chat_formatter().delta_chunk(d)["choices"][0]["delta"]["content"], "x");
+}
+
+}  // namespace
+}  // namespace deltaserve::server
