@@ -114,7 +114,8 @@ StepOutput GenerationState::on_event(const scheduler::RequestEvent& event) {
   }
   if (out.finish_reason) {
     flush(out);
-    if (tool_parser_ && tool_parser_->num_calls() > 0 && std::string_view(out.finish_reason) == "stop") {
+    const bool stopped = std::string_view(out.finish_reason) == "stop";
+    if (stopped && tool_parser_ && tool_parser_->num_calls() > 0) {
       out.finish_reason = "tool_calls";
     }
   }

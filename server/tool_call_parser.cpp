@@ -1,5 +1,7 @@
 #include "server/tool_call_parser.h"
 
+#include <algorithm>
+
 #include "server/api_error.h"
 #include "server/generation_job.h"
 
@@ -76,8 +78,10 @@ ToolParamTypes tool_param_types(const RequestJson& tools) {
   if (!tools.is_array()) return out;
   for (const RequestJson& tool : tools) {
     const auto fn = tool.find("function");
-    if (fn == tool.end() || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string()) continue;
-    std::map<std::string, bool>& params = out[(*fn)["name"].get<std::string>()];
+    if (fn == tool.end() || !fn->is_object()) continue;
+    const auto tool_name = fn->find("name");
+    if (tool_name == fn->end() || !tool_name->is_string()) continue;
+    std::map<std::string, bool>& params = out[tool_name->get<std::string>()];
     const auto schema = fn->find("parameters");
     if (schema == fn->end() || !schema->is_object()) continue;
     const auto props = schema->find("properties");
@@ -172,7 +176,8 @@ void ToolCallParser::end_call(Pieces& out, std::string_view body) {
     out.calls.push_back(std::move(call));
     skip_space_ = true;  // layout between and after calls
   } else {
-    emit_text(out, space_before_call_ + std::string(kOpen) + std::string(body) + std::string(kClose));
+    emit_text(out, space_before_call_ + std::string(kOpen) + std::string(body) +
+                       std::string(kClose));
   }
   space_before_call_.clear();
 }
