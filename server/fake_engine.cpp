@@ -223,6 +223,7 @@ void FakeEngine::apply_cancels() {
     cancels_.clear();
     cancel_all_ = false;
     stats_.num_cancellations += cancelled.size();
+    refresh_stats_locked();  // before the events: whoever wakes on them sees the freed slots
   }
   for (auto& seq : cancelled) {
     RequestEvent event;
