@@ -10,13 +10,10 @@
 #include "kernels/embedding_gpu.h"
 #include "kernels/step_ops_gpu.h"
 #include "runtime/gpu/gpu_backend.h"
+#include "runtime/plan_checks.h"
 
 namespace deltaserve::runtime {
 namespace {
-
-std::string seq_error(size_t index, const std::string& what) {
-  return "batch plan: sequence " + std::to_string(index) + ": " + what;
-}
 
 // Output rows of one sequence of count rows starting at step row begin (CpuBackend's rule):
 // hidden rows are its last max(num_hidden, num_logits) rows, logit rows its last num_logits.
@@ -30,36 +27,24 @@ void add_output_rows(int64_t begin, int64_t count, int32_t num_logits, int32_t n
 
 }  // namespace
 
+// This backend's KV pool holds max_context tokens per sequence at most.
+static void check_within_pool(size_t index, int64_t end_position, int64_t max_context) {
+  if (end_position > max_context)
+    throw std::invalid_argument(plan_sequence_error(index, "positions past the KV pool (" + std::to_string(max_context) + " tokens)"));
+}
+
 void GpuBackend::check_rows(size_t index, const std::vector<int32_t>& tokens, int64_t first_position,
                             const std::vector<int32_t>& kv_blocks) const {
-  for (int32_t t : tokens)
-    if (t < 0 || t >= config_.num_vocab) throw std::invalid_argument(seq_error(index, "token id out of range"));
-  const int64_t end = first_position + static_cast<int64_t>(tokens.size());
-  const int64_t blocks_needed = (end + cache_.kv_block_tokens - 1) / cache_.kv_block_tokens;
-  if (static_cast<int64_t>(kv_blocks.size()) < blocks_needed)
-    throw std::invalid_argument(seq_error(index, "block table too short for its positions"));
-  for (int32_t b : kv_blocks)
-    if (b < 0 || b >= cache_.num_kv_blocks) throw std::invalid_argument(seq_error(index, "KV block id out of range"));
-  if (end > max_context_)
-    throw std::invalid_argument(seq_error(index, "positions past the KV pool (" + std::to_string(max_context_) + " tokens)"));
+  check_plan_rows(index, tokens, first_position, kv_blocks, cache_, config_.num_vocab);
+  check_within_pool(index, first_position + static_cast<int64_t>(tokens.size()), max_context_);
 }
 
 void GpuBackend::check_plan(const BatchPlan& plan) const {
-  std::vector<bool> slot_seen(static_cast<size_t>(cache_.num_state_slots), false);
+  check_plan_sequences(plan, cache_, config_.num_vocab);
   int64_t logit_rows = 0;
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
     const SequenceStep& s = plan.sequences[i];
-    if (s.slot < 0 || s.slot >= cache_.num_state_slots) throw std::invalid_argument(seq_error(i, "slot out of range"));
-    if (slot_seen[static_cast<size_t>(s.slot)]) throw std::invalid_argument(seq_error(i, "slot used twice in one step"));
-    slot_seen[static_cast<size_t>(s.slot)] = true;
-    if (s.tokens.empty()) throw std::invalid_argument(seq_error(i, "no tokens"));
-    if (s.num_cached_tokens < 0) throw std::invalid_argument(seq_error(i, "negative num_cached_tokens"));
-    if (s.num_logits < 0 || s.num_logits > static_cast<int32_t>(s.tokens.size()) || s.num_hidden < 0 ||
-        s.num_hidden > static_cast<int32_t>(s.tokens.size()))
-      throw std::invalid_argument(seq_error(i, "num_logits or num_hidden out of range"));
-    if (s.keep_row_states && (cache_.max_verify_rows < 2 || static_cast<int32_t>(s.tokens.size()) > cache_.max_verify_rows))
-      throw std::invalid_argument(seq_error(i, "more verify rows than the state ring holds"));
-    check_rows(i, s.tokens, s.num_cached_tokens, s.kv_blocks);
+    check_within_pool(i, s.num_cached_tokens + static_cast<int64_t>(s.tokens.size()), max_context_);
     logit_rows += s.num_logits;
   }
   if (plan.num_rows() > max_rows_)
@@ -284,8 +269,8 @@ void GpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
     const MtpSequenceStep& s = plan.sequences[i];
     const int64_t count = static_cast<int64_t>(s.tokens.size());
     if (count == 0 || static_cast<int64_t>(s.hidden.size()) != count * h)
-      throw std::invalid_argument(seq_error(i, "MTP rows need one hidden vector per token"));
-    if (s.num_logits < 0 || s.num_logits > count) throw std::invalid_argument(seq_error(i, "num_logits out of range"));
+      throw std::invalid_argument(plan_sequence_error(i, "MTP rows need one hidden vector per token"));
+    if (s.num_logits < 0 || s.num_logits > count) throw std::invalid_argument(plan_sequence_error(i, "num_logits out of range"));
     check_rows(i, s.tokens, s.num_cached_rows, s.kv_blocks);
     n += count;
     logit_rows += s.num_logits;
