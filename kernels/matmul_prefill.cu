@@ -1,20 +1,17 @@
 // Tiled matmul for many activation rows (matmul_gpu.h, matmul_prefill_gpu): a block computes
-// a 64-row x 64-output tile of y with 256 threads, each thread a 4 x 4 sub-tile. The input
-// dimension goes in windows of 128 elements: the block decodes its 64 weight rows' 16 chunks
-// per window (the gpu_decode.h chunk layouts: every type's chunks 16w .. 16w + 15 cover
-// exactly elements 128w .. 128w + 127) into shared memory once, so each weight byte is read
-// from memory once per 64 rows instead of once per row; the activations' window goes to
-// shared memory beside it, transposed (k-major), and the thread's 4 x 4 accumulators take one
-// fused multiply-add per (row, output, k), k ascending.
+// a 64-row x 64-output tile of y with 256 threads through matmul_tile.h's tile_product (the
+// expert-grouped matmul_experts_prefill_gpu runs the same tile code, so its pairs get the
+// same bits as this kernel on that expert's matrix). Each weight tile is decoded into shared
+// memory once per 64 rows; each y[r][o] is one fused multiply-add chain over k, k ascending.
 //
-// Shared memory: Xs[128][64] + Ws[128][64] floats = 64 KB (dynamic; CUDA raises the limit,
-// and 64 KB is the LDS of one workgroup on gfx906 / gfx90a).
+// Shared memory: kTileSmemBytes (64 KB, dynamic; CUDA raises the limit).
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/gpu_compat.h"
 #include "kernels/gpu_decode.h"
 #include "kernels/matmul_gpu.h"
+#include "kernels/matmul_tile.h"
 
 namespace deltaserve::kernels {
 namespace {
@@ -26,77 +23,27 @@ using gpu::DecodeQ4_K;
 using gpu::DecodeQ6_K;
 using gpu::DecodeQ8_0;
 
-constexpr int kThreads = 256;
-constexpr int kTileRows = 64;
-constexpr int kTileOut = 64;
-constexpr int kWindow = 128;                    // input elements per step
-constexpr int kChunksPerWindow = kWindow / 8;   // 16
-constexpr size_t kSmemBytes = sizeof(float) * kWindow * (kTileRows + kTileOut);
+constexpr int kThreads = gpu::kTileThreads;
+constexpr int kTileRows = gpu::kTileRows;
+constexpr int kTileOut = gpu::kTileCols;
+constexpr size_t kSmemBytes = gpu::kTileSmemBytes;
 
 template <class D>
 __global__ void __launch_bounds__(kThreads) matmul_tiled_kernel(const MatmulArgs a) {
   extern __shared__ float smem[];
-  float* xs = smem;                       // [kWindow][kTileRows]
-  float* ws = smem + kWindow * kTileRows;  // [kWindow][kTileOut]
   const int tid = static_cast<int>(threadIdx.x);
-  const int tx = tid % 16, ty = tid / 16;  // outputs 4tx.., rows 4ty..
+  const int tx = gpu::tile_col_block(tid), ty = gpu::tile_row_block(tid);  // outputs 4tx.., rows 4ty..
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTileRows;
   const int64_t out0 = static_cast<int64_t>(blockIdx.x) * kTileOut;
-  const uint8_t* w = static_cast<const uint8_t*>(a.w);
+  // This thread's staged rows: rows past num_rows read as zero; outputs past num_out decode
+  // the last row (valid memory; never written out).
+  const int64_t load_row = row0 + gpu::tile_load_row(tid);
+  const float* x_row = load_row < a.num_rows ? a.x + load_row * a.x_stride : nullptr;
+  const int64_t load_out = min(out0 + gpu::tile_load_col(tid), a.num_out - 1);
+  const uint8_t* w_row = static_cast<const uint8_t*>(a.w) + static_cast<size_t>(load_out) * a.w_row_bytes;
 
   float acc[4][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
-  }
-
-  for (int64_t k0 = 0; k0 < a.num_in; k0 += kWindow) {
-    const int kw = static_cast<int>(min(static_cast<int64_t>(kWindow), a.num_in - k0));  // a multiple of 8
-    // Activations: 64 rows x 32 float4s; rows past num_rows and k past kw read as zero.
-#pragma unroll
-    for (int j = 0; j < (kTileRows * kWindow / 4) / kThreads; ++j) {
-      const int idx = tid + kThreads * j;
-      const int r = idx % kTileRows, k = 4 * (idx / kTileRows);
-      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (row0 + r < a.num_rows && k < kw) v = *reinterpret_cast<const float4*>(a.x + (row0 + r) * a.x_stride + k0 + k);
-      xs[(k + 0) * kTileRows + r] = v.x;
-      xs[(k + 1) * kTileRows + r] = v.y;
-      xs[(k + 2) * kTileRows + r] = v.z;
-      xs[(k + 3) * kTileRows + r] = v.w;
-    }
-    // Weights: 64 outputs x 16 chunks, decoded to their element positions in the window.
-    // Outputs past num_out decode the last row (valid memory; never written out).
-#pragma unroll
-    for (int j = 0; j < (kTileOut * kChunksPerWindow) / kThreads; ++j) {
-      const int idx = tid + kThreads * j;
-      const int n = idx % kTileOut, cl = idx / kTileOut;
-      if (8 * cl >= kw) continue;  // past the end of a short last window: never read
-      const int64_t o = min(out0 + n, a.num_out - 1);
-      float v[8];
-      int64_t x0 = 0, x1 = 0;
-      D::decode(w + static_cast<size_t>(o) * a.w_row_bytes, k0 / 8 + cl, v, x0, x1);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        ws[(x0 - k0 + i) * kTileOut + n] = v[i];
-        ws[(x1 - k0 + i) * kTileOut + n] = v[4 + i];
-      }
-    }
-    __syncthreads();
-#pragma unroll 8
-    for (int k = 0; k < kw; ++k) {
-      const float4 xv = *reinterpret_cast<const float4*>(xs + k * kTileRows + 4 * ty);
-      const float4 wv = *reinterpret_cast<const float4*>(ws + k * kTileOut + 4 * tx);
-      const float xr[4] = {xv.x, xv.y, xv.z, xv.w};
-      const float wr[4] = {wv.x, wv.y, wv.z, wv.w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-#pragma unroll
-        for (int jj = 0; jj < 4; ++jj) acc[i][jj] = fmaf(xr[i], wr[jj], acc[i][jj]);
-      }
-    }
-    __syncthreads();
-  }
+  gpu::tile_product<D>(x_row, w_row, a.num_in, row0 + 4 * ty < a.num_rows, smem, acc);
 
 #pragma unroll
   for (int i = 0; i < 4; ++i) {

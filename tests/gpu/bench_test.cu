@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/attention_gpu.h"
 #include "kernels/dtype.h"
 #include "kernels/gdn_gpu.h"
+#include "kernels/matmul_experts_prefill_gpu.h"
 #include "kernels/matmul_gpu.h"
 #include "kernels/moe_gpu.h"
 #include "kernels/norm_gpu.h"
@@ -106,6 +108,54 @@ void bench_experts(DType type, int64_t in, int64_t out, int64_t experts, int64_t
   report("matmul_experts_gpu " + std::string(dtype_name(type)),
          std::string(what) + " k=" + std::to_string(k) + " x " + std::to_string(out) + "x" + std::to_string(in), us,
          static_cast<double>(row_bytes * static_cast<size_t>(out * k)));
+}
+
+// MoE prefill: 512 rows x top-8 = 4096 pairs over 256 experts (random routing, fixed seed),
+// matmul_experts_prefill_gpu (grouped, tiled; plan included) vs matmul_experts_gpu (a matvec per
+// pair) on the same pairs; gated = the fused gate*up form of both. GFLOP/s over the useful
+// multiply-adds (2 x pairs x out x in, twice when gated).
+void bench_experts_prefill(DType type, int64_t in, int64_t out, int64_t experts, int64_t rows, int64_t k, bool down, bool gated) {
+  const size_t row_bytes = dtype_row_bytes(type, in);
+  const size_t stack_bytes = row_bytes * static_cast<size_t>(out * experts);
+  DeviceBuffer<uint8_t> w(stack_bytes), w_up(gated ? stack_bytes : 0);
+  fill_weights(w);
+  if (gated) fill_weights(w_up);
+  const int64_t pairs = rows * k, per_x = down ? 1 : k;
+  DeviceBuffer<float> x(static_cast<size_t>(pairs / per_x * in)), y(static_cast<size_t>(pairs * out));
+  CHECK_GPU(gpuMemset(x.get(), 0, x.size() * sizeof(float)));
+  std::mt19937 rng(7);
+  std::vector<int32_t> ids(static_cast<size_t>(pairs));
+  for (int64_t r = 0; r < rows; ++r) {  // k distinct experts per row
+    for (int64_t j = 0; j < k; ++j) {
+      int32_t e = 0;
+      bool dup = true;
+      while (dup) {
+        e = static_cast<int32_t>(rng() % static_cast<uint32_t>(experts));
+        dup = std::find(ids.begin() + r * k, ids.begin() + r * k + j, e) != ids.begin() + r * k + j;
+      }
+      ids[static_cast<size_t>(r * k + j)] = e;
+    }
+  }
+  DeviceBuffer<int32_t> dids(ids);
+  DeviceBuffer<uint8_t> ws(matmul_experts_prefill_workspace_bytes(pairs, experts));
+  const MatmulExpertsArgs ea{MatmulArgs{w.get(), type, in, out, row_bytes, x.get(), 0, in, y.get(), out}, dids.get(), pairs, per_x};
+  const double us_grouped = time_us([&](int) {
+    CHECK_GPU(matmul_experts_prefill_gpu(MatmulExpertsPrefillArgs{ea, experts, gated ? w_up.get() : nullptr, ws.get()}, nullptr));
+  });
+  const double us_matvec = time_us([&](int) {
+    if (!gated) {
+      CHECK_GPU(matmul_experts_gpu(ea, nullptr));
+      return;
+    }
+    MatmulSegment s{ea.base, w_up.get(), dids.get(), per_x};
+    s.args.num_rows = pairs;
+    CHECK_GPU(matmul_segments_gpu(&s, 1, nullptr));
+  });
+  const std::string shape = std::string(down ? "down " : gated ? "gate*up " : "gate ") + std::to_string(out) + "x" +
+                            std::to_string(in) + " E=" + std::to_string(experts) + " pairs=" + std::to_string(pairs) + " (GFLOP/s)";
+  const double flops = (gated ? 4.0 : 2.0) * static_cast<double>(pairs) * static_cast<double>(out) * static_cast<double>(in);
+  report("experts_prefill " + std::string(dtype_name(type)), shape, us_grouped, flops);
+  report(std::string(gated ? "segments(gated) " : "matmul_experts_gpu ") + std::string(dtype_name(type)), shape, us_matvec, flops);
 }
 
 void bench_gdn(int64_t num_seqs, int64_t rows_per_seq, bool ring) {
@@ -211,6 +261,9 @@ void run_benchmarks(Context&) {
   bench_experts(DType::Q4_0, 2048, 512, 256, 8, "gate");
   bench_experts(DType::Q4_0, 512, 2048, 256, 8, "down");
   bench_experts(DType::Q8_0, 2048, 512, 256, 8, "gate");
+  bench_experts_prefill(DType::Q4_0, 2048, 512, 256, 512, 8, false, false);
+  bench_experts_prefill(DType::Q4_0, 2048, 512, 256, 512, 8, false, true);
+  bench_experts_prefill(DType::Q4_0, 512, 2048, 256, 512, 8, true, false);
   bench_gdn(1, 1, false);
   bench_gdn(1, 4, true);
   bench_gdn(64, 1, false);

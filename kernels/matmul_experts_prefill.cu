@@ -1,0 +1,271 @@
+// Expert-grouped tiled matmul (matmul_experts_prefill_gpu.h). Two launches:
+//
+// plan_kernel, one block per expert e: thread t walks pairs [t * L, (t + 1) * L) (L =
+// ceil(num_pairs / kPlanThreads)) and counts ids below e and ids equal to e; a block scan of
+// the counts gives e's offset in the expert-sorted order (pairs routed to experts < e) and
+// each thread's first position, and the thread writes its matching pairs in pair order:
+// the scatter is stable and deterministic (no atomics). offsets[e] = that offset; the last
+// block also writes offsets[num_experts] (valid pairs in all).
+//
+// tile slots: expert e's tiles (64 pairs each, ceil(count_e / 64)) take the slots from
+// start(e) = offsets[e] / 64 + e on. start() is strictly increasing and its tiles never reach
+// start(e + 1) (floor(o / 64) + ceil(c / 64) <= floor((o + c) / 64) + 1), and the last slot is
+// below num_pairs / 64 + num_experts, so the grid is sized from host values alone and a slot
+// finds its expert by a binary search over start(); slots between experts' tiles exit.
+//
+// experts_tiled_kernel, block (64-output block, slot): gathers its tile's x rows, decodes the
+// expert's weight tile once (matmul_tile.h, the code of matmul_prefill_gpu) and writes y row p
+// for each pair p of the tile. Gated: the block's 64 weight columns are 32 W rows and the same
+// 32 W_up rows, so one shared x tile serves both sums; the W_up half hands its sums to the W
+// half through shared memory, which applies swiglu_gpu's expression.
+#include "kernels/matmul_experts_prefill_gpu.h"
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/gpu_compat.h"
+#include "kernels/gpu_decode.h"
+#include "kernels/matmul_tile.h"
+
+namespace deltaserve::kernels {
+namespace {
+
+using gpu::DecodeF32;
+using gpu::DecodeHalf;
+using gpu::DecodeQ4_0;
+using gpu::DecodeQ4_K;
+using gpu::DecodeQ6_K;
+using gpu::DecodeQ8_0;
+
+constexpr int kPlanThreads = 256;
+constexpr int kThreads = gpu::kTileThreads;
+constexpr int kTilePairs = gpu::kTileRows;
+constexpr int64_t kMaxGridY = 65535;
+
+__global__ void __launch_bounds__(kPlanThreads)
+    plan_kernel(const int32_t* ids, int64_t num_pairs, int32_t* offsets, int32_t* sorted) {
+  __shared__ int32_t below[kPlanThreads], mine[kPlanThreads];
+  const int e = static_cast<int>(blockIdx.x);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t per_thread = (num_pairs + kPlanThreads - 1) / kPlanThreads;
+  const int64_t begin = min(num_pairs, tid * per_thread), end = min(num_pairs, begin + per_thread);
+  int32_t num_below = 0, num_mine = 0;
+  for (int64_t p = begin; p < end; ++p) {
+    const int32_t id = ids[p];
+    num_below += (id >= 0 && id < e) ? 1 : 0;
+    num_mine += id == e ? 1 : 0;
+  }
+  // Inclusive block scan of both counts (Hillis-Steele; integers, so any order is exact).
+  below[tid] = num_below;
+  mine[tid] = num_mine;
+  __syncthreads();
+  for (int d = 1; d < kPlanThreads; d <<= 1) {
+    const int32_t b = tid >= d ? below[tid - d] : 0, m = tid >= d ? mine[tid - d] : 0;
+    __syncthreads();
+    below[tid] += b;
+    mine[tid] += m;
+    __syncthreads();
+  }
+  const int32_t offset = below[kPlanThreads - 1], count = mine[kPlanThreads - 1];
+  if (tid == 0) {
+    offsets[e] = offset;
+    if (e == static_cast<int>(gridDim.x) - 1) offsets[e + 1] = offset + count;
+  }
+  if (num_mine == 0) return;
+  int32_t pos = offset + mine[tid] - num_mine;
+  for (int64_t p = begin; p < end; ++p) {
+    if (ids[p] == e) sorted[pos++] = static_cast<int32_t>(p);
+  }
+}
+
+struct TiledParams {
+  const uint8_t* w;
+  const uint8_t* w_up;  // gated when non-null
+  size_t w_row_bytes;
+  size_t expert_bytes;
+  int64_t num_in;
+  int64_t num_out;
+  const float* x;
+  int64_t x_stride;
+  float* y;
+  int64_t y_stride;
+  int64_t pairs_per_x_row;
+  bool accumulate;
+  int32_t num_experts;
+  const int32_t* offsets;  // [num_experts + 1]
+  const int32_t* sorted;   // pairs by expert, then pair index
+  int64_t slot_offset;     // first slot of this launch (grid.y limit)
+};
+
+// Slot -> (expert, first sorted index, pairs); false for a slot without a tile.
+__device__ __forceinline__ bool find_tile(const TiledParams& p, int64_t slot, int& expert, int32_t& first, int& num) {
+  int lo = 0, hi = p.num_experts - 1;  // largest e with start(e) <= slot; start(0) == 0
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (static_cast<int64_t>(p.offsets[mid] / kTilePairs) + mid <= slot) lo = mid;
+    else hi = mid - 1;
+  }
+  const int64_t t = slot - (p.offsets[lo] / kTilePairs + lo);
+  const int64_t count = p.offsets[lo + 1] - p.offsets[lo];
+  if (t * kTilePairs >= count) return false;
+  expert = lo;
+  first = p.offsets[lo] + static_cast<int32_t>(t * kTilePairs);
+  num = static_cast<int>(min(static_cast<int64_t>(kTilePairs), count - t * kTilePairs));
+  return true;
+}
+
+template <class D>
+__global__ void __launch_bounds__(kThreads) experts_tiled_kernel(const TiledParams p) {
+  extern __shared__ float smem[];
+  int expert = 0, num = 0;
+  int32_t first = 0;
+  if (!find_tile(p, p.slot_offset + blockIdx.y, expert, first, num)) return;  // uniform per block
+  const int tid = static_cast<int>(threadIdx.x);
+  const int tx = gpu::tile_col_block(tid), ty = gpu::tile_row_block(tid);
+  const bool gated = p.w_up != nullptr;
+  const int64_t cols_per_block = gated ? gpu::kTileCols / 2 : gpu::kTileCols;
+  const int64_t out0 = static_cast<int64_t>(blockIdx.x) * cols_per_block;
+
+  const int load_r = gpu::tile_load_row(tid);
+  const float* x_row = nullptr;
+  if (load_r < num) x_row = p.x + (p.sorted[first + load_r] / p.pairs_per_x_row) * p.x_stride;
+  const size_t expert_base = static_cast<size_t>(expert) * p.expert_bytes;
+  const int load_c = gpu::tile_load_col(tid);
+  const bool up_col = gated && load_c >= cols_per_block;
+  const int64_t load_out = min(out0 + (up_col ? load_c - cols_per_block : load_c), p.num_out - 1);
+  const uint8_t* w_row = (up_col ? p.w_up : p.w) + expert_base + static_cast<size_t>(load_out) * p.w_row_bytes;
+
+  float acc[4][4];
+  gpu::tile_product<D>(x_row, w_row, p.num_in, 4 * ty < num, smem, acc);  // ends with a barrier
+
+  // Gated: columns 32.. (tx >= 8) hold the W_up sums of the outputs whose W sums columns
+  // 0..31 hold; they pass them over in shared memory (free since tile_product's last barrier).
+  float* up = smem;  // [kTilePairs][32]
+  if (gated) {
+    if (tx >= 8) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) up[(4 * ty + i) * 32 + 4 * (tx - 8) + jj] = acc[i][jj];
+      }
+    }
+    __syncthreads();
+    if (tx >= 8) return;
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if (4 * ty + i >= num) continue;
+    float* y_row = p.y + static_cast<int64_t>(p.sorted[first + 4 * ty + i]) * p.y_stride;
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj) {
+      const int64_t o = out0 + 4 * tx + jj;
+      if (o >= p.num_out) continue;
+      if (gated) {
+        // swiglu_gpu's expression on the two sums: bit-identical to the unfused pair.
+        const float gate = acc[i][jj];
+        y_row[o] = gate / (1.0f + expf(-gate)) * up[(4 * ty + i) * 32 + 4 * tx + jj];
+      } else {
+        y_row[o] = p.accumulate ? y_row[o] + acc[i][jj] : acc[i][jj];
+      }
+    }
+  }
+}
+
+template <class D>
+gpuError_t launch_tiled(TiledParams p, int64_t num_slots, gpuStream_t stream) {
+#if defined(DS_GPU_CUDA)
+  const cudaError_t err = cudaFuncSetAttribute(experts_tiled_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(gpu::kTileSmemBytes));
+  if (err != cudaSuccess) return err;
+#endif
+  const int64_t cols_per_block = p.w_up != nullptr ? gpu::kTileCols / 2 : gpu::kTileCols;
+  const unsigned grid_x = static_cast<unsigned>((p.num_out + cols_per_block - 1) / cols_per_block);
+  for (int64_t first = 0; first < num_slots; first += kMaxGridY) {
+    p.slot_offset = first;
+    const dim3 grid(grid_x, static_cast<unsigned>(num_slots - first < kMaxGridY ? num_slots - first : kMaxGridY));
+    experts_tiled_kernel<D><<<grid, kThreads, gpu::kTileSmemBytes, stream>>>(p);
+  }
+  return gpuGetLastError();
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+bool plain_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+// matmul_prefill_gpu's preconditions, for W and (gated) W_up.
+bool valid_weights(const MatmulArgs& a, const void* w_up, bool gated) {
+  int64_t block = 0;
+  switch (a.w_type) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: block = 8; break;
+    case DType::Q8_0:
+    case DType::Q4_0: block = 32; break;
+    case DType::Q4_K:
+    case DType::Q6_K: block = 256; break;
+    default: return false;
+  }
+  if (a.num_in <= 0 || a.num_in % block != 0) return false;
+  if (!aligned16(a.x) || a.x_stride % 4 != 0 || a.w_row_bytes % 2 != 0) return false;
+  const size_t align = plain_type(a.w_type) ? 16 : 2;
+  if (plain_type(a.w_type) && a.w_row_bytes % 16 != 0) return false;
+  if (reinterpret_cast<uintptr_t>(a.w) % align != 0) return false;
+  return !gated || (w_up != nullptr && reinterpret_cast<uintptr_t>(w_up) % align == 0 && !a.accumulate);
+}
+
+size_t offsets_bytes(int64_t num_experts) { return (static_cast<size_t>(num_experts + 1) * sizeof(int32_t) + 15) / 16 * 16; }
+
+}  // namespace
+
+size_t matmul_experts_prefill_workspace_bytes(int64_t num_pairs, int64_t num_experts) {
+  if (num_pairs < 0 || num_experts < 1) return 0;
+  return offsets_bytes(num_experts) + static_cast<size_t>(num_pairs) * sizeof(int32_t);
+}
+
+gpuError_t matmul_experts_prefill_gpu(const MatmulExpertsPrefillArgs& args, gpuStream_t stream) {
+  const MatmulArgs& a = args.experts.base;
+  const int64_t num_pairs = args.experts.num_pairs, num_experts = args.num_experts;
+  const bool gated = args.w_up != nullptr;
+  if (!valid_weights(a, args.w_up, gated) || args.experts.expert_ids == nullptr || args.workspace == nullptr ||
+      reinterpret_cast<uintptr_t>(args.workspace) % 4 != 0 || num_experts < 1 || num_experts >= (int64_t{1} << 31) ||
+      num_pairs < 0 || num_pairs >= (int64_t{1} << 31) || args.experts.pairs_per_x_row < 1)
+    return gpuErrorInvalidValue;
+  if (num_pairs == 0 || a.num_out <= 0) return gpuSuccess;
+
+  int32_t* offsets = static_cast<int32_t*>(args.workspace);
+  int32_t* sorted = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(args.workspace) + offsets_bytes(num_experts));
+  plan_kernel<<<static_cast<unsigned>(num_experts), kPlanThreads, 0, stream>>>(args.experts.expert_ids, num_pairs, offsets,
+                                                                                sorted);
+  const gpuError_t err = gpuGetLastError();
+  if (err != gpuSuccess) return err;
+
+  TiledParams p{};
+  p.w = static_cast<const uint8_t*>(a.w);
+  p.w_up = static_cast<const uint8_t*>(args.w_up);
+  p.w_row_bytes = a.w_row_bytes;
+  p.expert_bytes = static_cast<size_t>(a.num_out) * a.w_row_bytes;
+  p.num_in = a.num_in;
+  p.num_out = a.num_out;
+  p.x = a.x;
+  p.x_stride = a.x_stride;
+  p.y = a.y;
+  p.y_stride = a.y_stride;
+  p.pairs_per_x_row = args.experts.pairs_per_x_row;
+  p.accumulate = a.accumulate;
+  p.num_experts = static_cast<int32_t>(num_experts);
+  p.offsets = offsets;
+  p.sorted = sorted;
+  const int64_t num_slots = num_pairs / kTilePairs + num_experts;
+  switch (a.w_type) {
+    case DType::F32: return launch_tiled<DecodeF32>(p, num_slots, stream);
+    case DType::F16: return launch_tiled<DecodeHalf<false>>(p, num_slots, stream);
+    case DType::BF16: return launch_tiled<DecodeHalf<true>>(p, num_slots, stream);
+    case DType::Q8_0: return launch_tiled<DecodeQ8_0>(p, num_slots, stream);
+    case DType::Q4_0: return launch_tiled<DecodeQ4_0>(p, num_slots, stream);
+    case DType::Q4_K: return launch_tiled<DecodeQ4_K>(p, num_slots, stream);
+    case DType::Q6_K: return launch_tiled<DecodeQ6_K>(p, num_slots, stream);
+    default: return gpuErrorInvalidValue;
+  }
+}
+
+}  // namespace deltaserve::kernels

@@ -1,0 +1,250 @@
+// matmul_experts_prefill_gpu against matmul_expert_ref (plain, accumulate, gated with
+// swiglu_ref), and bitwise: each pair == matmul_prefill_gpu on its expert's matrix and x row
+// (gated: both products, then swiglu_gpu), the gated form == its two plain products through
+// swiglu_gpu, a pair alone == the same pair in the big call (batch invariance), and pairs with
+// ids outside [0, num_experts) are left unwritten. Pair counts 1, 7, 64, 65 and 4096 (256
+// experts, top-8, skewed: a hot expert over several tiles, most experts with few or no pairs).
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/dtype.h"
+#include "kernels/elementwise_gpu.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_experts_prefill_gpu.h"
+#include "kernels/matmul_gpu.h"
+#include "kernels/moe.h"
+#include "kernels/quant.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace deltaserve::kernels::gputest {
+namespace {
+
+constexpr double kNmse = 1e-8;  // as matmul_prefill_gpu: same decoded weights, f32 order differs
+
+std::vector<uint8_t> random_weights(std::mt19937& rng, DType type, int64_t num_in, int64_t num_out) {
+  const size_t row_bytes = dtype_row_bytes(type, num_in);
+  std::vector<uint8_t> w(row_bytes * static_cast<size_t>(num_out));
+  for (int64_t o = 0; o < num_out; ++o) {
+    const std::vector<float> row = random_floats(rng, static_cast<size_t>(num_in));
+    quantize_row(type, row.data(), w.data() + static_cast<size_t>(o) * row_bytes, num_in);
+  }
+  return w;
+}
+
+// Skewed routing: a third of the pairs to expert 3 (several tiles when there are many), the
+// rest biased to low experts (u^3); a few ids out of range when `bad_ids` (pairs skipped).
+std::vector<int32_t> skewed_ids(std::mt19937& rng, int64_t num_pairs, int64_t num_experts, bool bad_ids) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<int32_t> ids(static_cast<size_t>(num_pairs));
+  for (int32_t& id : ids) {
+    const double v = u(rng);
+    id = v < 0.33 ? static_cast<int32_t>(std::min<int64_t>(3, num_experts - 1))
+                  : static_cast<int32_t>(static_cast<double>(num_experts) * v * v * v * 0.999);
+  }
+  if (bad_ids && num_pairs > 4) {
+    ids[1] = -1;
+    ids[static_cast<size_t>(num_pairs) - 2] = static_cast<int32_t>(num_experts);
+  }
+  return ids;
+}
+
+struct Case {
+  DType type;
+  int64_t num_in, num_out, num_experts, num_pairs, pairs_per_x_row;
+  bool accumulate = false, gated = false, bad_ids = false;
+};
+
+std::string case_text(const Case& c) {
+  return std::string(dtype_name(c.type)) + " in=" + std::to_string(c.num_in) + " out=" + std::to_string(c.num_out) +
+         " pairs=" + std::to_string(c.num_pairs) + " E=" + std::to_string(c.num_experts) + " k=" +
+         std::to_string(c.pairs_per_x_row) + (c.bad_ids ? " bad-ids" : "");
+}
+
+// One call of matmul_experts_prefill_gpu into a fresh workspace.
+void run_kernel(const Case& c, const void* w, const void* w_up, const float* x, int64_t x_stride, const int32_t* ids,
+                int64_t num_pairs, int64_t pairs_per_x_row, float* y, bool accumulate) {
+  DeviceBuffer<uint8_t> ws(matmul_experts_prefill_workspace_bytes(num_pairs, c.num_experts));
+  const size_t row_bytes = dtype_row_bytes(c.type, c.num_in);
+  MatmulExpertsPrefillArgs a{
+      MatmulExpertsArgs{MatmulArgs{w, c.type, c.num_in, c.num_out, row_bytes, x, 0, x_stride, y, c.num_out, accumulate}, ids,
+                        num_pairs, pairs_per_x_row},
+      c.num_experts, w_up, ws.get()};
+  CHECK_GPU(matmul_experts_prefill_gpu(a, nullptr));
+}
+
+void check_case(Context& ctx, const Case& c) {
+  const size_t row_bytes = dtype_row_bytes(c.type, c.num_in);
+  const std::vector<uint8_t> w = random_weights(ctx.rng, c.type, c.num_in, c.num_out * c.num_experts);
+  const std::vector<uint8_t> w_up = c.gated ? random_weights(ctx.rng, c.type, c.num_in, c.num_out * c.num_experts) : w;
+  const int64_t num_x_rows = (c.num_pairs + c.pairs_per_x_row - 1) / c.pairs_per_x_row;
+  const int64_t x_stride = c.num_in + 4;
+  const std::vector<float> x = random_floats(ctx.rng, static_cast<size_t>(num_x_rows * x_stride));
+  const std::vector<int32_t> ids = skewed_ids(ctx.rng, c.num_pairs, c.num_experts, c.bad_ids);
+  const size_t num_y = static_cast<size_t>(c.num_pairs * c.num_out);
+  const std::vector<float> y0 = random_floats(ctx.rng, num_y);
+  auto valid = [&](int64_t p) { return ids[static_cast<size_t>(p)] >= 0 && ids[static_cast<size_t>(p)] < c.num_experts; };
+
+  // CPU reference (rows of skipped pairs: the initial y, never written).
+  std::vector<float> ref = c.accumulate ? y0 : std::vector<float>(num_y, 0.0f);
+  std::vector<float> up_ref(static_cast<size_t>(c.num_out));
+  for (int64_t p = 0; p < c.num_pairs; ++p) {
+    if (!valid(p)) continue;
+    float* out = ref.data() + p * c.num_out;
+    const float* xr = x.data() + (p / c.pairs_per_x_row) * x_stride;
+    matmul_expert_ref(MatmulArgs{w.data(), c.type, c.num_in, c.num_out, row_bytes, xr, 1, x_stride, out, c.num_out, c.accumulate},
+                      ids[static_cast<size_t>(p)], serial_for());
+    if (c.gated) {
+      matmul_expert_ref(MatmulArgs{w_up.data(), c.type, c.num_in, c.num_out, row_bytes, xr, 1, x_stride, up_ref.data(), c.num_out},
+                        ids[static_cast<size_t>(p)], serial_for());
+      swiglu_ref(out, up_ref.data(), out, c.num_out);
+    }
+  }
+
+  DeviceBuffer<uint8_t> dw(w), dwu(w_up);
+  DeviceBuffer<float> dx(x), dy(num_y);
+  DeviceBuffer<int32_t> dids(ids);
+  if (c.accumulate) dy.upload(y0); else dy.poison();
+  run_kernel(c, dw.get(), c.gated ? dwu.get() : nullptr, dx.get(), x_stride, dids.get(), c.num_pairs, c.pairs_per_x_row, dy.get(),
+             c.accumulate);
+  const std::vector<float> got = dy.download();
+
+  // Parity over the valid pairs; skipped pairs keep their bytes (poison or y0).
+  std::vector<float> got_valid, ref_valid;
+  bool skipped_kept = true;
+  for (int64_t p = 0; p < c.num_pairs; ++p) {
+    const size_t at = static_cast<size_t>(p * c.num_out), n = static_cast<size_t>(c.num_out);
+    if (valid(p)) {
+      got_valid.insert(got_valid.end(), got.begin() + static_cast<std::ptrdiff_t>(at), got.begin() + static_cast<std::ptrdiff_t>(at + n));
+      ref_valid.insert(ref_valid.end(), ref.begin() + static_cast<std::ptrdiff_t>(at), ref.begin() + static_cast<std::ptrdiff_t>(at + n));
+    } else if (c.accumulate) {
+      skipped_kept = skipped_kept && bitwise_equal(got.data() + at, y0.data() + at, n);
+    } else {
+      std::vector<float> poison(n);
+      std::memset(poison.data(), 0xFF, n * sizeof(float));
+      skipped_kept = skipped_kept && bitwise_equal(got.data() + at, poison.data(), n);
+    }
+  }
+  const ErrorStats e = compare(got_valid.data(), ref_valid.data(), got_valid.size());
+  const std::string kernel = std::string("experts_prefill") + (c.gated ? "(gated)" : c.accumulate ? "(acc)" : "");
+  ctx.results.record(kernel, case_text(c), e, kNmse, skipped_kept, skipped_kept ? "skipped pairs untouched" : "skipped pair WRITTEN");
+  if (c.accumulate) return;
+
+  // Per expert: its pairs' x rows through matmul_prefill_gpu on its matrix (gated: both
+  // matrices, then swiglu_gpu), bitwise against the grouped call.
+  bool same_as_prefill = true;
+  for (int64_t ex = 0; ex < c.num_experts; ++ex) {
+    std::vector<int64_t> pairs;
+    for (int64_t p = 0; p < c.num_pairs; ++p) {
+      if (ids[static_cast<size_t>(p)] == ex) pairs.push_back(p);
+    }
+    if (pairs.empty()) continue;
+    const int64_t n = static_cast<int64_t>(pairs.size());
+    std::vector<float> xe(static_cast<size_t>(n * c.num_in));
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(xe.data() + i * c.num_in, x.data() + (pairs[static_cast<size_t>(i)] / c.pairs_per_x_row) * x_stride,
+                  sizeof(float) * static_cast<size_t>(c.num_in));
+    }
+    DeviceBuffer<float> dxe(xe), ye(static_cast<size_t>(n * c.num_out)), ue(ye.size());
+    const size_t expert_bytes = static_cast<size_t>(ex) * static_cast<size_t>(c.num_out) * row_bytes;
+    CHECK_GPU(matmul_prefill_gpu(MatmulArgs{dw.get() + expert_bytes, c.type, c.num_in, c.num_out, row_bytes, dxe.get(), n, c.num_in,
+                                            ye.get(), c.num_out},
+                                 nullptr));
+    if (c.gated) {
+      CHECK_GPU(matmul_prefill_gpu(MatmulArgs{dwu.get() + expert_bytes, c.type, c.num_in, c.num_out, row_bytes, dxe.get(), n,
+                                              c.num_in, ue.get(), c.num_out},
+                                   nullptr));
+      CHECK_GPU(swiglu_gpu(ye.get(), ue.get(), ye.get(), n * c.num_out, nullptr));
+    }
+    const std::vector<float> alone = ye.download();
+    for (int64_t i = 0; i < n; ++i) {
+      same_as_prefill = same_as_prefill && bitwise_equal(alone.data() + i * c.num_out,
+                                                         got.data() + pairs[static_cast<size_t>(i)] * c.num_out,
+                                                         static_cast<size_t>(c.num_out));
+    }
+  }
+  ctx.results.record_exact(kernel + " bits", case_text(c), same_as_prefill,
+                           same_as_prefill ? "== matmul_prefill_gpu per expert" : "differs from matmul_prefill_gpu");
+
+  // Batch invariance: a few pairs alone (own call, one pair, one x row) vs in the big call.
+  bool invariant = true;
+  for (int64_t p : {int64_t{0}, c.num_pairs / 2, c.num_pairs - 1}) {
+    if (!valid(p)) continue;
+    DeviceBuffer<int32_t> one_id(std::vector<int32_t>{ids[static_cast<size_t>(p)]});
+    DeviceBuffer<float> one(static_cast<size_t>(c.num_out));
+    one.poison();
+    run_kernel(c, dw.get(), c.gated ? dwu.get() : nullptr, dx.get() + (p / c.pairs_per_x_row) * x_stride, x_stride, one_id.get(), 1,
+               1, one.get(), false);
+    const std::vector<float> alone = one.download();
+    invariant = invariant && bitwise_equal(alone.data(), got.data() + p * c.num_out, static_cast<size_t>(c.num_out));
+  }
+  // Gated: == the two plain products of this kernel through swiglu_gpu.
+  bool gated_same = true;
+  if (c.gated) {
+    DeviceBuffer<float> g(num_y), u(num_y);
+    g.poison();
+    u.poison();
+    run_kernel(c, dw.get(), nullptr, dx.get(), x_stride, dids.get(), c.num_pairs, c.pairs_per_x_row, g.get(), false);
+    run_kernel(c, dwu.get(), nullptr, dx.get(), x_stride, dids.get(), c.num_pairs, c.pairs_per_x_row, u.get(), false);
+    CHECK_GPU(swiglu_gpu(g.get(), u.get(), g.get(), static_cast<int64_t>(num_y), nullptr));
+    const std::vector<float> sep = g.download();
+    for (int64_t p = 0; p < c.num_pairs; ++p) {
+      if (!valid(p)) continue;
+      gated_same = gated_same && bitwise_equal(sep.data() + p * c.num_out, got.data() + p * c.num_out, static_cast<size_t>(c.num_out));
+    }
+  }
+  ctx.results.record_exact(kernel + " invariance", case_text(c), invariant && gated_same,
+                           !invariant ? "NOT batch-invariant" : !gated_same ? "gated != products + swiglu_gpu"
+                                                                             : "batch-invariant");
+}
+
+// Bad arguments are refused without a launch.
+void check_preconditions(Context& ctx) {
+  DeviceBuffer<uint8_t> ws(matmul_experts_prefill_workspace_bytes(8, 4));
+  DeviceBuffer<float> x(64), y(64);
+  DeviceBuffer<int32_t> ids(8);
+  const size_t rb = dtype_row_bytes(DType::Q4_0, 32);
+  DeviceBuffer<uint8_t> w(rb * 16);
+  const MatmulExpertsPrefillArgs good{
+      MatmulExpertsArgs{MatmulArgs{w.get(), DType::Q4_0, 32, 4, rb, x.get(), 0, 32, y.get(), 4}, ids.get(), 8, 2}, 4, nullptr,
+      ws.get()};
+  auto refused = [](MatmulExpertsPrefillArgs a) { return matmul_experts_prefill_gpu(a, nullptr) == gpuErrorInvalidValue; };
+  bool ok = true;
+  MatmulExpertsPrefillArgs a = good;
+  a.workspace = nullptr, ok = ok && refused(a);
+  a = good, a.num_experts = 0, ok = ok && refused(a);
+  a = good, a.experts.expert_ids = nullptr, ok = ok && refused(a);
+  a = good, a.experts.pairs_per_x_row = 0, ok = ok && refused(a);
+  a = good, a.experts.base.num_in = 48, ok = ok && refused(a);  // not a multiple of 32
+  a = good, a.experts.base.x = x.get() + 1, ok = ok && refused(a);
+  a = good, a.w_up = w.get(), a.experts.base.accumulate = true, ok = ok && refused(a);
+  a = good, a.experts.base.w_type = DType::Q5_K, ok = ok && refused(a);
+  a = good, a.experts.num_pairs = 0, ok = ok && matmul_experts_prefill_gpu(a, nullptr) == gpuSuccess;
+  ctx.results.record_exact("experts_prefill args", "bad arguments", ok, ok ? "refused" : "a bad argument was accepted");
+}
+
+}  // namespace
+
+void run_matmul_experts_prefill_tests(Context& ctx) {
+  check_preconditions(ctx);
+  const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
+  for (DType t : types) {
+    const bool k_quant = t == DType::Q4_K || t == DType::Q6_K;
+    const int64_t in = k_quant ? 768 : 224;  // 224: a short last 128-element window
+    for (int64_t pairs : ctx.quick ? std::vector<int64_t>{1, 65} : std::vector<int64_t>{1, 7, 64, 65, 200}) {
+      check_case(ctx, Case{t, in, 72, 6, pairs, 3});
+    }
+    check_case(ctx, Case{t, in, 72, 6, 65, 1, true});                  // accumulate, down form
+    check_case(ctx, Case{t, in, 72, 6, 130, 2, false, true});          // gated, hot expert over 2+ tiles
+    check_case(ctx, Case{t, in, 40, 5, 66, 3, false, false, true});    // ids out of range skipped
+    if (!ctx.quick) {
+      check_case(ctx, Case{t, k_quant ? 256 : 128, 72, 256, 4096, 8});               // 512 rows x top-8
+      check_case(ctx, Case{t, k_quant ? 256 : 128, 72, 256, 4096, 8, false, true});  // gated
+    }
+  }
+  // The 35B-A3B down shape (in 512, out 2048) at a few hundred pairs.
+  check_case(ctx, Case{DType::Q4_0, 512, 2048, 256, ctx.quick ? 64 : 520, 1});
+}
+
+}  // namespace deltaserve::kernels::gputest
