@@ -120,6 +120,8 @@ struct GdnPrefillArgs {
 };
 
 int64_t gdn_prefill_workspace_floats(const GdnPrefillArgs& args);
+// Kernels one gdn_prefill_gpu call launches (launch counters and graph node counts).
+inline constexpr int kGdnPrefillLaunches = 5;
 gpuError_t gdn_prefill_gpu(const GdnPrefillArgs& args, gpuStream_t stream);
 
 }  // namespace deltaserve::kernels

@@ -52,6 +52,11 @@ class Backend {
   virtual void rollback(int32_t slot, int32_t num_rows_kept) = 0;
 
   virtual BackendMemoryStats memory_stats() const { return {}; }
+  // Prompt chunks should end on multiples of this many positions and leave at least this
+  // many rows when they do not finish the prompt: then a backend whose prefill kernels round
+  // by fixed position blocks gives the same bits however the scheduler cut the prompt. 1: any
+  // cut is fine (the CPU backend is bitwise independent of chunking).
+  virtual int32_t prefill_chunk_align() const { return 1; }
 
   // Device kernels launched since construction (graph replays count their kernel nodes), for
   // benchmarks; -1 when the backend does not count them.

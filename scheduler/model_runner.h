@@ -28,6 +28,9 @@ struct RunnerLimits {
   int32_t max_context_tokens = 0;  // the model's window; 0 = bounded by the KV pool only
   int32_t num_vocab = 0;           // prompt ids must be below it; 0 = not checked
   int32_t max_draft_depth = 0;     // draft rows the runner can verify per sequence
+  // Prompt chunks that do not finish their sequence end on a multiple of this many positions
+  // and leave at least this many rows (runtime::Backend::prefill_chunk_align).
+  int32_t prefill_chunk_align = 1;
 };
 
 // Memory the runner's backend holds (runtime::BackendMemoryStats), flat across requests

@@ -13,7 +13,12 @@ Scheduler::Scheduler(const SchedulerConfig& config, const RunnerLimits& limits,
       observer_(observer),
       clock_(clock ? std::move(clock) : Clock([] { return std::chrono::steady_clock::now(); })),
       slots_(limits.cache.num_state_slots),
-      blocks_(limits.cache.num_kv_blocks) {}
+      blocks_(limits.cache.num_kv_blocks) {
+  // Aligned cuts need room for two aligned pieces per chunk, or a prompt could stall.
+  const int32_t align = limits.prefill_chunk_align;
+  if (align > 1 && config.max_prefill_chunk_tokens >= 2 * align && config.max_num_batched_tokens >= 2 * align)
+    chunk_align_ = align;
+}
 
 Scheduler::~Scheduler() = default;
 
@@ -114,7 +119,7 @@ StepPlan Scheduler::plan() {
   }
   for (size_t i = 0; i < running_.size(); ++i) {
     if (want[i] != 0) continue;
-    want[i] = std::min({running_[i]->num_missing_tokens(), config_.max_prefill_chunk_tokens, budget});
+    want[i] = aligned_chunk(*running_[i], std::min({running_[i]->num_missing_tokens(), config_.max_prefill_chunk_tokens, budget}));
     budget -= want[i];
   }
   if (!reserve_blocks(want)) {
@@ -141,7 +146,8 @@ bool Scheduler::reserve_blocks(std::vector<int32_t>& want) {
           (static_cast<int64_t>(s.kv_blocks.size()) + blocks_.num_free()) * block_tokens -
           s.num_computed_tokens;
       if (want[i] > 1 && num_fit >= 1) {
-        want[i] = static_cast<int32_t>(std::min<int64_t>(want[i], num_fit));
+        // Cut where an aligned cut fits, else wait for blocks (never preempt for alignment).
+        want[i] = aligned_chunk(s, static_cast<int32_t>(std::min<int64_t>(want[i], num_fit)));
         continue;
       }
       if (i + 1 == running_.size()) {
@@ -154,6 +160,16 @@ bool Scheduler::reserve_blocks(std::vector<int32_t>& want) {
     }
   }
   return preempted;
+}
+
+int32_t Scheduler::aligned_chunk(const Sequence& s, int32_t rows) const {
+  const int32_t missing = s.num_missing_tokens();
+  // A sequence whose computed rows are off the grid (not cut by this rule) keeps any cut.
+  if (rows >= missing || chunk_align_ <= 1 || s.num_computed_tokens % chunk_align_ != 0) return rows;
+  const int32_t end = s.num_computed_tokens + missing;
+  int32_t cut = (s.num_computed_tokens + rows) / chunk_align_ * chunk_align_;
+  while (cut > s.num_computed_tokens && end - cut < chunk_align_) cut -= chunk_align_;
+  return std::max(0, cut - s.num_computed_tokens);
 }
 
 void Scheduler::preempt_newest() {
@@ -172,8 +188,8 @@ void Scheduler::admit(int32_t budget, std::vector<int32_t>& want) {
   while (!waiting_.empty() && budget > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs && slots_.num_free() > 0) {
     Sequence& s = *waiting_.front();
-    const int32_t num_rows = std::min({s.num_missing_tokens(), config_.max_prefill_chunk_tokens, budget});
-    if (blocks_for_tokens(num_rows, block_tokens) > blocks_.num_free()) break;  // FCFS: no overtaking
+    const int32_t num_rows = aligned_chunk(s, std::min({s.num_missing_tokens(), config_.max_prefill_chunk_tokens, budget}));
+    if (num_rows == 0 || blocks_for_tokens(num_rows, block_tokens) > blocks_.num_free()) break;  // FCFS: no overtaking
     s.slot = *slots_.slot_alloc();
     blocks_.block_alloc(blocks_for_tokens(num_rows, block_tokens), s.kv_blocks);
     s.admit_order = next_admit_order_++;

@@ -101,6 +101,9 @@ class Scheduler {
   // Per-position acceptance bookkeeping and metrics after a verify step.
   void record_drafts(Sequence& s, const SequencePlan& p, const SequenceOutput& out);
   void preempt_newest();
+  // Rows of a prompt chunk of at most `rows` for s, cut as RunnerLimits::prefill_chunk_align
+  // asks (0 when no aligned cut fits); a chunk that finishes s is never cut.
+  int32_t aligned_chunk(const Sequence& s, int32_t rows) const;
   int32_t append_tokens(Sequence& s, const SequenceOutput& out, TimePoint now);
   void report_tokens(Sequence& s, int32_t num_new, TimePoint now);
   void finish(Sequence& s, RequestEvent event, TimePoint now);
@@ -109,6 +112,7 @@ class Scheduler {
 
   const SchedulerConfig config_;
   const RunnerLimits limits_;
+  int32_t chunk_align_ = 1;  // limits_.prefill_chunk_align, or 1 when the chunk limits are below 2 of it
   EngineObserver* observer_;
   Clock clock_;
   SlotPool slots_;

@@ -1,9 +1,9 @@
 // Gated attention on the GPU (MODEL.md 2.3), the device twin of
 // runtime/cpu/cpu_attention_layer.cpp: q|gate, k, v projections over all rows, per-head q/k
-// RMSNorm, partial RoPE, KV append into the paged pool, paged causal attention for every row
-// of every sequence (the decode kernel also serves prefill chunks: rows of one sequence attend
-// causally by their own positions), sigmoid gate, output projection added into the residual.
-// The three projections share one launch when their weight types agree.
+// RMSNorm, partial RoPE, KV append into the paged pool, paged causal attention for the
+// decode/verify rows, prefill attention for the rows of prefill chunks (StepRowsView's
+// split), sigmoid gate, output projection added into the residual. The three projections of
+// the decode rows share one launch when their weight types agree.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -27,7 +27,7 @@ void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w,
 
   const DeviceTensor* proj[] = {&w.q, &w.k, &w.v};
   float* const proj_out[] = {ws.qg, ws.k, ws.v};
-  matmul_many(ctx, proj, proj_out, 3, a, n);
+  matmul_many(ctx, proj, proj_out, 3, a, row_split(rows));
   // Query head h of row r at qg[(r * nh + h) * 2hd], its gate right after: n*nh rows of stride 2hd.
   const kernels::RmsNormArgs qn{ws.qg, 2 * hd, w.q_norm.f32(), ws.qg, 2 * hd, n * nh, hd, c.rms_eps};
   DS_GPU_LAUNCH(ctx, 1, kernels::rms_norm_gpu(qn, ctx.stream), "q_norm %lld rows", ln);
@@ -76,9 +76,9 @@ void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w,
   const int64_t floats_per_row = kernels::paged_attention_workspace_floats(att);
   if (floats_per_row > ws.att_scratch_floats)
     throw std::logic_error("GPU attention: workspace smaller than one row at max_keys " + std::to_string(rows.max_keys));
-  const int64_t group = ws.att_scratch_floats / floats_per_row;
-  for (int64_t r0 = 0; r0 < n; r0 += group) {
-    att.num_rows = std::min(group, n - r0);
+  const int64_t group = ws.att_scratch_floats / floats_per_row, nd = rows.num_decode_rows;
+  for (int64_t r0 = 0; r0 < nd; r0 += group) {
+    att.num_rows = std::min(group, nd - r0);
     att.q = ws.qg + r0 * qg_width;
     att.gate = att.q + hd;
     att.out = ws.att_o + r0 * nh * hd;
@@ -90,7 +90,34 @@ void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w,
                  static_cast<long long>(rows.max_keys), static_cast<long long>(nh), static_cast<long long>(nkv),
                  static_cast<long long>(hd), static_cast<long long>(ws.att_scratch_floats));
   }
-  matmul(ctx, w.output, ws.att_o, n, y, /*accumulate=*/true);
+  if (rows.num_prefill_seqs() > 0) {
+    kernels::PrefillAttentionGpuArgs pre{};
+    pre.q = ws.qg + nd * qg_width;
+    pre.gate = pre.q + hd;
+    pre.q_stride = qg_width;
+    pre.q_head_stride = 2 * hd;
+    pre.out = ws.att_o + nd * nh * hd;
+    pre.out_stride = nh * hd;
+    pre.k_cache = cache.k;
+    pre.v_cache = cache.v;
+    pre.block_tables = rows.block_tables + rows.num_decode_seqs * rows.block_table_stride;
+    pre.block_table_stride = rows.block_table_stride;
+    pre.seq_row_begin = rows.prefill_row_begin;
+    pre.seq_first_position = rows.prefill_first_position;
+    pre.num_seqs = rows.num_prefill_seqs();
+    pre.max_rows_per_seq = rows.max_prefill_rows;
+    pre.block_tokens = ctx.kv_block_tokens;
+    pre.num_heads = nh;
+    pre.num_kv_heads = nkv;
+    pre.head_dim = hd;
+    pre.scale = att.scale;
+    DS_GPU_LAUNCH(ctx, 1, kernels::prefill_attention_gpu(pre, ctx.stream),
+                  "prefill_attention: %lld sequences, %lld rows (longest %lld), heads %lld/%lld, hd %lld",
+                  static_cast<long long>(pre.num_seqs), static_cast<long long>(rows.num_prefill_rows()),
+                  static_cast<long long>(pre.max_rows_per_seq), static_cast<long long>(nh), static_cast<long long>(nkv),
+                  static_cast<long long>(hd));
+  }
+  matmul(ctx, w.output, ws.att_o, row_split(rows), y, /*accumulate=*/true);
 }
 
 }  // namespace deltaserve::runtime::gpu

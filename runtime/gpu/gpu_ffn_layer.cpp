@@ -74,26 +74,60 @@ void launch_segments(const GpuLayerContext& ctx, std::vector<kernels::MatmulSegm
   }
 }
 
-// y += down(SiLU(gate x) * (up x)); g is [n][I] scratch.
-void swiglu_mlp(const GpuLayerContext& ctx, const DeviceTensor& gate, const DeviceTensor& up, const DeviceTensor& down,
-                const float* x, int64_t n, float* g, float* u, float* y) {
-  if (same_layout(gate, up)) {
-    launch_segments(ctx, {gated(segment(gate, x, n, g), up)}, "ffn gate*up");
-  } else {
-    matmul(ctx, gate, x, n, g);
-    matmul(ctx, up, x, n, u);
-    DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(g, u, g, n * gate.ne1, ctx.stream), "swiglu %lld x %lld",
-                  static_cast<long long>(n), static_cast<long long>(gate.ne1));
-  }
-  matmul(ctx, down, g, n, y, /*accumulate=*/true);
+// Tiled prefill form of a product over rows [first, first + count) of dense buffers.
+void matmul_tiled(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, int64_t first, int64_t count, float* y,
+                  bool accumulate) {
+  kernels::MatmulArgs args = matmul_args(w, x + first * w.ne0, count, y + first * w.ne1);
+  args.accumulate = accumulate;
+  DS_GPU_LAUNCH(ctx, 1, kernels::matmul_prefill_gpu(args, ctx.stream), "matmul_prefill %s (%s): %lld rows, in %lld, out %lld",
+                w.name.c_str(), std::string(kernels::dtype_name(w.type)).c_str(), static_cast<long long>(count),
+                static_cast<long long>(w.ne0), static_cast<long long>(w.ne1));
 }
 
-// MoE with the shared expert, added into y. Launches: router (+ shared gate logit), top-k,
-// expert and shared gate*up (one launch when the types agree), expert and shared down, combine.
-void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, int64_t n, const float* b, float* y) {
+// Rows [first, first + count) of g = SiLU(gate x) * (up x) through the tiled kernel.
+void gated_product_tiled(const GpuLayerContext& ctx, const DeviceTensor& gate, const DeviceTensor& up, const float* x,
+                         int64_t first, int64_t count, float* g, float* u) {
+  const int64_t width = gate.ne1;
+  matmul_tiled(ctx, gate, x, first, count, g, false);
+  matmul_tiled(ctx, up, x, first, count, u, false);
+  DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(g + first * width, u + first * width, g + first * width, count * width, ctx.stream),
+                "swiglu %lld prefill rows x %lld", static_cast<long long>(count), static_cast<long long>(width));
+}
+
+// g = SiLU(gate x) * (up x) over the step rows (u: scratch like g): decode rows as one gated
+// segment launch (or two products and swiglu_gpu when the layouts differ), prefill rows as
+// two tiled products and swiglu_gpu.
+void gated_product(const GpuLayerContext& ctx, const DeviceTensor& gate, const DeviceTensor& up, const float* x,
+                   RowSplit rows, float* g, float* u) {
+  const int64_t nd = rows.num_decode_rows, np = rows.num_prefill_rows(), width = gate.ne1;
+  if (nd > 0) {
+    if (same_layout(gate, up)) {
+      launch_segments(ctx, {gated(segment(gate, x, nd, g), up)}, "gate*up");
+    } else {
+      matmul(ctx, gate, x, nd, g);
+      matmul(ctx, up, x, nd, u);
+      DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(g, u, g, nd * width, ctx.stream), "swiglu %lld x %lld",
+                    static_cast<long long>(nd), static_cast<long long>(width));
+    }
+  }
+  if (np > 0) gated_product_tiled(ctx, gate, up, x, nd, np, g, u);
+}
+
+// y += down(SiLU(gate x) * (up x)); g, u are [n][I] scratch.
+void swiglu_mlp(const GpuLayerContext& ctx, const DeviceTensor& gate, const DeviceTensor& up, const DeviceTensor& down,
+                const float* x, RowSplit rows, float* g, float* u, float* y) {
+  gated_product(ctx, gate, up, x, rows, g, u);
+  matmul(ctx, down, g, rows, y, /*accumulate=*/true);
+}
+
+// MoE with the shared expert, added into y. Launches for a decode step: router (+ shared gate
+// logit), top-k, expert and shared gate*up (one launch when the types agree), expert and
+// shared down, combine. Prefill rows take the shared expert through the tiled kernel; the
+// routed experts stay per (row, expert) pair for now.
+void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y) {
   const ModelConfig& c = ctx.config;
   const GpuWorkspace& ws = ctx.ws;
-  const int64_t k = c.num_experts_used;
+  const int64_t k = c.num_experts_used, n = rows.num_rows, nd = rows.num_decode_rows;
   launch_segments(ctx, {segment(w.router, b, n, ws.router_logits), segment(w.shared_gate_inp, b, n, ws.sh_gate)},
                   "moe router");
   const kernels::MoeRouteArgs route{ws.router_logits, n, c.num_experts, k, ws.expert_ids, ws.expert_weights};
@@ -108,23 +142,26 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, int64_t n, 
     up_segs.push_back(expert_segment(w.up_exps, b, ws.expert_ids, n * k, k, ws.exp_u));
   }
   const bool shared_gated = same_layout(w.gate_shexp, w.up_shexp);
-  if (shared_gated) {
-    up_segs.push_back(gated(segment(w.gate_shexp, b, n, ws.sh_g), w.up_shexp));
-  } else {
-    up_segs.push_back(segment(w.gate_shexp, b, n, ws.sh_g));
-    up_segs.push_back(segment(w.up_shexp, b, n, ws.sh_u));
+  if (nd > 0) {
+    if (shared_gated) {
+      up_segs.push_back(gated(segment(w.gate_shexp, b, nd, ws.sh_g), w.up_shexp));
+    } else {
+      up_segs.push_back(segment(w.gate_shexp, b, nd, ws.sh_g));
+      up_segs.push_back(segment(w.up_shexp, b, nd, ws.sh_u));
+    }
   }
   launch_segments(ctx, std::move(up_segs), "moe gate*up");
   if (!same_layout(w.gate_exps, w.up_exps))
     DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(ws.exp_g, ws.exp_u, ws.exp_g, n * k * w.gate_exps.ne1, ctx.stream),
                   "expert swiglu %lld pairs", static_cast<long long>(n * k));
-  if (!shared_gated)
-    DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(ws.sh_g, ws.sh_u, ws.sh_g, n * w.gate_shexp.ne1, ctx.stream),
-                  "shared swiglu %lld rows", static_cast<long long>(n));
-  launch_segments(ctx,
-                  {expert_segment(w.down_exps, ws.exp_g, ws.expert_ids, n * k, 1, ws.exp_out),
-                   segment(w.down_shexp, ws.sh_g, n, ws.sh_out)},
-                  "moe down");
+  if (nd > 0 && !shared_gated)
+    DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(ws.sh_g, ws.sh_u, ws.sh_g, nd * w.gate_shexp.ne1, ctx.stream),
+                  "shared swiglu %lld rows", static_cast<long long>(nd));
+  if (rows.num_prefill_rows() > 0) gated_product_tiled(ctx, w.gate_shexp, w.up_shexp, b, nd, rows.num_prefill_rows(), ws.sh_g, ws.sh_u);
+  std::vector<kernels::MatmulSegment> down_segs{expert_segment(w.down_exps, ws.exp_g, ws.expert_ids, n * k, 1, ws.exp_out)};
+  if (nd > 0) down_segs.push_back(segment(w.down_shexp, ws.sh_g, nd, ws.sh_out));
+  launch_segments(ctx, std::move(down_segs), "moe down");
+  if (rows.num_prefill_rows() > 0) matmul_tiled(ctx, w.down_shexp, ws.sh_g, nd, rows.num_prefill_rows(), ws.sh_out, false);
   kernels::MoeCombineArgs combine{ws.exp_out, ws.expert_weights, ws.sh_out, ws.sh_gate, y, n, k, c.num_embd};
   combine.accumulate = true;
   DS_GPU_LAUNCH(ctx, 1, kernels::moe_combine_gpu(combine, ctx.stream), "moe_combine %lld rows x %lld",
@@ -150,18 +187,27 @@ void rms_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x,
                static_cast<long long>(num_rows), static_cast<long long>(h));
 }
 
-void matmul_many(const GpuLayerContext& ctx, const DeviceTensor* const* ws, float* const* ys, int count, const float* x,
-                 int64_t num_rows) {
-  std::vector<kernels::MatmulSegment> segs;
-  for (int i = 0; i < count; ++i) segs.push_back(segment(*ws[i], x, num_rows, ys[i]));
-  launch_segments(ctx, std::move(segs), ws[0]->name.c_str());
+void matmul(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, RowSplit rows, float* y, bool accumulate) {
+  if (rows.num_decode_rows > 0) matmul(ctx, w, x, rows.num_decode_rows, y, accumulate);
+  if (rows.num_prefill_rows() > 0) matmul_tiled(ctx, w, x, rows.num_decode_rows, rows.num_prefill_rows(), y, accumulate);
 }
 
-void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, int64_t num_rows, const float* b, float* y) {
+void matmul_many(const GpuLayerContext& ctx, const DeviceTensor* const* ws, float* const* ys, int count, const float* x,
+                 RowSplit rows) {
+  if (rows.num_decode_rows > 0) {
+    std::vector<kernels::MatmulSegment> segs;
+    for (int i = 0; i < count; ++i) segs.push_back(segment(*ws[i], x, rows.num_decode_rows, ys[i]));
+    launch_segments(ctx, std::move(segs), ws[0]->name.c_str());
+  }
+  if (rows.num_prefill_rows() > 0)
+    for (int i = 0; i < count; ++i) matmul_tiled(ctx, *ws[i], x, rows.num_decode_rows, rows.num_prefill_rows(), ys[i], false);
+}
+
+void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y) {
   if (ctx.config.is_moe()) {
-    moe_forward(ctx, w, num_rows, b, y);
+    moe_forward(ctx, w, rows, b, y);
   } else {
-    swiglu_mlp(ctx, w.gate, w.up, w.down, b, num_rows, ctx.ws.ffn_g, ctx.ws.ffn_u, y);
+    swiglu_mlp(ctx, w.gate, w.up, w.down, b, rows, ctx.ws.ffn_g, ctx.ws.ffn_u, y);
   }
 }
 

@@ -2,9 +2,8 @@
 // projections over all rows of the step, then one fused gdn_step_gpu launch for every
 // sequence (conv + SiLU, L2 norms, gates, delta rule over the sequence's rows in order, from
 // its state entry; ring snapshots for verify rows), gated RMSNorm, output projection added
-// into the residual. The
-// fused step kernel also serves prefill chunks (T rows of one sequence in order); a chunked
-// prefill kernel can replace it here without touching the backend.
+// into the residual. Prefill chunks (StepRowsView's split) go through the tiled projections
+// and the chunked gdn_prefill_gpu instead (the step kernel where that one is missing).
 #include "kernels/gdn_gpu.h"
 #include "kernels/norm_gpu.h"
 #include "runtime/gpu/gpu_layers.h"
@@ -19,10 +18,10 @@ void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnSt
   const int64_t dc = c.conv_channels(), dv_all = c.ssm_value_dim(), hv = c.ssm_v_heads, d = c.ssm_head_dim;
 
   // qkv [n][Dc], z [n][Dv], beta [n][Hv] pre-sigmoid, alpha [n][Hv] pre-softplus: one launch
-  // when the four weight types agree.
+  // for the decode rows when the four weight types agree.
   const DeviceTensor* proj[] = {&w.qkv, &w.gate, &w.beta, &w.alpha};
   float* const proj_out[] = {ws.qkv, ws.z, ws.beta, ws.alpha};
-  matmul_many(ctx, proj, proj_out, 4, a, n);
+  matmul_many(ctx, proj, proj_out, 4, a, row_split(rows));
 
   kernels::GdnStepArgs g{};
   g.qkv = ws.qkv;
@@ -36,7 +35,7 @@ void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnSt
   g.out = ws.gdn_o;
   g.out_stride = dv_all;
   g.seq_row_begin = rows.seq_row_begin;
-  g.num_seqs = rows.num_seqs;
+  g.num_seqs = rows.num_decode_seqs;
   g.delta_states = state.delta;
   g.conv_states = state.conv;
   g.state_in = rows.state_in;
@@ -49,14 +48,50 @@ void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnSt
   g.head_dim_v = d;
   g.conv_kernel = c.conv_kernel;
   g.l2_eps = 1e-6f;
-  DS_GPU_LAUNCH(ctx, 1, kernels::gdn_step_gpu(g, ctx.stream), "gdn_step: %lld rows, %lld sequences, Hk %lld, Hv %lld, d %lld",
-               static_cast<long long>(n), static_cast<long long>(rows.num_seqs), static_cast<long long>(c.ssm_k_heads),
-               static_cast<long long>(hv), static_cast<long long>(d));
+  const int64_t np_seqs = rows.num_prefill_seqs();
+  // Without the chunked kernel (HIP for now) prefill chunks run through the step kernel.
+  if (ws.gdn_prefill_ws == nullptr) g.num_seqs = rows.num_seqs;
+  if (g.num_seqs > 0)
+    DS_GPU_LAUNCH(ctx, 1, kernels::gdn_step_gpu(g, ctx.stream), "gdn_step: %lld rows, %lld sequences, Hk %lld, Hv %lld, d %lld",
+                  static_cast<long long>(n), static_cast<long long>(g.num_seqs), static_cast<long long>(c.ssm_k_heads),
+                  static_cast<long long>(hv), static_cast<long long>(d));
+  if (ws.gdn_prefill_ws != nullptr && np_seqs > 0) {
+    const int64_t first = rows.num_decode_rows, s0 = rows.num_decode_seqs;
+    kernels::GdnPrefillArgs p{};
+    p.qkv = ws.qkv + first * dc;
+    p.qkv_stride = dc;
+    p.alpha = ws.alpha + first * hv;
+    p.beta_logit = ws.beta + first * hv;
+    p.ab_stride = hv;
+    p.conv_w = g.conv_w;
+    p.ssm_a = g.ssm_a;
+    p.dt_bias = g.dt_bias;
+    p.out = ws.gdn_o + first * dv_all;
+    p.out_stride = dv_all;
+    p.seq_row_begin = rows.prefill_row_begin;
+    p.num_seqs = np_seqs;
+    p.num_rows = rows.num_prefill_rows();
+    p.delta_states = state.delta;
+    p.conv_states = state.conv;
+    p.state_in = rows.state_in + s0;
+    p.state_out = rows.state_out + s0;
+    p.workspace = ws.gdn_prefill_ws;
+    p.num_k_heads = c.ssm_k_heads;
+    p.num_v_heads = hv;
+    p.head_dim_k = d;
+    p.head_dim_v = d;
+    p.conv_kernel = c.conv_kernel;
+    p.l2_eps = g.l2_eps;
+    DS_GPU_LAUNCH(ctx, kernels::kGdnPrefillLaunches, kernels::gdn_prefill_gpu(p, ctx.stream),
+                  "gdn_prefill: %lld rows, %lld sequences, Hk %lld, Hv %lld, d %lld", static_cast<long long>(p.num_rows),
+                  static_cast<long long>(np_seqs), static_cast<long long>(c.ssm_k_heads), static_cast<long long>(hv),
+                  static_cast<long long>(d));
+  }
 
   const kernels::GatedRmsNormArgs norm{ws.gdn_o, ws.z, w.norm.f32(), ws.gdn_o, n * hv, d, c.rms_eps};
   DS_GPU_LAUNCH(ctx, 1, kernels::gated_rms_norm_gpu(norm, ctx.stream), "gated_rms_norm %lld groups of %lld",
                static_cast<long long>(n * hv), static_cast<long long>(d));
-  matmul(ctx, w.output, ws.gdn_o, n, y, /*accumulate=*/true);
+  matmul(ctx, w.output, ws.gdn_o, row_split(rows), y, /*accumulate=*/true);
 }
 
 }  // namespace deltaserve::runtime::gpu

@@ -27,7 +27,27 @@ struct StepRowsView {
   const int32_t* block_tables = nullptr;   // [num_seqs][block_table_stride]
   int64_t block_table_stride = 0;
   int64_t max_keys = 0;                    // max over rows of position + 1
+  // Rows [0, num_decode_rows) are the first num_decode_seqs sequences: decode and verify rows,
+  // through the matrix-vector kernels, gdn_step and paged attention. The remaining sequences
+  // are prefill chunks, through the tiled matmul, the chunked GDN kernel and prefill
+  // attention (GpuBackend::is_prefill_chunk decides, from the sequence's own rows only).
+  int64_t num_decode_rows = 0;
+  int64_t num_decode_seqs = 0;
+  const int32_t* prefill_row_begin = nullptr;       // [prefill seqs + 1], from num_decode_rows
+  const int32_t* prefill_first_position = nullptr;  // [prefill seqs]
+  int64_t max_prefill_rows = 0;                     // rows of the longest prefill chunk
+  int64_t num_prefill_rows() const { return num_rows - num_decode_rows; }
+  int64_t num_prefill_seqs() const { return num_seqs - num_decode_seqs; }
 };
+
+// Rows of one call split as in StepRowsView: [0, num_decode_rows) matrix-vector,
+// [num_decode_rows, num_rows) tiled.
+struct RowSplit {
+  int64_t num_rows = 0;
+  int64_t num_decode_rows = 0;
+  int64_t num_prefill_rows() const { return num_rows - num_decode_rows; }
+};
+inline RowSplit row_split(const StepRowsView& rows) { return {rows.num_rows, rows.num_decode_rows}; }
 
 // Scratch buffers for max_rows rows (sized at start; see GpuBackend for the bounds).
 struct GpuWorkspace {
@@ -36,6 +56,7 @@ struct GpuWorkspace {
   float *qg = nullptr, *k = nullptr, *v = nullptr, *att_o = nullptr;  // attention
   float* att_scratch = nullptr;  // paged_attention_gpu workspace
   int64_t att_scratch_floats = 0;
+  float* gdn_prefill_ws = nullptr;  // gdn_prefill_gpu workspace for max_rows rows (null: no chunked GDN)
   float *qkv = nullptr, *z = nullptr, *beta = nullptr, *alpha = nullptr, *gdn_o = nullptr;  // GDN
   int32_t* gdn_sync = nullptr;   // [max_seqs][Hk] counters, zero between launches
   float *ffn_g = nullptr, *ffn_u = nullptr;                     // dense FFN [R][I]
@@ -78,14 +99,18 @@ struct KvPool {
 };
 
 // y[r] = W x[r] (or y[r] += W x[r] when accumulate) for rows r < num_rows (x, y dense with
-// strides num_in / num_out).
+// strides num_in / num_out), through the matrix-vector kernel.
 void matmul(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, int64_t num_rows, float* y,
+            bool accumulate = false);
+// The same over step rows: decode rows through matmul_gpu, prefill rows through the tiled
+// matmul_prefill_gpu (each row's bits depend only on its own kernel class).
+void matmul(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, RowSplit rows, float* y,
             bool accumulate = false);
 
 // y_i[r] = W_i x[r] for every i, in as few launches as the weight types allow (one per type,
 // at most kMaxMatmulSegments matrices each); same bits as one matmul per matrix.
 void matmul_many(const GpuLayerContext& ctx, const DeviceTensor* const* ws, float* const* ys, int count, const float* x,
-                 int64_t num_rows);
+                 RowSplit rows);
 
 // Mixers: read the normed rows a [N][H], ADD their output into y [N][H] (the residual add
 // fused into the output projection: y + W o rounds exactly as a separate add did).
@@ -94,7 +119,7 @@ void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnSt
 void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w, const KvPool& cache,
                        const StepRowsView& rows, const float* a, float* y);
 // FFN: dense SwiGLU or MoE with the shared expert, by ctx.config.arch; ADDS its output into y.
-void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, int64_t num_rows, const float* b, float* y);
+void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y);
 
 // x[r] <- RMSNorm(src[r]) * w over num_rows rows of H (strides H); y may alias x.
 void rms_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, int64_t num_rows, float* y,

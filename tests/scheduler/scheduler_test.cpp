@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "tests/scheduler/harness.h"
 
 namespace deltaserve::scheduler {
@@ -42,6 +44,45 @@ TEST(Scheduler, ChunkedPrefillThenDecode) {
   EXPECT_EQ(got.num_events, 5);
   EXPECT_EQ(got.num_prompt_tokens, 100);
   EXPECT_EQ(got.num_generated_tokens, 5);
+  h.expect_all_free();
+}
+
+TEST(Scheduler, PromptCutsFollowTheBackendsAlignment) {
+  RunnerLimits limits = make_limits(4, 16, 64);
+  limits.prefill_chunk_align = 8;
+  Harness h(limits, make_config(40, 20));
+  const RequestSpec spec = make_spec(86, 2, 1);
+  const RequestId id = h.add(spec);
+  std::vector<int32_t> chunks;
+  while (!h.scheduler.idle())
+    for (const PlannedRow& r : h.step()) chunks.push_back(r.num_rows);
+  // 20-row chunks cut back to multiples of 8; the cut at 80 would leave 6 (< 8) rows, so 72.
+  EXPECT_EQ(chunks, (std::vector<int32_t>{16, 16, 16, 16, 8, 14, 1}));
+  EXPECT_EQ(h.received[id].tokens, h.expected(spec).tokens);
+  h.expect_all_free();
+}
+
+TEST(Scheduler, AlignedCutsHoldUnderMixedLoad) {
+  RunnerLimits limits = make_limits(8, 16, 512);
+  limits.prefill_chunk_align = 16;
+  Harness h(limits, make_config(64, 48));
+  std::map<RequestId, int32_t> prompt_length;
+  for (uint32_t i = 0; i < 12; ++i) {
+    const int32_t length = 1 + static_cast<int32_t>((i * 37 + 11) % 140);
+    prompt_length[h.add(make_spec(length, 3 + static_cast<int32_t>(i % 5), 100 + i))] = length;
+  }
+  int num_cut = 0;
+  while (!h.scheduler.idle()) {
+    for (const PlannedRow& r : h.step()) {
+      if (r.is_decode) continue;
+      const int32_t end = r.num_cached_tokens + r.num_rows;
+      if (end == prompt_length[r.id]) continue;  // the chunk that finishes the prompt
+      ++num_cut;
+      EXPECT_EQ(end % 16, 0) << "request " << r.id << " cut at " << end;
+      EXPECT_GE(prompt_length[r.id] - end, 16) << "request " << r.id << " left a short tail";
+    }
+  }
+  EXPECT_GT(num_cut, 5);
   h.expect_all_free();
 }
 
