@@ -3,6 +3,7 @@
 // scheduler's runner each step; read-only to the backend.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct SequenceStep {
   // Verify rows: keep the recurrent state after each row, so rollback() can return to any
   // of them. At most CacheConfig::max_verify_rows rows.
   bool keep_row_states = false;
+  // false: the caller needs only each logit row's argmax id (ForwardOutput::argmax_ids); the
+  // logits of this sequence's rows are not copied to (nor stored on) the host.
+  bool logits_to_host = true;
 };
 
 struct BatchPlan {
@@ -49,6 +53,7 @@ struct MtpSequenceStep {
   std::vector<float> hidden;      // [tokens.size()][H]
   std::vector<int32_t> kv_blocks; // block table covering the MTP positions, as for the trunk
   int32_t num_logits = 1;         // logits (and outputs) for the last num_logits rows
+  bool logits_to_host = true;     // as SequenceStep::logits_to_host
 };
 
 struct MtpPlan {
@@ -56,19 +61,50 @@ struct MtpPlan {
 };
 
 // Rows that asked for logits (and hidden states), sequence after sequence, in row order.
+//
+// Logit rows are numbered 0 .. num_rows - 1 across the plan (sequence i owns
+// [logit_begin[i], logit_begin[i] + its num_logits)). Every backend fills argmax_ids for all
+// of them (runtime/greedy.h's rule: lowest id on ties, NaN never wins; computed on the device
+// by a device backend). `logits` holds only the "host rows": the logit rows of sequences with
+// logits_to_host, in the same order; sequence i's rows start at host row host_logit_begin[i]
+// (-1 when its logits stayed on the device). With every sequence logits_to_host (the default)
+// host rows are logit rows: host_logit_begin == logit_begin.
 struct ForwardOutput {
   int64_t num_rows = 0;  // logit rows
   int64_t num_vocab = 0;
-  std::vector<float> logits;  // [num_rows][num_vocab]
-  // Per plan sequence: index of its first logit row and of its first hidden row.
+  std::vector<int32_t> argmax_ids;  // [num_rows]: the greedy id of every logit row
+  std::vector<float> logits;        // [num_host_rows()][num_vocab]
+  // Per plan sequence: index of its first logit row, of its first host row (-1: none), and of
+  // its first hidden row.
   std::vector<int64_t> logit_begin;
+  std::vector<int64_t> host_logit_begin;
   std::vector<int64_t> hidden_begin;
   // [hidden rows][H]: post-final-norm hidden (trunk) or post-mtp.norm output (MTP): the
   // next MTP input. A sequence's hidden rows are its last max(num_hidden, num_logits) rows.
   std::vector<float> hidden;
+  int64_t num_hidden_rows = 0;  // rows of hidden (set with the layout)
 
+  int64_t num_host_rows() const { return num_vocab > 0 ? static_cast<int64_t>(logits.size()) / num_vocab : 0; }
+  // Logit rows of plan sequence i.
+  int64_t sequence_logit_rows(size_t i) const {
+    return (i + 1 < logit_begin.size() ? logit_begin[i + 1] : num_rows) - logit_begin[i];
+  }
+  // r: a host row (host_logit_begin[i] + j), not a logit row.
   const float* row_logits(int64_t r) const { return logits.data() + r * num_vocab; }
+  // Logits of logit row j of plan sequence i; throws std::logic_error when its logits stayed
+  // on the device (logits_to_host = false).
+  const float* sequence_logits(size_t i, int64_t j = 0) const;
   const float* row_hidden(int64_t r, int64_t num_embd) const { return hidden.data() + r * num_embd; }
+
+  // For backends: forget the previous layout, then add each plan sequence in order (its
+  // num_logits, its hidden row count, its logits_to_host). The caller then fills hidden,
+  // argmax_ids ([num_rows]) and logits ([host rows][num_vocab]).
+  void begin_layout(int64_t vocab);
+  void add_sequence(int32_t num_logits, int64_t num_hidden, bool to_host);
+  int64_t num_host_rows_planned() const { return num_host_rows_planned_; }
+
+ private:
+  int64_t num_host_rows_planned_ = 0;
 };
 
 }  // namespace deltaserve::runtime

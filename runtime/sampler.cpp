@@ -5,6 +5,8 @@
 #include <limits>
 #include <numeric>
 
+#include "runtime/greedy.h"
+
 namespace deltaserve::runtime {
 namespace {
 
@@ -15,13 +17,8 @@ bool more_likely(const std::vector<float>& v, int32_t a, int32_t b) {
   return v[a] != v[b] ? v[a] > v[b] : a < b;
 }
 
-int32_t argmax(const std::vector<float>& v) {
-  int32_t best = 0;
-  for (int32_t i = 1; i < static_cast<int32_t>(v.size()); ++i) {
-    if (v[i] > v[best]) best = i;
-  }
-  return best;
-}
+// The greedy rule (runtime/greedy.h), shared with argmax_ids and the device argmax.
+int32_t argmax(const std::vector<float>& v) { return argmax_token(v); }
 
 }  // namespace
 

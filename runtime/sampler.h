@@ -4,10 +4,10 @@
 // frequency/presence penalties (output tokens) = the "processed" logits. Logprobs are the
 // log-softmax of the processed logits: after penalties and bias, before temperature and any
 // filtering (vLLM's "processed_logprobs"; OpenAI reports the model's distribution, not the
-// truncated sampling one). Then greedy = argmax of the processed logits (lowest id on ties);
-// otherwise / temperature -> min-p (relative to the top probability) -> top-k -> top-p
-// (smallest set of most likely tokens whose mass reaches top_p, renormalised after top-k) ->
-// one draw by inverse CDF over the kept tokens in id order.
+// truncated sampling one). Then greedy = argmax of the processed logits (runtime/greedy.h:
+// lowest id on ties, NaN never wins); otherwise / temperature -> min-p (relative to the top
+// probability) -> top-k -> top-p (smallest set of most likely tokens whose mass reaches top_p,
+// renormalised after top-k) -> one draw by inverse CDF over the kept tokens in id order.
 //
 // Randomness is counter-based: the uniform for output position n of a request is
 // Philox4x32-10 keyed by the request's seed with counter (n, stream). So the same seed and

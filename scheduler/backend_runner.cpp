@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "runtime/draft_verifier.h"
+#include "runtime/greedy.h"
 #include "runtime/model_config.h"
 
 namespace deltaserve::scheduler {
@@ -85,8 +86,19 @@ int32_t BackendRunner::pick_draft(const SequencePlan& seq, size_t i, int32_t j, 
 std::vector<int32_t> BackendRunner::sample_and_verify(const SequencePlan& seq, size_t i, int64_t first_row,
                                                       const std::vector<int32_t>& drafts, SequenceOutput& result) {
   runtime::Sampler& sampler = sampler_for(seq);
+  result.num_drafted = static_cast<int32_t>(drafts.size());
+  if (argmax_only(seq)) {
+    // verify_drafts' greedy rule on the backend's ids: accept drafts while they equal the
+    // target's argmax, then emit the first target id that differs (or the bonus row's).
+    const int32_t* target = forward_.argmax_ids.data() + first_row;
+    size_t j = 0;
+    while (j < drafts.size() && drafts[j] == target[j]) ++j;
+    result.tokens.assign(target, target + j + 1);
+    for (const int32_t id : result.tokens) sampler.accept(id);
+    return result.tokens;
+  }
   const size_t num_vocab = static_cast<size_t>(forward_.num_vocab);
-  const std::span<const float> logits(forward_.row_logits(first_row), (drafts.size() + 1) * num_vocab);
+  const std::span<const float> logits(forward_.sequence_logits(i), (drafts.size() + 1) * num_vocab);
   // q exists for a sampled request's drafts; greedy ones (and none) verify exactly.
   std::span<const runtime::TokenDistribution> q;
   if (!drafts.empty() && draft_rows_[i].q.size() == drafts.size()) q = draft_rows_[i].q;
@@ -104,8 +116,16 @@ std::vector<int32_t> BackendRunner::sample_and_verify(const SequencePlan& seq, s
     }
   }
   result.tokens = emitted;
-  result.num_drafted = static_cast<int32_t>(drafts.size());
   return emitted;
+}
+
+bool BackendRunner::argmax_only(const SequencePlan& seq) const {
+  return device_greedy_ && seq.sampling != nullptr && runtime::only_argmax_needed(*seq.sampling);
+}
+
+void BackendRunner::set_device_greedy(bool on) {
+  device_greedy_ = on;
+  if (drafter_) drafter_->set_device_argmax(on);
 }
 
 void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
@@ -129,6 +149,7 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
     step.num_logits = p.sample ? 1 + static_cast<int32_t>(drafts[i].size()) : 0;
     step.num_hidden = drafter_ && p.speculative ? static_cast<int32_t>(step.tokens.size()) : 0;
     step.keep_row_states = !drafts[i].empty();
+    step.logits_to_host = !(p.sample && argmax_only(p));  // greedy: only the ids leave the device
   }
   backend_.forward(batch, forward_);
 

@@ -34,21 +34,30 @@ class BackendRunner final : public ModelRunner {
   void execute(const StepPlan& plan, StepOutput& out) override;
   // The backend's memory_stats(), as the engine publishes it for /metrics.
   RunnerStats stats() const override;
+  // On (the default): requests whose tokens are the plain argmax (runtime/greedy.h's
+  // only_argmax_needed) take the backend's argmax_ids and leave their logits on the device;
+  // greedy MTP drafts likewise. Off: every sampled row's logits come to the host (the
+  // reference path; tests compare the two).
+  void set_device_greedy(bool on);
 
  private:
   // The request's sampler, in step with its history (rebuilt after preemption or a gap).
   runtime::Sampler& sampler_for(const SequencePlan& seq);
   // Draws draft j of plan sequence i (a sampled request) from the head's logits; keeps q.
   int32_t pick_draft(const SequencePlan& seq, size_t i, int32_t j, std::span<const float> head_logits);
-  // Verifies a sequence's drafts against its logits rows and fills its output.
+  // Verifies a sequence's drafts against its logits rows (or, argmax_only, its argmax ids)
+  // and fills its output. first_row: its first logit row.
   std::vector<int32_t> sample_and_verify(const SequencePlan& seq, size_t i, int64_t first_row,
                                          const std::vector<int32_t>& drafts, SequenceOutput& result);
+  // The sequence's tokens come from argmax_ids (device greedy on, only_argmax_needed).
+  bool argmax_only(const SequencePlan& seq) const;
 
   runtime::Backend& backend_;
   int32_t max_context_tokens_;
   int32_t max_draft_depth_;
   std::unique_ptr<MtpDrafter> drafter_;  // null without speculation
   runtime::ForwardOutput forward_;       // reused every step
+  bool device_greedy_ = true;
   // Samplers of the requests in the last plan; others are dropped (rebuilt on return).
   std::unordered_map<RequestId, std::unique_ptr<runtime::Sampler>> samplers_;
   uint64_t seed_salt_;  // unseeded requests: seed = salt ^ request id

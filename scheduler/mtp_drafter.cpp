@@ -3,15 +3,10 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "runtime/greedy.h"
+
 namespace deltaserve::scheduler {
 namespace {
-
-int32_t argmax(const float* x, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (x[i] > x[best]) best = i;
-  return static_cast<int32_t>(best);
-}
 
 bool samples(const SequencePlan& p) { return p.sampling != nullptr && !p.sampling->greedy(); }
 
@@ -52,16 +47,16 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const StepPlan& plan, const 
       step.hidden = chain_input[i];
       step.kv_blocks.assign(p.kv_blocks.begin(), p.kv_blocks.end());
       step.num_logits = 1;
+      step.logits_to_host = !device_argmax_ || (pick && samples(p));  // else only the argmax id
       members.push_back(i);
     }
     if (members.empty()) break;
     backend_.forward_mtp(mtp, out_);
     for (size_t m = 0; m < members.size(); ++m) {
       const size_t i = members[m];
-      const float* row = out_.row_logits(static_cast<int64_t>(m));
       drafts[i].push_back(pick && samples(plan.sequences[i])
-                              ? pick(i, j, std::span<const float>(row, static_cast<size_t>(out_.num_vocab)))
-                              : argmax(row, out_.num_vocab));
+                              ? pick(i, j, std::span<const float>(out_.sequence_logits(m), static_cast<size_t>(out_.num_vocab)))
+                              : head_argmax(m));
       chain_input[i].assign(out_.hidden.begin() + static_cast<int64_t>(m) * h,
                             out_.hidden.begin() + static_cast<int64_t>(m + 1) * h);
     }
@@ -80,6 +75,7 @@ void MtpDrafter::catch_up(const std::vector<CatchUp>& rows) {
     step.hidden = c.hidden;
     step.kv_blocks.assign(c.seq->kv_blocks.begin(), c.seq->kv_blocks.end());
     step.num_logits = c.drafts_next ? 1 : 0;
+    step.logits_to_host = !device_argmax_ || samples(*c.seq);
   }
   backend_.forward_mtp(mtp, out_);
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -91,11 +87,16 @@ void MtpDrafter::catch_up(const std::vector<CatchUp>& rows) {
     state.output.clear();
     state.first_logits.clear();
     if (!c.drafts_next) continue;
-    const int64_t row = out_.logit_begin[i];
-    state.first_draft = argmax(out_.row_logits(row), out_.num_vocab);
-    if (samples(*c.seq)) state.first_logits.assign(out_.row_logits(row), out_.row_logits(row) + out_.num_vocab);
+    state.first_draft = head_argmax(i);
+    if (samples(*c.seq)) state.first_logits.assign(out_.sequence_logits(i), out_.sequence_logits(i) + out_.num_vocab);
+    const int64_t row = out_.hidden_begin[i];
     state.output.assign(out_.hidden.begin() + row * h, out_.hidden.begin() + (row + 1) * h);
   }
+}
+
+int32_t MtpDrafter::head_argmax(size_t i) const {
+  if (device_argmax_) return out_.argmax_ids[static_cast<size_t>(out_.logit_begin[i])];
+  return runtime::argmax_token(out_.sequence_logits(i), out_.num_vocab);
 }
 
 void MtpDrafter::retain(const std::vector<RequestId>& live) {

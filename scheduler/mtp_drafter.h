@@ -5,7 +5,8 @@
 // gives the first draft of the next step; deeper drafts chain the head's own post-norm
 // output with the previous draft, one position further each.
 //
-// Greedy requests draft the head's argmax. A sampled request's drafts come from the runner's
+// Greedy requests draft the head's argmax (runtime/greedy.h's rule): the backend's argmax_ids,
+// their logits stay on the device. A sampled request's drafts come from the runner's
 // DraftPicker, which draws each from the head's distribution q (the request's transforms)
 // and keeps q for verification (runtime/draft_verifier.h); for them the head's logits row
 // of the next first draft is kept between steps (num_vocab floats per sequence).
@@ -52,6 +53,10 @@ class MtpDrafter {
   // Forgets sequences that are not in `live` (finished, cancelled or waiting).
   void retain(const std::vector<RequestId>& live);
 
+  // On (the default): argmax drafts take the backend's argmax_ids (no logits copied); off:
+  // the host argmax of copied logits (the reference path; same ids).
+  void set_device_argmax(bool on) { device_argmax_ = on; }
+
  private:
   struct State {
     int32_t num_rows = 0;        // MTP cache rows valid: positions [0, num_rows)
@@ -60,9 +65,13 @@ class MtpDrafter {
     std::vector<float> first_logits;  // sampled requests: the head's logits row of it
   };
 
+  // The argmax draft of out_'s plan sequence i (its one logit row).
+  int32_t head_argmax(size_t i) const;
+
   runtime::Backend& backend_;
   std::unordered_map<RequestId, State> states_;
   runtime::ForwardOutput out_;
+  bool device_argmax_ = true;
 };
 
 }  // namespace deltaserve::scheduler

@@ -6,6 +6,7 @@
 
 #include "kernels/embedding.h"
 #include "kernels/norm.h"
+#include "runtime/greedy.h"
 #include "runtime/plan_checks.h"
 
 namespace deltaserve::runtime {
@@ -110,19 +111,30 @@ void CpuBackend::lm_head(const float* x, const std::vector<int64_t>& hidden_rows
     while (hidden_rows[static_cast<size_t>(j)] != logit_rows[static_cast<size_t>(i)]) ++j;
     std::copy_n(out.hidden.data() + j * h, h, normed.data() + i * h);
   }
-  out.num_rows = n;
-  out.num_vocab = config_.num_vocab;
-  out.logits.resize(static_cast<size_t>(n * config_.num_vocab));
+  // Every logit row is computed; out.logits keeps only the host rows (out's layout, set by
+  // the caller), argmax_ids every row.
+  const int64_t v = config_.num_vocab;
+  const bool all_to_host = out.num_host_rows_planned() == n;
+  std::vector<float>& all = all_to_host ? out.logits : logit_scratch_;
+  all.resize(static_cast<size_t>(n * v));
   cpu::LayerContext ctx{config_, pool_, cache_.kv_block_tokens};
-  cpu::matmul(ctx, weights_.output, normed.data(), n, out.logits.data());
+  cpu::matmul(ctx, weights_.output, normed.data(), n, all.data());
+  out.argmax_ids.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out.argmax_ids[static_cast<size_t>(i)] = argmax_token(all.data() + i * v, v);
+  if (all_to_host) return;
+  out.logits.resize(static_cast<size_t>(out.num_host_rows_planned() * v));
+  for (size_t s = 0; s < out.logit_begin.size(); ++s) {
+    if (out.host_logit_begin[s] < 0) continue;
+    std::copy_n(all.data() + out.logit_begin[s] * v, out.sequence_logit_rows(s) * v,
+                out.logits.data() + out.host_logit_begin[s] * v);
+  }
 }
 
 void CpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
   check_plan(plan);
   cpu::StepRows rows;
   std::vector<int64_t> logit_rows, hidden_rows;
-  out.logit_begin.clear();
-  out.hidden_begin.clear();
+  out.begin_layout(config_.num_vocab);
   for (const SequenceStep& s : plan.sequences) {
     if (s.num_cached_tokens == 0) reset_slot(s.slot);
     verify_rows_[static_cast<size_t>(s.slot)] = s.keep_row_states ? static_cast<int32_t>(s.tokens.size()) : 0;
@@ -132,8 +144,7 @@ void CpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
       rows.tokens.push_back(s.tokens[static_cast<size_t>(i)]);
       rows.positions.push_back(s.num_cached_tokens + static_cast<int32_t>(i));
     }
-    out.logit_begin.push_back(static_cast<int64_t>(logit_rows.size()));
-    out.hidden_begin.push_back(static_cast<int64_t>(hidden_rows.size()));
+    out.add_sequence(s.num_logits, std::max(s.num_logits, s.num_hidden), s.logits_to_host);
     for (int64_t i = count - s.num_logits; i < count; ++i) logit_rows.push_back(begin + i);
     for (int64_t i = count - std::max(s.num_logits, s.num_hidden); i < count; ++i) hidden_rows.push_back(begin + i);
   }
@@ -187,8 +198,7 @@ void CpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
   cpu::StepRows rows;
   std::vector<int64_t> logit_rows;
   std::vector<float> hidden;
-  out.logit_begin.clear();
-  out.hidden_begin.clear();
+  out.begin_layout(c.num_vocab);
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
     const MtpSequenceStep& s = plan.sequences[i];
     const int64_t begin = rows.num_rows(), count = static_cast<int64_t>(s.tokens.size());
@@ -202,8 +212,7 @@ void CpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
       rows.positions.push_back(s.num_cached_rows + static_cast<int32_t>(r));
     }
     hidden.insert(hidden.end(), s.hidden.begin(), s.hidden.end());
-    out.logit_begin.push_back(static_cast<int64_t>(logit_rows.size()));
-    out.hidden_begin.push_back(static_cast<int64_t>(logit_rows.size()));
+    out.add_sequence(s.num_logits, s.num_logits, s.logits_to_host);  // MTP: hidden rows == logit rows
     for (int64_t r = count - s.num_logits; r < count; ++r) logit_rows.push_back(begin + r);
   }
 

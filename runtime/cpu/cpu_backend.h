@@ -39,7 +39,8 @@ class CpuBackend final : public Backend {
   void check_rows(size_t index, const std::vector<int32_t>& tokens, int64_t first_position,
                   const std::vector<int32_t>& kv_blocks) const;
   void reset_slot(int32_t slot);
-  // Final norm for hidden_rows and the LM head for logit_rows (a subset of them), into out.
+  // Final norm for hidden_rows and the LM head for logit_rows (a subset of them), into out
+  // (whose layout the caller set): hidden rows, argmax_ids of every logit row, host rows.
   void lm_head(const float* x, const std::vector<int64_t>& hidden_rows, const std::vector<int64_t>& logit_rows,
                const TensorView& norm, ForwardOutput& out);
 
@@ -53,6 +54,7 @@ class CpuBackend final : public Backend {
   cpu::KvLayer mtp_kv_;                         // the MTP block's own cache
   std::vector<int> layer_cache_index_;          // trunk layer -> index in gdn_state_ or kv_
   std::vector<int32_t> verify_rows_;            // per slot: rows of its last verify step (0 = none)
+  std::vector<float> logit_scratch_;            // every logit row when some stay off the host
 };
 
 }  // namespace deltaserve::runtime

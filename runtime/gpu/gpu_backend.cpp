@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/attention_gpu.h"
+#include "kernels/sampling_gpu.h"
 
 namespace deltaserve::runtime {
 namespace {
@@ -184,7 +185,9 @@ void GpuBackend::size_buffers() {
   // Staging: 10 int32 arrays (+16 bytes of alignment each) and the MTP hidden inputs.
   const int64_t ints = 4 * R + 3 * S + (S + 1) + S * cache_.num_kv_blocks + 2 * R + 10 * 4;
   const size_t input_bytes = static_cast<size_t>(ints) * 4 + static_cast<size_t>(R * H) * 4 + 16;
-  output_floats_ = static_cast<size_t>(R * H + 4 + max_logit_rows_ * V);
+  // Output: hidden rows, argmax ids, logit rows (gpu_forward.cpp's output_offsets).
+  output_floats_ = static_cast<size_t>(R * H + 4 + max_logit_rows_ + 4 + max_logit_rows_ * V);
+  w.add(argmax_ws_, kernels::argmax_workspace_words(max_logit_rows_, V));  // zero-filled by allocate()
   w.add(staging_device_, static_cast<int64_t>(input_bytes));
   w.add(output_device_, static_cast<int64_t>(output_floats_));
 

@@ -20,6 +20,10 @@
 //   the device mirror of the step staging and the output rows;
 // - pinned: ONE page-locked host arena (PinnedArena): step index arrays in, logit/hidden rows out.
 //
+// Greedy ids: after the LM head one argmax_gpu launch (inside the step graph) writes the
+// argmax of every logit row; the ids come back with the hidden rows in one copy, and only the
+// logit rows of sequences with logits_to_host are copied (ForwardOutput's host rows).
+//
 // Launches (the decode hot path; bench/RESULTS.md "GPU decode: trace and predictions"): the
 // residual adds are fused into the output projections / MoE combine, same-type projections of
 // one input share a launch, gate*up*SiLU is one gated matmul launch. Every kernel launch goes
@@ -34,8 +38,9 @@
 //
 // Per forward: the per-row index arrays (tokens, positions, row -> sequence, block tables,
 // GDN entries, output row maps) are written into the pinned arena and sent with one async
-// copy; every layer runs on one stream without host sync; the requested hidden and logit rows
-// come back with one async copy, then one stream synchronisation.
+// copy; every layer runs on one stream without host sync; the requested hidden rows and the
+// argmax ids come back with one async copy (plus one per run of host logit rows), then one
+// stream synchronisation.
 //
 // Owner: the engine thread (no method is thread-safe). forward/forward_mtp block until the
 // step's results are on the host. Device or SDK failures abort with a report (DS_GPU_CHECK);
@@ -86,6 +91,8 @@ class GpuBackend final : public Backend {
   // Kernels launched since construction (a graph replay counts its kernel nodes).
   int64_t kernel_launches() const override { return launches_; }
   int64_t launches_last_forward() const { return launches_last_forward_; }
+  // Bytes the last forward copied device -> host (hidden rows, argmax ids, host logit rows).
+  int64_t bytes_to_host_last_forward() const { return bytes_to_host_last_forward_; }
   // Step graphs: on by default on CUDA unless DELTASERVE_GPU_GRAPHS=0.
   void set_graphs_enabled(bool on) { graphs_.set_enabled(on); }
   bool graphs_enabled() const { return graphs_.enabled(); }
@@ -122,8 +129,9 @@ class GpuBackend final : public Backend {
   // Adds the block's mixer and FFN into the residual rows ws_.x.
   void run_block(const gpu::GpuLayerWeights& lw, const gpu::KvPool* kv, const gpu::GdnStatePools* gdn,
                  const gpu::StepRowsView& rows);
-  // Enqueues the final norm of the hidden rows and the LM head of the logit rows into the
-  // output buffer; lm_head_finish copies them to the host (one copy, one synchronisation).
+  // Enqueues the final norm of the hidden rows, the LM head of the logit rows and their argmax
+  // ids into the output buffer; lm_head_finish copies hidden rows, ids and the host logit rows
+  // to the host (one synchronisation).
   void lm_head_enqueue(const gpu::DeviceTensor& norm, const int32_t* hidden_rows, int64_t num_hidden,
                        const int32_t* logit_index, int64_t num_logits);
   void lm_head_finish(int64_t num_hidden, int64_t num_logits, ForwardOutput& out);
@@ -155,7 +163,8 @@ class GpuBackend final : public Backend {
   std::unique_ptr<gpu::PinnedArena> pinned_;
   std::unique_ptr<gpu::StagingLayout> staging_;
   unsigned char* staging_device_ = nullptr;  // device mirror of the pinned input region
-  float* output_device_ = nullptr;           // [hidden rows][H] then [logit rows][V]
+  float* output_device_ = nullptr;           // [hidden rows][H], [logit rows] ids, [logit rows][V]
+  uint32_t* argmax_ws_ = nullptr;            // argmax_gpu workspace (counters zero between launches)
   size_t output_floats_ = 0;
 
   gpu::GpuWorkspace ws_;
@@ -170,6 +179,7 @@ class GpuBackend final : public Backend {
   gpu::StepGraphs graphs_;
   mutable int64_t launches_ = 0;             // counted by DS_GPU_LAUNCH through context()
   int64_t launches_last_forward_ = 0;
+  int64_t bytes_to_host_last_forward_ = 0;
 };
 
 }  // namespace deltaserve::runtime

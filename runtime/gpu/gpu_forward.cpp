@@ -8,6 +8,7 @@
 
 #include "kernels/elementwise_gpu.h"
 #include "kernels/embedding_gpu.h"
+#include "kernels/sampling_gpu.h"
 #include "kernels/step_ops_gpu.h"
 #include "runtime/gpu/gpu_backend.h"
 #include "runtime/plan_checks.h"
@@ -23,6 +24,20 @@ void add_output_rows(int64_t begin, int64_t count, int32_t num_logits, int32_t n
   const int64_t first_hidden = static_cast<int64_t>(hidden_rows.size());
   for (int64_t i = count - num_h; i < count; ++i) hidden_rows.push_back(static_cast<int32_t>(begin + i));
   for (int64_t j = num_h - num_logits; j < num_h; ++j) logit_index.push_back(static_cast<int32_t>(first_hidden + j));
+}
+
+// The output buffer (device, and the pinned arena's output region alike), in floats:
+// [hidden rows][H] | [logit rows] int32 argmax ids | [logit rows][V] logits; each piece
+// 16-byte aligned. Hidden rows and ids come back in one copy.
+struct OutputOffsets {
+  int64_t ids = 0;
+  int64_t logits = 0;
+};
+OutputOffsets output_offsets(int64_t num_hidden, int64_t h, int64_t num_logits) {
+  OutputOffsets at;
+  at.ids = (num_hidden * h + 3) / 4 * 4;
+  at.logits = at.ids + (num_logits + 3) / 4 * 4;
+  return at;
 }
 
 }  // namespace
@@ -135,35 +150,67 @@ void GpuBackend::run_block(const gpu::GpuLayerWeights& lw, const gpu::KvPool* kv
 void GpuBackend::lm_head_enqueue(const gpu::DeviceTensor& norm, const int32_t* hidden_rows, int64_t num_hidden,
                                  const int32_t* logit_index, int64_t num_logits) {
   const gpu::GpuLayerContext ctx = context();
-  const int64_t h = config_.num_embd;
-  const int64_t logits_at = (num_hidden * h + 3) / 4 * 4;  // 16-byte aligned
+  const int64_t h = config_.num_embd, v = config_.num_vocab;
+  const OutputOffsets at = output_offsets(num_hidden, h, num_logits);
   float* hidden = output_device_;
-  float* logits = output_device_ + logits_at;
+  float* logits = output_device_ + at.logits;
+  int32_t* ids = reinterpret_cast<int32_t*>(output_device_ + at.ids);
   DS_GPU_LAUNCH(ctx, 1, kernels::gather_rows_gpu(ws_.x, h, hidden_rows, num_hidden, h, hidden, h, stream_),
                 "gather hidden rows %lld", static_cast<long long>(num_hidden));
   gpu::rms_norm(ctx, norm, hidden, num_hidden, hidden, h);
   DS_GPU_LAUNCH(ctx, 1, kernels::gather_rows_gpu(hidden, h, logit_index, num_logits, h, ws_.lm_in, h, stream_),
                 "gather logit rows %lld", static_cast<long long>(num_logits));
   gpu::matmul(ctx, weights_->output, ws_.lm_in, num_logits, logits);
+  // Greedy ids of every logit row, on the device (the workspace counters stay zero).
+  if (num_logits > 0)
+    DS_GPU_LAUNCH(ctx, 1, kernels::argmax_gpu(kernels::ArgmaxGpuArgs{logits, v, num_logits, v, ids, argmax_ws_}, stream_),
+                  "argmax %lld logit rows", static_cast<long long>(num_logits));
 }
 
-// The output rows to the host: the only device->host copy and the only synchronisation of a
-// forward.
+// The output rows to the host: hidden rows and argmax ids in one copy, the logits of the host
+// rows (out's layout: sequences with logits_to_host) in one copy per run of such sequences;
+// the only device->host copies and the only synchronisation of a forward.
 void GpuBackend::lm_head_finish(int64_t num_hidden, int64_t num_logits, ForwardOutput& out) {
   const int64_t h = config_.num_embd, v = config_.num_vocab;
-  const int64_t logits_at = (num_hidden * h + 3) / 4 * 4;
-  const size_t floats = static_cast<size_t>(num_logits > 0 ? logits_at + num_logits * v : num_hidden * h);
-  if (floats > output_floats_) throw std::logic_error("GPU backend: output rows exceed the output buffer");
+  const OutputOffsets at = output_offsets(num_hidden, h, num_logits);
+  const size_t floats = static_cast<size_t>(num_logits > 0 ? at.logits + num_logits * v : num_hidden * h);
+  if (floats > output_floats_ || out.num_rows != num_logits)
+    throw std::logic_error("GPU backend: output rows exceed the output buffer or the output layout");
   float* host = pinned_->output();
-  if (floats > 0)
-    DS_GPU_CHECK(gpuMemcpyAsync(host, output_device_, floats * sizeof(float), gpuMemcpyDeviceToHost, stream_),
-                 "output rows, %zu floats", floats);
+  int64_t bytes = 0;
+  const size_t head_floats = static_cast<size_t>(num_logits > 0 ? at.ids + num_logits : num_hidden * h);
+  if (head_floats > 0) {
+    DS_GPU_CHECK(gpuMemcpyAsync(host, output_device_, head_floats * sizeof(float), gpuMemcpyDeviceToHost, stream_),
+                 "hidden rows and ids, %zu floats", head_floats);
+    bytes += static_cast<int64_t>(head_floats * sizeof(float));
+  }
+  const size_t num_seqs = out.logit_begin.size();
+  for (size_t s = 0; s < num_seqs;) {
+    if (out.host_logit_begin[s] < 0) {
+      ++s;
+      continue;
+    }
+    const int64_t first = out.logit_begin[s];
+    int64_t rows = 0;
+    for (; s < num_seqs && out.host_logit_begin[s] >= 0; ++s) rows += out.sequence_logit_rows(s);
+    if (rows == 0) continue;
+    const size_t offset = static_cast<size_t>(at.logits + first * v), count = static_cast<size_t>(rows * v);
+    DS_GPU_CHECK(gpuMemcpyAsync(host + offset, output_device_ + offset, count * sizeof(float), gpuMemcpyDeviceToHost, stream_),
+                 "logit rows %lld..%lld", static_cast<long long>(first), static_cast<long long>(first + rows));
+    bytes += static_cast<int64_t>(count * sizeof(float));
+  }
   DS_GPU_CHECK(gpuStreamSynchronize(stream_), "forward of %lld hidden / %lld logit rows", static_cast<long long>(num_hidden),
                static_cast<long long>(num_logits));
+  bytes_to_host_last_forward_ = bytes;
   out.hidden.assign(host, host + num_hidden * h);
-  out.num_rows = num_logits;
-  out.num_vocab = v;
-  out.logits.assign(host + logits_at, host + logits_at + num_logits * v);
+  const int32_t* ids = reinterpret_cast<const int32_t*>(host + at.ids);
+  out.argmax_ids.assign(ids, ids + num_logits);
+  out.logits.resize(static_cast<size_t>(out.num_host_rows_planned() * v));
+  for (size_t s = 0; s < num_seqs; ++s) {
+    if (out.host_logit_begin[s] < 0) continue;
+    std::copy_n(host + at.logits + out.logit_begin[s] * v, out.sequence_logit_rows(s) * v,
+                out.logits.data() + out.host_logit_begin[s] * v);
+  }
 }
 
 void GpuBackend::enqueue_trunk(const gpu::StepRowsView& rows, size_t hidden_at, int64_t num_hidden, size_t logit_at,
@@ -193,8 +240,7 @@ void GpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
   OutputRows orows;
   std::vector<const std::vector<int32_t>*> tokens, blocks;
   std::vector<int32_t> first_positions;
-  out.logit_begin.clear();
-  out.hidden_begin.clear();
+  out.begin_layout(config_.num_vocab);
   const size_t in_at = staging_->push<int32_t>(static_cast<int64_t>(num_seqs));
   const size_t out_at = staging_->push<int32_t>(static_cast<int64_t>(num_seqs));
   const size_t ring_at = staging_->push<int32_t>(static_cast<int64_t>(num_seqs));
@@ -226,8 +272,7 @@ void GpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
     tokens.push_back(&s.tokens);
     blocks.push_back(&s.kv_blocks);
     first_positions.push_back(s.num_cached_tokens);
-    out.logit_begin.push_back(static_cast<int64_t>(orows.logit_index.size()));
-    out.hidden_begin.push_back(static_cast<int64_t>(orows.hidden_rows.size()));
+    out.add_sequence(s.num_logits, std::max(s.num_logits, s.num_hidden), s.logits_to_host);
     add_output_rows(begin, count, s.num_logits, s.num_hidden, orows.hidden_rows, orows.logit_index);
     begin += count;
   }
@@ -285,8 +330,7 @@ void GpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
   OutputRows orows;
   std::vector<const std::vector<int32_t>*> tokens, blocks;
   std::vector<int32_t> first_positions;
-  out.logit_begin.clear();
-  out.hidden_begin.clear();
+  out.begin_layout(config_.num_vocab);
   const size_t hidden_in_at = staging_->push<float>(n * h);
   float* hidden_in = staging_->host<float>(hidden_in_at);
   int64_t begin = 0;
@@ -296,8 +340,7 @@ void GpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
     tokens.push_back(&s.tokens);
     blocks.push_back(&s.kv_blocks);
     first_positions.push_back(s.num_cached_rows);
-    out.logit_begin.push_back(static_cast<int64_t>(orows.logit_index.size()));
-    out.hidden_begin.push_back(static_cast<int64_t>(orows.logit_index.size()));  // MTP: hidden rows == logit rows
+    out.add_sequence(s.num_logits, s.num_logits, s.logits_to_host);  // MTP: hidden rows == logit rows
     add_output_rows(begin, count, s.num_logits, 0, orows.hidden_rows, orows.logit_index);
     begin += count;
   }

@@ -12,6 +12,7 @@
 
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/gpu/gpu_backend.h"
+#include "runtime/greedy.h"
 
 namespace deltaserve::testing {
 
@@ -26,7 +27,8 @@ inline double nmse(const std::vector<float>& got, const std::vector<float>& want
   return den > 0.0 ? num / den : num;
 }
 
-// Same shape and bookkeeping, logits and hidden rows within tol.
+// Same shape and bookkeeping, logits and hidden rows within tol; the GPU's ids are the argmax
+// of its own host logit rows.
 inline void expect_outputs_near(const runtime::ForwardOutput& gpu, const runtime::ForwardOutput& cpu, double tol,
                                 const std::string& what) {
   EXPECT_EQ(gpu.num_rows, cpu.num_rows) << what;
@@ -37,6 +39,15 @@ inline void expect_outputs_near(const runtime::ForwardOutput& gpu, const runtime
   ASSERT_EQ(gpu.hidden.size(), cpu.hidden.size()) << what;
   EXPECT_LE(nmse(gpu.logits, cpu.logits), tol) << what << ": logits";
   EXPECT_LE(nmse(gpu.hidden, cpu.hidden), tol) << what << ": hidden";
+  EXPECT_EQ(gpu.host_logit_begin, cpu.host_logit_begin) << what;
+  ASSERT_EQ(static_cast<int64_t>(gpu.argmax_ids.size()), gpu.num_rows) << what;
+  for (size_t i = 0; i < gpu.logit_begin.size(); ++i) {
+    if (gpu.host_logit_begin[i] < 0) continue;
+    for (int64_t j = 0; j < gpu.sequence_logit_rows(i); ++j)
+      EXPECT_EQ(gpu.argmax_ids[static_cast<size_t>(gpu.logit_begin[i] + j)],
+                runtime::argmax_token(gpu.sequence_logits(i, j), gpu.num_vocab))
+          << what << ": sequence " << i << " row " << j;
+  }
 }
 
 inline void expect_bitwise(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {

@@ -27,11 +27,11 @@ std::vector<int32_t> blocks(int32_t slot) { return block_range(slot * kBlocksPer
 // Launches of one forward by the code path (runtime/gpu): per block 2 norms, the mixer's
 // (GDN: projections, step, gated norm, output = 4; attention: projections, q/k norms, q/k
 // RoPE, KV append, attention + combine, output = 9) and the FFN's (MoE 5, dense 2), plus
-// embedding and the head (gather, norm, gather, LM head). Assumes every projection group
+// embedding and the head (gather, norm, gather, LM head, argmax). Assumes every projection group
 // shares one weight type, as the synthetic models do.
 int64_t expected_launches(const ModelConfig& c) {
   const int64_t ffn = c.is_moe() ? 5 : 2;
-  return 1 + c.num_gdn_layers() * (2 + 4 + ffn) + c.num_attention_layers() * (2 + 9 + ffn) + 4;
+  return 1 + c.num_gdn_layers() * (2 + 4 + ffn) + c.num_attention_layers() * (2 + 9 + ffn) + 5;
 }
 
 class GpuGraphTest : public ::testing::TestWithParam<bool> {
@@ -51,6 +51,7 @@ class GpuGraphTest : public ::testing::TestWithParam<bool> {
     eager_->forward(plan, e);
     expect_bitwise(g.logits, e.logits, what + ": logits");
     expect_bitwise(g.hidden, e.hidden, what + ": hidden");
+    EXPECT_EQ(g.argmax_ids, e.argmax_ids) << what;
     EXPECT_EQ(graph_->launches_last_forward(), eager_->launches_last_forward()) << what;
   }
 
