@@ -114,9 +114,9 @@ __device__ __forceinline__ bool find_tile(const TiledParams& p, int64_t slot, in
   return true;
 }
 
-template <class D>
+template <class D, bool kTf32>
 __global__ void __launch_bounds__(kThreads) experts_tiled_kernel(const TiledParams p) {
-  extern __shared__ float smem[];
+  extern __shared__ __align__(128) float smem[];
   int expert = 0, num = 0;
   int32_t first = 0;
   if (!find_tile(p, p.slot_offset + blockIdx.y, expert, first, num)) return;  // uniform per block
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kThreads) experts_tiled_kernel(const TiledPara
   const uint8_t* w_row = (up_col ? p.w_up : p.w) + expert_base + static_cast<size_t>(load_out) * p.w_row_bytes;
 
   float acc[4][4];
-  gpu::tile_product<D>(x_row, w_row, p.num_in, 4 * ty < num, smem, acc);  // ends with a barrier
+  gpu::tile_product<D, kTf32>(x_row, w_row, p.num_in, num, smem, acc);  // ends with a barrier
 
   // Gated: columns 32.. (tx >= 8) hold the W_up sums of the outputs whose W sums columns
   // 0..31 hold; they pass them over in shared memory (free since tile_product's last barrier).
@@ -171,10 +171,10 @@ __global__ void __launch_bounds__(kThreads) experts_tiled_kernel(const TiledPara
   }
 }
 
-template <class D>
-gpuError_t launch_tiled(TiledParams p, int64_t num_slots, gpuStream_t stream) {
+template <class D, bool kTf32>
+gpuError_t launch_math(TiledParams p, int64_t num_slots, gpuStream_t stream) {
 #if defined(DS_GPU_CUDA)
-  const cudaError_t err = cudaFuncSetAttribute(experts_tiled_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  const cudaError_t err = cudaFuncSetAttribute(experts_tiled_kernel<D, kTf32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(gpu::kTileSmemBytes));
   if (err != cudaSuccess) return err;
 #endif
@@ -183,9 +183,20 @@ gpuError_t launch_tiled(TiledParams p, int64_t num_slots, gpuStream_t stream) {
   for (int64_t first = 0; first < num_slots; first += kMaxGridY) {
     p.slot_offset = first;
     const dim3 grid(grid_x, static_cast<unsigned>(num_slots - first < kMaxGridY ? num_slots - first : kMaxGridY));
-    experts_tiled_kernel<D><<<grid, kThreads, gpu::kTileSmemBytes, stream>>>(p);
+    experts_tiled_kernel<D, kTf32><<<grid, kThreads, gpu::kTileSmemBytes, stream>>>(p);
   }
   return gpuGetLastError();
+}
+
+// HIP has no TF32 form: kTf32 runs the f32 kernel there (one instantiation).
+template <class D>
+gpuError_t launch_tiled(const TiledParams& p, int64_t num_slots, MatmulMath math, gpuStream_t stream) {
+#if defined(DS_GPU_CUDA)
+  if (math == MatmulMath::kTf32) return launch_math<D, true>(p, num_slots, stream);
+#else
+  (void)math;
+#endif
+  return launch_math<D, false>(p, num_slots, stream);
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
@@ -257,13 +268,13 @@ gpuError_t matmul_experts_prefill_gpu(const MatmulExpertsPrefillArgs& args, gpuS
   p.sorted = sorted;
   const int64_t num_slots = num_pairs / kTilePairs + num_experts;
   switch (a.w_type) {
-    case DType::F32: return launch_tiled<DecodeF32>(p, num_slots, stream);
-    case DType::F16: return launch_tiled<DecodeHalf<false>>(p, num_slots, stream);
-    case DType::BF16: return launch_tiled<DecodeHalf<true>>(p, num_slots, stream);
-    case DType::Q8_0: return launch_tiled<DecodeQ8_0>(p, num_slots, stream);
-    case DType::Q4_0: return launch_tiled<DecodeQ4_0>(p, num_slots, stream);
-    case DType::Q4_K: return launch_tiled<DecodeQ4_K>(p, num_slots, stream);
-    case DType::Q6_K: return launch_tiled<DecodeQ6_K>(p, num_slots, stream);
+    case DType::F32: return launch_tiled<DecodeF32>(p, num_slots, args.math, stream);
+    case DType::F16: return launch_tiled<DecodeHalf<false>>(p, num_slots, args.math, stream);
+    case DType::BF16: return launch_tiled<DecodeHalf<true>>(p, num_slots, args.math, stream);
+    case DType::Q8_0: return launch_tiled<DecodeQ8_0>(p, num_slots, args.math, stream);
+    case DType::Q4_0: return launch_tiled<DecodeQ4_0>(p, num_slots, args.math, stream);
+    case DType::Q4_K: return launch_tiled<DecodeQ4_K>(p, num_slots, args.math, stream);
+    case DType::Q6_K: return launch_tiled<DecodeQ6_K>(p, num_slots, args.math, stream);
     default: return gpuErrorInvalidValue;
   }
 }

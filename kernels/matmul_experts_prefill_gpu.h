@@ -24,7 +24,9 @@
 // same pair in any call. Each pair is also bit-identical to matmul_prefill_gpu on its expert's
 // matrix and its x row (the same tile code), and NOT to matmul_experts_gpu (a different
 // summation order), so a backend that needs a token's bits to match across chunk sizes uses
-// one form for all of them.
+// one form for all of them. math = kTf32 (CUDA sm_80+; HIP: kF32): the tile's products on TF32
+// tensor cores as matmul_prefill_gpu's kTf32, with the same invariance and the same
+// per-pair equality with matmul_prefill_gpu(kTf32); NMSE ~1e-7 against the reference.
 //
 // Preconditions (else gpuErrorInvalidValue, nothing launched): matmul_prefill_gpu's (num_in a
 // multiple of 8 and of the block size; x 16-byte aligned, x_stride % 4 == 0; F32/F16/BF16
@@ -49,6 +51,7 @@ struct MatmulExpertsPrefillArgs {
   const void* w_up = nullptr;  // gated form when set (stacked like W)
   void* workspace = nullptr;   // device, matmul_experts_prefill_workspace_bytes(); owned by the
                                // caller, not read across calls (any contents on entry)
+  MatmulMath math = MatmulMath::kF32;  // kTf32: TF32 tensor cores, as matmul_prefill_gpu
 };
 
 // Workspace of one call: the per-expert offsets and the expert-sorted pair list.

@@ -33,8 +33,16 @@ gpuError_t matmul_gpu(const MatmulArgs& args, gpuStream_t stream);
 // independent of the other rows: batch-invariant (row r alone == row r in any batch), but not
 // bit-identical to matmul_gpu (different summation order), so a backend that must give the
 // same bits for a token whether it came in a prefill chunk or a decode step uses one form for
-// both. Plain f32 FMA (no tensor cores yet). Extra precondition: num_rows <= 65535 * 64.
-gpuError_t matmul_prefill_gpu(const MatmulArgs& args, gpuStream_t stream);
+// both. Extra precondition: num_rows <= 65535 * 64.
+// math: kF32 (default) plain f32 FMA. kTf32: the tile's products on TF32 tensor cores (x and
+// weights rounded to nearest TF32, 10-bit mantissas; f32 accumulation in k steps of 8, k
+// ascending), CUDA sm_80 and up; HIP and older targets run kF32. Still batch-invariant (each
+// element's value depends only on its x row and weight row), but NMSE ~1e-7 against matmul_ref
+// instead of ~1e-13, so a caller picks it per use (e.g. prefill-only projections). Measured on
+// an H200 it is no faster yet (Q4_0 8192x2048, 512 rows: 865 us vs 834 us f32): the tile is
+// bound by staging (per-row uncoalesced x and weight loads, decode, barriers), not by the FMAs.
+enum class MatmulMath { kF32, kTf32 };
+gpuError_t matmul_prefill_gpu(const MatmulArgs& args, gpuStream_t stream, MatmulMath math = MatmulMath::kF32);
 
 // Expert-indexed matvec for MoE: for each pair p < num_pairs (a routed (row, rank), pairs in
 // row-major [row][rank] order), y row p = W_{expert_ids[p]} x row (p / x_rows_per_pair)...

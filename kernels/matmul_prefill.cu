@@ -2,7 +2,8 @@
 // a 64-row x 64-output tile of y with 256 threads through matmul_tile.h's tile_product (the
 // expert-grouped matmul_experts_prefill_gpu runs the same tile code, so its pairs get the
 // same bits as this kernel on that expert's matrix). Each weight tile is decoded into shared
-// memory once per 64 rows; each y[r][o] is one fused multiply-add chain over k, k ascending.
+// memory once per 64 rows; each y[r][o] is one fused multiply-add chain over k, k ascending
+// (MatmulMath::kTf32 on CUDA sm_80+: TF32 tensor-core steps of 8 over k, k ascending).
 //
 // Shared memory: kTileSmemBytes (64 KB, dynamic; CUDA raises the limit).
 #include <cstddef>
@@ -28,9 +29,9 @@ constexpr int kTileRows = gpu::kTileRows;
 constexpr int kTileOut = gpu::kTileCols;
 constexpr size_t kSmemBytes = gpu::kTileSmemBytes;
 
-template <class D>
+template <class D, bool kTf32>
 __global__ void __launch_bounds__(kThreads) matmul_tiled_kernel(const MatmulArgs a) {
-  extern __shared__ float smem[];
+  extern __shared__ __align__(128) float smem[];
   const int tid = static_cast<int>(threadIdx.x);
   const int tx = gpu::tile_col_block(tid), ty = gpu::tile_row_block(tid);  // outputs 4tx.., rows 4ty..
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTileRows;
@@ -43,7 +44,8 @@ __global__ void __launch_bounds__(kThreads) matmul_tiled_kernel(const MatmulArgs
   const uint8_t* w_row = static_cast<const uint8_t*>(a.w) + static_cast<size_t>(load_out) * a.w_row_bytes;
 
   float acc[4][4];
-  gpu::tile_product<D>(x_row, w_row, a.num_in, row0 + 4 * ty < a.num_rows, smem, acc);
+  const int num_live_rows = static_cast<int>(min(static_cast<int64_t>(kTileRows), a.num_rows - row0));
+  gpu::tile_product<D, kTf32>(x_row, w_row, a.num_in, num_live_rows, smem, acc);
 
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -59,17 +61,28 @@ __global__ void __launch_bounds__(kThreads) matmul_tiled_kernel(const MatmulArgs
   }
 }
 
-template <class D>
-gpuError_t launch(const MatmulArgs& a, gpuStream_t stream) {
+template <class D, bool kTf32>
+gpuError_t launch_math(const MatmulArgs& a, gpuStream_t stream) {
 #if defined(DS_GPU_CUDA)
-  const cudaError_t err =
-      cudaFuncSetAttribute(matmul_tiled_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes));
+  const cudaError_t err = cudaFuncSetAttribute(matmul_tiled_kernel<D, kTf32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(kSmemBytes));
   if (err != cudaSuccess) return err;
 #endif
   const dim3 grid(static_cast<unsigned>((a.num_out + kTileOut - 1) / kTileOut),
                   static_cast<unsigned>((a.num_rows + kTileRows - 1) / kTileRows));
-  matmul_tiled_kernel<D><<<grid, kThreads, kSmemBytes, stream>>>(a);
+  matmul_tiled_kernel<D, kTf32><<<grid, kThreads, kSmemBytes, stream>>>(a);
   return gpuGetLastError();
+}
+
+// HIP has no TF32 form: kTf32 runs the f32 kernel there (one instantiation).
+template <class D>
+gpuError_t launch(const MatmulArgs& a, MatmulMath math, gpuStream_t stream) {
+#if defined(DS_GPU_CUDA)
+  if (math == MatmulMath::kTf32) return launch_math<D, true>(a, stream);
+#else
+  (void)math;
+#endif
+  return launch_math<D, false>(a, stream);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -87,17 +100,17 @@ bool valid(const MatmulArgs& a) {
 
 }  // namespace
 
-gpuError_t matmul_prefill_gpu(const MatmulArgs& a, gpuStream_t stream) {
+gpuError_t matmul_prefill_gpu(const MatmulArgs& a, gpuStream_t stream, MatmulMath math) {
   if (!valid(a) || a.num_rows > int64_t{65535} * kTileRows) return gpuErrorInvalidValue;
   if (a.num_rows <= 0 || a.num_out <= 0) return gpuSuccess;
   switch (a.w_type) {
-    case DType::F32: return launch<DecodeF32>(a, stream);
-    case DType::F16: return launch<DecodeHalf<false>>(a, stream);
-    case DType::BF16: return launch<DecodeHalf<true>>(a, stream);
-    case DType::Q8_0: return launch<DecodeQ8_0>(a, stream);
-    case DType::Q4_0: return launch<DecodeQ4_0>(a, stream);
-    case DType::Q4_K: return launch<DecodeQ4_K>(a, stream);
-    case DType::Q6_K: return launch<DecodeQ6_K>(a, stream);
+    case DType::F32: return launch<DecodeF32>(a, math, stream);
+    case DType::F16: return launch<DecodeHalf<false>>(a, math, stream);
+    case DType::BF16: return launch<DecodeHalf<true>>(a, math, stream);
+    case DType::Q8_0: return launch<DecodeQ8_0>(a, math, stream);
+    case DType::Q4_0: return launch<DecodeQ4_0>(a, math, stream);
+    case DType::Q4_K: return launch<DecodeQ4_K>(a, math, stream);
+    case DType::Q6_K: return launch<DecodeQ6_K>(a, math, stream);
     default: return gpuErrorInvalidValue;
   }
 }

@@ -27,6 +27,10 @@
 
 #include "kernels/gpu_compat.h"
 
+#if defined(DS_GPU_CUDA)
+#include <mma.h>
+#endif
+
 namespace deltaserve::kernels::gpu {
 
 inline constexpr int kTileThreads = 256;
@@ -41,28 +45,121 @@ __device__ __forceinline__ int tile_load_col(int tid) { return tid % kTileCols; 
 __device__ __forceinline__ int tile_row_block(int tid) { return tid / 16; }  // rows 4 * ty ..
 __device__ __forceinline__ int tile_col_block(int tid) { return tid % 16; }  // columns 4 * tx ..
 
+// True where tile_product<D, true> really runs on TF32 tensor cores: CUDA device code for
+// sm_80 and up. Elsewhere (HIP, older targets, the host pass) the TF32 form is the f32 one.
+#if defined(DS_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define DS_TILE_TF32 1
+#else
+#define DS_TILE_TF32 0
+#endif
+
+// The f32 form of one window: each thread's 4 x 4 accumulators take one fused multiply-add
+// per k, k ascending; threads whose 4 rows are all padding skip it (whole warps when few rows
+// are real: a warp's 32 threads share 8 rows), which changes no live value.
+__device__ __forceinline__ void tile_window_fma(const float* xs, const float* ws, int kw, bool rows_live, float acc[4][4]) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int tx = tile_col_block(tid), ty = tile_row_block(tid);
+  if (!rows_live) return;
+#pragma unroll 8
+  for (int k = 0; k < kw; ++k) {
+    const float4 xv = *reinterpret_cast<const float4*>(xs + k * kTileRows + 4 * ty);
+    const float4 wv = *reinterpret_cast<const float4*>(ws + k * kTileCols + 4 * tx);
+    const float xr[4] = {xv.x, xv.y, xv.z, xv.w};
+    const float wr[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj) acc[i][jj] = fmaf(xr[i], wr[jj], acc[i][jj]);
+    }
+  }
+}
+
+#if DS_TILE_TF32
+// The TF32 form: warp w owns rows 16 (w / 2) .. + 15 x columns 32 (w % 2) .. + 31 as two
+// 16 x 16 f32 accumulator fragments; each 8-wide k step rounds its x and weight values to
+// TF32 (round to nearest, cvt.rna) and does one m16n16k8 multiply-accumulate per fragment,
+// k steps ascending. An output element's value depends only on its x row, its weight row and
+// the hardware's fixed per-element dot product, so the batch invariance argument holds as for
+// the f32 form (the tests check it bitwise: a row alone, at another tile position, is equal).
+struct TileTf32 {
+  using FragA = nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 8, nvcuda::wmma::precision::tf32,
+                                       nvcuda::wmma::col_major>;
+  using FragB = nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 8, nvcuda::wmma::precision::tf32,
+                                       nvcuda::wmma::row_major>;
+  using FragC = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float>;
+  FragC c[2];
+
+  __device__ void zero() {
+    nvcuda::wmma::fill_fragment(c[0], 0.0f);
+    nvcuda::wmma::fill_fragment(c[1], 0.0f);
+  }
+  __device__ void window(const float* xs, const float* ws, int kw, int num_live_rows) {
+    const int w = gpu::warp_id();
+    const int row0 = 16 * (w / 2), col0 = 32 * (w % 2);
+    if (row0 >= num_live_rows) return;  // all padding rows: never written out
+    for (int k = 0; k < kw; k += 8) {
+      FragA a;
+      nvcuda::wmma::load_matrix_sync(a, xs + k * kTileRows + row0, kTileRows);  // xs is k-major: A column-major
+#pragma unroll
+      for (int t = 0; t < a.num_elements; ++t) a.x[t] = nvcuda::wmma::__float_to_tf32(a.x[t]);
+#pragma unroll
+      for (int f = 0; f < 2; ++f) {
+        FragB b;
+        nvcuda::wmma::load_matrix_sync(b, ws + k * kTileCols + col0 + 16 * f, kTileCols);
+#pragma unroll
+        for (int t = 0; t < b.num_elements; ++t) b.x[t] = nvcuda::wmma::__float_to_tf32(b.x[t]);
+        nvcuda::wmma::mma_sync(c[f], a, b, c[f]);
+      }
+    }
+  }
+  // The fragments into the thread layout of the f32 form (acc[i][j] = row 4ty + i, column
+  // 4tx + j) through smem ([64][64] floats); barriers before and after.
+  __device__ void to_acc(float* smem, float acc[4][4]) {
+    const int w = gpu::warp_id();
+    __syncthreads();
+#pragma unroll
+    for (int f = 0; f < 2; ++f) {
+      nvcuda::wmma::store_matrix_sync(smem + 16 * (w / 2) * kTileCols + 32 * (w % 2) + 16 * f, c[f], kTileCols,
+                                      nvcuda::wmma::mem_row_major);
+    }
+    __syncthreads();
+    const int tid = static_cast<int>(threadIdx.x);
+    const int tx = tile_col_block(tid), ty = tile_row_block(tid);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float4 v = *reinterpret_cast<const float4*>(smem + (4 * ty + i) * kTileCols + 4 * tx);
+      acc[i][0] = v.x, acc[i][1] = v.y, acc[i][2] = v.z, acc[i][3] = v.w;
+    }
+    __syncthreads();
+  }
+};
+#endif
+
 // acc[i][j] = dot(W row of column 4tx + j, x row 4ty + i) over num_in (a multiple of 8 and of
 // D's block). x_row: this thread's activation row (tile_load_row), nullptr for a padding row
 // (reads as zeros); w_row: this thread's weight row (tile_load_col), always valid memory (a
-// padding column repeats a real row and is never written out). rows_live: false when this
-// thread's 4 output rows (4ty..) are all padding: it then skips its multiply-adds (acc stays
-// 0, never written out), which frees the issue slots of whole warps when few rows are real (a
-// warp's threads share their rows' block: 8 rows per 32 lanes) and changes no live value.
-// All threads of the block must call it (barriers inside); the caller must not touch smem
-// around it without a barrier.
-template <class D>
-__device__ __forceinline__ void tile_product(const float* x_row, const uint8_t* w_row, int64_t num_in, bool rows_live,
+// padding column repeats a real row and is never written out). Rows num_live_rows.. of the
+// tile are padding: their multiply-adds may be skipped (their acc is garbage, never written).
+// kTf32: products of TF32-rounded inputs on tensor cores, f32 accumulation (CUDA sm_80+;
+// elsewhere the f32 form). All threads of the block must call it (barriers inside); the
+// caller must not touch smem around it without a barrier. smem: 32-byte aligned.
+template <class D, bool kTf32 = false>
+__device__ __forceinline__ void tile_product(const float* x_row, const uint8_t* w_row, int64_t num_in, int num_live_rows,
                                              float* smem, float acc[4][4]) {
   float* xs = smem;                            // [kTileWindow][kTileRows]
   float* ws = smem + kTileWindow * kTileRows;  // [kTileWindow][kTileCols]
   const int tid = static_cast<int>(threadIdx.x);
   const int r = tile_load_row(tid), n = tile_load_col(tid);
-  const int tx = tile_col_block(tid), ty = tile_row_block(tid);
+  const bool rows_live = 4 * tile_row_block(tid) < num_live_rows;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
   }
+#if DS_TILE_TF32
+  TileTf32 tc;
+  if constexpr (kTf32) tc.zero();
+#endif
 
   for (int64_t k0 = 0; k0 < num_in; k0 += kTileWindow) {
     const int kw = static_cast<int>(min(static_cast<int64_t>(kTileWindow), num_in - k0));  // a multiple of 8
@@ -92,22 +189,17 @@ __device__ __forceinline__ void tile_product(const float* x_row, const uint8_t* 
       }
     }
     __syncthreads();
-    if (rows_live) {
-#pragma unroll 8
-      for (int k = 0; k < kw; ++k) {
-        const float4 xv = *reinterpret_cast<const float4*>(xs + k * kTileRows + 4 * ty);
-        const float4 wv = *reinterpret_cast<const float4*>(ws + k * kTileCols + 4 * tx);
-        const float xr[4] = {xv.x, xv.y, xv.z, xv.w};
-        const float wr[4] = {wv.x, wv.y, wv.z, wv.w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-#pragma unroll
-          for (int jj = 0; jj < 4; ++jj) acc[i][jj] = fmaf(xr[i], wr[jj], acc[i][jj]);
-        }
-      }
-    }
+#if DS_TILE_TF32
+    if constexpr (kTf32) tc.window(xs, ws, kw, num_live_rows);
+    else tile_window_fma(xs, ws, kw, rows_live, acc);
+#else
+    tile_window_fma(xs, ws, kw, rows_live, acc);
+#endif
     __syncthreads();
   }
+#if DS_TILE_TF32
+  if constexpr (kTf32) tc.to_acc(smem, acc);
+#endif
 }
 
 }  // namespace deltaserve::kernels::gpu

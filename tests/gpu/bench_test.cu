@@ -75,7 +75,7 @@ void bench_matmul(DType type, int64_t in, int64_t out, int64_t rows, const char*
 }
 
 // Prefill: rows x out x in multiply-adds; GB/s column shows TFLOP/s x 1000 here (2 flops each).
-void bench_prefill(DType type, int64_t in, int64_t out, int64_t rows, const char* what) {
+void bench_prefill(DType type, int64_t in, int64_t out, int64_t rows, const char* what, MatmulMath math = MatmulMath::kF32) {
   const size_t bytes = dtype_row_bytes(type, in) * static_cast<size_t>(out);
   DeviceBuffer<uint8_t> w(bytes);
   fill_weights(w);
@@ -83,9 +83,9 @@ void bench_prefill(DType type, int64_t in, int64_t out, int64_t rows, const char
   CHECK_GPU(gpuMemset(x.get(), 0, x.size() * sizeof(float)));
   const double us = time_us([&](int) {
     MatmulArgs a{w.get(), type, in, out, dtype_row_bytes(type, in), x.get(), rows, in, y.get(), out};
-    CHECK_GPU(matmul_prefill_gpu(a, nullptr));
+    CHECK_GPU(matmul_prefill_gpu(a, nullptr, math));
   });
-  report("matmul_prefill_gpu " + std::string(dtype_name(type)),
+  report(std::string(math == MatmulMath::kTf32 ? "matmul_prefill_tf32 " : "matmul_prefill_gpu ") + std::string(dtype_name(type)),
          std::string(what) + " " + std::to_string(out) + "x" + std::to_string(in) + " rows=" + std::to_string(rows) + " (GFLOP/s)",
          us, 2.0 * static_cast<double>(rows) * static_cast<double>(out) * static_cast<double>(in));
 }
@@ -114,7 +114,8 @@ void bench_experts(DType type, int64_t in, int64_t out, int64_t experts, int64_t
 // matmul_experts_prefill_gpu (grouped, tiled; plan included) vs matmul_experts_gpu (a matvec per
 // pair) on the same pairs; gated = the fused gate*up form of both. GFLOP/s over the useful
 // multiply-adds (2 x pairs x out x in, twice when gated).
-void bench_experts_prefill(DType type, int64_t in, int64_t out, int64_t experts, int64_t rows, int64_t k, bool down, bool gated) {
+void bench_experts_prefill(DType type, int64_t in, int64_t out, int64_t experts, int64_t rows, int64_t k, bool down, bool gated,
+                           MatmulMath math = MatmulMath::kF32) {
   const size_t row_bytes = dtype_row_bytes(type, in);
   const size_t stack_bytes = row_bytes * static_cast<size_t>(out * experts);
   DeviceBuffer<uint8_t> w(stack_bytes), w_up(gated ? stack_bytes : 0);
@@ -140,8 +141,15 @@ void bench_experts_prefill(DType type, int64_t in, int64_t out, int64_t experts,
   DeviceBuffer<uint8_t> ws(matmul_experts_prefill_workspace_bytes(pairs, experts));
   const MatmulExpertsArgs ea{MatmulArgs{w.get(), type, in, out, row_bytes, x.get(), 0, in, y.get(), out}, dids.get(), pairs, per_x};
   const double us_grouped = time_us([&](int) {
-    CHECK_GPU(matmul_experts_prefill_gpu(MatmulExpertsPrefillArgs{ea, experts, gated ? w_up.get() : nullptr, ws.get()}, nullptr));
+    CHECK_GPU(
+        matmul_experts_prefill_gpu(MatmulExpertsPrefillArgs{ea, experts, gated ? w_up.get() : nullptr, ws.get(), math}, nullptr));
   });
+  const double flops = (gated ? 4.0 : 2.0) * static_cast<double>(pairs) * static_cast<double>(out) * static_cast<double>(in);
+  const std::string shape = std::string(down ? "down " : gated ? "gate*up " : "gate ") + std::to_string(out) + "x" +
+                            std::to_string(in) + " E=" + std::to_string(experts) + " pairs=" + std::to_string(pairs) + " (GFLOP/s)";
+  report(std::string(math == MatmulMath::kTf32 ? "experts_prefill_tf32 " : "experts_prefill ") + std::string(dtype_name(type)), shape,
+         us_grouped, flops);
+  if (math == MatmulMath::kTf32) return;
   const double us_matvec = time_us([&](int) {
     if (!gated) {
       CHECK_GPU(matmul_experts_gpu(ea, nullptr));
@@ -151,10 +159,6 @@ void bench_experts_prefill(DType type, int64_t in, int64_t out, int64_t experts,
     s.args.num_rows = pairs;
     CHECK_GPU(matmul_segments_gpu(&s, 1, nullptr));
   });
-  const std::string shape = std::string(down ? "down " : gated ? "gate*up " : "gate ") + std::to_string(out) + "x" +
-                            std::to_string(in) + " E=" + std::to_string(experts) + " pairs=" + std::to_string(pairs) + " (GFLOP/s)";
-  const double flops = (gated ? 4.0 : 2.0) * static_cast<double>(pairs) * static_cast<double>(out) * static_cast<double>(in);
-  report("experts_prefill " + std::string(dtype_name(type)), shape, us_grouped, flops);
   report(std::string(gated ? "segments(gated) " : "matmul_experts_gpu ") + std::string(dtype_name(type)), shape, us_matvec, flops);
 }
 
@@ -264,6 +268,11 @@ void run_benchmarks(Context&) {
   bench_experts_prefill(DType::Q4_0, 2048, 512, 256, 512, 8, false, false);
   bench_experts_prefill(DType::Q4_0, 2048, 512, 256, 512, 8, false, true);
   bench_experts_prefill(DType::Q4_0, 512, 2048, 256, 512, 8, true, false);
+  bench_experts_prefill(DType::Q4_0, 2048, 512, 256, 512, 8, false, false, MatmulMath::kTf32);
+  bench_experts_prefill(DType::Q4_0, 2048, 512, 256, 512, 8, false, true, MatmulMath::kTf32);
+  bench_experts_prefill(DType::Q4_0, 512, 2048, 256, 512, 8, true, false, MatmulMath::kTf32);
+  bench_prefill(DType::Q4_0, 2048, 8192, 512, "qkv", MatmulMath::kTf32);
+  bench_prefill(DType::BF16, 2048, 8192, 512, "qkv", MatmulMath::kTf32);
   bench_gdn(1, 1, false);
   bench_gdn(1, 4, true);
   bench_gdn(64, 1, false);

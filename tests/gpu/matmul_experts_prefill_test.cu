@@ -4,6 +4,7 @@
 // swiglu_gpu, a pair alone == the same pair in the big call (batch invariance), and pairs with
 // ids outside [0, num_experts) are left unwritten. Pair counts 1, 7, 64, 65 and 4096 (256
 // experts, top-8, skewed: a hot expert over several tiles, most experts with few or no pairs).
+// The same for MatmulMath::kTf32, and matmul_prefill_gpu's kTf32 against matmul_ref.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -22,6 +23,10 @@ namespace deltaserve::kernels::gputest {
 namespace {
 
 constexpr double kNmse = 1e-8;  // as matmul_prefill_gpu: same decoded weights, f32 order differs
+// TF32: inputs rounded to 11 significant bits (relative error <= 2^-11 each), so a dot
+// product of random terms has NMSE ~ 2 * (2^-11)^2 / 3 ~ 1.6e-7; 1e-6 leaves room for
+// cancellation, and a wrong block or index still gives NMSE near 1.
+constexpr double kNmseTf32 = 1e-6;
 
 std::vector<uint8_t> random_weights(std::mt19937& rng, DType type, int64_t num_in, int64_t num_out) {
   const size_t row_bytes = dtype_row_bytes(type, num_in);
@@ -54,12 +59,13 @@ struct Case {
   DType type;
   int64_t num_in, num_out, num_experts, num_pairs, pairs_per_x_row;
   bool accumulate = false, gated = false, bad_ids = false;
+  MatmulMath math = MatmulMath::kF32;
 };
 
 std::string case_text(const Case& c) {
   return std::string(dtype_name(c.type)) + " in=" + std::to_string(c.num_in) + " out=" + std::to_string(c.num_out) +
          " pairs=" + std::to_string(c.num_pairs) + " E=" + std::to_string(c.num_experts) + " k=" +
-         std::to_string(c.pairs_per_x_row) + (c.bad_ids ? " bad-ids" : "");
+         std::to_string(c.pairs_per_x_row) + (c.bad_ids ? " bad-ids" : "") + (c.math == MatmulMath::kTf32 ? " tf32" : "");
 }
 
 // One call of matmul_experts_prefill_gpu into a fresh workspace.
@@ -70,7 +76,7 @@ void run_kernel(const Case& c, const void* w, const void* w_up, const float* x, 
   MatmulExpertsPrefillArgs a{
       MatmulExpertsArgs{MatmulArgs{w, c.type, c.num_in, c.num_out, row_bytes, x, 0, x_stride, y, c.num_out, accumulate}, ids,
                         num_pairs, pairs_per_x_row},
-      c.num_experts, w_up, ws.get()};
+      c.num_experts, w_up, ws.get(), c.math};
   CHECK_GPU(matmul_experts_prefill_gpu(a, nullptr));
 }
 
@@ -127,8 +133,9 @@ void check_case(Context& ctx, const Case& c) {
     }
   }
   const ErrorStats e = compare(got_valid.data(), ref_valid.data(), got_valid.size());
-  const std::string kernel = std::string("experts_prefill") + (c.gated ? "(gated)" : c.accumulate ? "(acc)" : "");
-  ctx.results.record(kernel, case_text(c), e, kNmse, skipped_kept, skipped_kept ? "skipped pairs untouched" : "skipped pair WRITTEN");
+  const std::string kernel = std::string(c.math == MatmulMath::kTf32 ? "experts_prefill_tf32" : "experts_prefill") +
+                             (c.gated ? "(gated)" : c.accumulate ? "(acc)" : "");
+  ctx.results.record(kernel, case_text(c), e, c.math == MatmulMath::kTf32 ? kNmseTf32 : kNmse, skipped_kept, skipped_kept ? "skipped pairs untouched" : "skipped pair WRITTEN");
   if (c.accumulate) return;
 
   // Per expert: its pairs' x rows through matmul_prefill_gpu on its matrix (gated: both
@@ -150,11 +157,11 @@ void check_case(Context& ctx, const Case& c) {
     const size_t expert_bytes = static_cast<size_t>(ex) * static_cast<size_t>(c.num_out) * row_bytes;
     CHECK_GPU(matmul_prefill_gpu(MatmulArgs{dw.get() + expert_bytes, c.type, c.num_in, c.num_out, row_bytes, dxe.get(), n, c.num_in,
                                             ye.get(), c.num_out},
-                                 nullptr));
+                                 nullptr, c.math));
     if (c.gated) {
       CHECK_GPU(matmul_prefill_gpu(MatmulArgs{dwu.get() + expert_bytes, c.type, c.num_in, c.num_out, row_bytes, dxe.get(), n,
                                               c.num_in, ue.get(), c.num_out},
-                                   nullptr));
+                                   nullptr, c.math));
       CHECK_GPU(swiglu_gpu(ye.get(), ue.get(), ye.get(), n * c.num_out, nullptr));
     }
     const std::vector<float> alone = ye.download();
@@ -199,6 +206,38 @@ void check_case(Context& ctx, const Case& c) {
                                                                              : "batch-invariant");
 }
 
+// matmul_prefill_gpu with MatmulMath::kTf32 against matmul_ref; rows 0, 64 and the last alone
+// bit-identical to the batch.
+void check_prefill_tf32(Context& ctx, DType type, int64_t num_in, int64_t num_out, int64_t num_rows) {
+  const std::vector<uint8_t> w = random_weights(ctx.rng, type, num_in, num_out);
+  const int64_t x_stride = num_in + 4;
+  const std::vector<float> x = random_floats(ctx.rng, static_cast<size_t>(num_rows * x_stride));
+  std::vector<float> ref(static_cast<size_t>(num_rows * num_out));
+  const size_t row_bytes = dtype_row_bytes(type, num_in);
+  MatmulArgs a{w.data(), type, num_in, num_out, row_bytes, x.data(), num_rows, x_stride, ref.data(), num_out};
+  matmul_ref(a, serial_for());
+  DeviceBuffer<uint8_t> dw(w);
+  DeviceBuffer<float> dx(x), dy(ref.size()), one(static_cast<size_t>(num_out));
+  dy.poison();
+  MatmulArgs g = a;
+  g.w = dw.get(), g.x = dx.get(), g.y = dy.get();
+  CHECK_GPU(matmul_prefill_gpu(g, nullptr, MatmulMath::kTf32));
+  const std::vector<float> got = dy.download();
+  bool invariant = true;
+  for (int64_t r : {int64_t{0}, std::min<int64_t>(64, num_rows - 1), num_rows - 1}) {
+    one.poison();
+    MatmulArgs s = g;
+    s.x = dx.get() + r * x_stride, s.num_rows = 1, s.y = one.get();
+    CHECK_GPU(matmul_prefill_gpu(s, nullptr, MatmulMath::kTf32));
+    const std::vector<float> alone = one.download();
+    invariant = invariant && bitwise_equal(alone.data(), got.data() + r * num_out, static_cast<size_t>(num_out));
+  }
+  ctx.results.record("matmul_prefill_tf32", std::string(dtype_name(type)) + " in=" + std::to_string(num_in) + " out=" +
+                                                std::to_string(num_out) + " rows=" + std::to_string(num_rows),
+                     compare(got.data(), ref.data(), got.size()), kNmseTf32, invariant,
+                     invariant ? "batch-invariant" : "NOT batch-invariant");
+}
+
 // Bad arguments are refused without a launch.
 void check_preconditions(Context& ctx) {
   DeviceBuffer<uint8_t> ws(matmul_experts_prefill_workspace_bytes(8, 4));
@@ -241,6 +280,15 @@ void run_matmul_experts_prefill_tests(Context& ctx) {
     if (!ctx.quick) {
       check_case(ctx, Case{t, k_quant ? 256 : 128, 72, 256, 4096, 8});               // 512 rows x top-8
       check_case(ctx, Case{t, k_quant ? 256 : 128, 72, 256, 4096, 8, false, true});  // gated
+    }
+    // TF32 tensor-core form (CUDA sm_80+; elsewhere it is the f32 form and passes trivially).
+    const MatmulMath tf32 = MatmulMath::kTf32;
+    check_case(ctx, Case{t, in, 72, 6, 65, 3, false, false, false, tf32});
+    check_case(ctx, Case{t, in, 72, 6, 65, 1, true, false, false, tf32});
+    check_case(ctx, Case{t, in, 72, 6, 130, 2, false, true, false, tf32});
+    if (!ctx.quick) check_case(ctx, Case{t, k_quant ? 256 : 128, 72, 256, 4096, 8, false, true, false, tf32});
+    for (int64_t rows : ctx.quick ? std::vector<int64_t>{1, 70} : std::vector<int64_t>{1, 65, 200}) {
+      check_prefill_tf32(ctx, t, k_quant ? 2048 : in, 129, rows);
     }
   }
   // The 35B-A3B down shape (in 512, out 2048) at a few hundred pairs.
