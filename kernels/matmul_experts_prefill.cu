@@ -1,23 +1,26 @@
-// Expert-grouped tiled matmul (matmul_experts_prefill_gpu.h). Two launches:
+// Expert-grouped tiled matmul (matmul_experts_prefill_gpu.h). Two launches (one when the
+// caller passes plan_ready):
 //
 // plan_kernel, one block per expert e: thread t walks pairs [t * L, (t + 1) * L) (L =
 // ceil(num_pairs / kPlanThreads)) and counts ids below e and ids equal to e; a block scan of
 // the counts gives e's offset in the expert-sorted order (pairs routed to experts < e) and
 // each thread's first position, and the thread writes its matching pairs in pair order:
 // the scatter is stable and deterministic (no atomics). offsets[e] = that offset; the last
-// block also writes offsets[num_experts] (valid pairs in all).
+// block also writes offsets[num_experts] (valid pairs in all). The plan does not depend on
+// the tile size, so one plan serves gate/up and down.
 //
-// tile slots: expert e's tiles (64 pairs each, ceil(count_e / 64)) take the slots from
-// start(e) = offsets[e] / 64 + e on. start() is strictly increasing and its tiles never reach
-// start(e + 1) (floor(o / 64) + ceil(c / 64) <= floor((o + c) / 64) + 1), and the last slot is
-// below num_pairs / 64 + num_experts, so the grid is sized from host values alone and a slot
-// finds its expert by a binary search over start(); slots between experts' tiles exit.
+// tile slots (P pairs per tile, tile_pairs()): expert e's tiles (ceil(count_e / P)) take the
+// slots from start(e) = offsets[e] / P + e on. start() is strictly increasing and its tiles
+// never reach start(e + 1) (floor(o / P) + ceil(c / P) <= floor((o + c) / P) + 1), and the
+// last slot is below num_pairs / P + num_experts, so the grid is sized from host values alone
+// and a slot finds its expert by a binary search over start(); slots between tiles exit.
 //
-// experts_tiled_kernel, block (64-output block, slot): gathers its tile's x rows, decodes the
-// expert's weight tile once (matmul_tile.h, the code of matmul_prefill_gpu) and writes y row p
-// for each pair p of the tile. Gated: the block's 64 weight columns are 32 W rows and the same
-// 32 W_up rows, so one shared x tile serves both sums; the W_up half hands its sums to the W
-// half through shared memory, which applies swiglu_gpu's expression.
+// experts_tiled_kernel, block (output block, slot): gathers its tile's x rows, decodes the
+// expert's weight tile once per P pairs (matmul_tile.h, the code of matmul_prefill_gpu: the
+// same bits per element at any tile size) and writes y row p for each pair p of the tile.
+// Gated: the block's 64 weight columns are 32 W rows and the same 32 W_up rows, so one staged
+// x tile serves both sums; the epilogue reads both from the C tile and applies swiglu_gpu's
+// expression.
 #include "kernels/matmul_experts_prefill_gpu.h"
 
 #include <cstddef>
@@ -39,8 +42,11 @@ using gpu::DecodeQ8_0;
 
 constexpr int kPlanThreads = 256;
 constexpr int kThreads = gpu::kTileThreads;
-constexpr int kTilePairs = gpu::kTileRows;
 constexpr int64_t kMaxGridY = 65535;
+// Pairs per tile: an expert gets ~num_pairs * k / num_experts pairs per chunk (16 for 512
+// rows of the 35B-A3B), so small tiles waste little; f32 keeps 32 (its thread tile needs 2
+// rows per thread to stay ahead of shared-memory bandwidth), TF32 takes one mma row block.
+constexpr int tile_pairs(bool tf32) { return gpu::tile_rows(tf32 ? 16 : 32); }
 
 __global__ void __launch_bounds__(kPlanThreads)
     plan_kernel(const int32_t* ids, int64_t num_pairs, int32_t* offsets, int32_t* sorted) {
@@ -95,9 +101,11 @@ struct TiledParams {
   const int32_t* offsets;  // [num_experts + 1]
   const int32_t* sorted;   // pairs by expert, then pair index
   int64_t slot_offset;     // first slot of this launch (grid.y limit)
+  bool w_aligned16;        // w and w_up 16-byte aligned: raw weight copies by cp.async
 };
 
 // Slot -> (expert, first sorted index, pairs); false for a slot without a tile.
+template <int kTilePairs>
 __device__ __forceinline__ bool find_tile(const TiledParams& p, int64_t slot, int& expert, int32_t& first, int& num) {
   int lo = 0, hi = p.num_experts - 1;  // largest e with start(e) <= slot; start(0) == 0
   while (lo < hi) {
@@ -114,68 +122,56 @@ __device__ __forceinline__ bool find_tile(const TiledParams& p, int64_t slot, in
   return true;
 }
 
-template <class D, bool kTf32>
+template <class D, int kTilePairs, bool kTf32>
 __global__ void __launch_bounds__(kThreads) experts_tiled_kernel(const TiledParams p) {
-  extern __shared__ __align__(128) float smem[];
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ int32_t pair_of[kTilePairs];
   int expert = 0, num = 0;
   int32_t first = 0;
-  if (!find_tile(p, p.slot_offset + blockIdx.y, expert, first, num)) return;  // uniform per block
+  if (!find_tile<kTilePairs>(p, p.slot_offset + blockIdx.y, expert, first, num)) return;  // uniform per block
   const int tid = static_cast<int>(threadIdx.x);
-  const int tx = gpu::tile_col_block(tid), ty = gpu::tile_row_block(tid);
   const bool gated = p.w_up != nullptr;
-  const int64_t cols_per_block = gated ? gpu::kTileCols / 2 : gpu::kTileCols;
+  const int cols_per_block = gated ? gpu::kTileCols / 2 : gpu::kTileCols;
   const int64_t out0 = static_cast<int64_t>(blockIdx.x) * cols_per_block;
+  if (tid < kTilePairs) pair_of[tid] = tid < num ? p.sorted[first + tid] : 0;
+  __syncthreads();
 
-  const int load_r = gpu::tile_load_row(tid);
-  const float* x_row = nullptr;
-  if (load_r < num) x_row = p.x + (p.sorted[first + load_r] / p.pairs_per_x_row) * p.x_stride;
+  // Gated: the 64 weight columns are W rows out0.. (columns 0..31) and the same W_up rows
+  // (columns 32..63), so one staged x tile serves both sums.
   const size_t expert_base = static_cast<size_t>(expert) * p.expert_bytes;
-  const int load_c = gpu::tile_load_col(tid);
-  const bool up_col = gated && load_c >= cols_per_block;
-  const int64_t load_out = min(out0 + (up_col ? load_c - cols_per_block : load_c), p.num_out - 1);
-  const uint8_t* w_row = (up_col ? p.w_up : p.w) + expert_base + static_cast<size_t>(load_out) * p.w_row_bytes;
+  auto x_row_of = [&](int r) -> const float* { return r < num ? p.x + (pair_of[r] / p.pairs_per_x_row) * p.x_stride : nullptr; };
+  auto w_row_of = [&](int c) -> const uint8_t* {
+    const bool up_col = gated && c >= cols_per_block;
+    const int64_t o = min(out0 + (up_col ? c - cols_per_block : c), p.num_out - 1);
+    return (up_col ? p.w_up : p.w) + expert_base + static_cast<size_t>(o) * p.w_row_bytes;
+  };
+  gpu::tile_run<D, kTilePairs, kTf32>(x_row_of, w_row_of, p.num_in, num, p.w_aligned16, smem);
 
-  float acc[4][4];
-  gpu::tile_product<D, kTf32>(x_row, w_row, p.num_in, num, smem, acc);  // ends with a barrier
-
-  // Gated: columns 32.. (tx >= 8) hold the W_up sums of the outputs whose W sums columns
-  // 0..31 hold; they pass them over in shared memory (free since tile_product's last barrier).
-  float* up = smem;  // [kTilePairs][32]
-  if (gated) {
-    if (tx >= 8) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-#pragma unroll
-        for (int jj = 0; jj < 4; ++jj) up[(4 * ty + i) * 32 + 4 * (tx - 8) + jj] = acc[i][jj];
-      }
-    }
-    __syncthreads();
-    if (tx >= 8) return;
-  }
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    if (4 * ty + i >= num) continue;
-    float* y_row = p.y + static_cast<int64_t>(p.sorted[first + 4 * ty + i]) * p.y_stride;
-#pragma unroll
-    for (int jj = 0; jj < 4; ++jj) {
-      const int64_t o = out0 + 4 * tx + jj;
-      if (o >= p.num_out) continue;
-      if (gated) {
-        // swiglu_gpu's expression on the two sums: bit-identical to the unfused pair.
-        const float gate = acc[i][jj];
-        y_row[o] = gate / (1.0f + expf(-gate)) * up[(4 * ty + i) * 32 + 4 * tx + jj];
-      } else {
-        y_row[o] = p.accumulate ? y_row[o] + acc[i][jj] : acc[i][jj];
-      }
+  // Coalesced epilogue over (pair, output); gated: swiglu_gpu's expression on the two sums,
+  // bit-identical to the unfused pair.
+  const float* c = gpu::tile_c(smem);
+  for (int i = tid; i < kTilePairs * cols_per_block; i += kThreads) {
+    const int r = i / cols_per_block, col = i % cols_per_block;
+    const int64_t o = out0 + col;
+    if (r >= num || o >= p.num_out) continue;
+    float* y = p.y + static_cast<int64_t>(pair_of[r]) * p.y_stride + o;
+    const float v = c[r * gpu::kTileCStride + col];
+    if (gated) {
+      *y = v / (1.0f + expf(-v)) * c[r * gpu::kTileCStride + cols_per_block + col];
+    } else {
+      *y = p.accumulate ? *y + v : v;
     }
   }
 }
 
 template <class D, bool kTf32>
-gpuError_t launch_math(TiledParams p, int64_t num_slots, gpuStream_t stream) {
+gpuError_t launch_math(TiledParams p, int64_t num_pairs, gpuStream_t stream) {
+  constexpr int kTilePairs = tile_pairs(kTf32);
+  const int64_t num_slots = num_pairs / kTilePairs + p.num_experts;  // see the slot note above
+  constexpr size_t kSmemBytes = gpu::tile_smem_bytes<D, kTilePairs>();
 #if defined(DS_GPU_CUDA)
-  const cudaError_t err = cudaFuncSetAttribute(experts_tiled_kernel<D, kTf32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(gpu::kTileSmemBytes));
+  const cudaError_t err = cudaFuncSetAttribute(experts_tiled_kernel<D, kTilePairs, kTf32>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes));
   if (err != cudaSuccess) return err;
 #endif
   const int64_t cols_per_block = p.w_up != nullptr ? gpu::kTileCols / 2 : gpu::kTileCols;
@@ -183,20 +179,20 @@ gpuError_t launch_math(TiledParams p, int64_t num_slots, gpuStream_t stream) {
   for (int64_t first = 0; first < num_slots; first += kMaxGridY) {
     p.slot_offset = first;
     const dim3 grid(grid_x, static_cast<unsigned>(num_slots - first < kMaxGridY ? num_slots - first : kMaxGridY));
-    experts_tiled_kernel<D, kTf32><<<grid, kThreads, gpu::kTileSmemBytes, stream>>>(p);
+    experts_tiled_kernel<D, kTilePairs, kTf32><<<grid, kThreads, kSmemBytes, stream>>>(p);
   }
   return gpuGetLastError();
 }
 
 // HIP has no TF32 form: kTf32 runs the f32 kernel there (one instantiation).
 template <class D>
-gpuError_t launch_tiled(const TiledParams& p, int64_t num_slots, MatmulMath math, gpuStream_t stream) {
+gpuError_t launch_tiled(const TiledParams& p, int64_t num_pairs, MatmulMath math, gpuStream_t stream) {
 #if defined(DS_GPU_CUDA)
-  if (math == MatmulMath::kTf32) return launch_math<D, true>(p, num_slots, stream);
+  if (math == MatmulMath::kTf32) return launch_math<D, true>(p, num_pairs, stream);
 #else
   (void)math;
 #endif
-  return launch_math<D, false>(p, num_slots, stream);
+  return launch_math<D, false>(p, num_pairs, stream);
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
@@ -245,10 +241,12 @@ gpuError_t matmul_experts_prefill_gpu(const MatmulExpertsPrefillArgs& args, gpuS
 
   int32_t* offsets = static_cast<int32_t*>(args.workspace);
   int32_t* sorted = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(args.workspace) + offsets_bytes(num_experts));
-  plan_kernel<<<static_cast<unsigned>(num_experts), kPlanThreads, 0, stream>>>(args.experts.expert_ids, num_pairs, offsets,
-                                                                                sorted);
-  const gpuError_t err = gpuGetLastError();
-  if (err != gpuSuccess) return err;
+  if (!args.plan_ready) {
+    plan_kernel<<<static_cast<unsigned>(num_experts), kPlanThreads, 0, stream>>>(args.experts.expert_ids, num_pairs, offsets,
+                                                                                  sorted);
+    const gpuError_t err = gpuGetLastError();
+    if (err != gpuSuccess) return err;
+  }
 
   TiledParams p{};
   p.w = static_cast<const uint8_t*>(a.w);
@@ -266,15 +264,15 @@ gpuError_t matmul_experts_prefill_gpu(const MatmulExpertsPrefillArgs& args, gpuS
   p.num_experts = static_cast<int32_t>(num_experts);
   p.offsets = offsets;
   p.sorted = sorted;
-  const int64_t num_slots = num_pairs / kTilePairs + num_experts;
+  p.w_aligned16 = aligned16(p.w) && (!gated || aligned16(p.w_up));
   switch (a.w_type) {
-    case DType::F32: return launch_tiled<DecodeF32>(p, num_slots, args.math, stream);
-    case DType::F16: return launch_tiled<DecodeHalf<false>>(p, num_slots, args.math, stream);
-    case DType::BF16: return launch_tiled<DecodeHalf<true>>(p, num_slots, args.math, stream);
-    case DType::Q8_0: return launch_tiled<DecodeQ8_0>(p, num_slots, args.math, stream);
-    case DType::Q4_0: return launch_tiled<DecodeQ4_0>(p, num_slots, args.math, stream);
-    case DType::Q4_K: return launch_tiled<DecodeQ4_K>(p, num_slots, args.math, stream);
-    case DType::Q6_K: return launch_tiled<DecodeQ6_K>(p, num_slots, args.math, stream);
+    case DType::F32: return launch_tiled<DecodeF32>(p, num_pairs, args.math, stream);
+    case DType::F16: return launch_tiled<DecodeHalf<false>>(p, num_pairs, args.math, stream);
+    case DType::BF16: return launch_tiled<DecodeHalf<true>>(p, num_pairs, args.math, stream);
+    case DType::Q8_0: return launch_tiled<DecodeQ8_0>(p, num_pairs, args.math, stream);
+    case DType::Q4_0: return launch_tiled<DecodeQ4_0>(p, num_pairs, args.math, stream);
+    case DType::Q4_K: return launch_tiled<DecodeQ4_K>(p, num_pairs, args.math, stream);
+    case DType::Q6_K: return launch_tiled<DecodeQ6_K>(p, num_pairs, args.math, stream);
     default: return gpuErrorInvalidValue;
   }
 }

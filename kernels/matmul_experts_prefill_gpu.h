@@ -1,8 +1,9 @@
 // Expert-grouped tiled matmul for MoE prefill: the many-pairs form of matmul_experts_gpu.
 // A prompt chunk of n rows routed to k experts each gives n * k (row, rank) pairs; this kernel
-// groups the pairs by expert and runs matmul_prefill_gpu's 64 x 64 tile (matmul_tile.h) over
-// each expert's pairs, so an expert's weights are read once per 64 pairs routed to it instead
-// of once per pair (matmul_experts_gpu is a matvec per pair).
+// groups the pairs by expert and runs matmul_prefill_gpu's tile code (matmul_tile.h) on tiles
+// of 16 (TF32) or 32 (f32) pairs x 64 outputs over each expert's pairs, so an expert's
+// weights are read once per tile of pairs routed to it instead of once per pair
+// (matmul_experts_gpu is a matvec per pair).
 //
 // Same inputs as matmul_experts_gpu (matmul_gpu.h): for each pair p < num_pairs,
 // y row p (+)= W_{expert_ids[p]} x row (p / pairs_per_x_row); args.base.w is the stacked
@@ -11,12 +12,13 @@
 // y[p][o] = SiLU(dot(W row o, x)) * dot(W_up row o, x), swiglu_gpu's expression on this
 // kernel's own two sums: bit-identical to running it on W and W_up separately, then swiglu_gpu.
 //
-// Steps (all on `stream`, no host synchronisation, no allocation; two launches): (1) one block
-// per expert counts the pairs routed below it and to it and scatters its pairs, stably (in
-// increasing pair index), into the workspace's sorted list at its offset; (2) the tiled
-// matmul over (64-pair tile slot) x (64-output block): a slot finds its expert by a binary
-// search over the offsets; a block gathers its pairs' x rows, decodes the expert's weight tile
-// into shared memory once, and writes y row p for each pair p. Slots past the last tile exit.
+// Steps (all on `stream`, no host synchronisation, no allocation; two launches, one with
+// plan_ready): (1) one block per expert counts the pairs routed below it and to it and
+// scatters its pairs, stably (in increasing pair index), into the workspace's sorted list at
+// its offset; (2) the tiled matmul over (pair tile slot) x (64-output block): a slot finds its
+// expert by a binary search over the offsets; a block gathers its pairs' x rows, decodes the
+// expert's weight tile into shared memory once, and writes y row p for each pair p. Slots
+// past the last tile exit.
 //
 // Batch invariance: every y[p][o] is one f32 fused multiply-add chain over k, k ascending,
 // on x row p / pairs_per_x_row and expert_ids[p]'s row o only, whatever the other pairs of the
@@ -52,6 +54,10 @@ struct MatmulExpertsPrefillArgs {
   void* workspace = nullptr;   // device, matmul_experts_prefill_workspace_bytes(); owned by the
                                // caller, not read across calls (any contents on entry)
   MatmulMath math = MatmulMath::kF32;  // kTf32: TF32 tensor cores, as matmul_prefill_gpu
+  // The workspace already holds the plan of these expert_ids (same num_pairs, num_experts),
+  // written by an earlier call on this stream with the same workspace (e.g. the gate/up call
+  // before the down call of one MoE layer): the plan launch is skipped (one launch, not two).
+  bool plan_ready = false;
 };
 
 // Workspace of one call: the per-expert offsets and the expert-sorted pair list.

@@ -1,11 +1,12 @@
 // Tiled matmul for many activation rows (matmul_gpu.h, matmul_prefill_gpu): a block computes
-// a 64-row x 64-output tile of y with 256 threads through matmul_tile.h's tile_product (the
-// expert-grouped matmul_experts_prefill_gpu runs the same tile code, so its pairs get the
-// same bits as this kernel on that expert's matrix). Each weight tile is decoded into shared
-// memory once per 64 rows; each y[r][o] is one fused multiply-add chain over k, k ascending
-// (MatmulMath::kTf32 on CUDA sm_80+: TF32 tensor-core steps of 8 over k, k ascending).
+// a 64-row x 64-output tile of y with 256 threads through matmul_tile.h's tile_run (the
+// expert-grouped matmul_experts_prefill_gpu runs the same tile code on smaller pair tiles;
+// the per-element arithmetic does not depend on the tile, so its pairs get the same bits as
+// this kernel on that expert's matrix). Each weight tile is decoded into shared memory once
+// per 64 rows; each y[r][o] is one fused multiply-add chain over k, k ascending
+// (MatmulMath::kTf32 on CUDA sm_80+: TF32 mma.sync steps of 8 over k, k ascending).
 //
-// Shared memory: kTileSmemBytes (64 KB, dynamic; CUDA raises the limit).
+// Shared memory: tile_smem_bytes (dynamic, <= 100,352 bytes; CUDA raises the limit).
 #include <cstddef>
 #include <cstdint>
 
@@ -25,44 +26,41 @@ using gpu::DecodeQ6_K;
 using gpu::DecodeQ8_0;
 
 constexpr int kThreads = gpu::kTileThreads;
-constexpr int kTileRows = gpu::kTileRows;
 constexpr int kTileOut = gpu::kTileCols;
-constexpr size_t kSmemBytes = gpu::kTileSmemBytes;
+constexpr int kTileRows = gpu::tile_rows(64);
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 template <class D, bool kTf32>
-__global__ void __launch_bounds__(kThreads) matmul_tiled_kernel(const MatmulArgs a) {
-  extern __shared__ __align__(128) float smem[];
+__global__ void __launch_bounds__(kThreads) matmul_tiled_kernel(const MatmulArgs a, bool w_aligned16) {
+  extern __shared__ __align__(128) unsigned char smem[];
   const int tid = static_cast<int>(threadIdx.x);
-  const int tx = gpu::tile_col_block(tid), ty = gpu::tile_row_block(tid);  // outputs 4tx.., rows 4ty..
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTileRows;
   const int64_t out0 = static_cast<int64_t>(blockIdx.x) * kTileOut;
-  // This thread's staged rows: rows past num_rows read as zero; outputs past num_out decode
-  // the last row (valid memory; never written out).
-  const int64_t load_row = row0 + gpu::tile_load_row(tid);
-  const float* x_row = load_row < a.num_rows ? a.x + load_row * a.x_stride : nullptr;
-  const int64_t load_out = min(out0 + gpu::tile_load_col(tid), a.num_out - 1);
-  const uint8_t* w_row = static_cast<const uint8_t*>(a.w) + static_cast<size_t>(load_out) * a.w_row_bytes;
-
-  float acc[4][4];
   const int num_live_rows = static_cast<int>(min(static_cast<int64_t>(kTileRows), a.num_rows - row0));
-  gpu::tile_product<D, kTf32>(x_row, w_row, a.num_in, num_live_rows, smem, acc);
+  // Rows past num_rows are padding (nullptr: zeros); outputs past num_out decode the last row
+  // (valid memory; never written out).
+  auto x_row_of = [&](int r) -> const float* { return r < num_live_rows ? a.x + (row0 + r) * a.x_stride : nullptr; };
+  auto w_row_of = [&](int c) -> const uint8_t* {
+    return static_cast<const uint8_t*>(a.w) + static_cast<size_t>(min(out0 + c, a.num_out - 1)) * a.w_row_bytes;
+  };
+  gpu::tile_run<D, kTileRows, kTf32>(x_row_of, w_row_of, a.num_in, num_live_rows, w_aligned16, smem);
 
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int64_t r = row0 + 4 * ty + i;
-    if (r >= a.num_rows) continue;
-#pragma unroll
-    for (int jj = 0; jj < 4; ++jj) {
-      const int64_t o = out0 + 4 * tx + jj;
-      if (o >= a.num_out) continue;
-      float* y = a.y + r * a.y_stride + o;
-      *y = a.accumulate ? *y + acc[i][jj] : acc[i][jj];
-    }
+  // Coalesced epilogue: consecutive threads write consecutive outputs of a row.
+  const float* c = gpu::tile_c(smem);
+  for (int i = tid; i < kTileRows * kTileOut; i += kThreads) {
+    const int r = i / kTileOut, col = i % kTileOut;
+    const int64_t o = out0 + col;
+    if (r >= num_live_rows || o >= a.num_out) continue;
+    float* y = a.y + (row0 + r) * a.y_stride + o;
+    const float v = c[r * gpu::kTileCStride + col];
+    *y = a.accumulate ? *y + v : v;
   }
 }
 
 template <class D, bool kTf32>
 gpuError_t launch_math(const MatmulArgs& a, gpuStream_t stream) {
+  constexpr size_t kSmemBytes = gpu::tile_smem_bytes<D, kTileRows>();
 #if defined(DS_GPU_CUDA)
   const cudaError_t err = cudaFuncSetAttribute(matmul_tiled_kernel<D, kTf32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(kSmemBytes));
@@ -70,7 +68,7 @@ gpuError_t launch_math(const MatmulArgs& a, gpuStream_t stream) {
 #endif
   const dim3 grid(static_cast<unsigned>((a.num_out + kTileOut - 1) / kTileOut),
                   static_cast<unsigned>((a.num_rows + kTileRows - 1) / kTileRows));
-  matmul_tiled_kernel<D, kTf32><<<grid, kThreads, kSmemBytes, stream>>>(a);
+  matmul_tiled_kernel<D, kTf32><<<grid, kThreads, kSmemBytes, stream>>>(a, aligned16(a.w));
   return gpuGetLastError();
 }
 
@@ -84,8 +82,6 @@ gpuError_t launch(const MatmulArgs& a, MatmulMath math, gpuStream_t stream) {
 #endif
   return launch_math<D, false>(a, stream);
 }
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 bool valid(const MatmulArgs& a) {
   int64_t block = 1;
