@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/bench_runs.h"
+#include "cli/bench_trace.h"
 #include "cli/commands.h"
 #include "runtime/backend_factory.h"
 #include "runtime/model_preset.h"
@@ -62,6 +63,9 @@ void add_common_options(CLI::App& app, BenchCommand& c) {
   app.add_option("--kv-block-tokens", c.o.kv_block_tokens, "Tokens per KV block")->check(CLI::Range(1, 4096))->capture_default_str();
   app.add_option("--threads", c.threads, "CPU threads (backend and weight generation; 0 = all)")->check(CLI::Range(0, 4096));
   app.add_option("--json", c.json_path, "Also write the results as JSON to FILE");
+  app.add_flag("--trace", c.o.trace,
+               "After each cell's timed steps, one traced pass (GPU backend, eager): a table of launches and device time "
+               "per kernel class");
 }
 
 std::unique_ptr<LoadedModel> build_model(const BenchCommand& c) {
@@ -115,10 +119,22 @@ int run_bench(BenchCommand& c) {
     if (c.o.draft_rows > 1)
       std::printf(" (verify with row states, rollback to %d)", c.o.accept_rows > 0 ? c.o.accept_rows : c.o.draft_rows);
   }
-  std::printf("\n\n");
+  std::printf("\n");
+  // set_kernel_trace(false) is a probe: true only for a backend that can trace.
+  if (c.o.trace && !runtime::set_kernel_trace(*backend, false)) {
+    std::printf("trace      --trace needs a GPU backend (this run's backend is %s): no trace tables\n",
+                backend->name().c_str());
+    c.o.trace = false;
+  } else if (c.o.trace) {
+    std::printf("trace      after each cell's timed %s: %s with the kernel trace on (eager, graphs off)\n",
+                prefill ? "repetitions" : "steps",
+                prefill ? "one more prompt" : (std::to_string(kTraceDecodeSteps) + " more steps").c_str());
+  }
+  std::printf("\n");
   const std::vector<BenchRow> rows = prefill ? run_prefill(*backend, c.o) : run_decode(*backend, c.o);
   if (prefill) print_prefill_table(rows);
   else print_decode_table(rows);
+  print_trace_tables(rows, prefill);
   std::printf("\n");
   print_memory(*backend);
   if (!c.json_path.empty()) {

@@ -5,8 +5,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <numeric>
 #include <optional>
+
+#include "cli/bench_trace.h"
+#include "runtime/backend_factory.h"
 
 namespace deltaserve::cli {
 namespace {
@@ -32,7 +36,8 @@ int32_t max_of(const std::vector<int32_t>& v) { return v.empty() ? 0 : *std::max
 // Most tokens one stream ever holds in a run (positions written, rolled-back rows included).
 int64_t max_stream_tokens(const BenchOptions& o, bool prefill) {
   if (prefill) return int64_t{o.context_tokens} + max_of(o.prompt_tokens);
-  return int64_t{o.context_tokens} + int64_t{o.num_warmup + o.num_steps + 1} * o.draft_rows;
+  const int32_t traced = o.trace ? kTraceDecodeSteps : 0;
+  return int64_t{o.context_tokens} + int64_t{o.num_warmup + o.num_steps + traced + 1} * o.draft_rows;
 }
 
 int32_t blocks_per_stream(const BenchOptions& o, bool prefill) {
@@ -92,6 +97,82 @@ double fill_streams(Backend& backend, const StreamPlanner& planner, const BenchO
   return static_cast<double>(num_streams) * o.context_tokens / (ms / 1e3);
 }
 
+// One decode step of every stream at its position (verify rows when draft_rows > 1).
+BatchPlan decode_plan(const StreamPlanner& planner, const BenchOptions& o, const std::vector<int64_t>& position) {
+  BatchPlan plan;
+  for (size_t s = 0; s < position.size(); ++s) {
+    SequenceStep step = planner.step(static_cast<int32_t>(s), position[s], o.draft_rows);
+    step.num_logits = o.draft_rows;  // a verify step samples every row
+    step.keep_row_states = o.draft_rows > 1;
+    plan.sequences.push_back(std::move(step));
+  }
+  return plan;
+}
+
+// The forward, then the rollbacks of a verify step; returns ms.
+double decode_step(Backend& backend, const BenchOptions& o, const BatchPlan& plan, int32_t kept, ForwardOutput& out) {
+  const auto t0 = Clock::now();
+  backend.forward(plan, out);
+  if (o.draft_rows > 1) {
+    for (size_t s = 0; s < plan.sequences.size(); ++s) backend.rollback(static_cast<int32_t>(s), kept);
+  }
+  return ms_since(t0);
+}
+
+// The prompt's forwards for every stream (chunks of o.chunk_tokens after the context), calling
+// after_forward after each; returns the forward count.
+int64_t prompt_forwards(Backend& backend, const StreamPlanner& planner, const BenchOptions& o, int32_t num_streams,
+                        int32_t prompt, ForwardOutput& out, const std::function<void()>& after_forward) {
+  int64_t calls = 0;
+  for (int32_t done = 0; done < prompt; ++calls) {
+    const int32_t n = std::min(o.chunk_tokens, prompt - done);
+    BatchPlan plan;
+    for (int32_t s = 0; s < num_streams; ++s) {
+      SequenceStep step = planner.step(s, int64_t{o.context_tokens} + done, n);
+      step.num_logits = done + n == prompt ? 1 : 0;
+      plan.sequences.push_back(std::move(step));
+    }
+    backend.forward(plan, out);
+    if (after_forward) after_forward();
+    done += n;
+  }
+  return calls;
+}
+
+// The traced decode pass: kTraceDecodeSteps more steps with the kernel trace on, each taken.
+BenchTrace trace_decode(Backend& backend, const StreamPlanner& planner, const BenchOptions& o, std::vector<int64_t>& position,
+                        int32_t kept, ForwardOutput& out) {
+  BenchTrace trace;
+  if (!runtime::set_kernel_trace(backend, true)) return trace;
+  for (int32_t i = 0; i < kTraceDecodeSteps; ++i) {
+    trace.wall_ms += decode_step(backend, o, decode_plan(planner, o, position), kept, out);
+    add_trace(trace, runtime::take_kernel_trace(backend));
+    for (int64_t& p : position) p += kept;
+  }
+  runtime::set_kernel_trace(backend, false);
+  trace.num_steps = kTraceDecodeSteps;
+  return trace;
+}
+
+// The traced prefill pass: the context fill untraced, then one prompt traced.
+BenchTrace trace_prefill(Backend& backend, const StreamPlanner& planner, const BenchOptions& o, int32_t num_streams,
+                         int32_t prompt, ForwardOutput& out) {
+  BenchTrace trace;
+  fill_streams(backend, planner, o, num_streams, out);
+  if (!runtime::set_kernel_trace(backend, true)) return trace;
+  const auto t0 = Clock::now();
+  double take_ms = 0;
+  prompt_forwards(backend, planner, o, num_streams, prompt, out, [&] {
+    const auto t1 = Clock::now();
+    add_trace(trace, runtime::take_kernel_trace(backend));
+    take_ms += ms_since(t1);
+  });
+  trace.wall_ms = ms_since(t0) - take_ms;
+  runtime::set_kernel_trace(backend, false);
+  trace.num_steps = 1;
+  return trace;
+}
+
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -134,19 +215,7 @@ std::vector<BenchRow> run_decode(Backend& backend, const BenchOptions& o) {
     std::optional<int64_t> launches_before;
     for (int32_t i = 0; i < o.num_warmup + o.num_steps; ++i) {
       if (i == o.num_warmup) launches_before = launch_count(backend);
-      BatchPlan plan;
-      for (int32_t s = 0; s < num_streams; ++s) {
-        SequenceStep step = planner.step(s, position[static_cast<size_t>(s)], o.draft_rows);
-        step.num_logits = o.draft_rows;  // a verify step samples every row
-        step.keep_row_states = o.draft_rows > 1;
-        plan.sequences.push_back(std::move(step));
-      }
-      const auto t0 = Clock::now();
-      backend.forward(plan, out);
-      if (o.draft_rows > 1) {
-        for (int32_t s = 0; s < num_streams; ++s) backend.rollback(s, kept);
-      }
-      const double ms = ms_since(t0);
+      const double ms = decode_step(backend, o, decode_plan(planner, o, position), kept, out);
       for (int64_t& p : position) p += kept;
       if (i >= o.num_warmup) {
         row.times.ms.push_back(ms);
@@ -156,6 +225,7 @@ std::vector<BenchRow> run_decode(Backend& backend, const BenchOptions& o) {
     const std::optional<int64_t> launches_after = launch_count(backend);
     if (launches_before && launches_after && o.num_steps > 0)
       row.launches_per_step = static_cast<double>(*launches_after - *launches_before) / o.num_steps;
+    if (o.trace) row.trace = trace_decode(backend, planner, o, position, kept, out);
     rows.push_back(std::move(row));
   }
   return rows;
@@ -174,24 +244,14 @@ std::vector<BenchRow> run_prefill(Backend& backend, const BenchOptions& o) {
       for (int32_t rep = 0; rep < o.num_warmup + o.num_steps; ++rep) {
         row.fill_tokens_per_s = fill_streams(backend, planner, o, num_streams, out);
         const auto t0 = Clock::now();
-        int64_t calls = 0;
-        for (int32_t done = 0; done < prompt; ++calls) {
-          const int32_t n = std::min(o.chunk_tokens, prompt - done);
-          BatchPlan plan;
-          for (int32_t s = 0; s < num_streams; ++s) {
-            SequenceStep step = planner.step(s, int64_t{o.context_tokens} + done, n);
-            step.num_logits = done + n == prompt ? 1 : 0;
-            plan.sequences.push_back(std::move(step));
-          }
-          backend.forward(plan, out);
-          done += n;
-        }
+        const int64_t calls = prompt_forwards(backend, planner, o, num_streams, prompt, out, nullptr);
         const double ms = ms_since(t0);
         if (rep >= o.num_warmup) {
           row.times.ms.push_back(ms);
           row.num_forward_calls += calls;
         }
       }
+      if (o.trace) row.trace = trace_prefill(backend, planner, o, num_streams, prompt, out);
       rows.push_back(std::move(row));
     }
   }
@@ -246,6 +306,7 @@ nlohmann::json rows_to_json(const std::vector<BenchRow>& rows, bool prefill) {
       j["context_fill_tokens_per_s"] = r.fill_tokens_per_s;
     }
     if (r.launches_per_step >= 0) j["launches_per_step"] = r.launches_per_step;
+    if (r.trace.num_steps > 0) j["trace"] = trace_to_json(r, prefill);
     list.push_back(std::move(j));
   }
   return list;

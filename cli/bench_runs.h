@@ -2,6 +2,10 @@
 // hand-made BatchPlans (no scheduler), timed by the wall clock around each forward (the GPU
 // backend synchronises inside forward, so a step's time includes its device work).
 // Single-threaded: called from the command's main thread; blocks for the whole run.
+//
+// --trace (BenchOptions::trace): after a cell's timed steps, one more pass with the backend's
+// kernel trace on (runtime::set_kernel_trace; eager, graphs off): kTraceDecodeSteps decode
+// steps, or one prompt; the per-class totals land in BenchRow::trace (tables: bench_trace.h).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/backend.h"
+#include "runtime/gpu/kernel_class_time.h"
 
 namespace deltaserve::cli {
 
@@ -25,6 +30,18 @@ struct BenchOptions {
   int32_t chunk_tokens = 512;        // prefill and context fill: tokens per stream and forward
   int32_t kv_block_tokens = 16;
   uint64_t seed = 1;                 // token ids of the plans
+  bool trace = false;                // a traced pass per cell after the timed steps (GPU only)
+};
+
+// Decode steps of the traced pass (each one taken from the trace on its own).
+inline constexpr int32_t kTraceDecodeSteps = 4;
+
+// The traced pass of one cell: per kernel class, summed over num_steps decode steps or one
+// prompt (prefill: num_steps = 1).
+struct BenchTrace {
+  int32_t num_steps = 0;  // 0: not traced
+  double wall_ms = 0;     // wall clock around the traced forwards (and rollbacks), summed
+  std::vector<runtime::gpu::KernelClassTime> classes;
 };
 
 // Percentiles of a list of step times (ms).
@@ -45,6 +62,7 @@ struct BenchRow {
   double launches_per_step = -1;    // -1: the backend does not count launches
   StepTimes times;                  // per step (decode) or per prompt (prefill)
   double fill_tokens_per_s = 0;     // context fill (untimed part), for information
+  BenchTrace trace;                 // --trace only
 };
 
 // The cache sizing for a whole run (every batch size; the largest decides).

@@ -77,4 +77,24 @@ BackendCacheBytes backend_cache_bytes(const Backend& backend) {
   return {};
 }
 
+bool set_kernel_trace(Backend& backend, bool on) {
+#if defined(DELTASERVE_WITH_GPU)
+  if (auto* gpu = dynamic_cast<GpuBackend*>(&backend)) {
+    gpu->set_trace(on);
+    return true;
+  }
+#endif
+  (void)backend;
+  (void)on;
+  return false;
+}
+
+std::vector<gpu::KernelClassTime> take_kernel_trace(Backend& backend) {
+#if defined(DELTASERVE_WITH_GPU)
+  if (auto* gpu = dynamic_cast<GpuBackend*>(&backend)) return gpu->take_trace();
+#endif
+  (void)backend;
+  return {};
+}
+
 }  // namespace deltaserve::runtime

@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/backend.h"
+#include "runtime/gpu/kernel_class_time.h"
 #include "runtime/model_weights.h"
 
 namespace deltaserve::runtime {
@@ -31,5 +33,11 @@ struct BackendCacheBytes {
   int64_t state_bytes = 0;
 };
 BackendCacheBytes backend_cache_bytes(const Backend& backend);
+
+// The kernel trace of a GPU backend (GpuBackend::set_trace / take_trace: per kernel class,
+// launches and eager device time; graphs off while on). set_kernel_trace returns false, and
+// take_kernel_trace nothing, for a backend that cannot trace (the CPU backend).
+bool set_kernel_trace(Backend& backend, bool on);
+std::vector<gpu::KernelClassTime> take_kernel_trace(Backend& backend);
 
 }  // namespace deltaserve::runtime

@@ -57,6 +57,7 @@
 #include "runtime/gpu/device_arena.h"
 #include "runtime/gpu/gpu_layers.h"
 #include "runtime/gpu/gpu_weights.h"
+#include "runtime/gpu/kernel_trace.h"
 #include "runtime/gpu/pinned_arena.h"
 #include "runtime/gpu/step_graphs.h"
 #include "runtime/model_weights.h"
@@ -93,11 +94,23 @@ class GpuBackend final : public Backend {
   int64_t launches_last_forward() const { return launches_last_forward_; }
   // Bytes the last forward copied device -> host (hidden rows, argmax ids, host logit rows).
   int64_t bytes_to_host_last_forward() const { return bytes_to_host_last_forward_; }
-  // Step graphs: on by default on CUDA unless DELTASERVE_GPU_GRAPHS=0.
-  void set_graphs_enabled(bool on) { graphs_.set_enabled(on); }
+  // Step graphs: on by default on CUDA unless DELTASERVE_GPU_GRAPHS=0. While tracing, the
+  // setting is kept for set_trace(false) and graphs stay off.
+  void set_graphs_enabled(bool on) {
+    if (trace_.enabled()) graphs_after_trace_ = on;
+    else graphs_.set_enabled(on);
+  }
   bool graphs_enabled() const { return graphs_.enabled(); }
   int64_t graph_captures() const { return graphs_.num_captures(); }
   int64_t graph_replays() const { return graphs_.num_replays(); }
+  // Kernel trace (runtime/gpu/kernel_trace.h, gpu_backend_trace.cpp): on, every launch is
+  // bracketed by an event pair and classed, and every forward runs eagerly (graphs off, their
+  // captures dropped); off restores the graph setting. take_trace() synchronises the stream
+  // and returns the per-class totals since the last take (empty while off); take after each
+  // forward to keep the event pool at one forward's launches.
+  void set_trace(bool on);
+  bool trace_enabled() const { return trace_.enabled(); }
+  std::vector<gpu::KernelClassTime> take_trace();
 
   int64_t kv_cache_bytes() const { return static_cast<int64_t>(kv_arena_.bytes()); }
   int64_t state_bytes() const { return static_cast<int64_t>(state_arena_.bytes()); }
@@ -138,7 +151,9 @@ class GpuBackend final : public Backend {
   // Embedding, every trunk layer and the LM head of a staged step (no host sync).
   void enqueue_trunk(const gpu::StepRowsView& rows, size_t hidden_at, int64_t num_hidden, size_t logit_at,
                      int64_t num_logits);
-  gpu::GpuLayerContext context() const { return {config_, stream_, cache_.kv_block_tokens, ws_, &launches_}; }
+  gpu::GpuLayerContext context() const {
+    return {config_, stream_, cache_.kv_block_tokens, ws_, &launches_, trace_.enabled() ? &trace_ : nullptr};
+  }
   template <class T>
   const T* device(size_t staging_offset) const {
     return reinterpret_cast<const T*>(staging_device_ + staging_offset);
@@ -178,6 +193,8 @@ class GpuBackend final : public Backend {
 
   gpu::StepGraphs graphs_;
   mutable int64_t launches_ = 0;             // counted by DS_GPU_LAUNCH through context()
+  mutable gpu::KernelTrace trace_;           // fed by DS_GPU_LAUNCH through context() while on
+  bool graphs_after_trace_ = false;          // the graph setting to restore when tracing stops
   int64_t launches_last_forward_ = 0;
   int64_t bytes_to_host_last_forward_ = 0;
 };

@@ -9,6 +9,7 @@
 
 #include "kernels/gpu_compat.h"
 #include "runtime/gpu/gpu_weights.h"
+#include "runtime/gpu/kernel_trace.h"
 #include "runtime/model_config.h"
 
 namespace deltaserve::runtime::gpu {
@@ -76,15 +77,21 @@ struct GpuLayerContext {
   int64_t kv_block_tokens;
   const GpuWorkspace& ws;
   int64_t* launches;  // kernel launch counter: every enqueued kernel adds one (DS_GPU_LAUNCH)
+  KernelTrace* trace = nullptr;  // non-null only while tracing (GpuBackend::set_trace)
 };
 
 // DS_GPU_LAUNCH(ctx, num_kernels, call, "shapes", ...): DS_GPU_CHECK of a kernel entry point
 // that launches num_kernels kernels, counted in *ctx.launches. Every launch of the backend
-// goes through it, so the count equals the node count of a captured step graph.
-#define DS_GPU_LAUNCH(ctx, num_kernels, call, ...) \
-  do {                                              \
-    DS_GPU_CHECK(call, __VA_ARGS__);                \
-    *(ctx).launches += (num_kernels);               \
+// goes through it, so the count equals the node count of a captured step graph. While
+// tracing, an event pair brackets the call, classed by the shape format (its literal starts
+// with the op name; KernelTrace, kernel_class()); off, the hook costs one branch on null.
+#define DS_GPU_LAUNCH(ctx, num_kernels, call, ...)                                  \
+  do {                                                                              \
+    ::deltaserve::runtime::gpu::KernelTrace* const ds_gpu_trace_ = (ctx).trace;     \
+    if (ds_gpu_trace_ != nullptr) ds_gpu_trace_->begin((ctx).stream, __VA_ARGS__); \
+    DS_GPU_CHECK(call, __VA_ARGS__);                                                \
+    if (ds_gpu_trace_ != nullptr) ds_gpu_trace_->end((ctx).stream, (num_kernels));  \
+    *(ctx).launches += (num_kernels);                                               \
   } while (0)
 
 // One GDN layer's state pools: entries of [Hv][dk][dv] and [Kc-1][Dc] floats.
