@@ -82,9 +82,10 @@ __global__ void __launch_bounds__(kSplitThreads) argmax_split_kernel(const Argma
   __shared__ int best_i[kSplitThreads / 32];
   __shared__ bool is_last;
   const int64_t seg = blockIdx.x, r = blockIdx.y, num_segs = gridDim.x;
+  const int64_t cap = a.workspace_rows > 0 ? a.workspace_rows : a.num_rows;  // fixed layout
   uint32_t* counter = a.workspace + r;
-  float* seg_v = reinterpret_cast<float*>(a.workspace + a.num_rows) + r * num_segs;
-  int* seg_i = reinterpret_cast<int*>(a.workspace + a.num_rows + a.num_rows * num_segs) + r * num_segs;
+  float* seg_v = reinterpret_cast<float*>(a.workspace + cap) + r * num_segs;
+  int* seg_i = reinterpret_cast<int*>(a.workspace + cap + cap * num_segs) + r * num_segs;
   float v = nan_f();
   int i = 0x7fffffff;
   const int64_t begin = seg * kSegment;
@@ -141,7 +142,7 @@ int64_t argmax_workspace_words(int64_t num_rows, int64_t vocab) {
 
 gpuError_t argmax_gpu(const ArgmaxGpuArgs& a, gpuStream_t stream) {
   if (a.vocab <= 0 || a.vocab > 0x7ffffffe || a.num_rows < 0 || a.num_rows > 65535 || a.logits_stride < a.vocab ||
-      a.workspace == nullptr) {
+      a.workspace == nullptr || a.workspace_rows < 0 || (a.workspace_rows > 0 && a.num_rows > a.workspace_rows)) {
     return gpuErrorInvalidValue;
   }
   if (a.num_rows == 0) return gpuSuccess;

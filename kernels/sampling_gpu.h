@@ -28,18 +28,23 @@ gpuError_t argmax_gpu(const float* logits, int64_t logits_stride, int64_t num_ro
 // reduces them. The segmentation depends only on vocab, and the (value, id) order is total,
 // so the result is the same whatever the batch and whatever order blocks finish in.
 //
-// Workspace: argmax_workspace_words(num_rows, vocab) 32-bit words; the first num_rows words
-// (the counters) must be zero before the first launch; each launch leaves them zero. One
-// workspace serves one launch at a time (launches on one stream are fine).
+// Workspace: argmax_workspace_words(workspace_rows, vocab) 32-bit words; the first
+// workspace_rows words (the counters) must be zero before the first launch; each launch
+// leaves them zero. One workspace serves one launch at a time (launches on one stream are
+// fine), of any num_rows <= workspace_rows.
 // Preconditions (else gpuErrorInvalidValue): 1 <= vocab <= 2^31 - 2, num_rows <= 65535,
-// logits_stride >= vocab. Calling thread: any; enqueues on `stream`; no allocation.
+// num_rows <= workspace_rows when that is set, logits_stride >= vocab. Calling thread: any; enqueues on `stream`; no allocation.
 struct ArgmaxGpuArgs {
   const float* logits;  // [num_rows][logits_stride]
   int64_t logits_stride;
   int64_t num_rows;
   int64_t vocab;
   int32_t* ids;         // [num_rows]
-  uint32_t* workspace;  // argmax_workspace_words(num_rows, vocab) words, counters first
+  uint32_t* workspace;  // argmax_workspace_words(workspace_rows, vocab) words, counters first
+  // Rows the workspace was sized for (0: num_rows). The counters are its first workspace_rows
+  // words whatever num_rows is, so one workspace serves launches of any row count up to it
+  // (a layout that moved with num_rows would meet an earlier launch's partials as counters).
+  int64_t workspace_rows = 0;
 };
 int64_t argmax_workspace_words(int64_t num_rows, int64_t vocab);
 gpuError_t argmax_gpu(const ArgmaxGpuArgs& args, gpuStream_t stream);

@@ -34,6 +34,7 @@ RunnerLimits BackendRunner::limits() const {
   limits.max_context_tokens = max_context_tokens_ > 0 ? max_context_tokens_ : static_cast<int32_t>(std::min<int64_t>(trained, INT32_MAX));
   limits.num_vocab = static_cast<int32_t>(backend_.config().num_vocab);
   limits.max_draft_depth = max_draft_depth_;
+  limits.prefill_chunk_align = backend_.prefill_chunk_align();
   return limits;
 }
 

@@ -66,7 +66,7 @@ for stage in "${stages[@]}"; do
     decode_tiny) run_stage decode_tiny 60 "$cli" bench decode --preset tiny-moe --weights q8_0 --device cuda --batch 1,4,16,64 --steps 50 ;;
     decode_35b) run_stage decode_35b 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 20 ;;
     prefill_35b) run_stage prefill_35b 150 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512,2048 --steps 3 ;;
-    decode_27b) run_stage decode_27b 150 "$cli" bench decode --preset qwen3.6-27b --weights q4_0 --device cuda --batch 1,64 --context 512 --steps 10 ;;
+    decode_27b) run_stage decode_27b "${DECODE27_S:-300}" "$cli" bench decode --preset qwen3.6-27b --weights q4_0 --device cuda --batch 1,64 --context 512 --steps 10 ;;
     decode_35b_eager) DELTASERVE_GPU_GRAPHS=0 run_stage decode_35b_eager 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 20 ;;
     serve)
       DELTASERVE_BUILD_DIR="$bundle" DELTASERVE_SOAK_REQUESTS="${SERVE_REQUESTS:-1000}" DELTASERVE_SOAK_OUT="$logs/serve" \

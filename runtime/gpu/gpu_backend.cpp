@@ -8,6 +8,8 @@
 
 #include "kernels/attention_gpu.h"
 #include "kernels/sampling_gpu.h"
+#include "kernels/gdn_gpu.h"
+#include "kernels/matmul_experts_prefill_gpu.h"
 
 namespace deltaserve::runtime {
 namespace {
@@ -163,9 +165,20 @@ void GpuBackend::size_buffers() {
     w.add(ws_.alpha, R * c.ssm_v_heads);
     w.add(ws_.gdn_o, R * c.ssm_value_dim());
     w.add(ws_.gdn_sync, S * c.ssm_k_heads);  // zero-filled by allocate(); every launch leaves it zero
+#if !defined(DS_GPU_HIP)  // gdn_prefill_gpu is CUDA-only for now (gdn_gpu.h)
+    kernels::GdnPrefillArgs probe{};
+    probe.num_rows = R;
+    probe.num_seqs = S;
+    probe.num_k_heads = c.ssm_k_heads;
+    probe.num_v_heads = c.ssm_v_heads;
+    probe.head_dim_k = c.ssm_head_dim;
+    probe.head_dim_v = c.ssm_head_dim;
+    w.add(ws_.gdn_prefill_ws, kernels::gdn_prefill_workspace_floats(probe) + 4);
+#endif
   }
   if (c.is_moe()) {
     w.add(ws_.router_logits, R * c.num_experts);
+    w.add(ws_.expert_prefill_ws, static_cast<int64_t>(kernels::matmul_experts_prefill_workspace_bytes(R * k, c.num_experts)));
     w.add(ws_.expert_ids, R * k);
     w.add(ws_.expert_weights, R * k);
     w.add(ws_.exp_g, R * k * c.expert_ffn_dim);
@@ -182,8 +195,8 @@ void GpuBackend::size_buffers() {
   if (weights_->has_mtp) w.add(ws_.mtp_cat, R * 2 * H);
   w.add(ws_.lm_in, max_logit_rows_ * H);
 
-  // Staging: 10 int32 arrays (+16 bytes of alignment each) and the MTP hidden inputs.
-  const int64_t ints = 4 * R + 3 * S + (S + 1) + S * cache_.num_kv_blocks + 2 * R + 10 * 4;
+  // Staging: 12 int32 arrays (+16 bytes of alignment each) and the MTP hidden inputs.
+  const int64_t ints = 4 * R + 3 * S + (S + 1) + S * cache_.num_kv_blocks + 2 * R + 2 * S + 1 + 12 * 4;
   const size_t input_bytes = static_cast<size_t>(ints) * 4 + static_cast<size_t>(R * H) * 4 + 16;
   // Output: hidden rows, argmax ids, logit rows (gpu_forward.cpp's output_offsets).
   output_floats_ = static_cast<size_t>(R * H + 4 + max_logit_rows_ + 4 + max_logit_rows_ * V);

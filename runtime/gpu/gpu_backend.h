@@ -72,6 +72,19 @@ class GpuBackend final : public Backend {
   // Device (and pinned) bytes the logit rows of one step may take: bounds max_logit_rows()
   // for large vocabularies (never below num_state_slots * max_verify_rows).
   static constexpr int64_t kLogitBudgetBytes = int64_t{256} << 20;
+  // Prefill chunks (is_prefill_chunk) run through the tiled matmul, the chunked GDN kernel and
+  // prefill attention; decode and verify rows through the matrix-vector kernels, gdn_step and
+  // paged attention. The two classes round differently, so the class of a row must not depend
+  // on the load: it reads only the sequence's own step, and the scheduler cuts prompts only at
+  // multiples of prefill_chunk_align() leaving at least that many rows (so the GDN kernel's
+  // 64-row chunks fall on the same positions however a prompt is cut, and the last call of a
+  // prompt is never a lone row). MTP rows are drafts only, so their threshold is free.
+  static constexpr int64_t kTrunkPrefillMinRows = 2;
+  static constexpr int64_t kMtpPrefillMinRows = 16;
+  static constexpr int32_t kPrefillChunkAlign = 64;
+  static bool is_prefill_chunk(int64_t num_rows, bool keep_row_states, int64_t min_rows) {
+    return !keep_row_states && num_rows >= min_rows;
+  }
 
   // The model must outlive the backend. Uploads the weights (blocking) and allocates every
   // buffer. Throws std::runtime_error for shapes or weight types the GPU kernels lack (naming
@@ -89,6 +102,10 @@ class GpuBackend final : public Backend {
   void forward_mtp(const MtpPlan& plan, ForwardOutput& out) override;
   void rollback(int32_t slot, int32_t num_rows_kept) override;
   BackendMemoryStats memory_stats() const override;
+  int32_t prefill_chunk_align() const override { return kPrefillChunkAlign; }
+  // Products of the tiled prefill matmuls: TF32 tensor cores (default; CUDA sm_80+, the
+  // kernels fall back to f32 elsewhere) or f32 FMA. Decode and verify rows are unaffected.
+  void set_prefill_math(kernels::MatmulMath math) { prefill_math_ = math; }
   // Kernels launched since construction (a graph replay counts its kernel nodes).
   int64_t kernel_launches() const override { return launches_; }
   int64_t launches_last_forward() const { return launches_last_forward_; }
@@ -135,10 +152,20 @@ class GpuBackend final : public Backend {
     std::vector<int32_t> hidden_rows;  // step rows whose normed hidden state is returned
     std::vector<int32_t> logit_index;  // per logit row: its index among hidden_rows
   };
+  // Sequences in staged order (decode/verify first, then prefill chunks), each plan sequence's
+  // first staged row, and how many staged sequences are decode/verify.
+  struct StagedOrder {
+    std::vector<size_t> seqs;
+    std::vector<int64_t> first_row;
+    int64_t num_decode_seqs = 0;
+  };
+  static StagedOrder staged_order(const std::vector<int64_t>& counts, const std::vector<bool>& prefill);
+  // Stages the rows of the sequences (given in staged order; the first num_decode_seqs are
+  // decode/verify) and the output row maps.
   gpu::StepRowsView stage_common(const std::vector<const std::vector<int32_t>*>& tokens,
                                  const std::vector<int32_t>& first_positions,
                                  const std::vector<const std::vector<int32_t>*>& kv_blocks, const OutputRows& rows,
-                                 size_t& hidden_rows_at, size_t& logit_index_at);
+                                 int64_t num_decode_seqs, size_t& hidden_rows_at, size_t& logit_index_at);
   // Adds the block's mixer and FFN into the residual rows ws_.x.
   void run_block(const gpu::GpuLayerWeights& lw, const gpu::KvPool* kv, const gpu::GdnStatePools* gdn,
                  const gpu::StepRowsView& rows);
@@ -152,7 +179,7 @@ class GpuBackend final : public Backend {
   void enqueue_trunk(const gpu::StepRowsView& rows, size_t hidden_at, int64_t num_hidden, size_t logit_at,
                      int64_t num_logits);
   gpu::GpuLayerContext context() const {
-    return {config_, stream_, cache_.kv_block_tokens, ws_, &launches_, trace_.enabled() ? &trace_ : nullptr};
+    return {config_, stream_, cache_.kv_block_tokens, ws_, &launches_, trace_.enabled() ? &trace_ : nullptr, prefill_math_};
   }
   template <class T>
   const T* device(size_t staging_offset) const {
@@ -196,6 +223,9 @@ class GpuBackend final : public Backend {
   mutable gpu::KernelTrace trace_;           // fed by DS_GPU_LAUNCH through context() while on
   bool graphs_after_trace_ = false;          // the graph setting to restore when tracing stops
   int64_t launches_last_forward_ = 0;
+  // TF32 by default: 2x the f32 tile's speed at NMSE ~1e-7 (prefill rows only; the kernels
+  // run f32 where TF32 is missing).
+  kernels::MatmulMath prefill_math_ = kernels::MatmulMath::kTf32;  // set_prefill_math
   int64_t bytes_to_host_last_forward_ = 0;
 };
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/elementwise_gpu.h"
+#include "kernels/matmul_experts_prefill_gpu.h"
 #include "kernels/matmul_gpu.h"
 #include "kernels/moe_gpu.h"
 #include "kernels/norm_gpu.h"
@@ -79,7 +80,7 @@ void matmul_tiled(const GpuLayerContext& ctx, const DeviceTensor& w, const float
                   bool accumulate) {
   kernels::MatmulArgs args = matmul_args(w, x + first * w.ne0, count, y + first * w.ne1);
   args.accumulate = accumulate;
-  DS_GPU_LAUNCH(ctx, 1, kernels::matmul_prefill_gpu(args, ctx.stream), "matmul_prefill %s (%s): %lld rows, in %lld, out %lld",
+  DS_GPU_LAUNCH(ctx, 1, kernels::matmul_prefill_gpu(args, ctx.stream, ctx.prefill_math), "matmul_prefill %s (%s): %lld rows, in %lld, out %lld",
                 w.name.c_str(), std::string(kernels::dtype_name(w.type)).c_str(), static_cast<long long>(count),
                 static_cast<long long>(w.ne0), static_cast<long long>(w.ne1));
 }
@@ -120,10 +121,33 @@ void swiglu_mlp(const GpuLayerContext& ctx, const DeviceTensor& gate, const Devi
   matmul(ctx, down, g, rows, y, /*accumulate=*/true);
 }
 
+
+// y row p = W_{ids[p]} x row p / pairs_per_x_row for num_pairs prefill pairs, grouped by
+// expert through the tiled kernel (gated with w_up: SiLU(W x) * (W_up x)).
+// plan_ready: an earlier call of this layer grouped the same ids (one launch instead of two).
+void experts_tiled(const GpuLayerContext& ctx, const DeviceTensor& w, const void* w_up, const float* x, const int32_t* ids,
+                   int64_t num_pairs, int64_t pairs_per_x_row, float* y, bool plan_ready) {
+  kernels::MatmulExpertsPrefillArgs a{};
+  a.experts.base = matmul_args(w, x, num_pairs, y);
+  a.experts.expert_ids = ids;
+  a.experts.num_pairs = num_pairs;
+  a.experts.pairs_per_x_row = pairs_per_x_row;
+  a.num_experts = ctx.config.num_experts;
+  a.w_up = w_up;
+  a.workspace = ctx.ws.expert_prefill_ws;
+  a.math = ctx.prefill_math;
+  a.plan_ready = plan_ready;
+  DS_GPU_LAUNCH(ctx, plan_ready ? 1 : 2, kernels::matmul_experts_prefill_gpu(a, ctx.stream),
+                "matmul_experts_prefill %s (%s)%s: %lld pairs, in %lld, out %lld", w.name.c_str(),
+                std::string(kernels::dtype_name(w.type)).c_str(), w_up != nullptr ? " gated" : "",
+                static_cast<long long>(num_pairs), static_cast<long long>(w.ne0), static_cast<long long>(w.ne1));
+}
+
 // MoE with the shared expert, added into y. Launches for a decode step: router (+ shared gate
 // logit), top-k, expert and shared gate*up (one launch when the types agree), expert and
-// shared down, combine. Prefill rows take the shared expert through the tiled kernel; the
-// routed experts stay per (row, expert) pair for now.
+// shared down, combine. Prefill rows take the shared expert through the tiled kernel and the
+// routed experts through the expert-grouped tiled kernel (each expert's weights read once per
+// 64 pairs routed to it).
 void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y) {
   const ModelConfig& c = ctx.config;
   const GpuWorkspace& ws = ctx.ws;
@@ -134,12 +158,14 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
   DS_GPU_LAUNCH(ctx, 1, kernels::moe_route_gpu(route, ctx.stream), "moe_route: %lld rows, %lld experts, top %lld",
                 static_cast<long long>(n), static_cast<long long>(c.num_experts), static_cast<long long>(k));
   // Pairs p = row * k + rank (moe_route's [row][rank] order): gate/up read x row p / k.
+  // Decode pairs [0, nd * k) per pair (matvec); prefill pairs grouped by expert (tiled).
+  const bool experts_gated = same_layout(w.gate_exps, w.up_exps);
   std::vector<kernels::MatmulSegment> up_segs;
-  if (same_layout(w.gate_exps, w.up_exps)) {
-    up_segs.push_back(gated(expert_segment(w.gate_exps, b, ws.expert_ids, n * k, k, ws.exp_g), w.up_exps));
-  } else {
-    up_segs.push_back(expert_segment(w.gate_exps, b, ws.expert_ids, n * k, k, ws.exp_g));
-    up_segs.push_back(expert_segment(w.up_exps, b, ws.expert_ids, n * k, k, ws.exp_u));
+  if (nd > 0 && experts_gated) {
+    up_segs.push_back(gated(expert_segment(w.gate_exps, b, ws.expert_ids, nd * k, k, ws.exp_g), w.up_exps));
+  } else if (nd > 0) {
+    up_segs.push_back(expert_segment(w.gate_exps, b, ws.expert_ids, nd * k, k, ws.exp_g));
+    up_segs.push_back(expert_segment(w.up_exps, b, ws.expert_ids, nd * k, k, ws.exp_u));
   }
   const bool shared_gated = same_layout(w.gate_shexp, w.up_shexp);
   if (nd > 0) {
@@ -150,17 +176,36 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
       up_segs.push_back(segment(w.up_shexp, b, nd, ws.sh_u));
     }
   }
-  launch_segments(ctx, std::move(up_segs), "moe gate*up");
-  if (!same_layout(w.gate_exps, w.up_exps))
-    DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(ws.exp_g, ws.exp_u, ws.exp_g, n * k * w.gate_exps.ne1, ctx.stream),
-                  "expert swiglu %lld pairs", static_cast<long long>(n * k));
+  if (!up_segs.empty()) launch_segments(ctx, std::move(up_segs), "moe gate*up");
+  if (nd > 0 && !experts_gated)
+    DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(ws.exp_g, ws.exp_u, ws.exp_g, nd * k * w.gate_exps.ne1, ctx.stream),
+                  "expert swiglu %lld pairs", static_cast<long long>(nd * k));
+  const int64_t np = rows.num_prefill_rows(), ie = w.gate_exps.ne1;
+  if (np > 0) {
+    const float* bp = b + nd * c.num_embd;
+    const int32_t* ids = ws.expert_ids + nd * k;
+    if (experts_gated) {
+      experts_tiled(ctx, w.gate_exps, w.up_exps.data, bp, ids, np * k, k, ws.exp_g + nd * k * ie, false);
+    } else {
+      experts_tiled(ctx, w.gate_exps, nullptr, bp, ids, np * k, k, ws.exp_g + nd * k * ie, false);
+      experts_tiled(ctx, w.up_exps, nullptr, bp, ids, np * k, k, ws.exp_u + nd * k * ie, true);
+      DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(ws.exp_g + nd * k * ie, ws.exp_u + nd * k * ie, ws.exp_g + nd * k * ie,
+                                                np * k * ie, ctx.stream),
+                    "expert swiglu %lld prefill pairs", static_cast<long long>(np * k));
+    }
+  }
   if (nd > 0 && !shared_gated)
     DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(ws.sh_g, ws.sh_u, ws.sh_g, nd * w.gate_shexp.ne1, ctx.stream),
                   "shared swiglu %lld rows", static_cast<long long>(nd));
   if (rows.num_prefill_rows() > 0) gated_product_tiled(ctx, w.gate_shexp, w.up_shexp, b, nd, rows.num_prefill_rows(), ws.sh_g, ws.sh_u);
-  std::vector<kernels::MatmulSegment> down_segs{expert_segment(w.down_exps, ws.exp_g, ws.expert_ids, n * k, 1, ws.exp_out)};
-  if (nd > 0) down_segs.push_back(segment(w.down_shexp, ws.sh_g, nd, ws.sh_out));
-  launch_segments(ctx, std::move(down_segs), "moe down");
+  if (nd > 0)
+    launch_segments(ctx,
+                    {expert_segment(w.down_exps, ws.exp_g, ws.expert_ids, nd * k, 1, ws.exp_out),
+                     segment(w.down_shexp, ws.sh_g, nd, ws.sh_out)},
+                    "moe down");
+  if (np > 0)
+    experts_tiled(ctx, w.down_exps, nullptr, ws.exp_g + nd * k * ie, ws.expert_ids + nd * k, np * k, 1,
+                  ws.exp_out + nd * k * c.num_embd, /*plan_ready=*/true);
   if (rows.num_prefill_rows() > 0) matmul_tiled(ctx, w.down_shexp, ws.sh_g, nd, rows.num_prefill_rows(), ws.sh_out, false);
   kernels::MoeCombineArgs combine{ws.exp_out, ws.expert_weights, ws.sh_out, ws.sh_gate, y, n, k, c.num_embd};
   combine.accumulate = true;

@@ -42,6 +42,22 @@ OutputOffsets output_offsets(int64_t num_hidden, int64_t h, int64_t num_logits) 
 
 }  // namespace
 
+// Sequences staged decode and verify rows first, then prefill chunks, each group in plan order.
+GpuBackend::StagedOrder GpuBackend::staged_order(const std::vector<int64_t>& counts, const std::vector<bool>& prefill) {
+  StagedOrder order;
+  order.first_row.assign(counts.size(), 0);
+  int64_t row = 0;
+  for (const bool pass : {false, true})
+    for (size_t i = 0; i < counts.size(); ++i) {
+      if (prefill[i] != pass) continue;
+      order.seqs.push_back(i);
+      order.first_row[i] = row;
+      row += counts[i];
+      if (!pass) ++order.num_decode_seqs;
+    }
+  return order;
+}
+
 // This backend's KV pool holds max_context tokens per sequence at most.
 static void check_within_pool(size_t index, int64_t end_position, int64_t max_context) {
   if (end_position > max_context)
@@ -73,7 +89,8 @@ void GpuBackend::check_plan(const BatchPlan& plan) const {
 gpu::StepRowsView GpuBackend::stage_common(const std::vector<const std::vector<int32_t>*>& tokens,
                                            const std::vector<int32_t>& first_positions,
                                            const std::vector<const std::vector<int32_t>*>& kv_blocks,
-                                           const OutputRows& orows, size_t& hidden_rows_at, size_t& logit_index_at) {
+                                           const OutputRows& orows, int64_t num_decode_seqs, size_t& hidden_rows_at,
+                                           size_t& logit_index_at) {
   gpu::StagingLayout& st = *staging_;
   const int64_t num_seqs = static_cast<int64_t>(tokens.size());
   int64_t n = 0, stride = 1, max_keys = 1;
@@ -91,6 +108,8 @@ gpu::StepRowsView GpuBackend::stage_common(const std::vector<const std::vector<i
   stride = std::min<int64_t>(bucket, cache_.num_kv_blocks);
   const size_t tokens_at = st.push<int32_t>(n), positions_at = st.push<int32_t>(n), row_seq_at = st.push<int32_t>(n);
   const size_t begin_at = st.push<int32_t>(num_seqs + 1), tables_at = st.push<int32_t>(num_seqs * stride);
+  const int64_t num_prefill_seqs = num_seqs - num_decode_seqs;
+  const size_t prefill_begin_at = st.push<int32_t>(num_prefill_seqs + 1), prefill_first_at = st.push<int32_t>(num_prefill_seqs);
   hidden_rows_at = st.push<int32_t>(static_cast<int64_t>(orows.hidden_rows.size()));
   logit_index_at = st.push<int32_t>(static_cast<int64_t>(orows.logit_index.size()));
   int32_t* tok = st.host<int32_t>(tokens_at);
@@ -115,6 +134,16 @@ gpu::StepRowsView GpuBackend::stage_common(const std::vector<const std::vector<i
     std::copy_n(b.begin(), used, row);
   }
   begin[num_seqs] = static_cast<int32_t>(r);
+  // Prefill chunks: row ranges relative to the first prefill row, first positions.
+  int32_t* prefill_begin = st.host<int32_t>(prefill_begin_at);
+  int32_t* prefill_first = st.host<int32_t>(prefill_first_at);
+  int64_t max_prefill_rows = 0;
+  for (int64_t j = 0; j <= num_prefill_seqs; ++j) {
+    prefill_begin[j] = begin[num_decode_seqs + j] - begin[num_decode_seqs];
+    if (j == num_prefill_seqs) break;
+    prefill_first[j] = first_positions[static_cast<size_t>(num_decode_seqs + j)];
+    max_prefill_rows = std::max<int64_t>(max_prefill_rows, begin[num_decode_seqs + j + 1] - begin[num_decode_seqs + j]);
+  }
   std::copy(orows.hidden_rows.begin(), orows.hidden_rows.end(), st.host<int32_t>(hidden_rows_at));
   std::copy(orows.logit_index.begin(), orows.logit_index.end(), st.host<int32_t>(logit_index_at));
 
@@ -128,6 +157,11 @@ gpu::StepRowsView GpuBackend::stage_common(const std::vector<const std::vector<i
   rows.block_tables = device<int32_t>(tables_at);
   rows.block_table_stride = stride;
   rows.max_keys = max_keys;
+  rows.num_decode_seqs = num_decode_seqs;
+  rows.num_decode_rows = begin[num_decode_seqs];
+  rows.prefill_row_begin = device<int32_t>(prefill_begin_at);
+  rows.prefill_first_position = device<int32_t>(prefill_first_at);
+  rows.max_prefill_rows = max_prefill_rows;
   return rows;
 }
 
@@ -142,7 +176,7 @@ void GpuBackend::run_block(const gpu::GpuLayerWeights& lw, const gpu::KvPool* kv
     gpu::attention_forward(ctx, lw.attention, *kv, rows, ws_.a, ws_.x);
   }
   gpu::rms_norm(ctx, lw.post_attention_norm, ws_.x, n, ws_.a, h);
-  gpu::ffn_forward(ctx, lw.ffn, n, ws_.a, ws_.x);
+  gpu::ffn_forward(ctx, lw.ffn, gpu::row_split(rows), ws_.a, ws_.x);
 }
 
 // Final norm of the hidden rows of ws_.x and the LM head for the logit rows (a subset of
@@ -163,7 +197,7 @@ void GpuBackend::lm_head_enqueue(const gpu::DeviceTensor& norm, const int32_t* h
   gpu::matmul(ctx, weights_->output, ws_.lm_in, num_logits, logits);
   // Greedy ids of every logit row, on the device (the workspace counters stay zero).
   if (num_logits > 0)
-    DS_GPU_LAUNCH(ctx, 1, kernels::argmax_gpu(kernels::ArgmaxGpuArgs{logits, v, num_logits, v, ids, argmax_ws_}, stream_),
+    DS_GPU_LAUNCH(ctx, 1, kernels::argmax_gpu(kernels::ArgmaxGpuArgs{logits, v, num_logits, v, ids, argmax_ws_, max_logit_rows_}, stream_),
                   "argmax %lld logit rows", static_cast<long long>(num_logits));
 }
 
@@ -247,42 +281,53 @@ void GpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
   int32_t* state_in = staging_->host<int32_t>(in_at);
   int32_t* state_out = staging_->host<int32_t>(out_at);
   int32_t* ring = staging_->host<int32_t>(ring_at);
-  int64_t begin = 0;
-  for (size_t i = 0; i < num_seqs; ++i) {
-    const SequenceStep& s = plan.sequences[i];
+  std::vector<int64_t> counts;
+  std::vector<bool> prefill;
+  for (const SequenceStep& s : plan.sequences) {
+    counts.push_back(static_cast<int64_t>(s.tokens.size()));
+    prefill.push_back(is_prefill_chunk(static_cast<int64_t>(s.tokens.size()), s.keep_row_states, kTrunkPrefillMinRows));
+  }
+  const StagedOrder order = staged_order(counts, prefill);
+  for (size_t j = 0; j < num_seqs; ++j) {
+    const SequenceStep& s = plan.sequences[order.seqs[j]];
     const size_t slot = static_cast<size_t>(s.slot);
     const int64_t count = static_cast<int64_t>(s.tokens.size());
     if (s.num_cached_tokens == 0) reset_slot(s.slot);  // enqueued before this step's layers
     // GDN entries: in place, or (verify rows) from the live entry into the other bank.
     const int32_t live = live_entry_[slot];
-    state_in[i] = live;
+    state_in[j] = live;
     if (s.keep_row_states) {
       const int32_t base = static_cast<int32_t>(s.slot * entries_per_slot_);
       const int32_t bank = (live - base) / cache_.max_verify_rows;
-      ring[i] = base + (1 - bank) * cache_.max_verify_rows;
-      state_out[i] = -1;  // the state after the last row is its ring entry
-      ring_first_[slot] = ring[i];
-      live_entry_[slot] = ring[i] + static_cast<int32_t>(count) - 1;
+      ring[j] = base + (1 - bank) * cache_.max_verify_rows;
+      state_out[j] = -1;  // the state after the last row is its ring entry
+      ring_first_[slot] = ring[j];
+      live_entry_[slot] = ring[j] + static_cast<int32_t>(count) - 1;
       verify_rows_[slot] = static_cast<int32_t>(count);
     } else {
-      ring[i] = -1;
-      state_out[i] = live;
+      ring[j] = -1;
+      state_out[j] = live;
       verify_rows_[slot] = 0;
     }
     tokens.push_back(&s.tokens);
     blocks.push_back(&s.kv_blocks);
     first_positions.push_back(s.num_cached_tokens);
-    out.add_sequence(s.num_logits, std::max(s.num_logits, s.num_hidden), s.logits_to_host);
-    add_output_rows(begin, count, s.num_logits, s.num_hidden, orows.hidden_rows, orows.logit_index);
-    begin += count;
   }
-  // Graph-eligible: every sequence has the same row count, at most a verify step's.
-  int64_t uniform_rows = num_seqs > 0 ? static_cast<int64_t>(plan.sequences[0].tokens.size()) : 0;
-  for (const SequenceStep& s : plan.sequences)
-    if (static_cast<int64_t>(s.tokens.size()) != uniform_rows) uniform_rows = 0;
-  if (uniform_rows > std::max<int64_t>(1, cache_.max_verify_rows)) uniform_rows = 0;
+  // Output rows in plan order, wherever the sequence's rows were staged.
+  for (size_t i = 0; i < num_seqs; ++i) {
+    const SequenceStep& s = plan.sequences[i];
+    out.add_sequence(s.num_logits, std::max(s.num_logits, s.num_hidden), s.logits_to_host);
+    add_output_rows(order.first_row[i], counts[i], s.num_logits, s.num_hidden, orows.hidden_rows, orows.logit_index);
+  }
+  // Graph-eligible: every sequence has the same row count, at most a verify step's, and no
+  // prefill chunk.
+  int64_t uniform_rows = num_seqs > 0 ? counts[0] : 0;
+  for (const int64_t c : counts)
+    if (c != uniform_rows) uniform_rows = 0;
+  if (uniform_rows > std::max<int64_t>(1, cache_.max_verify_rows) || order.num_decode_seqs < static_cast<int64_t>(num_seqs))
+    uniform_rows = 0;
   size_t hidden_at = 0, logit_at = 0;
-  gpu::StepRowsView rows = stage_common(tokens, first_positions, blocks, orows, hidden_at, logit_at);
+  gpu::StepRowsView rows = stage_common(tokens, first_positions, blocks, orows, order.num_decode_seqs, hidden_at, logit_at);
   rows.state_in = device<int32_t>(in_at);
   rows.state_out = device<int32_t>(out_at);
   rows.ring_first = device<int32_t>(ring_at);
@@ -333,19 +378,27 @@ void GpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
   out.begin_layout(config_.num_vocab);
   const size_t hidden_in_at = staging_->push<float>(n * h);
   float* hidden_in = staging_->host<float>(hidden_in_at);
-  int64_t begin = 0;
+  std::vector<int64_t> counts;
+  std::vector<bool> prefill;
   for (const MtpSequenceStep& s : plan.sequences) {
-    const int64_t count = static_cast<int64_t>(s.tokens.size());
-    std::memcpy(hidden_in + begin * h, s.hidden.data(), s.hidden.size() * sizeof(float));
+    counts.push_back(static_cast<int64_t>(s.tokens.size()));
+    prefill.push_back(is_prefill_chunk(static_cast<int64_t>(s.tokens.size()), false, kMtpPrefillMinRows));
+  }
+  const StagedOrder order = staged_order(counts, prefill);
+  for (size_t j = 0; j < order.seqs.size(); ++j) {
+    const MtpSequenceStep& s = plan.sequences[order.seqs[j]];
+    std::memcpy(hidden_in + order.first_row[order.seqs[j]] * h, s.hidden.data(), s.hidden.size() * sizeof(float));
     tokens.push_back(&s.tokens);
     blocks.push_back(&s.kv_blocks);
     first_positions.push_back(s.num_cached_rows);
+  }
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const MtpSequenceStep& s = plan.sequences[i];
     out.add_sequence(s.num_logits, s.num_logits, s.logits_to_host);  // MTP: hidden rows == logit rows
-    add_output_rows(begin, count, s.num_logits, 0, orows.hidden_rows, orows.logit_index);
-    begin += count;
+    add_output_rows(order.first_row[i], counts[i], s.num_logits, 0, orows.hidden_rows, orows.logit_index);
   }
   size_t hidden_at = 0, logit_at = 0;
-  const gpu::StepRowsView rows = stage_common(tokens, first_positions, blocks, orows, hidden_at, logit_at);
+  const gpu::StepRowsView rows = stage_common(tokens, first_positions, blocks, orows, order.num_decode_seqs, hidden_at, logit_at);
   DS_GPU_CHECK(gpuMemcpyAsync(staging_device_, pinned_->input(), staging_->used_bytes(), gpuMemcpyHostToDevice, stream_),
                "MTP staging, %zu bytes", staging_->used_bytes());
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/gpu_compat.h"
+#include "kernels/matmul_gpu.h"
 #include "runtime/gpu/gpu_weights.h"
 #include "runtime/gpu/kernel_trace.h"
 #include "runtime/model_config.h"
@@ -58,6 +59,7 @@ struct GpuWorkspace {
   float* att_scratch = nullptr;  // paged_attention_gpu workspace
   int64_t att_scratch_floats = 0;
   float* gdn_prefill_ws = nullptr;  // gdn_prefill_gpu workspace for max_rows rows (null: no chunked GDN)
+  unsigned char* expert_prefill_ws = nullptr;  // matmul_experts_prefill_gpu workspace (max_rows * k pairs)
   float *qkv = nullptr, *z = nullptr, *beta = nullptr, *alpha = nullptr, *gdn_o = nullptr;  // GDN
   int32_t* gdn_sync = nullptr;   // [max_seqs][Hk] counters, zero between launches
   float *ffn_g = nullptr, *ffn_u = nullptr;                     // dense FFN [R][I]
@@ -78,6 +80,7 @@ struct GpuLayerContext {
   const GpuWorkspace& ws;
   int64_t* launches;  // kernel launch counter: every enqueued kernel adds one (DS_GPU_LAUNCH)
   KernelTrace* trace = nullptr;  // non-null only while tracing (GpuBackend::set_trace)
+  kernels::MatmulMath prefill_math = kernels::MatmulMath::kF32;  // tiled prefill products
 };
 
 // DS_GPU_LAUNCH(ctx, num_kernels, call, "shapes", ...): DS_GPU_CHECK of a kernel entry point

@@ -170,6 +170,19 @@ void check_argmax(Context& ctx, int64_t rows, int64_t vocab) {
   }
   ctx.results.record_exact("argmax_gpu (split)", dims({{"rows", rows}, {"vocab", vocab}}), same,
                            "ids equal, counters reset, rows alone equal");
+
+  // A workspace sized for `rows` (workspace_rows) serving launches of growing row counts: the
+  // counters stay where they are, so a launch after a smaller one still sees zero counters.
+  DeviceBuffer<uint32_t> cap_ws(std::vector<uint32_t>(static_cast<size_t>(argmax_workspace_words(rows, vocab)), 0u));
+  bool growing = true;
+  for (int64_t n = 1; n <= rows; n = n < rows ? std::min(rows, 2 * n + 1) : rows + 1) {
+    dids.poison();
+    CHECK_GPU(argmax_gpu(ArgmaxGpuArgs{dl.get(), stride, n, vocab, dids.get(), cap_ws.get(), rows}, nullptr));
+    const std::vector<int32_t> got = dids.download();
+    growing = growing && std::equal(got.begin(), got.begin() + n, ref.begin());
+  }
+  ctx.results.record_exact("argmax_gpu (split, growing rows)", dims({{"rows", rows}, {"vocab", vocab}}), growing,
+                           "ids equal for 1.. rows on one workspace");
 }
 
 void check_greedy_verify(Context& ctx, int64_t num_seqs) {
