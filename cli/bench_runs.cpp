@@ -104,6 +104,7 @@ BatchPlan decode_plan(const StreamPlanner& planner, const BenchOptions& o, const
     SequenceStep step = planner.step(static_cast<int32_t>(s), position[s], o.draft_rows);
     step.num_logits = o.draft_rows;  // a verify step samples every row
     step.keep_row_states = o.draft_rows > 1;
+    step.logits_to_host = false;  // greedy serving: only the argmax ids leave the device
     plan.sequences.push_back(std::move(step));
   }
   return plan;

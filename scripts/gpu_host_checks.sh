@@ -5,7 +5,7 @@
 # later ones. Usage, from the repository root on the GPU host:
 #   scripts/gpu_host_checks.sh BUNDLE_DIR LOG_DIR [stage...]
 # stages: kernels backend kbench decode_tiny decode_35b decode_35b_eager verify_35b serve soak sanitize
-#         sanitize_serve speculation prefill_35b decode_27b
+#         sanitize_serve speculation prefill_35b decode_27b trace_35b
 # (decode_35b_eager: decode_35b with the step graphs off, DELTASERVE_GPU_GRAPHS=0)
 # (default: all but soak and sanitize)
 set -u
@@ -79,7 +79,10 @@ for stage in "${stages[@]}"; do
       run_stage memcheck 200 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
         "$bundle/tests/gpu_backend_tests" --gtest_filter="${SANITIZE_FILTER:-*}" ;;
     sanitize_serve) run_stage sanitize_serve 300 bash -c 'sanitized_serving "$0"' "$bundle" ;;
-    speculation) run_stage speculation 400 bash bench/gpu_speculation.sh "$bundle" "$logs/speculation" ;;
+    speculation) run_stage speculation "${SPEC_S:-400}" bash bench/gpu_speculation.sh "$bundle" "$logs/speculation" ;;
+    trace_35b)  # where the time goes, per kernel class (eager), decode at 1 and 64 streams and a 512-token prefill
+      run_stage trace_decode_35b 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,64 --context 1024 --steps 5 --trace
+      run_stage trace_prefill_35b 100 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512 --steps 2 --trace ;;
     verify_35b)  # the cost of a verify step with 1 + d rows per stream (all kept) vs a plain step
       for rows in 1 2 3 4; do
         run_stage "verify_35b_rows$rows" 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 \
