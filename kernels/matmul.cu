@@ -19,70 +19,14 @@ namespace {
 using gpu::kWarpSize;
 using gpu::DecodeF32;
 using gpu::DecodeHalf;
+using gpu::DecodeQ8_0;
+using gpu::DecodeQ4_0;
 using gpu::DecodeQ4_K;
 using gpu::DecodeQ6_K;
 
-// Integer weights of 8-bit and 4-bit blocks as exact floats in two instructions each: the
-// byte goes into the low mantissa bits of 2^23 (one byte permute), and subtracting 2^23 plus
-// the zero point is exact.
-__device__ __forceinline__ float byte_to_float(uint32_t word, int byte, float offset) {
-  return __uint_as_float(__byte_perm(word, 0x4B00u, 0x5440u | static_cast<unsigned>(byte))) - offset;
-}
-
-// Q4_0 chunk as in DecodeQ4_0 (same elements, x0, x1), values q - 8 unscaled; scale d apart.
-struct ScaledQ4_0 {
-  __device__ static void decode_unscaled(const uint8_t* row, int64_t c, float w[8], float& d, int64_t& x0, int64_t& x1) {
-    const int64_t b = c >> 2;
-    const int p = static_cast<int>(c & 3);
-    const uint8_t* block = row + 18 * b;
-    d = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(block));
-    const uint32_t q = gpu::load_u32_align2(block + 2 + 4 * p);
-    const uint32_t lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      w[i] = byte_to_float(lo, i, 8388616.0f);  // 2^23 + 8
-      w[4 + i] = byte_to_float(hi, i, 8388616.0f);
-    }
-    x0 = 32 * b + 4 * p;
-    x1 = x0 + 16;
-  }
-};
-
-// Q8_0 chunk as in DecodeQ8_0, values q (signed bytes: flipping the sign bit gives q + 128).
-struct ScaledQ8_0 {
-  __device__ static void decode_unscaled(const uint8_t* row, int64_t c, float w[8], float& d, int64_t& x0, int64_t& x1) {
-    const int64_t b = c >> 2;
-    const int p = static_cast<int>(c & 3);
-    const uint8_t* block = row + 34 * b;
-    d = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(block));
-    const uint32_t q0 = gpu::load_u32_align2(block + 2 + 8 * p) ^ 0x80808080u;
-    const uint32_t q1 = gpu::load_u32_align2(block + 6 + 8 * p) ^ 0x80808080u;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      w[i] = byte_to_float(q0, i, 8388736.0f);  // 2^23 + 128
-      w[4 + i] = byte_to_float(q1, i, 8388736.0f);
-    }
-    x0 = 32 * b + 8 * p;
-    x1 = x0 + 4;
-  }
-};
-
-template <class D>
-struct IsScaled {
-  static constexpr bool value = false;
-};
-template <>
-struct IsScaled<ScaledQ4_0> {
-  static constexpr bool value = true;
-};
-template <>
-struct IsScaled<ScaledQ8_0> {
-  static constexpr bool value = true;
-};
-
 constexpr int kThreads = 128;
 constexpr int kOutputsPerBlock = 8;
-constexpr int kMaxRowsPerGroup = 16;
+constexpr int kMaxRowsPerGroup = 8;
 constexpr int64_t kMaxGridY = 65535;
 
 // One weight matrix of a launch. Blocks [block_begin, next segment's block_begin) of grid.x
@@ -122,6 +66,23 @@ __device__ __forceinline__ MatvecSeg segment_of(const MatvecParams& p) {
     if (s < p.num_segs && static_cast<int64_t>(blockIdx.x) >= p.seg[s].block_begin) g = p.seg[s];
   }
   return g;
+}
+
+// acc[i][r] += dot(chunk of output i, x row r at x0..x0+3, x1..x1+3), elements in order.
+template <int O, int R>
+__device__ __forceinline__ void multiply_chunk(const float (&wv)[O][8], const float* const* xs, int64_t x0, int64_t x1,
+                                               float (&acc)[O][R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float4 a = *reinterpret_cast<const float4*>(xs[r] + x0);
+    const float4 b = *reinterpret_cast<const float4*>(xs[r] + x1);
+    const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int i = 0; i < O; ++i) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[i][r] = fmaf(wv[i][e], xv[e], acc[i][r]);
+    }
+  }
 }
 
 // Block: kThreads threads x one group of up to R activation rows (grid.y). Plain segments:
@@ -172,38 +133,30 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) 
     for (int r = 0; r < R; ++r) acc[i][r] = 0.0f;
   }
   const int64_t num_chunks = g.num_in / 8;  // every layout decodes 8 elements a chunk
-  for (int64_t c = lane; c < num_chunks; c += kWarpSize) {
+  // Groups of 4+ rows decode two chunks (their weight loads in flight together) before
+  // multiplying: measured on the H200, 27B dense at 64 streams 379 -> 307 ms/step; one or two
+  // rows stay one chunk at a time (unrolled, batch 1 was slower: qkv Q4_0 9.8 -> 13.9 us).
+  // Each accumulator still takes its chunks in increasing order and its elements in order,
+  // so every bit is the plain loop's.
+  constexpr int kUnroll = R >= 4 ? 2 : 1;
+  int64_t c = lane;
+  for (; c + (kUnroll - 1) * kWarpSize < num_chunks; c += kUnroll * kWarpSize) {
+    float wv[kUnroll][kOutputsPerWarp][8];
+    int64_t x0[kUnroll], x1[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+      for (int i = 0; i < kOutputsPerWarp; ++i) D::decode(rows[i], c + u * kWarpSize, wv[u][i], x0[u], x1[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) multiply_chunk<kOutputsPerWarp, R>(wv[u], xs, x0[u], x1[u], acc);
+  }
+  for (; c < num_chunks; c += kWarpSize) {
     float wv[kOutputsPerWarp][8];
-    float scale[kOutputsPerWarp];
     int64_t x0 = 0, x1 = 0;
 #pragma unroll
-    for (int i = 0; i < kOutputsPerWarp; ++i) {
-      if constexpr (IsScaled<D>::value) {
-        D::decode_unscaled(rows[i], c, wv[i], scale[i], x0, x1);
-      } else {
-        D::decode(rows[i], c, wv[i], x0, x1);
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const float4 a = *reinterpret_cast<const float4*>(xs[r] + x0);
-      const float4 b = *reinterpret_cast<const float4*>(xs[r] + x1);
-      const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-      for (int i = 0; i < kOutputsPerWarp; ++i) {
-        if constexpr (IsScaled<D>::value) {
-          // Block-scaled types: the chunk's integer weights (exact in f32) times x, then one
-          // scale multiply-add per chunk: fewer instructions per weight, the kernel's limit.
-          float part = 0.0f;
-#pragma unroll
-          for (int e = 0; e < 8; ++e) part = fmaf(wv[i][e], xv[e], part);
-          acc[i][r] = fmaf(scale[i], part, acc[i][r]);
-        } else {
-#pragma unroll
-          for (int e = 0; e < 8; ++e) acc[i][r] = fmaf(wv[i][e], xv[e], acc[i][r]);
-        }
-      }
-    }
+    for (int i = 0; i < kOutputsPerWarp; ++i) D::decode(rows[i], c, wv[i], x0, x1);
+    multiply_chunk<kOutputsPerWarp, R>(wv, xs, x0, x1, acc);
   }
 #pragma unroll
   for (int i = 0; i < kOutputsPerWarp; ++i) {
@@ -267,7 +220,6 @@ gpuError_t launch_matvec(const MatvecParams& p, gpuStream_t stream) {
   if (expert_mode || n == 1) return launch_groups<D, 1>(p, stream);
   if (n == 2) return launch_groups<D, 2>(p, stream);
   if (n <= 4) return launch_groups<D, 4>(p, stream);
-  if (n <= 8) return launch_groups<D, 8>(p, stream);
   return launch_groups<D, kMaxRowsPerGroup>(p, stream);
 }
 
@@ -300,8 +252,8 @@ gpuError_t dispatch(const MatvecParams& p, DType type, gpuStream_t stream) {
     case DType::F32: return launch_matvec<DecodeF32>(p, stream);
     case DType::F16: return launch_matvec<DecodeHalf<false>>(p, stream);
     case DType::BF16: return launch_matvec<DecodeHalf<true>>(p, stream);
-    case DType::Q8_0: return launch_matvec<ScaledQ8_0>(p, stream);
-    case DType::Q4_0: return launch_matvec<ScaledQ4_0>(p, stream);
+    case DType::Q8_0: return launch_matvec<DecodeQ8_0>(p, stream);
+    case DType::Q4_0: return launch_matvec<DecodeQ4_0>(p, stream);
     case DType::Q4_K: return launch_matvec<DecodeQ4_K>(p, stream);
     case DType::Q6_K: return launch_matvec<DecodeQ6_K>(p, stream);
     default: return gpuErrorInvalidValue;

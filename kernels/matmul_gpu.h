@@ -4,10 +4,8 @@
 //
 // Matrix-vector form for decode and verify steps: every output element is one warp's dot
 // product over the whole row, in a fixed order (lane l takes 8-element chunks l, l + W, ...,
-// fused multiply-adds in element order, then a butterfly over the warp; Q4_0 and Q8_0 take
-// each chunk's integer weights times x first, then the block scale once per chunk, which
-// halves the instructions per weight). Activation rows go through in groups of up to 16
-// that share each weight load; a row's arithmetic does not
+// fused multiply-adds in element order, then a butterfly over the warp). Activation rows go
+// through in groups of up to 8 that share each weight load; a row's arithmetic does not
 // depend on the group, so results are batch-invariant: row r alone is bit-identical to row r
 // in any batch. Not bit-identical to matmul_ref (different order, fused multiply-add): the
 // tests hold it to an NMSE bound.

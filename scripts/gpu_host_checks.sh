@@ -5,7 +5,7 @@
 # later ones. Usage, from the repository root on the GPU host:
 #   scripts/gpu_host_checks.sh BUNDLE_DIR LOG_DIR [stage...]
 # stages: kernels backend kbench decode_tiny decode_35b decode_35b_eager verify_35b serve soak sanitize
-#         sanitize_serve speculation prefill_35b decode_27b trace_35b
+#         sanitize_serve speculation prefill_35b prefill_35b_tf32 decode_27b trace_35b
 # (decode_35b_eager: decode_35b with the step graphs off, DELTASERVE_GPU_GRAPHS=0)
 # (default: all but soak and sanitize)
 set -u
@@ -66,6 +66,7 @@ for stage in "${stages[@]}"; do
     decode_tiny) run_stage decode_tiny 60 "$cli" bench decode --preset tiny-moe --weights q8_0 --device cuda --batch 1,4,16,64 --steps 50 ;;
     decode_35b) run_stage decode_35b 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 20 ;;
     prefill_35b) run_stage prefill_35b 150 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512,2048 --steps 3 ;;
+    prefill_35b_tf32) DELTASERVE_GPU_PREFILL_TF32=1 run_stage prefill_35b_tf32 150 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512,2048 --steps 3 ;;
     decode_27b) run_stage decode_27b "${DECODE27_S:-300}" "$cli" bench decode --preset qwen3.6-27b --weights q4_0 --device cuda --batch 1,64 --context 512 --steps 10 ;;
     decode_35b_eager) DELTASERVE_GPU_GRAPHS=0 run_stage decode_35b_eager 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 20 ;;
     serve)

@@ -3,6 +3,7 @@
 #include "runtime/gpu/gpu_backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -59,6 +60,8 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
   DS_GPU_CHECK(gpuSetDevice(device_), "device %d", device_);
   DS_GPU_CHECK(gpuStreamCreate(&stream_), "stream on device %d", device_);
   weights_ = std::make_unique<gpu::GpuWeights>(config_, model_.weights);
+  if (const char* tf32 = std::getenv("DELTASERVE_GPU_PREFILL_TF32"); tf32 != nullptr && std::string(tf32) == "1")
+    prefill_math_ = kernels::MatmulMath::kTf32;
   size_buffers();
   const size_t slots = static_cast<size_t>(cache_.num_state_slots);
   live_entry_.resize(slots);

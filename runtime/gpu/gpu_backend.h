@@ -103,8 +103,12 @@ class GpuBackend final : public Backend {
   void rollback(int32_t slot, int32_t num_rows_kept) override;
   BackendMemoryStats memory_stats() const override;
   int32_t prefill_chunk_align() const override { return kPrefillChunkAlign; }
-  // Products of the tiled prefill matmuls: TF32 tensor cores (default; CUDA sm_80+, the
-  // kernels fall back to f32 elsewhere) or f32 FMA. Decode and verify rows are unaffected.
+  // Products of the tiled prefill matmuls: f32 FMA (default) or TF32 tensor cores (CUDA
+  // sm_80+; the kernels fall back to f32 elsewhere), also chosen by the environment
+  // variable DELTASERVE_GPU_PREFILL_TF32=1. TF32 is ~1.3x faster on a 512-token prefill of
+  // the 35B-A3B (bench/RESULTS.md) but rounds x and the weights to 11 bits: on the embedded
+  // trained model the first decode logits after a TF32 prefill differ from the f32 CPU's by
+  // NMSE ~7e-4 (f32: < 1e-5). Decode and verify rows are unaffected either way.
   void set_prefill_math(kernels::MatmulMath math) { prefill_math_ = math; }
   // Kernels launched since construction (a graph replay counts its kernel nodes).
   int64_t kernel_launches() const override { return launches_; }
@@ -223,9 +227,8 @@ class GpuBackend final : public Backend {
   mutable gpu::KernelTrace trace_;           // fed by DS_GPU_LAUNCH through context() while on
   bool graphs_after_trace_ = false;          // the graph setting to restore when tracing stops
   int64_t launches_last_forward_ = 0;
-  // TF32 by default: 2x the f32 tile's speed at NMSE ~1e-7 (prefill rows only; the kernels
-  // run f32 where TF32 is missing).
-  kernels::MatmulMath prefill_math_ = kernels::MatmulMath::kTf32;  // set_prefill_math
+  // f32 unless DELTASERVE_GPU_PREFILL_TF32=1 (set at construction; set_prefill_math).
+  kernels::MatmulMath prefill_math_ = kernels::MatmulMath::kF32;
   int64_t bytes_to_host_last_forward_ = 0;
 };
 
