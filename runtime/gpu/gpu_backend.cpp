@@ -11,6 +11,7 @@
 #include "kernels/sampling_gpu.h"
 #include "kernels/gdn_gpu.h"
 #include "kernels/matmul_experts_prefill_gpu.h"
+#include "kernels/matmul_gpu.h"
 
 namespace deltaserve::runtime {
 namespace {
