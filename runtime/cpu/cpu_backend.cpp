@@ -26,19 +26,19 @@ CpuBackend::CpuBackend(const LoadedModel& model, const CacheConfig& cache, int n
   verify_rows_.assign(static_cast<size_t>(cache_.num_state_slots), 0);
   const ModelConfig& c = config_;
   const size_t slots = static_cast<size_t>(cache_.num_state_slots);
+  entries_per_slot_ = cache_.max_verify_rows >= 2 ? 2 * cache_.max_verify_rows : 1;
+  const size_t entries = slots * static_cast<size_t>(entries_per_slot_);
+  live_entry_.resize(slots);
+  for (size_t s = 0; s < slots; ++s) live_entry_[s] = static_cast<int32_t>(s * static_cast<size_t>(entries_per_slot_));
+  ring_first_.assign(slots, -1);
   const size_t kv_floats = static_cast<size_t>(cache_.num_kv_blocks) * static_cast<size_t>(cache_.kv_block_tokens) *
                            static_cast<size_t>(c.num_kv_heads * c.head_dim);
   for (int64_t i = 0; i < c.num_layers; ++i) {
     if (c.layer_kinds[static_cast<size_t>(i)] == LayerKind::GatedDeltaNet) {
       layer_cache_index_.push_back(static_cast<int>(gdn_state_.size()));
       cpu::GdnStateLayer& s = gdn_state_.emplace_back();
-      s.conv.assign(slots * static_cast<size_t>((c.conv_kernel - 1) * c.conv_channels()), 0.0f);
-      s.delta.assign(slots * static_cast<size_t>(c.ssm_v_heads * c.ssm_head_dim * c.ssm_head_dim), 0.0f);
-      s.max_verify_rows = cache_.max_verify_rows;
-      if (cache_.max_verify_rows > 1) {
-        s.conv_rows.assign(s.conv.size() * static_cast<size_t>(cache_.max_verify_rows), 0.0f);
-        s.delta_rows.assign(s.delta.size() * static_cast<size_t>(cache_.max_verify_rows), 0.0f);
-      }
+      s.conv.assign(entries * static_cast<size_t>((c.conv_kernel - 1) * c.conv_channels()), 0.0f);
+      s.delta.assign(entries * static_cast<size_t>(c.ssm_v_heads * c.ssm_head_dim * c.ssm_head_dim), 0.0f);
     } else {
       layer_cache_index_.push_back(static_cast<int>(kv_.size()));
       cpu::KvLayer& kv = kv_.emplace_back();
@@ -62,23 +62,26 @@ int64_t CpuBackend::kv_cache_bytes() const {
 int64_t CpuBackend::state_bytes() const {
   int64_t floats = 0;
   for (const cpu::GdnStateLayer& s : gdn_state_)
-    floats += static_cast<int64_t>(s.conv.size() + s.delta.size() + s.conv_rows.size() + s.delta_rows.size());
+    floats += static_cast<int64_t>(s.conv.size() + s.delta.size());
   return floats * 4;
 }
 
 const float* CpuBackend::delta_state(int gdn_layer, int32_t slot) const {
   const ModelConfig& c = config_;
   return gdn_state_.at(static_cast<size_t>(gdn_layer)).delta.data() +
-         static_cast<size_t>(slot) * static_cast<size_t>(c.ssm_v_heads * c.ssm_head_dim * c.ssm_head_dim);
+         static_cast<size_t>(live_entry_.at(static_cast<size_t>(slot))) *
+             static_cast<size_t>(c.ssm_v_heads * c.ssm_head_dim * c.ssm_head_dim);
 }
 
 const float* CpuBackend::conv_state(int gdn_layer, int32_t slot) const {
   const ModelConfig& c = config_;
   return gdn_state_.at(static_cast<size_t>(gdn_layer)).conv.data() +
-         static_cast<size_t>(slot) * static_cast<size_t>((c.conv_kernel - 1) * c.conv_channels());
+         static_cast<size_t>(live_entry_.at(static_cast<size_t>(slot))) *
+             static_cast<size_t>((c.conv_kernel - 1) * c.conv_channels());
 }
 
 void CpuBackend::reset_slot(int32_t slot) {
+  live_entry_[static_cast<size_t>(slot)] = static_cast<int32_t>(slot * entries_per_slot_);
   for (size_t g = 0; g < gdn_state_.size(); ++g) {
     float* conv = const_cast<float*>(conv_state(static_cast<int>(g), slot));
     float* delta = const_cast<float*>(delta_state(static_cast<int>(g), slot));
@@ -137,9 +140,21 @@ void CpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
   out.begin_layout(config_.num_vocab);
   for (const SequenceStep& s : plan.sequences) {
     if (s.num_cached_tokens == 0) reset_slot(s.slot);
-    verify_rows_[static_cast<size_t>(s.slot)] = s.keep_row_states ? static_cast<int32_t>(s.tokens.size()) : 0;
+    const size_t slot = static_cast<size_t>(s.slot);
+    verify_rows_[slot] = s.keep_row_states ? static_cast<int32_t>(s.tokens.size()) : 0;
     const int64_t begin = rows.num_rows(), count = static_cast<int64_t>(s.tokens.size());
-    rows.sequences.push_back({begin, count, s.slot, s.num_cached_tokens, &s.kv_blocks, s.keep_row_states});
+    cpu::SequenceRows& seq = rows.sequences.emplace_back();
+    seq = {begin, count, s.slot, s.num_cached_tokens, &s.kv_blocks, s.keep_row_states};
+    seq.state_entry = live_entry_[slot];
+    if (s.keep_row_states) {
+      // Verify rows: snapshots into the bank the live entry is not in; the live state becomes
+      // the last row's snapshot (rollback moves it back to an earlier one).
+      const int32_t base = static_cast<int32_t>(s.slot * entries_per_slot_);
+      const int32_t bank = (live_entry_[slot] - base) / cache_.max_verify_rows;
+      seq.ring_first = base + (1 - bank) * cache_.max_verify_rows;
+      ring_first_[slot] = seq.ring_first;
+      live_entry_[slot] = seq.ring_first + static_cast<int32_t>(count) - 1;
+    }
     for (int64_t i = 0; i < count; ++i) {
       rows.tokens.push_back(s.tokens[static_cast<size_t>(i)]);
       rows.positions.push_back(s.num_cached_tokens + static_cast<int32_t>(i));
@@ -179,16 +194,8 @@ void CpuBackend::rollback(int32_t slot, int32_t num_rows_kept) {
     throw std::invalid_argument("rollback: slot " + std::to_string(slot) + " kept " + std::to_string(num_rows_kept) +
                                 " rows of a verify step of " + std::to_string(rows));
   verify_rows_[static_cast<size_t>(slot)] = 0;
-  if (num_rows_kept == rows) return;  // the live state is already after the last row
-  const ModelConfig& c = config_;
-  const size_t conv_floats = static_cast<size_t>((c.conv_kernel - 1) * c.conv_channels());
-  const size_t delta_floats = static_cast<size_t>(c.ssm_v_heads * c.ssm_head_dim * c.ssm_head_dim);
-  const size_t ring = static_cast<size_t>(cache_.max_verify_rows);
-  const size_t s = static_cast<size_t>(slot), row = static_cast<size_t>(num_rows_kept - 1);
-  for (cpu::GdnStateLayer& layer : gdn_state_) {
-    std::copy_n(layer.conv_rows.data() + (s * ring + row) * conv_floats, conv_floats, layer.conv.data() + s * conv_floats);
-    std::copy_n(layer.delta_rows.data() + (s * ring + row) * delta_floats, delta_floats, layer.delta.data() + s * delta_floats);
-  }
+  // An index move: the ring entry already holds the state after that row.
+  live_entry_[static_cast<size_t>(slot)] = ring_first_[static_cast<size_t>(slot)] + num_rows_kept - 1;
 }
 
 void CpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {

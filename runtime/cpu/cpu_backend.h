@@ -54,6 +54,9 @@ class CpuBackend final : public Backend {
   cpu::KvLayer mtp_kv_;                         // the MTP block's own cache
   std::vector<int> layer_cache_index_;          // trunk layer -> index in gdn_state_ or kv_
   std::vector<int32_t> verify_rows_;            // per slot: rows of its last verify step (0 = none)
+  int64_t entries_per_slot_ = 1;                // GDN state entries per slot (GdnStateLayer)
+  std::vector<int32_t> live_entry_;             // per slot: the entry holding its live state
+  std::vector<int32_t> ring_first_;             // per slot: first ring entry of its last verify step
   std::vector<float> logit_scratch_;            // every logit row when some stay off the host
 };
 

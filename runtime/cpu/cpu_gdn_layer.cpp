@@ -52,15 +52,18 @@ void gdn_forward(const LayerContext& ctx, const GdnWeights& w, GdnStateLayer& st
     conv.x_stride = dc;
     conv.y = u.data() + r0 * dc;
     conv.y_stride = dc;
-    conv.state = state.conv.data() + static_cast<size_t>(seq.slot) * static_cast<size_t>(history * dc);
+    const size_t conv_floats = static_cast<size_t>(history * dc), delta_floats = static_cast<size_t>(hv * d * d);
+    const size_t entry = static_cast<size_t>(seq.state_entry);
+    conv.state = state.conv.data() + entry * conv_floats;
     conv.w = f32_data(w.conv);
     conv.num_tokens = seq.num_rows;
     conv.channels = dc;
     conv.kernel = c.conv_kernel;
-    const size_t slot = static_cast<size_t>(seq.slot);
-    const size_t conv_floats = static_cast<size_t>(history * dc), delta_floats = static_cast<size_t>(hv * d * d);
-    const size_t rows_per_slot = static_cast<size_t>(state.max_verify_rows);
-    if (seq.keep_row_states) conv.state_after_row = state.conv_rows.data() + slot * rows_per_slot * conv_floats;
+    // Verify rows: the snapshots go to the ring entries; the entry the rows started from is
+    // updated in place as well and is left behind (the live state moves to a ring entry).
+    const bool ring = seq.keep_row_states && seq.ring_first >= 0;
+    const size_t ring_first = ring ? static_cast<size_t>(seq.ring_first) : 0;
+    if (ring) conv.state_after_row = state.conv.data() + ring_first * conv_floats;
     kernels::causal_conv1d_silu_ref(conv, ctx.pool);
 
     // L2-normalise q and k per key head; fold the dk^-1/2 scale into q.
@@ -85,8 +88,8 @@ void gdn_forward(const LayerContext& ctx, const GdnWeights& w, GdnStateLayer& st
     rule.beta = beta.data() + r0 * hv;
     rule.out = o.data() + r0 * dv_all;
     rule.out_stride = dv_all;
-    rule.state = state.delta.data() + slot * delta_floats;
-    if (seq.keep_row_states) rule.state_after_row = state.delta_rows.data() + slot * rows_per_slot * delta_floats;
+    rule.state = state.delta.data() + entry * delta_floats;
+    if (ring) rule.state_after_row = state.delta.data() + ring_first * delta_floats;
     rule.num_tokens = seq.num_rows;
     rule.num_k_heads = hk;
     rule.num_v_heads = hv;

@@ -19,6 +19,8 @@ struct SequenceRows {
   int32_t first_position = 0;             // position of the first row
   const std::vector<int32_t>* kv_blocks = nullptr;
   bool keep_row_states = false;  // verify rows: snapshot the recurrent state after each row
+  int32_t state_entry = 0;        // GDN state entry the rows start from (and update in place)
+  int32_t ring_first = -1;        // verify rows: the state after row t goes to entry ring_first + t
 };
 
 // Every row of a step: positions[r] is row r's position in its own sequence.
@@ -35,15 +37,12 @@ struct KvLayer {
   std::vector<float> v;
 };
 
-// One GDN layer's recurrent state for every slot.
-// Verify steps also keep the state after each row ([slots][max_verify_rows][...]); the CPU
-// backend's rollback copies one of them back (the GPU backend moves an index instead).
+// One GDN layer's recurrent state entries (CpuBackend owns the entry bookkeeping: slot s owns
+// entries [s * E, (s + 1) * E), E = 1, or two banks of max_verify_rows when verify steps keep
+// row states; the GPU backend's scheme, so a rollback moves an index and copies nothing).
 struct GdnStateLayer {
-  std::vector<float> conv;   // [slots][Kc - 1][Dc]
-  std::vector<float> delta;  // [slots][Hv][dk][dv]
-  std::vector<float> conv_rows;
-  std::vector<float> delta_rows;
-  int64_t max_verify_rows = 1;
+  std::vector<float> conv;   // [entries][Kc - 1][Dc]
+  std::vector<float> delta;  // [entries][Hv][dk][dv]
 };
 
 struct LayerContext {

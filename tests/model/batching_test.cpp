@@ -142,6 +142,83 @@ TEST_P(BatchingTest, BadPlansAreRejectedNotExecuted) {
   EXPECT_THROW(backend.forward(BatchPlan{{s, twin}}, out), std::invalid_argument);
 }
 
+// Verify rows keep every row's state; rollback(slot, k) leaves the slot exactly where decoding
+// the first k of those rows one by one leaves it (states and the next step's logits), for
+// every k and over two verify rounds in a row (the ring's two banks alternate), and a
+// sequence started on a slot after a verify step starts from a zero state.
+TEST_P(BatchingTest, VerifyThenRollbackEqualsDecodingTheKeptRows) {
+  const ModelConfig& c = model_->config;
+  const CacheConfig cache{4, 16, 32, 4};
+  const size_t delta = static_cast<size_t>(c.ssm_v_heads * c.ssm_head_dim * c.ssm_head_dim);
+  const size_t conv = static_cast<size_t>((c.conv_kernel - 1) * c.conv_channels());
+  for (int32_t kept = 1; kept <= 4; ++kept) {
+    CpuBackend verify(*model_, cache, 2), serial(*model_, cache, 2);
+    prefill_in_chunks(verify, 1, 20, 20);
+    prefill_in_chunks(serial, 1, 20, 20);
+    int32_t cached = 20;
+    ForwardOutput vo, so;
+    for (int round = 0; round < 2; ++round) {
+      SequenceStep step;
+      step.slot = 1;
+      step.num_cached_tokens = cached;
+      step.tokens.assign(tokens_.begin() + 20 + 4 * round, tokens_.begin() + 24 + 4 * round);
+      step.kv_blocks = blocks(8);
+      step.num_logits = 4;
+      step.keep_row_states = true;
+      verify.forward(BatchPlan{{step}}, vo);
+      verify.rollback(1, kept);
+      for (int32_t i = 0; i < kept; ++i) {
+        SequenceStep one = step;
+        one.num_cached_tokens = cached + i;
+        one.tokens = {step.tokens[static_cast<size_t>(i)]};
+        one.num_logits = 1;
+        one.keep_row_states = false;
+        serial.forward(BatchPlan{{one}}, so);
+      }
+      cached += kept;
+      for (int g = 0; g < static_cast<int>(c.num_gdn_layers()); ++g) {
+        EXPECT_LE(relative_max_diff(verify.delta_state(g, 1), serial.delta_state(g, 1), delta), 1e-5)
+            << "kept " << kept << " round " << round << " GDN layer " << g;
+        EXPECT_LE(relative_max_diff(verify.conv_state(g, 1), serial.conv_state(g, 1), conv), 1e-6);
+      }
+      SequenceStep next;
+      next.slot = 1;
+      next.num_cached_tokens = cached;
+      next.tokens = {tokens_[40]};
+      next.kv_blocks = blocks(8);
+      ForwardOutput vn, sn;
+      CpuBackend* backends[] = {&verify, &serial};
+      ForwardOutput* outs[] = {&vn, &sn};
+      for (int b = 0; b < 2; ++b) {
+        // Peek at the next step's logits without advancing: a verify step of one row, rolled back.
+        SequenceStep peek = next;
+        peek.keep_row_states = true;
+        backends[b]->forward(BatchPlan{{peek}}, *outs[b]);
+        backends[b]->rollback(1, 1);
+      }
+      EXPECT_LE(relative_max_diff(vn.logits.data(), sn.logits.data(), sn.logits.size()), 1e-5)
+          << "kept " << kept << " round " << round;
+      // The peek kept its row: both advanced by one position, alike.
+      ++cached;
+    }
+  }
+  // A new sequence on a slot whose live state sits in the ring starts from zero.
+  CpuBackend used(*model_, cache, 2), fresh(*model_, cache, 2);
+  prefill_in_chunks(used, 2, 12, 12);
+  SequenceStep step;
+  step.slot = 2;
+  step.num_cached_tokens = 12;
+  step.tokens.assign(tokens_.begin() + 12, tokens_.begin() + 15);
+  step.kv_blocks = blocks(16);
+  step.num_logits = 3;
+  step.keep_row_states = true;
+  ForwardOutput out;
+  used.forward(BatchPlan{{step}}, out);
+  used.rollback(2, 2);
+  const std::vector<float> a = prefill_in_chunks(used, 2, 30, 30), b = prefill_in_chunks(fresh, 2, 30, 30);
+  EXPECT_EQ(a, b);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, BatchingTest, ::testing::Values("tiny_dense", "tiny_moe"));
 
 }  // namespace
