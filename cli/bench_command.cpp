@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "runtime/backend_factory.h"
 #include "runtime/model_preset.h"
+#include "runtime/step_traffic.h"
 #include "runtime/synthetic_model.h"
 
 namespace deltaserve::cli {
@@ -100,6 +101,20 @@ void print_memory(const Backend& backend) {
   std::printf("\n");
 }
 
+// Each row's lower-bound bytes (step_traffic.h). Decode: the mean cached context over the
+// timed steps (each step adds kept tokens per stream after the warm-up ones).
+void set_min_bytes(std::vector<BenchRow>& rows, const LoadedModel& model, const BenchOptions& o, bool prefill) {
+  for (BenchRow& r : rows) {
+    if (prefill) {
+      r.min_bytes = runtime::step_traffic(model, r.num_streams, r.prompt_tokens, o.context_tokens).total();
+    } else {
+      const int64_t context = o.context_tokens + static_cast<int64_t>(r.kept_per_stream) *
+                                                     (o.num_warmup + (o.num_steps - 1) / 2);
+      r.min_bytes = runtime::step_traffic(model, r.num_streams, r.rows_per_stream, context).total();
+    }
+  }
+}
+
 int run_bench(BenchCommand& c) {
   const bool prefill = c.mode == "prefill";
   // Before generating gigabytes of weights: a GPU asked of a build or host without one.
@@ -130,10 +145,17 @@ int run_bench(BenchCommand& c) {
                 prefill ? "repetitions" : "steps",
                 prefill ? "one more prompt" : (std::to_string(kTraceDecodeSteps) + " more steps").c_str());
   }
+  const double copy_gb_per_s = runtime::measure_copy_gb_per_s(*backend);
+  if (copy_gb_per_s > 0)
+    std::printf("copy       %.1f GB/s (%s, read + write)\n", copy_gb_per_s,
+                backend->name() == "cpu" ? "host memcpy, one thread" : "device-to-device memcpy");
+  else
+    std::printf("copy       n/a (the copy could not be measured)\n");
   std::printf("\n");
-  const std::vector<BenchRow> rows = prefill ? run_prefill(*backend, c.o) : run_decode(*backend, c.o);
+  std::vector<BenchRow> rows = prefill ? run_prefill(*backend, c.o) : run_decode(*backend, c.o);
+  set_min_bytes(rows, *model, c.o, prefill);
   if (prefill) print_prefill_table(rows);
-  else print_decode_table(rows);
+  else print_decode_table(rows, copy_gb_per_s);
   print_trace_tables(rows, prefill);
   std::printf("\n");
   print_memory(*backend);
@@ -144,7 +166,8 @@ int run_bench(BenchCommand& c) {
                         {"device", c.device},
                         {"context_tokens", c.o.context_tokens},
                         {"seed", c.o.seed},
-                        {"results", rows_to_json(rows, prefill)}};
+                        {"copy_gb_per_s", copy_gb_per_s},
+                        {"results", rows_to_json(rows, prefill, copy_gb_per_s)}};
     std::ofstream out(c.json_path);
     out << j.dump(2) << "\n";
     if (!out) throw std::runtime_error(c.json_path + ": cannot write");

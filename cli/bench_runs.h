@@ -63,6 +63,9 @@ struct BenchRow {
   StepTimes times;                  // per step (decode) or per prompt (prefill)
   double fill_tokens_per_s = 0;     // context fill (untimed part), for information
   BenchTrace trace;                 // --trace only
+  // Bytes a step (decode) or a prompt of every stream (prefill) must move at least
+  // (runtime/step_traffic.h; set by the command); 0 = not known.
+  double min_bytes = 0;
 };
 
 // The cache sizing for a whole run (every batch size; the largest decides).
@@ -71,8 +74,10 @@ runtime::CacheConfig bench_cache_config(const BenchOptions& o, bool prefill);
 std::vector<BenchRow> run_decode(runtime::Backend& backend, const BenchOptions& o);
 std::vector<BenchRow> run_prefill(runtime::Backend& backend, const BenchOptions& o);
 
-void print_decode_table(const std::vector<BenchRow>& rows);
+// copy_gb_per_s: the measured copy bandwidth (runtime::measure_copy_gb_per_s) that "% copy"
+// compares GB/s (min_bytes / median time) with; 0 prints "n/a".
+void print_decode_table(const std::vector<BenchRow>& rows, double copy_gb_per_s);
 void print_prefill_table(const std::vector<BenchRow>& rows);
-nlohmann::json rows_to_json(const std::vector<BenchRow>& rows, bool prefill);
+nlohmann::json rows_to_json(const std::vector<BenchRow>& rows, bool prefill, double copy_gb_per_s);
 
 }  // namespace deltaserve::cli

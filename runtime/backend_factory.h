@@ -40,4 +40,12 @@ BackendCacheBytes backend_cache_bytes(const Backend& backend);
 bool set_kernel_trace(Backend& backend, bool on);
 std::vector<gpu::KernelClassTime> take_kernel_trace(Backend& backend);
 
+// The copy bandwidth the backend's memory reaches, in GB/s (1e9 bytes) counting read + write
+// (2 x size per copy), for bench's "% copy": a GPU backend times 5 device-to-device memcpys of a
+// 512 MiB buffer on the current device (the backend's, set by its constructor) with events,
+// after a warm-up, and returns the mean; the CPU backend takes the best of 5 single-thread
+// std::memcpy of 256 MiB after a warm-up. Blocks for about a second; allocates and frees the two
+// buffers. Returns 0 on any allocation or device error (never throws).
+double measure_copy_gb_per_s(Backend& backend);
+
 }  // namespace deltaserve::runtime

@@ -1,0 +1,44 @@
+// The bytes one forward must move at least (a lower bound, not a measurement), so that
+// `deltaserve bench` can print achieved GB/s against a measured copy bandwidth. Pure
+// arithmetic over the tensor sizes and the config; no I/O; any thread.
+//
+// A forward of n streams x r rows each, with c tokens already cached per stream, must
+// - read every trunk tensor once (norms, projections, router, shared expert, LM head), except
+//   the embedding table, of which only n*r rows are read (the whole table when the embeddings
+//   are tied, as it is then also the LM head);
+// - read, per MoE layer, the expected number of distinct routed experts that n*r rows with k
+//   of E experts each touch (uniform routing): E * (1 - (1 - k/E)^(n*r)), times the bytes per
+//   expert (gate + up + down stacks / E);
+// - per attention layer, read K and V of n * (c + r) positions (f32, the backends' KV type):
+//   n * (c + r) * nkv * head_dim * 4 bytes * 2;
+// - per Gated DeltaNet layer, read and write each stream's recurrent state once:
+//   n * (Hv * dk * dv + (Kc - 1) * Dc) * 4 bytes * 2.
+// Tensors of layers >= num_layers (the MTP block) are not counted: bench does not run it.
+// A prefill of p prompt tokens per stream is the same formula with r = p (weights once per
+// forward of the whole prompt, every prompt row routed, KV of context + prompt once).
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/model_weights.h"
+
+namespace deltaserve::runtime {
+
+struct StepTraffic {
+  double trunk_bytes = 0;      // non-expert weights read once (LM head included)
+  double embedding_bytes = 0;  // rows of token_embd read (the whole table when tied)
+  double expert_bytes = 0;     // expected distinct routed experts x bytes per expert
+  double kv_bytes = 0;         // K and V of context + new rows
+  double state_bytes = 0;      // recurrent state read + written
+  double total() const { return trunk_bytes + embedding_bytes + expert_bytes + kv_bytes + state_bytes; }
+};
+
+// Expected distinct experts that num_rows rows with k of E experts each touch: E (1-(1-k/E)^rows).
+double expected_distinct_experts(int64_t num_experts, int64_t num_experts_used, int64_t num_rows);
+
+// The lower bound above for one forward (decode: r = rows per stream, c = cached tokens;
+// prefill: r = prompt tokens). Arguments < 0 count as 0.
+StepTraffic step_traffic(const LoadedModel& model, int64_t num_streams, int64_t rows_per_stream,
+                         int64_t context_tokens);
+
+}  // namespace deltaserve::runtime
