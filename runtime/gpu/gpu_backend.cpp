@@ -3,6 +3,7 @@
 #include "runtime/gpu/gpu_backend.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -60,7 +61,9 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
                              " visible)");
   DS_GPU_CHECK(gpuSetDevice(device_), "device %d", device_);
   DS_GPU_CHECK(gpuStreamCreate(&stream_), "stream on device %d", device_);
-  weights_ = std::make_unique<gpu::GpuWeights>(config_, model_.weights);
+  weights_ = std::make_unique<gpu::GpuWeights>(config_, model_.weights, [this](const std::string& line) {
+    std::fprintf(stderr, "deltaserve: %s backend, device %d: %s\n", name().c_str(), device_, line.c_str());
+  });
   if (const char* tf32 = std::getenv("DELTASERVE_GPU_PREFILL_TF32"); tf32 != nullptr && std::string(tf32) == "1")
     prefill_math_ = kernels::MatmulMath::kTf32;
   size_buffers();

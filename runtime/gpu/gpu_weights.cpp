@@ -99,7 +99,7 @@ void GpuWeights::add_layer(const LayerWeights& lw, GpuLayerWeights& dst, bool mo
   }
 }
 
-GpuWeights::GpuWeights(const ModelConfig& config, const ModelWeights& weights) {
+GpuWeights::GpuWeights(const ModelConfig& config, const ModelWeights& weights, const UploadProgress::Sink& progress) {
   const bool moe = config.is_moe();
   add(weights.token_embd, token_embd, Role::Embedding);
   add(weights.output_norm, output_norm, Role::Vector);
@@ -116,6 +116,10 @@ GpuWeights::GpuWeights(const ModelConfig& config, const ModelWeights& weights) {
   }
 
   arena_.allocate();
+  uint64_t total = 0;
+  for (const Pending& p : pending_) total += static_cast<uint64_t>(p.view->ne[1]) * p.view->row_bytes() * p.view->ne[2];
+  // Small models (tests, the embedded model) upload in well under a second: no lines.
+  UploadProgress meter("uploading weights to the GPU", total, 10, total >= (uint64_t{1} << 30) ? progress : nullptr);
   for (const Pending& p : pending_) {
     const TensorView& v = *p.view;
     unsigned char* dst = arena_.at<unsigned char>(p.offset);
@@ -127,6 +131,7 @@ GpuWeights::GpuWeights(const ModelConfig& config, const ModelWeights& weights) {
     for (int64_t i = 0; i < copies; ++i)
       DS_GPU_CHECK(gpuMemcpy(dst + static_cast<size_t>(i) * slice_bytes, v.slice(i), copy_bytes, gpuMemcpyHostToDevice),
                    "upload %s, %zu bytes", v.name.c_str(), copy_bytes);
+    meter.add(static_cast<uint64_t>(copies) * copy_bytes);
   }
   pending_.clear();
 }

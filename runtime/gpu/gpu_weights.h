@@ -14,6 +14,7 @@
 #include "kernels/dtype.h"
 #include "runtime/gpu/device_arena.h"
 #include "runtime/model_weights.h"
+#include "runtime/upload_progress.h"
 
 namespace deltaserve::runtime::gpu {
 
@@ -53,7 +54,8 @@ class GpuWeights {
   // Uploads (blocking). Throws std::runtime_error naming the tensor when its type or shape
   // has no GPU kernel (e.g. Q5_K matrices, a non-F32 norm, rows not a multiple of 8), or when
   // the device cannot hold the weights.
-  GpuWeights(const ModelConfig& config, const ModelWeights& weights);
+  // progress: lines for an upload of 1 GB or more (UploadProgress, every 10%); none if empty.
+  GpuWeights(const ModelConfig& config, const ModelWeights& weights, const UploadProgress::Sink& progress = {});
 
   DeviceTensor token_embd, output_norm, output;
   std::vector<GpuLayerWeights> layers;
