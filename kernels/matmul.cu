@@ -44,13 +44,9 @@ struct MatvecSeg {
   int64_t num_rows;           // rows of y (pairs in expert mode)
   int64_t num_groups;         // ceil(num_rows / R)
   int64_t block_begin;
-  const int32_t* expert_ids;  // expert mode when non-null (R == 1 unless grouped)
-  const int32_t* group_pairs;      // grouped expert mode: pair indices sorted by expert
-  const int32_t* group_tiles;      // [tiles][3]: expert, first sorted index, pairs (<= R)
-  const int32_t* group_num_tiles;  // [1]
+  const int32_t* expert_ids;  // expert mode (R == 1) when non-null
   size_t expert_bytes;
   int64_t pairs_per_x_row;
-  int64_t num_experts;  // grouped mode (sizes the tile grid)
   bool accumulate;
 };
 
@@ -104,39 +100,21 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) 
   const int64_t group = p.group_offset + blockIdx.y;
   if (group >= g.num_groups) return;
   const int64_t row0 = group * R;
-  int num_valid = static_cast<int>(min(static_cast<int64_t>(R), g.num_rows - row0));
+  const int num_valid = static_cast<int>(min(static_cast<int64_t>(R), g.num_rows - row0));
   const int64_t block = static_cast<int64_t>(blockIdx.x) - g.block_begin;
   const bool gated = g.w_up != nullptr;
 
   const uint8_t* w = g.w;
   const uint8_t* w_up = g.w_up;
   const float* xs[R];
-  int64_t y_rows[R];  // the y row of each of the group's rows
-  if (g.group_tiles != nullptr) {  // grouped: up to R pairs of one expert share the weights
-    if (group >= *g.group_num_tiles) return;
-    const int32_t* tile = g.group_tiles + 3 * group;
-    const size_t e = static_cast<size_t>(tile[0]) * g.expert_bytes;
-    w += e;
-    if (gated) w_up += e;
-    num_valid = tile[2];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int64_t pair = g.group_pairs[tile[1] + (r < num_valid ? r : 0)];
-      xs[r] = g.x + (pair / g.pairs_per_x_row) * g.x_stride;
-      y_rows[r] = pair;
-    }
-  } else if (g.expert_ids != nullptr) {  // R == 1: this pair's expert and input row
+  if (g.expert_ids != nullptr) {  // R == 1: this pair's expert and input row
     const size_t e = static_cast<size_t>(g.expert_ids[group]) * g.expert_bytes;
     w += e;
     if (gated) w_up += e;
     xs[0] = g.x + (group / g.pairs_per_x_row) * g.x_stride;
-    y_rows[0] = group;
   } else {
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      xs[r] = g.x + (row0 + (r < num_valid ? r : 0)) * g.x_stride;
-      y_rows[r] = row0 + r;
-    }
+    for (int r = 0; r < R; ++r) xs[r] = g.x + (row0 + (r < num_valid ? r : 0)) * g.x_stride;
   }
   // Output of slot i: plain out0 + i; gated out0 + i / 2 (W row for even i, W_up row for odd).
   const int64_t out0 = gated ? block * (kOutputsPerBlock / 2) + gpu::warp_id() * (kOutputsPerWarp / 2)
@@ -189,7 +167,8 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) 
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if (r >= num_valid) continue;
-    float* y_row_ptr = g.y + y_rows[r] * g.y_stride;
+    const int64_t y_row = g.expert_ids != nullptr ? group : row0 + r;
+    float* y_row_ptr = g.y + y_row * g.y_stride;
     if (gated) {
       // swiglu_gpu's expression on the two dots: bit-identical to the unfused pair.
 #pragma unroll
@@ -208,82 +187,12 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) 
   }
 }
 
-// Workspace of group_expert_pairs_gpu: [num_tiles, pad x3][sorted pairs][tiles x 3].
-struct GroupLayout {
-  int32_t* num_tiles;
-  int32_t* pairs;
-  int32_t* tiles;
-};
-__host__ __device__ inline GroupLayout group_layout(void* ws, int64_t num_pairs) {
-  int32_t* base = static_cast<int32_t*>(ws);
-  return {base, base + 4, base + 4 + num_pairs};
-}
-
-constexpr int kGroupThreads = 256;
-
-// Block e: counts every expert's pairs (shared histogram), derives its pair offset and tile
-// offset from the experts below it, writes its pairs in increasing index (a block-wide
-// ordered compaction) and its tiles; the last expert's block writes the tile count.
-__global__ void __launch_bounds__(kGroupThreads) group_pairs_kernel(const int32_t* ids, int64_t num_pairs, int64_t num_experts,
-                                                                     GroupLayout out) {
-  extern __shared__ int32_t hist[];  // [num_experts]
-  __shared__ int32_t scan[kGroupThreads];
-  __shared__ int32_t base_s[2];
-  const int e = static_cast<int>(blockIdx.x);
-  for (int64_t i = threadIdx.x; i < num_experts; i += kGroupThreads) hist[i] = 0;
-  __syncthreads();
-  for (int64_t p = threadIdx.x; p < num_pairs; p += kGroupThreads) {
-    const int32_t id = ids[p];
-    if (id >= 0 && id < num_experts) atomicAdd(&hist[id], 1);
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t offset = 0, tile_offset = 0;
-    for (int i = 0; i < e; ++i) {
-      offset += hist[i];
-      tile_offset += (hist[i] + kExpertGroupRows - 1) / kExpertGroupRows;
-    }
-    base_s[0] = offset;
-    base_s[1] = tile_offset;
-    const int32_t mine = hist[e];
-    for (int32_t t = 0; t * kExpertGroupRows < mine; ++t) {
-      int32_t* tile = out.tiles + 3 * (tile_offset + t);
-      tile[0] = e;
-      tile[1] = offset + t * kExpertGroupRows;
-      tile[2] = min(kExpertGroupRows, mine - t * kExpertGroupRows);
-    }
-    if (e == num_experts - 1) *out.num_tiles = tile_offset + (mine + kExpertGroupRows - 1) / kExpertGroupRows;
-  }
-  __syncthreads();
-  // Ordered compaction of this expert's pairs, kGroupThreads pairs a round: an inclusive
-  // scan of the round's flags in shared memory (any warp width).
-  int32_t written = 0;
-  const int t = static_cast<int>(threadIdx.x);
-  for (int64_t first = 0; first < num_pairs; first += kGroupThreads) {
-    const int64_t p = first + t;
-    const int32_t mine = p < num_pairs && ids[p] == e ? 1 : 0;
-    scan[t] = mine;
-    __syncthreads();
-    for (int step = 1; step < kGroupThreads; step *= 2) {
-      const int32_t add = t >= step ? scan[t - step] : 0;
-      __syncthreads();
-      scan[t] += add;
-      __syncthreads();
-    }
-    if (mine) out.pairs[base_s[0] + written + scan[t] - 1] = static_cast<int32_t>(p);
-    written += scan[kGroupThreads - 1];
-    __syncthreads();
-  }
-}
-
 template <class D, int R>
 gpuError_t launch_groups(MatvecParams p, gpuStream_t stream) {
   int64_t grid_x = 0, num_groups = 0;
   for (int s = 0; s < p.num_segs; ++s) {
     MatvecSeg& g = p.seg[s];
-    // Grouped expert segments: at most one partial tile per expert beyond the full ones.
-    g.num_groups = g.group_tiles != nullptr ? expert_groups_max_tiles(g.num_rows, g.num_experts)
-                                            : (g.num_rows + R - 1) / R;
+    g.num_groups = (g.num_rows + R - 1) / R;
     g.block_begin = grid_x;
     const int64_t per_block = g.w_up != nullptr ? kOutputsPerBlock / 2 : kOutputsPerBlock;
     grid_x += (g.num_out + per_block - 1) / per_block;
@@ -302,15 +211,12 @@ template <class D>
 gpuError_t launch_matvec(const MatvecParams& p, gpuStream_t stream) {
   // Rows go in groups of R (a power of two); a row's arithmetic is the same for every R.
   // Expert segments take R = 1 (each pair has its own weights); so does the whole launch.
-  // Grouped expert segments take tiles of kExpertGroupRows pairs, so the whole launch does.
   int64_t n = 0;
-  bool expert_mode = false, grouped = false;
+  bool expert_mode = false;
   for (int s = 0; s < p.num_segs; ++s) {
     n = p.seg[s].num_rows > n ? p.seg[s].num_rows : n;
-    grouped = grouped || p.seg[s].group_tiles != nullptr;
-    expert_mode = expert_mode || (p.seg[s].expert_ids != nullptr && p.seg[s].group_tiles == nullptr);
+    expert_mode = expert_mode || p.seg[s].expert_ids != nullptr;
   }
-  if (grouped) return launch_groups<D, kExpertGroupRows>(p, stream);
   if (expert_mode || n == 1) return launch_groups<D, 1>(p, stream);
   if (n == 2) return launch_groups<D, 2>(p, stream);
   if (n <= 4) return launch_groups<D, 4>(p, stream);
@@ -409,41 +315,9 @@ gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStrea
     g.expert_ids = in.expert_ids;
     g.expert_bytes = static_cast<size_t>(a.num_out) * a.w_row_bytes;
     g.pairs_per_x_row = in.pairs_per_x_row;
-    if (in.expert_groups != nullptr) {
-      if (in.expert_ids == nullptr || in.num_experts < 1) return gpuErrorInvalidValue;
-      const GroupLayout l = group_layout(const_cast<void*>(in.expert_groups), a.num_rows);
-      g.group_pairs = l.pairs;
-      g.group_tiles = l.tiles;
-      g.group_num_tiles = l.num_tiles;
-      g.num_experts = in.num_experts;
-    }
   }
-  bool grouped = false, ungrouped_experts = false;
-  for (int s = 0; s < p.num_segs; ++s) {
-    grouped = grouped || p.seg[s].group_tiles != nullptr;
-    ungrouped_experts = ungrouped_experts || (p.seg[s].expert_ids != nullptr && p.seg[s].group_tiles == nullptr);
-  }
-  if (grouped && ungrouped_experts) return gpuErrorInvalidValue;
   if (p.num_segs == 0) return gpuSuccess;
   return dispatch(p, segs[0].args.w_type, stream);
-}
-
-int64_t expert_groups_max_tiles(int64_t num_pairs, int64_t num_experts) {
-  return num_pairs / kExpertGroupRows + num_experts;
-}
-
-size_t expert_groups_workspace_bytes(int64_t num_pairs, int64_t num_experts) {
-  return static_cast<size_t>(4 + num_pairs + 3 * expert_groups_max_tiles(num_pairs, num_experts)) * sizeof(int32_t);
-}
-
-gpuError_t group_expert_pairs_gpu(const int32_t* expert_ids, int64_t num_pairs, int64_t num_experts, void* workspace,
-                                  gpuStream_t stream) {
-  if (num_experts < 1 || num_experts > 4096 || num_pairs < 0 || num_pairs >= (int64_t{1} << 31) || workspace == nullptr ||
-      (reinterpret_cast<uintptr_t>(workspace) & 3u) != 0 || (num_pairs > 0 && expert_ids == nullptr))
-    return gpuErrorInvalidValue;
-  group_pairs_kernel<<<static_cast<unsigned>(num_experts), kGroupThreads, static_cast<size_t>(num_experts) * sizeof(int32_t),
-                       stream>>>(expert_ids, num_pairs, num_experts, group_layout(workspace, num_pairs));
-  return gpuGetLastError();
 }
 
 }  // namespace deltaserve::kernels

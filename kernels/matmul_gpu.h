@@ -75,29 +75,7 @@ struct MatmulSegment {
   const void* w_up = nullptr;
   const int32_t* expert_ids = nullptr;
   int64_t pairs_per_x_row = 1;
-  // Grouped expert mode (expert_ids set too): the workspace group_expert_pairs_gpu filled for
-  // these expert_ids and num_experts. Each expert's weights are then read once per
-  // kExpertGroupRows pairs routed to it instead of once per pair; every pair's bits are those
-  // of the ungrouped form (a row's matrix-vector arithmetic does not depend on its group). A
-  // launch may not mix grouped and ungrouped expert segments. Measured slower than the
-  // per-pair form at 35B-A3B decode shapes (runtime/gpu/gpu_ffn_layer.cpp has the numbers),
-  // so the backend does not use it yet.
-  const void* expert_groups = nullptr;
-  int64_t num_experts = 0;
 };
-
-// Sorts the pairs of an expert matvec by expert (stable: increasing pair index within an
-// expert) and cuts each expert's pairs into tiles of up to kExpertGroupRows, into `workspace`
-// (expert_groups_workspace_bytes; any contents on entry), for MatmulSegment::expert_groups.
-// One launch (a block per expert), no atomics across blocks, no host synchronisation. Ids
-// outside [0, num_experts) belong to no tile (their y rows are not written).
-// Preconditions (else gpuErrorInvalidValue): 1 <= num_experts <= 4096, 0 <= num_pairs < 2^31,
-// workspace 4-byte aligned.
-inline constexpr int kExpertGroupRows = 8;
-int64_t expert_groups_max_tiles(int64_t num_pairs, int64_t num_experts);
-size_t expert_groups_workspace_bytes(int64_t num_pairs, int64_t num_experts);
-gpuError_t group_expert_pairs_gpu(const int32_t* expert_ids, int64_t num_pairs, int64_t num_experts, void* workspace,
-                                  gpuStream_t stream);
 gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStream_t stream);
 
 }  // namespace deltaserve::kernels

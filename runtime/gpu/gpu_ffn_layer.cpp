@@ -160,12 +160,11 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
   // Pairs p = row * k + rank (moe_route's [row][rank] order): gate/up read x row p / k.
   // Decode pairs [0, nd * k) per pair (matvec); prefill pairs grouped by expert (tiled).
   const bool experts_gated = same_layout(w.gate_exps, w.up_exps);
-  // Decode pairs go one per matvec row group. Grouping them by expert first
-  // (group_expert_pairs_gpu + MatmulSegment::expert_groups: same bits, each expert's weights
-  // read once per 8 of its pairs) measured slower on the H200 at 35B-A3B shapes, because the
-  // matvec is instruction-bound and a tile computes all 8 rows however few are real: 64
-  // streams x 1 row (2 pairs per expert) 63 -> 131 ms/step, 64 x 4 verify rows (8 per expert)
-  // 233 -> 291 ms/step. Kept off until a matvec whose extra rows are cheap (tensor cores).
+  // Decode pairs go one per matvec row group. Grouping them by expert first (8 pairs of one
+  // expert sharing each weight load, same bits; commit 1cf0944) measured slower on the H200
+  // at 35B-A3B shapes, because the matvec is instruction-bound and a group computes all 8 rows
+  // however few are real: 64 streams x 1 row 63 -> 131 ms/step, 64 x 4 verify rows 233 -> 291.
+  // Worth another look with a matvec whose extra rows are cheap (tensor cores).
   std::vector<kernels::MatmulSegment> up_segs;
   if (nd > 0 && experts_gated) {
     up_segs.push_back(gated(expert_segment(w.gate_exps, b, ws.expert_ids, nd * k, k, ws.exp_g), w.up_exps));

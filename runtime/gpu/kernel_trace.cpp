@@ -38,7 +38,6 @@ constexpr PrefixRule kRules[] = {
     {"paged_attention", KernelClass::kAttentionPaged},
     {"prefill_attention", KernelClass::kAttentionPrefill},
     {"moe_route", KernelClass::kMoeRouter},
-    {"moe group pairs", KernelClass::kMoeRouter},
     {"moe_combine", KernelClass::kMoeCombine},
     {"rms_norm", KernelClass::kNorms},
     {"q_norm", KernelClass::kNorms},
