@@ -1,8 +1,12 @@
-// MoE routing (moe_gpu.h): one block per row; probabilities in shared memory; k rounds of a
-// block-wide (probability, id) argmax.
+// MoE routing (moe_gpu.h). moe_route_gpu: one block per row; probabilities in shared memory;
+// k rounds of a block-wide (probability, id) argmax. moe_router_gpu: the router's dot products
+// spread over (output block, row group) blocks, one warp per output as matmul_gpu's matvec
+// computes it; the block that finishes last for its row group (a counter per group) routes
+// the group's rows with the same routine as moe_route_gpu.
 #include <cstdint>
 
 #include "kernels/gpu_compat.h"
+#include "kernels/gpu_decode.h"
 #include "kernels/moe_gpu.h"
 
 namespace deltaserve::kernels {
@@ -10,78 +14,228 @@ namespace {
 
 using gpu::kWarpSize;
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 256;  // both kernels: the routing's reduction order depends on it
 constexpr int kMaxUsed = 32;
 constexpr int64_t kMaxExperts = 4096;
+constexpr int64_t kMaxGridY = 65535;
+// Router: outputs (expert rows, then the shared gate row) per block; a warp takes outputs
+// warp_id, warp_id + warps, ... (a fixed count so the host's grid never needs the warp width).
+constexpr int kRouterOutputsPerBlock = 8;
+constexpr int kRouterUnroll = 4;  // chunks per lane in flight (loads issued before the FMAs)
 
-__global__ void __launch_bounds__(kThreads) moe_route_kernel(const MoeRouteArgs a) {
-  extern __shared__ float probs[];  // [num_experts]; selected experts are set to -1
-  __shared__ float scratch[gpu::kMaxWarpsPerBlock];
-  __shared__ float best_v[gpu::kMaxWarpsPerBlock];
-  __shared__ int best_i[gpu::kMaxWarpsPerBlock];
-  __shared__ float chosen_p[kMaxUsed];
-  __shared__ int chosen_e[kMaxUsed];
-  const int64_t r = blockIdx.x;
-  const int ne = static_cast<int>(a.num_experts);
-  const float* logits = a.logits + r * a.num_experts;
+struct RouteShared {
+  float scratch[gpu::kMaxWarpsPerBlock];
+  float best_v[gpu::kMaxWarpsPerBlock];
+  int best_i[gpu::kMaxWarpsPerBlock];
+  float chosen_p[kMaxUsed];
+  int chosen_e[kMaxUsed];
+};
 
+// One row's routing. probs[0, ne) holds the row's logits on entry (written by this block
+// before a barrier) and is overwritten. Softmax (max, exp, block_sum in a fixed order,
+// divide), k rounds of a block argmax (lower id on ties, NaN never wins), weights renormalised
+// by the selected sum; thread 0 writes ids[0, k) and weights[0, k). All threads call it.
+__device__ void route_row(float* probs, RouteShared& s, int ne, int num_used, int32_t* ids, float* weights) {
+  __syncthreads();
   float m = -INFINITY;
-  for (int e = threadIdx.x; e < ne; e += blockDim.x) m = fmaxf(m, logits[e]);
-  m = gpu::block_max(m, scratch);
+  for (int e = threadIdx.x; e < ne; e += blockDim.x) m = fmaxf(m, probs[e]);
+  m = gpu::block_max(m, s.scratch);
   float partial = 0.0f;
   for (int e = threadIdx.x; e < ne; e += blockDim.x) {
-    const float p = expf(logits[e] - m);
+    const float p = expf(probs[e] - m);
     probs[e] = p;
     partial += p;
   }
-  const float total = gpu::block_sum(partial, scratch);  // also orders the probs writes
+  const float total = gpu::block_sum(partial, s.scratch);  // also orders the probs writes
   for (int e = threadIdx.x; e < ne; e += blockDim.x) probs[e] /= total;
   __syncthreads();
 
-  const int num_warps = kThreads / kWarpSize;
-  for (int k = 0; k < a.num_used; ++k) {
+  const int num_warps = static_cast<int>(blockDim.x) / kWarpSize;
+  for (int k = 0; k < num_used; ++k) {
     float v = -INFINITY;
     int i = 0x7fffffff;
     for (int e = threadIdx.x; e < ne; e += blockDim.x) {
       if (gpu::arg_better(probs[e], e, v, i)) v = probs[e], i = e;
     }
     gpu::warp_argmax(v, i);
-    if (gpu::lane_id() == 0) best_v[gpu::warp_id()] = v, best_i[gpu::warp_id()] = i;
+    if (gpu::lane_id() == 0) s.best_v[gpu::warp_id()] = v, s.best_i[gpu::warp_id()] = i;
     __syncthreads();
     if (threadIdx.x == 0) {
-      float bv = best_v[0];
-      int bi = best_i[0];
+      float bv = s.best_v[0];
+      int bi = s.best_i[0];
       for (int w = 1; w < num_warps; ++w) {
-        if (gpu::arg_better(best_v[w], best_i[w], bv, bi)) bv = best_v[w], bi = best_i[w];
+        if (gpu::arg_better(s.best_v[w], s.best_i[w], bv, bi)) bv = s.best_v[w], bi = s.best_i[w];
       }
       const bool found = bi < ne;  // false only when every remaining probability is NaN
-      chosen_p[k] = found ? bv : 0.0f;
-      chosen_e[k] = found ? bi : 0;
+      s.chosen_p[k] = found ? bv : 0.0f;
+      s.chosen_e[k] = found ? bi : 0;
       if (found) probs[bi] = -1.0f;
     }
     __syncthreads();
   }
   if (threadIdx.x == 0) {
     float selected = 0.0f;
-    for (int k = 0; k < a.num_used; ++k) selected += chosen_p[k];
-    for (int k = 0; k < a.num_used; ++k) {
-      a.expert_ids[r * a.num_used + k] = chosen_e[k];
-      a.weights[r * a.num_used + k] = chosen_p[k] / selected;
+    for (int k = 0; k < num_used; ++k) selected += s.chosen_p[k];
+    for (int k = 0; k < num_used; ++k) {
+      ids[k] = s.chosen_e[k];
+      weights[k] = s.chosen_p[k] / selected;
     }
   }
+}
+
+__global__ void __launch_bounds__(kThreads) moe_route_kernel(const MoeRouteArgs a) {
+  extern __shared__ float probs[];  // [num_experts]; selected experts are set to -1
+  __shared__ RouteShared s;
+  const int64_t r = blockIdx.x;
+  const int ne = static_cast<int>(a.num_experts);
+  const float* logits = a.logits + r * a.num_experts;
+  for (int e = threadIdx.x; e < ne; e += blockDim.x) probs[e] = logits[e];
+  route_row(probs, s, ne, static_cast<int>(a.num_used), a.expert_ids + r * a.num_used, a.weights + r * a.num_used);
+}
+
+// acc[r] = dot(weight row, x row r) for R rows: lane l takes 8-element chunks l, l + W, ...,
+// fused multiply-adds in element order, chunks in increasing order, then the warp butterfly:
+// matmul_gpu's F32 matvec sequence for one output, so the logits are its bits.
+template <int R>
+__device__ void router_dot(const float* w, const float* const* xs, int64_t num_in, float (&acc)[R]) {
+  const int lane = gpu::lane_id();
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  const uint8_t* row = reinterpret_cast<const uint8_t*>(w);
+  const int64_t num_chunks = num_in / 8;
+  int64_t c = lane;
+  for (; c + (kRouterUnroll - 1) * kWarpSize < num_chunks; c += kRouterUnroll * kWarpSize) {
+    float wv[kRouterUnroll][8];
+    int64_t x0[kRouterUnroll], x1[kRouterUnroll];
+#pragma unroll
+    for (int u = 0; u < kRouterUnroll; ++u) gpu::DecodeF32::decode(row, c + u * kWarpSize, wv[u], x0[u], x1[u]);
+#pragma unroll
+    for (int u = 0; u < kRouterUnroll; ++u) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float4 xa = *reinterpret_cast<const float4*>(xs[r] + x0[u]);
+        const float4 xb = *reinterpret_cast<const float4*>(xs[r] + x1[u]);
+        const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r] = fmaf(wv[u][e], xv[e], acc[r]);
+      }
+    }
+  }
+  for (; c < num_chunks; c += kWarpSize) {
+    float wv[8];
+    int64_t x0 = 0, x1 = 0;
+    gpu::DecodeF32::decode(row, c, wv, x0, x1);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float4 xa = *reinterpret_cast<const float4*>(xs[r] + x0);
+      const float4 xb = *reinterpret_cast<const float4*>(xs[r] + x1);
+      const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[r] = fmaf(wv[e], xv[e], acc[r]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = gpu::warp_sum(acc[r]);
+}
+
+// Block (output block x, row group y) of R rows: its outputs' logits for the group's rows,
+// then a counter per group; the group's last block routes its rows and resets the counter.
+template <int R>
+__global__ void __launch_bounds__(kThreads) moe_router_kernel(const MoeRouterArgs a) {
+  extern __shared__ float probs[];  // [num_experts]
+  __shared__ RouteShared s;
+  __shared__ bool is_last;
+  const int64_t group = blockIdx.y;
+  const int64_t row0 = group * R;
+  const int num_valid = static_cast<int>(min(static_cast<int64_t>(R), a.num_rows - row0));
+  const int64_t ne = a.num_experts;
+  const int64_t num_out = ne + (a.shared_gate_w != nullptr ? 1 : 0);
+  const float* xs[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) xs[r] = a.x + (row0 + (r < num_valid ? r : 0)) * a.x_stride;  // pad rows: row 0
+
+  const int num_warps = static_cast<int>(blockDim.x) / kWarpSize;
+  for (int j = gpu::warp_id(); j < kRouterOutputsPerBlock; j += num_warps) {
+    const int64_t o = static_cast<int64_t>(blockIdx.x) * kRouterOutputsPerBlock + j;
+    if (o >= num_out) break;
+    const float* w = o < ne ? reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(a.router_w) + o * a.w_row_bytes)
+                            : a.shared_gate_w;
+    float acc[R];
+    router_dot<R>(w, xs, a.num_in, acc);
+    if (gpu::lane_id() == 0) {
+      for (int r = 0; r < num_valid; ++r) {
+        if (o < ne) {
+          a.logits[(row0 + r) * ne + o] = acc[r];
+        } else {
+          a.shared_gate_logits[row0 + r] = acc[r];
+        }
+      }
+      __threadfence();  // this warp's logits are visible device-wide before the count says so
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) is_last = atomicAdd(a.sync_counters + group, 1) == static_cast<int>(gridDim.x) - 1;
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();  // acquire side: the other blocks' logits before this block reads them
+  for (int r = 0; r < num_valid; ++r) {
+    const int64_t row = row0 + r;
+    const volatile float* logits = a.logits + row * ne;  // written by other blocks: not via L1
+    for (int e = threadIdx.x; e < ne; e += blockDim.x) probs[e] = logits[e];
+    route_row(probs, s, static_cast<int>(ne), static_cast<int>(a.num_used), a.expert_ids + row * a.num_used,
+              a.weights + row * a.num_used);
+  }
+  if (threadIdx.x == 0) a.sync_counters[group] = 0;  // ready for the next launch (graph replays too)
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+bool valid_routing(int64_t num_experts, int64_t num_used) {
+  return num_used >= 1 && num_used <= kMaxUsed && num_used <= num_experts && num_experts <= kMaxExperts;
+}
+
+bool valid(const MoeRouterArgs& a) {
+  if (!valid_routing(a.num_experts, a.num_used) || a.num_rows < 0 || a.num_in <= 0 || a.num_in % 8 != 0) return false;
+  if (a.x == nullptr || a.router_w == nullptr || a.logits == nullptr || a.expert_ids == nullptr || a.weights == nullptr ||
+      a.sync_counters == nullptr)
+    return false;
+  if ((a.shared_gate_w == nullptr) != (a.shared_gate_logits == nullptr)) return false;
+  if (!aligned16(a.x) || a.x_stride < a.num_in || a.x_stride % 4 != 0) return false;
+  if (!aligned16(a.router_w) || a.w_row_bytes % 16 != 0 || a.w_row_bytes < static_cast<size_t>(a.num_in) * sizeof(float))
+    return false;
+  return a.shared_gate_w == nullptr || aligned16(a.shared_gate_w);
+}
+
+template <int R>
+gpuError_t launch_router(const MoeRouterArgs& a, gpuStream_t stream) {
+  const int64_t num_groups = (a.num_rows + R - 1) / R;
+  if (num_groups > kMaxGridY) return gpuErrorInvalidValue;
+  const int64_t num_out = a.num_experts + (a.shared_gate_w != nullptr ? 1 : 0);
+  const dim3 grid(static_cast<unsigned>((num_out + kRouterOutputsPerBlock - 1) / kRouterOutputsPerBlock),
+                  static_cast<unsigned>(num_groups));
+  const size_t smem = static_cast<size_t>(a.num_experts) * sizeof(float);
+  moe_router_kernel<R><<<grid, kThreads, smem, stream>>>(a);
+  return gpuGetLastError();
 }
 
 }  // namespace
 
 gpuError_t moe_route_gpu(const MoeRouteArgs& a, gpuStream_t stream) {
-  if (a.num_used < 1 || a.num_used > kMaxUsed || a.num_used > a.num_experts || a.num_experts > kMaxExperts ||
-      a.num_rows < 0) {
-    return gpuErrorInvalidValue;
-  }
+  if (!valid_routing(a.num_experts, a.num_used) || a.num_rows < 0) return gpuErrorInvalidValue;
   if (a.num_rows == 0) return gpuSuccess;
   const size_t smem = static_cast<size_t>(a.num_experts) * sizeof(float);
   moe_route_kernel<<<static_cast<unsigned>(a.num_rows), kThreads, smem, stream>>>(a);
   return gpuGetLastError();
+}
+
+gpuError_t moe_router_gpu(const MoeRouterArgs& a, gpuStream_t stream) {
+  if (!valid(a)) return gpuErrorInvalidValue;
+  if (a.num_rows == 0) return gpuSuccess;
+  // Row groups share each weight load (as matmul_gpu's); a row's bits do not depend on R.
+  if (a.num_rows == 1) return launch_router<1>(a, stream);
+  if (a.num_rows == 2) return launch_router<2>(a, stream);
+  if (a.num_rows <= 4) return launch_router<4>(a, stream);
+  return launch_router<8>(a, stream);
 }
 
 }  // namespace deltaserve::kernels

@@ -185,6 +185,7 @@ void GpuBackend::size_buffers() {
   }
   if (c.is_moe()) {
     w.add(ws_.router_logits, R * c.num_experts);
+    w.add(ws_.router_sync, R);  // zero-filled by allocate(); every launch leaves it zero
     w.add(ws_.expert_prefill_ws, static_cast<int64_t>(kernels::matmul_experts_prefill_workspace_bytes(R * k, c.num_experts)));
     w.add(ws_.expert_ids, R * k);
     w.add(ws_.expert_weights, R * k);

@@ -1,9 +1,9 @@
 // FFN on the GPU (MODEL.md 2.6), the device twin of runtime/cpu/cpu_ffn_layer.cpp: dense
-// SwiGLU, or MoE: router matmul, softmax top-k (moe_route_gpu), each (row, rank) pair through
-// its expert, weighted sum in rank order plus the sigmoid-gated shared expert
+// SwiGLU, or MoE: router products, softmax top-k (one moe_router_gpu launch), each (row, rank)
+// pair through its expert, weighted sum in rank order plus the sigmoid-gated shared expert
 // (moe_combine_gpu), added into the residual. Gate and up products with the SiLU product run
 // as one gated matmul_segments_gpu launch (experts and shared expert together), as do the
-// expert and shared down projections: 5 launches per MoE layer. Also the shared matmul and
+// expert and shared down projections: 4 launches per MoE layer. Also the shared matmul and
 // RMSNorm helpers.
 #include <string>
 #include <utility>
@@ -143,20 +143,42 @@ void experts_tiled(const GpuLayerContext& ctx, const DeviceTensor& w, const void
                 static_cast<long long>(num_pairs), static_cast<long long>(w.ne0), static_cast<long long>(w.ne1));
 }
 
-// MoE with the shared expert, added into y. Launches for a decode step: router (+ shared gate
-// logit), top-k, expert and shared gate*up (one launch when the types agree), expert and
-// shared down, combine. Prefill rows take the shared expert through the tiled kernel and the
+// Router logits, shared-expert gate logits and the top-k routing of rows [0, n) in one launch
+// (moe_router_gpu: the logits are matmul_gpu's bits, the routing moe_route_gpu's). The router
+// and shared gate are F32 (GpuWeights / ModelWeights require it).
+void moe_router(const GpuLayerContext& ctx, const GpuFfnWeights& w, const float* b, int64_t n) {
+  const ModelConfig& c = ctx.config;
+  const GpuWorkspace& ws = ctx.ws;
+  kernels::MoeRouterArgs a{};
+  a.x = b;
+  a.x_stride = c.num_embd;
+  a.num_rows = n;
+  a.num_in = w.router.ne0;
+  a.router_w = w.router.f32();
+  a.w_row_bytes = w.router.row_bytes;
+  a.shared_gate_w = w.shared_gate_inp.f32();
+  a.num_experts = c.num_experts;
+  a.num_used = c.num_experts_used;
+  a.logits = ws.router_logits;
+  a.shared_gate_logits = ws.sh_gate;
+  a.expert_ids = ws.expert_ids;
+  a.weights = ws.expert_weights;
+  a.sync_counters = ws.router_sync;
+  DS_GPU_LAUNCH(ctx, 1, kernels::moe_router_gpu(a, ctx.stream), "moe_router %s (%s): %lld rows, %lld experts, top %lld",
+                w.router.name.c_str(), std::string(kernels::dtype_name(w.router.type)).c_str(), static_cast<long long>(n),
+                static_cast<long long>(c.num_experts), static_cast<long long>(c.num_experts_used));
+}
+
+// MoE with the shared expert, added into y. Launches for a decode step: router with the shared
+// gate logit and the top-k routing (one launch), expert and shared gate*up (one launch when
+// the types agree), expert and shared down, combine. Prefill rows take the shared expert through the tiled kernel and the
 // routed experts through the expert-grouped tiled kernel (each expert's weights read once per
 // 64 pairs routed to it).
 void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y) {
   const ModelConfig& c = ctx.config;
   const GpuWorkspace& ws = ctx.ws;
   const int64_t k = c.num_experts_used, n = rows.num_rows, nd = rows.num_decode_rows;
-  launch_segments(ctx, {segment(w.router, b, n, ws.router_logits), segment(w.shared_gate_inp, b, n, ws.sh_gate)},
-                  "moe router");
-  const kernels::MoeRouteArgs route{ws.router_logits, n, c.num_experts, k, ws.expert_ids, ws.expert_weights};
-  DS_GPU_LAUNCH(ctx, 1, kernels::moe_route_gpu(route, ctx.stream), "moe_route: %lld rows, %lld experts, top %lld",
-                static_cast<long long>(n), static_cast<long long>(c.num_experts), static_cast<long long>(k));
+  moe_router(ctx, w, b, n);
   // Pairs p = row * k + rank (moe_route's [row][rank] order): gate/up read x row p / k.
   // Decode pairs [0, nd * k) per pair (matvec); prefill pairs grouped by expert (tiled).
   const bool experts_gated = same_layout(w.gate_exps, w.up_exps);

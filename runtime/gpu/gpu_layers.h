@@ -64,6 +64,7 @@ struct GpuWorkspace {
   int32_t* gdn_sync = nullptr;   // [max_seqs][Hk] counters, zero between launches
   float *ffn_g = nullptr, *ffn_u = nullptr;                     // dense FFN [R][I]
   float* router_logits = nullptr;                               // [R][E]
+  int32_t* router_sync = nullptr;  // [R] moe_router_gpu counters, zero between launches
   int32_t* expert_ids = nullptr;                                // [R][k]
   float* expert_weights = nullptr;                              // [R][k]
   float *exp_g = nullptr, *exp_u = nullptr, *exp_out = nullptr; // [R*k][Ie], [R*k][H]

@@ -32,7 +32,7 @@ enum class KernelClass : int {
   kEmbedding,
   kMatmulMatvec,      // matmul_gpu and grouped projection segments (decode/verify rows)
   kMatmulTiled,       // matmul_prefill_gpu (prefill chunks)
-  kMoeRouter,         // router (+ shared gate) segments, moe_route_gpu
+  kMoeRouter,         // moe_router_gpu (router, shared gate, top-k); router segments, moe_route_gpu
   kMoeExpertsMatvec,  // expert (+ shared expert) gate*up and down segments
   kMoeExpertsTiled,   // matmul_experts_prefill_gpu
   kMoeCombine,

@@ -54,6 +54,41 @@ void report(const std::string& kernel, const std::string& shape, double us, doub
   std::printf("| %-22s | %-44s | %8.2f | %8.0f |\n", kernel.c_str(), shape.c_str(), us, bytes / (us * 1e3));
 }
 
+// The MoE router at 35B-A3B shapes (F32 256 x 2048 + the shared gate row, top 8): the fused
+// moe_router_gpu against the two launches it replaces (router + shared gate segments, then
+// moe_route_gpu), weights rotating past the L2.
+void bench_moe_router(int64_t rows) {
+  const int64_t h = 2048, e = 256, k = 8;
+  const size_t w_bytes = static_cast<size_t>(e + 1) * h * sizeof(float);
+  const int copies = static_cast<int>(kRotateBytes / w_bytes + 1);
+  std::vector<DeviceBuffer<float>> ws;
+  for (int c = 0; c < copies; ++c) {
+    ws.emplace_back(static_cast<size_t>((e + 1) * h));
+    CHECK_GPU(gpuMemset(ws.back().get(), 0, w_bytes));
+  }
+  DeviceBuffer<float> x(static_cast<size_t>(rows * h)), logits(static_cast<size_t>(rows * e)), sh(static_cast<size_t>(rows));
+  DeviceBuffer<float> wts(static_cast<size_t>(rows * k));
+  DeviceBuffer<int32_t> ids(static_cast<size_t>(rows * k)), counters(std::vector<int32_t>(static_cast<size_t>(rows), 0));
+  CHECK_GPU(gpuMemset(x.get(), 0, x.size() * sizeof(float)));
+  const std::string shape = "rows=" + std::to_string(rows) + " 257x2048 F32 k=8";
+  const double fused = time_us([&](int i) {
+    const float* w = ws[static_cast<size_t>(i % copies)].get();
+    MoeRouterArgs a{x.get(), h, rows, h, w, static_cast<size_t>(h) * 4, w + e * h, e, k,
+                    logits.get(), sh.get(), ids.get(), wts.get(), counters.get()};
+    CHECK_GPU(moe_router_gpu(a, nullptr));
+  });
+  report("moe_router_gpu", shape, fused, static_cast<double>(w_bytes));
+  const double unfused = time_us([&](int i) {
+    const float* w = ws[static_cast<size_t>(i % copies)].get();
+    MatmulSegment segs[2]{};
+    segs[0].args = MatmulArgs{w, DType::F32, h, e, static_cast<size_t>(h) * 4, x.get(), rows, h, logits.get(), e};
+    segs[1].args = MatmulArgs{w + e * h, DType::F32, h, 1, static_cast<size_t>(h) * 4, x.get(), rows, h, sh.get(), 1};
+    CHECK_GPU(matmul_segments_gpu(segs, 2, nullptr));
+    CHECK_GPU(moe_route_gpu({logits.get(), rows, e, k, ids.get(), wts.get()}, nullptr));
+  });
+  report("segments + moe_route", shape, unfused, static_cast<double>(w_bytes));
+}
+
 // Random bytes are fine for timing quantised weights except NaN scales; fill with a small
 // pattern whose f16 scales are finite (0x3C00 = 1.0 around bytes 0x00/0x3C).
 void fill_weights(DeviceBuffer<uint8_t>& w) { CHECK_GPU(gpuMemset(w.get(), 0x3C, w.size())); }
@@ -299,6 +334,7 @@ void run_benchmarks(Context&) {
     const double us = time_us([&](int) { CHECK_GPU(moe_route_gpu({logits.get(), 1, 256, 8, ids.get(), wts.get()}, nullptr)); });
     report("moe_route_gpu", "rows=1 E=256 k=8", us, 4.0 * 256);
   }
+  for (int64_t rows : {1, 4}) bench_moe_router(rows);
   {
     DeviceBuffer<float> logits(248320);
     DeviceBuffer<int32_t> ids(1);

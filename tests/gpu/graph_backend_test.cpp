@@ -26,11 +26,12 @@ std::vector<int32_t> blocks(int32_t slot) { return block_range(slot * kBlocksPer
 
 // Launches of one forward by the code path (runtime/gpu): per block 2 norms, the mixer's
 // (GDN: projections, step, gated norm, output = 4; attention: projections, one fused q/k
-// norm + RoPE + KV append, attention + combine, output = 5) and the FFN's (MoE 5, dense 2), plus
+// norm + RoPE + KV append, attention + combine, output = 5) and the FFN's (MoE 4: router with
+// top-k, gate*up, down, combine; dense 2), plus
 // embedding and the head (gather, norm, gather, LM head, argmax). Assumes every projection group
 // shares one weight type, as the synthetic models do.
 int64_t expected_launches(const ModelConfig& c) {
-  const int64_t ffn = c.is_moe() ? 5 : 2;
+  const int64_t ffn = c.is_moe() ? 4 : 2;
   return 1 + c.num_gdn_layers() * (2 + 4 + ffn) + c.num_attention_layers() * (2 + 5 + ffn) + 5;
 }
 

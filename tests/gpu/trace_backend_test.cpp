@@ -45,6 +45,7 @@ TEST(KernelClassTest, FormatsOfTheCallSites) {
   EXPECT_EQ(kernel_class("paged_attention rows [%lld, %lld)", nullptr), KernelClass::kAttentionPaged);
   EXPECT_EQ(kernel_class("prefill_attention: %lld", nullptr), KernelClass::kAttentionPrefill);
   EXPECT_EQ(kernel_class("moe_route: %lld rows", nullptr), KernelClass::kMoeRouter);
+  EXPECT_EQ(kernel_class("moe_router %s (%s): %lld rows", "blk.0.ffn_gate_inp.weight"), KernelClass::kMoeRouter);
   EXPECT_EQ(kernel_class("moe_combine %lld rows", nullptr), KernelClass::kMoeCombine);
   for (const char* f : {"rms_norm %s: %lld rows", "q_norm %lld rows", "k_norm %lld rows", "gated_rms_norm %lld groups"})
     EXPECT_EQ(kernel_class(f, "x"), KernelClass::kNorms) << f;

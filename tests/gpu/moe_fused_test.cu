@@ -1,0 +1,210 @@
+// The fused MoE launches against the unfused sequences they replace.
+// moe_router_gpu (router + shared gate logit + top-k in one launch) == matmul_segments_gpu
+// (router and shared gate segments) then moe_route_gpu, bitwise (logits, shared gate logits,
+// ids, weights); ids == moe_route_ref on the same logits, logits == a double dot within
+// matmul_gpu's bound; twice on one counter array (the counters must come back to zero); each
+// row alone == the row in the batch; odd row counts (several row groups), a padded x stride,
+// num_in with a chunk tail, no shared gate; bad arguments refused with nothing written.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/dtype.h"
+#include "kernels/matmul_gpu.h"
+#include "kernels/moe.h"
+#include "kernels/moe_gpu.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace deltaserve::kernels::gputest {
+namespace {
+
+constexpr double kLogitNmse = 1e-8;  // matmul_gpu's F32 bound against a double dot
+
+std::string shape(int64_t rows, int64_t h, int64_t e, int64_t k, bool shared, int64_t x_pad) {
+  return "rows=" + std::to_string(rows) + " H=" + std::to_string(h) + " E=" + std::to_string(e) + " k=" +
+         std::to_string(k) + (shared ? " +shared" : "") + (x_pad > 0 ? " x_pad=" + std::to_string(x_pad) : "");
+}
+
+bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Device inputs and outputs of one router problem.
+struct RouterCase {
+  int64_t rows, h, e, k, x_stride;
+  bool shared;
+  std::vector<float> x, w, sg;
+  DeviceBuffer<float> dx, dw, dsg, logits, sh_logits, weights;
+  DeviceBuffer<int32_t> ids, counters;
+
+  RouterCase(Context& ctx, int64_t rows_in, int64_t h_in, int64_t e_in, int64_t k_in, bool shared_in, int64_t x_pad)
+      : rows(rows_in), h(h_in), e(e_in), k(k_in), x_stride(h_in + x_pad), shared(shared_in),
+        x(random_floats(ctx.rng, static_cast<size_t>(rows_in * (h_in + x_pad)))),
+        w(random_floats(ctx.rng, static_cast<size_t>(e_in * h_in), 1.0f / std::sqrt(static_cast<float>(h_in)))),
+        sg(random_floats(ctx.rng, static_cast<size_t>(h_in), 1.0f / std::sqrt(static_cast<float>(h_in)))),
+        dx(x), dw(w), dsg(sg), logits(static_cast<size_t>(rows_in * e_in)), sh_logits(static_cast<size_t>(rows_in)),
+        weights(static_cast<size_t>(rows_in * k_in)), ids(static_cast<size_t>(rows_in * k_in)),
+        counters(std::vector<int32_t>(static_cast<size_t>(rows_in), 0)) {}
+
+  MoeRouterArgs args() const {
+    MoeRouterArgs a{};
+    a.x = dx.get();
+    a.x_stride = x_stride;
+    a.num_rows = rows;
+    a.num_in = h;
+    a.router_w = dw.get();
+    a.w_row_bytes = static_cast<size_t>(h) * sizeof(float);
+    a.shared_gate_w = shared ? dsg.get() : nullptr;
+    a.num_experts = e;
+    a.num_used = k;
+    a.logits = logits.get();
+    a.shared_gate_logits = shared ? sh_logits.get() : nullptr;
+    a.expert_ids = ids.get();
+    a.weights = weights.get();
+    a.sync_counters = counters.get();
+    return a;
+  }
+  void poison() {
+    logits.poison();
+    sh_logits.poison();
+    weights.poison();
+    ids.poison();
+  }
+};
+
+// The unfused sequence: router (+ shared gate) segments, then moe_route_gpu.
+struct Unfused {
+  std::vector<float> logits, sh_logits, weights;
+  std::vector<int32_t> ids;
+};
+Unfused run_unfused(const RouterCase& c) {
+  DeviceBuffer<float> logits(static_cast<size_t>(c.rows * c.e)), sh(static_cast<size_t>(c.rows)),
+      weights(static_cast<size_t>(c.rows * c.k));
+  DeviceBuffer<int32_t> ids(static_cast<size_t>(c.rows * c.k));
+  MatmulSegment segs[2]{};
+  segs[0].args = MatmulArgs{c.dw.get(), DType::F32, c.h, c.e, static_cast<size_t>(c.h) * 4, c.dx.get(), c.rows, c.x_stride,
+                            logits.get(), c.e};
+  segs[1].args = MatmulArgs{c.dsg.get(), DType::F32, c.h, 1, static_cast<size_t>(c.h) * 4, c.dx.get(), c.rows, c.x_stride,
+                            sh.get(), 1};
+  CHECK_GPU(matmul_segments_gpu(segs, c.shared ? 2 : 1, nullptr));
+  CHECK_GPU(moe_route_gpu(MoeRouteArgs{logits.get(), c.rows, c.e, c.k, ids.get(), weights.get()}, nullptr));
+  return Unfused{logits.download(), c.shared ? sh.download() : std::vector<float>{}, weights.download(), ids.download()};
+}
+
+void check_router(Context& ctx, int64_t rows, int64_t h, int64_t e, int64_t k, bool shared, int64_t x_pad) {
+  RouterCase c(ctx, rows, h, e, k, shared, x_pad);
+  const std::string what = shape(rows, h, e, k, shared, x_pad);
+  const Unfused want = run_unfused(c);
+
+  // Twice on the same counters: the second launch finds them zero again.
+  bool same = true, counters_zero = true;
+  std::string why;
+  for (int rep = 0; rep < 2; ++rep) {
+    c.poison();
+    CHECK_GPU(moe_router_gpu(c.args(), nullptr));
+    const std::vector<int32_t> counters = c.counters.download();
+    counters_zero = counters_zero && std::all_of(counters.begin(), counters.end(), [](int32_t v) { return v == 0; });
+    if (!bits_equal(c.logits.download(), want.logits)) same = false, why += " logits";
+    if (shared && !bits_equal(c.sh_logits.download(), want.sh_logits)) same = false, why += " shared-gate";
+    if (c.ids.download() != want.ids) same = false, why += " ids";
+    if (!bits_equal(c.weights.download(), want.weights)) same = false, why += " weights";
+  }
+  why = same ? "== segments + moe_route (bitwise)" : "differs from segments + moe_route in:" + why;
+  if (!counters_zero) why += "; counters NOT left zero";
+  ctx.results.record_exact("moe_router_gpu", what, same && counters_zero, why.c_str());
+
+  // Against the CPU: logits to a double dot (NMSE), routing == moe_route_ref on these logits.
+  const std::vector<float> got = c.logits.download();
+  std::vector<float> ref(got.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < e; ++o) {
+      double s = 0.0;
+      for (int64_t i = 0; i < h; ++i) s += static_cast<double>(c.w[o * h + i]) * c.x[r * c.x_stride + i];
+      ref[r * e + o] = static_cast<float>(s);
+    }
+  std::vector<int32_t> ref_ids(static_cast<size_t>(rows * k));
+  std::vector<float> ref_w(ref_ids.size());
+  moe_route_ref({got.data(), rows, e, k, ref_ids.data(), ref_w.data()});
+  const std::vector<float> got_w = c.weights.download();
+  const bool ids_ok = c.ids.download() == ref_ids;
+  const ErrorStats logit_err = compare(got.data(), ref.data(), got.size());
+  const ErrorStats w_err = compare(got_w.data(), ref_w.data(), got_w.size());
+  ctx.results.record("moe_router_gpu (logits)", what, logit_err, kLogitNmse);
+  ctx.results.record("moe_router_gpu (route)", what, w_err, 1e-12, ids_ok, ids_ok ? "ids == moe_route_ref" : "ids differ from moe_route_ref");
+
+  // Batch invariance: each row alone (a one-row group) == the row in the batch.
+  bool alone_ok = true;
+  const std::vector<int32_t> all_ids = c.ids.download();
+  for (int64_t r = 0; r < rows && alone_ok; r += std::max<int64_t>(1, rows / 4)) {
+    RouterCase one(ctx, 1, h, e, k, shared, x_pad);
+    one.dx.upload(std::vector<float>(c.x.begin() + r * c.x_stride, c.x.begin() + (r + 1) * c.x_stride));
+    one.dw.upload(c.w);
+    one.dsg.upload(c.sg);
+    one.poison();
+    CHECK_GPU(moe_router_gpu(one.args(), nullptr));
+    const std::vector<float> l = one.logits.download(), wts = one.weights.download();
+    alone_ok = std::memcmp(l.data(), got.data() + r * e, static_cast<size_t>(e) * 4) == 0 &&
+               std::memcmp(wts.data(), got_w.data() + r * k, static_cast<size_t>(k) * 4) == 0 &&
+               std::equal(all_ids.begin() + r * k, all_ids.begin() + (r + 1) * k, one.ids.download().begin());
+  }
+  ctx.results.record_exact("moe_router_gpu (row alone)", what, alone_ok, alone_ok ? "batch-invariant" : "NOT batch-invariant");
+}
+
+// Each bad argument set is refused (gpuErrorInvalidValue) and writes nothing.
+void check_router_refusals(Context& ctx) {
+  RouterCase c(ctx, 3, 64, 16, 4, true, 0);
+  struct Bad {
+    const char* what;
+    void (*edit)(MoeRouterArgs&);
+  };
+  const Bad bad[] = {
+      {"k = 0", [](MoeRouterArgs& a) { a.num_used = 0; }},
+      {"k > E", [](MoeRouterArgs& a) { a.num_used = a.num_experts + 1; }},
+      {"k > 32", [](MoeRouterArgs& a) { a.num_used = 33, a.num_experts = 64; }},
+      {"E > 4096", [](MoeRouterArgs& a) { a.num_experts = 4097; }},
+      {"num_in % 8", [](MoeRouterArgs& a) { a.num_in = 60; }},
+      {"x misaligned", [](MoeRouterArgs& a) { a.x += 1; }},
+      {"x_stride < num_in", [](MoeRouterArgs& a) { a.x_stride = 32; }},
+      {"x_stride % 4", [](MoeRouterArgs& a) { a.x_stride = 66; }},
+      {"w row bytes % 16", [](MoeRouterArgs& a) { a.w_row_bytes = 260; }},
+      {"w row bytes < 4 H", [](MoeRouterArgs& a) { a.w_row_bytes = 128; }},
+      {"w misaligned", [](MoeRouterArgs& a) { a.router_w += 1; }},
+      {"shared gate w without out", [](MoeRouterArgs& a) { a.shared_gate_logits = nullptr; }},
+      {"shared gate out without w", [](MoeRouterArgs& a) { a.shared_gate_w = nullptr; }},
+      {"no counters", [](MoeRouterArgs& a) { a.sync_counters = nullptr; }},
+      {"no logits", [](MoeRouterArgs& a) { a.logits = nullptr; }},
+      {"negative rows", [](MoeRouterArgs& a) { a.num_rows = -1; }},
+  };
+  for (const Bad& b : bad) {
+    c.poison();
+    MoeRouterArgs a = c.args();
+    b.edit(a);
+    const bool refused = moe_router_gpu(a, nullptr) == gpuErrorInvalidValue;
+    const std::vector<int32_t> ids = c.ids.download();
+    const bool untouched = std::all_of(ids.begin(), ids.end(), [](int32_t v) { return v == -1; });
+    ctx.results.record_exact("moe_router_gpu (refuses)", b.what, refused && untouched,
+                             refused ? (untouched ? "refused, nothing written" : "refused but wrote ids") : "NOT refused");
+  }
+  c.poison();
+  MoeRouterArgs none = c.args();
+  none.num_rows = 0;
+  ctx.results.record_exact("moe_router_gpu (refuses)", "rows=0 is a no-op", moe_router_gpu(none, nullptr) == gpuSuccess,
+                           "0 rows: success, nothing launched");
+}
+
+}  // namespace
+
+void run_moe_fused_tests(Context& ctx) {
+  // 35B-A3B: H 2048, 256 experts, top 8, with the shared gate; one row (decode), the row
+  // group sizes 2, 4, 8 and odd counts spanning several groups.
+  for (int64_t rows : {1, 2, 3, 5, 8, 13}) check_router(ctx, rows, 2048, 256, 8, true, 0);
+  if (!ctx.quick) check_router(ctx, 70, 2048, 256, 8, true, 0);
+  check_router(ctx, 7, 72, 60, 4, true, 4);     // 9 chunks: the unrolled loop and its tail
+  check_router(ctx, 3, 520, 129, 1, false, 0);  // no shared gate, an output block of one
+  check_router(ctx, 9, 1024, 7, 7, true, 8);    // k == E
+  check_router_refusals(ctx);
+}
+
+}  // namespace deltaserve::kernels::gputest
