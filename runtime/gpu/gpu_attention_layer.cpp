@@ -10,8 +10,7 @@
 #include <string>
 
 #include "kernels/attention_gpu.h"
-#include "kernels/norm_gpu.h"
-#include "kernels/rope_gpu.h"
+#include "kernels/attention_prep_gpu.h"
 #include "runtime/gpu/gpu_layers.h"
 
 namespace deltaserve::runtime::gpu {
@@ -28,32 +27,36 @@ void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w,
   const DeviceTensor* proj[] = {&w.q, &w.k, &w.v};
   float* const proj_out[] = {ws.qg, ws.k, ws.v};
   matmul_many(ctx, proj, proj_out, 3, a, row_split(rows));
-  // Query head h of row r at qg[(r * nh + h) * 2hd], its gate right after: n*nh rows of stride 2hd.
-  const kernels::RmsNormArgs qn{ws.qg, 2 * hd, w.q_norm.f32(), ws.qg, 2 * hd, n * nh, hd, c.rms_eps};
-  DS_GPU_LAUNCH(ctx, 1, kernels::rms_norm_gpu(qn, ctx.stream), "q_norm %lld rows", ln);
-  const kernels::RmsNormArgs kn{ws.k, hd, w.k_norm.f32(), ws.k, hd, n * nkv, hd, c.rms_eps};
-  DS_GPU_LAUNCH(ctx, 1, kernels::rms_norm_gpu(kn, ctx.stream), "k_norm %lld rows", ln);
-  const kernels::RopeArgs qr{ws.qg, qg_width, 2 * hd, rows.positions, n, nh, c.rope_dims, c.rope_base};
-  DS_GPU_LAUNCH(ctx, 1, kernels::rope_neox_gpu(qr, ctx.stream), "rope q %lld rows", ln);
-  const kernels::RopeArgs kr{ws.k, kv_width, hd, rows.positions, n, nkv, c.rope_dims, c.rope_base};
-  DS_GPU_LAUNCH(ctx, 1, kernels::rope_neox_gpu(kr, ctx.stream), "rope k %lld rows", ln);
-
-  kernels::KvAppendGpuArgs app{};
-  app.k = ws.k;
-  app.v = ws.v;
-  app.kv_stride = kv_width;
-  app.k_cache = cache.k;
-  app.v_cache = cache.v;
-  app.block_tables = rows.block_tables;
-  app.block_table_stride = rows.block_table_stride;
-  app.row_seq = rows.row_seq;
-  app.positions = rows.positions;
-  app.block_tokens = ctx.kv_block_tokens;
-  app.num_rows = n;
-  app.num_kv_heads = nkv;
-  app.head_dim = hd;
-  DS_GPU_LAUNCH(ctx, 1, kernels::kv_append_gpu(app, ctx.stream), "kv_append %lld rows, table stride %lld", ln,
-               static_cast<long long>(rows.block_table_stride));
+  // Query head h of row r at qg[(r * nh + h) * 2hd], its gate right after. One launch norms
+  // and rotates q and k in place and appends K/V, bit-identical to the former five launches.
+  kernels::AttentionPrepGpuArgs prep{};
+  prep.q = ws.qg;
+  prep.q_stride = qg_width;
+  prep.q_head_stride = 2 * hd;
+  prep.k = ws.k;
+  prep.v = ws.v;
+  prep.kv_stride = kv_width;
+  prep.q_norm = w.q_norm.f32();
+  prep.k_norm = w.k_norm.f32();
+  prep.k_cache = cache.k;
+  prep.v_cache = cache.v;
+  prep.block_tables = rows.block_tables;
+  prep.block_table_stride = rows.block_table_stride;
+  prep.row_seq = rows.row_seq;
+  prep.positions = rows.positions;
+  prep.block_tokens = ctx.kv_block_tokens;
+  prep.num_rows = n;
+  prep.num_heads = nh;
+  prep.num_kv_heads = nkv;
+  prep.head_dim = hd;
+  prep.rope_dims = c.rope_dims;
+  prep.rope_base = c.rope_base;
+  prep.eps = c.rms_eps;
+  // "rope ..." first: kernel_trace.cpp files it under rope+kv.
+  DS_GPU_LAUNCH(ctx, 1, kernels::attention_prep_gpu(prep, ctx.stream),
+                "rope q/k + q/k norms + kv_append %lld rows, heads %lld/%lld, hd %lld, table stride %lld", ln,
+                static_cast<long long>(nh), static_cast<long long>(nkv), static_cast<long long>(hd),
+                static_cast<long long>(rows.block_table_stride));
 
   kernels::PagedAttentionGpuArgs att{};
   att.q_stride = qg_width;

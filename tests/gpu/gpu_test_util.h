@@ -137,6 +137,7 @@ void run_ops_tests(Context& ctx);
 void run_gdn_tests(Context& ctx);
 void run_gdn_prefill_tests(Context& ctx);
 void run_attention_tests(Context& ctx);
+void run_attention_prep_tests(Context& ctx);
 void run_moe_fused_tests(Context& ctx);
 void run_benchmarks(Context& ctx);
 

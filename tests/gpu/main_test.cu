@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   run_gdn_tests(ctx);
   run_gdn_prefill_tests(ctx);
   run_attention_tests(ctx);
+  run_attention_prep_tests(ctx);
   run_moe_fused_tests(ctx);
   CHECK_GPU(gpuDeviceSynchronize());
 

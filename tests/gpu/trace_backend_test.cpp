@@ -49,7 +49,8 @@ TEST(KernelClassTest, FormatsOfTheCallSites) {
   EXPECT_EQ(kernel_class("moe_combine %lld rows", nullptr), KernelClass::kMoeCombine);
   for (const char* f : {"rms_norm %s: %lld rows", "q_norm %lld rows", "k_norm %lld rows", "gated_rms_norm %lld groups"})
     EXPECT_EQ(kernel_class(f, "x"), KernelClass::kNorms) << f;
-  for (const char* f : {"rope q %lld rows", "rope k %lld rows", "kv_append %lld rows"})
+  for (const char* f : {"rope q %lld rows", "rope k %lld rows", "kv_append %lld rows",
+                        "rope q/k + q/k norms + kv_append %lld rows, heads %lld/%lld, hd %lld, table stride %lld"})
     EXPECT_EQ(kernel_class(f, nullptr), KernelClass::kRopeKv) << f;
   for (const char* f : {"swiglu %lld x %lld", "swiglu %lld prefill rows", "expert swiglu %lld", "shared swiglu %lld"})
     EXPECT_EQ(kernel_class(f, nullptr), KernelClass::kElementwise) << f;
