@@ -6,16 +6,22 @@
 //   conv + SiLU      q, k channels of key head j mod Hk (thread t owns channel t), and the
 //                    block's 32 v channels (threads 0..31); each owner keeps its channel's
 //                    last 3 pre-conv inputs in registers
-//   L2 norms         two block reductions (fixed order); q also times dk^-1/2
+//   L2 norms         two block reductions side by side (each in block_sum's order); q also
+//                    times dk^-1/2
 //   gates            beta = sigmoid(b), decay = exp(ssm_a * softplus(alpha + dt_bias))
 //   delta rule       S *= decay; e = S^T k (4-lane butterfly); delta = beta (v - e);
 //                    S += k delta^T; o = S^T q (butterfly); part 0 writes o
+// Fused gated norm (norm_w set): after its rows each block stores its raw o columns and counts
+// itself done for its value head; the last of the head's dv/32 blocks normalises the head's
+// groups in place with norm_block.h's code (the same bits as gated_rms_norm_gpu, whose block
+// for n = dv <= 128 has the same reduction order as this 128-thread block).
 // Bytes per (sequence, layer): the state read once and written once (2 MiB for 35B-A3B), the
 // rows' qkv, plus 2 MiB per snapshot row.
 #include <cstdint>
 
 #include "kernels/gdn_gpu.h"
 #include "kernels/gpu_compat.h"
+#include "kernels/norm_block.h"
 
 namespace deltaserve::kernels {
 namespace {
@@ -26,21 +32,63 @@ constexpr int kCols = kThreads / kParts;        // state columns per block
 constexpr int kConvKernel = 4;
 constexpr int kHistory = kConvKernel - 1;
 
+// sync_counters[s][kh] bit fields. Bits [0, kArrivalBits): blocks of the key head that have
+// read its q/k conv state (the whole word without the fused norm). With the fused norm, bits
+// kDoneShift + kDoneBits * g + [0, kDoneBits): finished column blocks of the key head's g-th
+// value head (j = kh + g * Hk). Every field is counted up by plain adds and brought back to
+// zero by the one block that sees it full, so the other fields never carry or borrow.
+constexpr int kArrivalBits = 8;
+constexpr int kDoneShift = kArrivalBits, kDoneBits = 3;
+constexpr int kMaxHeadsPerKeyHead = static_cast<int>(kGdnStepMaxHeadsPerKeyHead);
+static_assert(kDoneShift + kDoneBits * kMaxHeadsPerKeyHead <= 31, "done fields past the sign bit");
+// The fused norm's block: one element per thread, and gated_rms_norm_gpu's block for the same
+// dv is no wider, so both reduce in the same order (norm_block.h).
+constexpr int kMaxNormDv = static_cast<int>(kGdnStepMaxNormDv);
+static_assert(kMaxNormDv <= kThreads && detail::norm_threads_for(kMaxNormDv) <= static_cast<unsigned>(kThreads));
+static_assert((kMaxNormDv / kCols) < (1 << kDoneBits), "done field too narrow");
+static_assert(kMaxHeadsPerKeyHead * (kMaxNormDv / kCols) < (1 << kArrivalBits), "arrival field too narrow");
+
+// gpu::block_sum of a and of b with one pair of barriers: each total in block_sum's order.
+__device__ __forceinline__ void block_sum2(float& a, float& b, float* scratch) {
+  a = gpu::warp_sum(a);
+  b = gpu::warp_sum(b);
+  const int num_warps = static_cast<int>((blockDim.x + gpu::kWarpSize - 1) / gpu::kWarpSize);
+  if (gpu::lane_id() == 0) scratch[gpu::warp_id()] = a, scratch[gpu::kMaxWarpsPerBlock + gpu::warp_id()] = b;
+  __syncthreads();
+  float total_a = 0.0f, total_b = 0.0f;
+  for (int w = 0; w < num_warps; ++w) total_a += scratch[w], total_b += scratch[gpu::kMaxWarpsPerBlock + w];
+  __syncthreads();
+  a = total_a;
+  b = total_b;
+}
+
 __device__ __forceinline__ float softplusf_(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
-template <int DK>
-__global__ void __launch_bounds__(kThreads) gdn_step_kernel(const GdnStepArgs a) {
-  static_assert(DK % kParts == 0 && DK <= kThreads);
+// Blocks per SM the fixed-dv variants are held to: 128 registers per thread (dk = dv = 128: no
+// spills on sm_90, 8 bytes on sm_80; unbounded it took 244 registers, 2 blocks per SM, and at
+// 64 sequences the kernel is latency-bound: 8192 blocks in waves). HIP: no bound (its second
+// argument means waves per execution unit).
+#if defined(DS_GPU_HIP)
+constexpr int kMinBlocksFixedDv = 1;
+#else
+constexpr int kMinBlocksFixedDv = 4;
+#endif
+
+// DV > 0: head_dim_v == DV, fixed at compile time (the state offsets become immediates, which
+// is what brings the registers down); DV == 0: any multiple of kCols. Same arithmetic either way.
+template <int DK, int DV>
+__global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_step_kernel(const GdnStepArgs a) {
+  static_assert(DK % kParts == 0 && DK <= kThreads && DV % kCols == 0);
   constexpr int kRowsPerPart = DK / kParts;
   __shared__ float q_s[DK], k_s[DK], v_s[kCols];
-  __shared__ float scratch[gpu::kMaxWarpsPerBlock];
+  __shared__ float scratch[2 * gpu::kMaxWarpsPerBlock];
   __shared__ float gate_s[2];  // decay, beta
-  __shared__ int last_reader_s;
+  __shared__ int last_reader_s, norm_last_s;
 
   const int tid = static_cast<int>(threadIdx.x);
   const int part = tid % kParts, col = tid / kParts;
   const int64_t tile = blockIdx.x, j = blockIdx.y, s = blockIdx.z;
-  const int64_t hk = a.num_k_heads, hv = a.num_v_heads, dv = a.head_dim_v;
+  const int64_t hk = a.num_k_heads, hv = a.num_v_heads, dv = DV > 0 ? DV : a.head_dim_v;
   const int64_t kh = j % hk;
   const int64_t dk_all = hk * DK;
   const int64_t dc = 2 * dk_all + hv * dv;
@@ -53,6 +101,14 @@ __global__ void __launch_bounds__(kThreads) gdn_step_kernel(const GdnStepArgs a)
   // The first block of key head kh (value head kh, tile 0) writes the shared q/k channels'
   // conv snapshots; the final q/k conv state is written by the last block to have read it.
   const bool qk_owner = j < hk && tile == 0;
+  const bool fused_norm = a.norm_w != nullptr;
+  int32_t* const counter = a.sync_counters + s * hk + kh;
+
+  // The state first: its loads are in flight during the conv loads and the counter atomics.
+  float S[kRowsPerPart];
+  const float* state_src = a.delta_states + state_in * delta_entry + j * DK * dv + c;
+#pragma unroll
+  for (int ii = 0; ii < kRowsPerPart; ++ii) S[ii] = state_src[(kParts * ii + part) * dv];
 
   // Channels this thread convolves: q and k channel `tid` of key head kh, v channel `tid`.
   const bool has_qk = tid < DK, has_v = tid < kCols;
@@ -76,17 +132,12 @@ __global__ void __launch_bounds__(kThreads) gdn_step_kernel(const GdnStepArgs a)
   if (tid == 0) {
     __threadfence();
     const int blocks_per_key_head = static_cast<int>((hv / hk) * (dv / kCols));
-    int32_t* counter = a.sync_counters + s * hk + kh;
-    const int arrived = atomicAdd(counter, 1) + 1;
+    const int arrival_mask = fused_norm ? (1 << kArrivalBits) - 1 : 0x7fffffff;
+    const int arrived = (atomicAdd(counter, 1) & arrival_mask) + 1;
     __threadfence();  // acquire side: the other blocks' reads happened before their increments
     last_reader_s = arrived == blocks_per_key_head;
-    if (arrived == blocks_per_key_head) atomicExch(counter, 0);
+    if (arrived == blocks_per_key_head) atomicSub(counter, blocks_per_key_head);
   }
-
-  float S[kRowsPerPart];
-  const float* state_src = a.delta_states + state_in * delta_entry + j * DK * dv + c;
-#pragma unroll
-  for (int ii = 0; ii < kRowsPerPart; ++ii) S[ii] = state_src[(kParts * ii + part) * dv];
 
   const float q_scale = 1.0f / sqrtf(static_cast<float>(DK));
   for (int64_t r = row_begin; r < row_end; ++r) {
@@ -119,8 +170,10 @@ __global__ void __launch_bounds__(kThreads) gdn_step_kernel(const GdnStepArgs a)
       v_s[tid] = gpu::siluf_(sv);
     }
     // L2 norms over the key head (every thread takes part in both reductions).
-    const float inv_q = 1.0f / sqrtf(gpu::block_sum(uq * uq, scratch) + a.l2_eps);
-    const float inv_k = 1.0f / sqrtf(gpu::block_sum(uk * uk, scratch) + a.l2_eps);
+    float sum_q = uq * uq, sum_k = uk * uk;
+    block_sum2(sum_q, sum_k, scratch);
+    const float inv_q = 1.0f / sqrtf(sum_q + a.l2_eps);
+    const float inv_k = 1.0f / sqrtf(sum_k + a.l2_eps);
     if (has_qk) {
       q_s[tid] = __fmul_rn(uq, inv_q) * q_scale;
       k_s[tid] = uk * inv_k;
@@ -166,16 +219,37 @@ __global__ void __launch_bounds__(kThreads) gdn_step_kernel(const GdnStepArgs a)
   }
 
   __syncthreads();  // last_reader_s is visible even when the sequence has no rows
-  if (state_out < 0) return;
-  float* state_dst = a.delta_states + state_out * delta_entry + j * DK * dv + c;
+  if (state_out >= 0) {
+    float* state_dst = a.delta_states + state_out * delta_entry + j * DK * dv + c;
 #pragma unroll
-  for (int ii = 0; ii < kRowsPerPart; ++ii) state_dst[(kParts * ii + part) * dv] = S[ii];
-  float* conv_out = a.conv_states + state_out * conv_entry;
-  const bool write_qk = last_reader_s != 0;
+    for (int ii = 0; ii < kRowsPerPart; ++ii) state_dst[(kParts * ii + part) * dv] = S[ii];
+    float* conv_out = a.conv_states + state_out * conv_entry;
+    const bool write_qk = last_reader_s != 0;
 #pragma unroll
-  for (int h = 0; h < kHistory; ++h) {
-    if (has_v) conv_out[h * dc + ch_v] = hist_v[h];
-    if (has_qk && write_qk) conv_out[h * dc + ch_q] = hist_q[h], conv_out[h * dc + ch_k] = hist_k[h];
+    for (int h = 0; h < kHistory; ++h) {
+      if (has_v) conv_out[h * dc + ch_v] = hist_v[h];
+      if (has_qk && write_qk) conv_out[h * dc + ch_q] = hist_q[h], conv_out[h * dc + ch_k] = hist_k[h];
+    }
+  }
+  if (!fused_norm) return;
+
+  // Fused gated norm: count this block's o columns done (release: every thread fences its own
+  // stores first); the last column block of value head j normalises j's groups in place.
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    const int shift = kDoneShift + kDoneBits * static_cast<int>(j / hk);
+    const int tiles = static_cast<int>(dv / kCols);
+    const int done = ((atomicAdd(counter, 1 << shift) >> shift) & ((1 << kDoneBits) - 1)) + 1;
+    norm_last_s = done == tiles;
+    if (done == tiles) atomicSub(counter, tiles << shift);
+  }
+  __syncthreads();
+  if (norm_last_s == 0) return;
+  __threadfence();  // acquire: the other column blocks' o stores happened before their counts
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    float* o = a.out + r * a.out_stride + j * dv;
+    detail::block_gated_rms_norm(o, a.z + r * a.z_stride + j * dv, a.norm_w, o, dv, a.norm_eps, scratch);
   }
 }
 
@@ -186,12 +260,22 @@ gpuError_t gdn_step_gpu(const GdnStepArgs& a, gpuStream_t stream) {
       a.num_v_heads <= 0 || a.num_v_heads % a.num_k_heads != 0 || a.num_seqs < 0 || a.sync_counters == nullptr) {
     return gpuErrorInvalidValue;
   }
+  if (a.norm_w != nullptr && (a.z == nullptr || !gdn_step_fuses_norm(a.num_k_heads, a.num_v_heads, a.head_dim_v))) {
+    return gpuErrorInvalidValue;
+  }
   if (a.num_seqs == 0) return gpuSuccess;
   const dim3 grid(static_cast<unsigned>(a.head_dim_v / kCols), static_cast<unsigned>(a.num_v_heads),
                   static_cast<unsigned>(a.num_seqs));
+  const bool dv_is_dk = a.head_dim_v == a.head_dim_k;
   switch (a.head_dim_k) {
-    case 64: gdn_step_kernel<64><<<grid, kThreads, 0, stream>>>(a); break;
-    case 128: gdn_step_kernel<128><<<grid, kThreads, 0, stream>>>(a); break;
+    case 64:
+      if (dv_is_dk) gdn_step_kernel<64, 64><<<grid, kThreads, 0, stream>>>(a);
+      else gdn_step_kernel<64, 0><<<grid, kThreads, 0, stream>>>(a);
+      break;
+    case 128:
+      if (dv_is_dk) gdn_step_kernel<128, 128><<<grid, kThreads, 0, stream>>>(a);
+      else gdn_step_kernel<128, 0><<<grid, kThreads, 0, stream>>>(a);
+      break;
     default: return gpuErrorInvalidValue;
   }
   return gpuGetLastError();

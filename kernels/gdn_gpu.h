@@ -4,7 +4,8 @@
 // softplus(alpha + dt_bias), and the gated delta rule. Each sequence's rows run in order with
 // its recurrent state held in registers across them: the state is read once and written once
 // per step, plus one snapshot per row when the sequence has ring entries (verify rows).
-// Output o is per value head, before the gated norm (gated_rms_norm_gpu) and out projection.
+// Output o is per value head, before the gated norm (gated_rms_norm_gpu) and out projection,
+// or, with norm_w set, after it (the norm fused into the epilogue; see GdnStepArgs::norm_w).
 //
 // Same math as causal_conv1d_silu_ref + l2_norm_ref + gated_delta_rule_ref chained as the CPU
 // GDN layer chains them (value head j reads key head j mod num_k_heads, GGUF order; state
@@ -21,13 +22,23 @@
 // Batch invariance: a row's results depend only on its sequence's rows and state (a fixed
 // per-row reduction order; no atomics in any arithmetic).
 //
+// Fused gated norm (norm_w non-null): out receives gated_rms_norm_gpu's result over the raw o,
+// bit for bit (the same block-level code, kernels/norm_block.h, in a block whose reduction
+// order equals that of gated_rms_norm_gpu's launch for n = dv): per row r and value head j,
+// out[r][j*dv + i] = o / rms(o) * norm_w[i] * SiLU(z[r * z_stride + j*dv + i]), eps norm_eps.
+// The raw o is first stored in out; the last of a value head's dv/32 column blocks to finish
+// (its sequence's rows) normalises that head's groups in place. One launch replaces the pair
+// gdn_step_gpu + gated_rms_norm_gpu over the same rows; states and snapshots are unchanged.
+//
 // Workspace: sync_counters, num_seqs * num_k_heads int32 that must be zero before the first
 // launch; each launch leaves them zero. (Blocks sharing a key head all read that head's
 // q/k conv state; the last of them to have read it writes the new one, so in-place updates
-// are safe without a second launch.)
+// are safe without a second launch. With the fused norm the same counter also holds, in bit
+// fields, the finished column blocks of each of the key head's value heads.)
 //
 // Preconditions (else gpuErrorInvalidValue, nothing launched): head_dim_k 64 or 128;
-// head_dim_v a multiple of 32; conv_kernel == 4; qkv 4-byte aligned.
+// head_dim_v a multiple of 32; conv_kernel == 4; qkv 4-byte aligned. With norm_w set also:
+// z non-null and gdn_step_fuses_norm (head_dim_v <= 128, num_v_heads / num_k_heads <= 7).
 // Calling thread: any; enqueues on `stream`; no allocation.
 #pragma once
 
@@ -62,7 +73,20 @@ struct GdnStepArgs {
   int64_t head_dim_v;
   int64_t conv_kernel;      // 4
   float l2_eps;             // 1e-6
+  // Fused gated RMSNorm; norm_w null: out holds the raw o (z, z_stride, norm_eps unused).
+  const float* norm_w = nullptr;  // [dv], shared by the value heads
+  const float* z = nullptr;       // [num_rows][z_stride]: gate, value head j at j * dv
+  int64_t z_stride = 0;
+  float norm_eps = 0.0f;          // rms_norm_eps, 1e-6
 };
+
+// Whether gdn_step_gpu accepts norm_w for these shapes (else the caller runs
+// gated_rms_norm_gpu after it): head_dim_v <= 128, num_v_heads / num_k_heads <= 7.
+inline constexpr int64_t kGdnStepMaxNormDv = 128;
+inline constexpr int64_t kGdnStepMaxHeadsPerKeyHead = 7;
+inline bool gdn_step_fuses_norm(int64_t num_k_heads, int64_t num_v_heads, int64_t head_dim_v) {
+  return num_k_heads > 0 && head_dim_v <= kGdnStepMaxNormDv && num_v_heads / num_k_heads <= kGdnStepMaxHeadsPerKeyHead;
+}
 
 gpuError_t gdn_step_gpu(const GdnStepArgs& args, gpuStream_t stream);
 

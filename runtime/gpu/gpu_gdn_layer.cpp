@@ -1,9 +1,10 @@
 // Gated DeltaNet on the GPU (MODEL.md 2.5), the device twin of runtime/cpu/cpu_gdn_layer.cpp:
 // projections over all rows of the step, then one fused gdn_step_gpu launch for every
 // sequence (conv + SiLU, L2 norms, gates, delta rule over the sequence's rows in order, from
-// its state entry; ring snapshots for verify rows), gated RMSNorm, output projection added
-// into the residual. Prefill chunks (StepRowsView's split) go through the tiled projections
-// and the chunked gdn_prefill_gpu instead (the step kernel where that one is missing).
+// its state entry; ring snapshots for verify rows; the gated RMSNorm in its epilogue, bitwise
+// equal to gated_rms_norm_gpu), output projection added into the residual. Prefill chunks
+// (StepRowsView's split) go through the tiled projections and the chunked gdn_prefill_gpu
+// instead (the step kernel where that one is missing), then gated_rms_norm_gpu over their rows.
 #include "kernels/gdn_gpu.h"
 #include "kernels/norm_gpu.h"
 #include "runtime/gpu/gpu_layers.h"
@@ -48,13 +49,23 @@ void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnSt
   g.head_dim_v = d;
   g.conv_kernel = c.conv_kernel;
   g.l2_eps = 1e-6f;
+  const bool fuse_norm = kernels::gdn_step_fuses_norm(c.ssm_k_heads, hv, d);
+  if (fuse_norm) {
+    g.norm_w = w.norm.f32();
+    g.z = ws.z;
+    g.z_stride = dv_all;
+    g.norm_eps = c.rms_eps;
+  }
   const int64_t np_seqs = rows.num_prefill_seqs();
   // Without the chunked kernel (HIP for now) prefill chunks run through the step kernel.
   if (ws.gdn_prefill_ws == nullptr) g.num_seqs = rows.num_seqs;
+  // Rows [0, step_rows) go through the step kernel; with the norm fused they leave it normed.
+  const int64_t step_rows = g.num_seqs == rows.num_seqs ? n : rows.num_decode_rows;
   if (g.num_seqs > 0)
-    DS_GPU_LAUNCH(ctx, 1, kernels::gdn_step_gpu(g, ctx.stream), "gdn_step: %lld rows, %lld sequences, Hk %lld, Hv %lld, d %lld",
-                  static_cast<long long>(n), static_cast<long long>(g.num_seqs), static_cast<long long>(c.ssm_k_heads),
-                  static_cast<long long>(hv), static_cast<long long>(d));
+    DS_GPU_LAUNCH(ctx, 1, kernels::gdn_step_gpu(g, ctx.stream), "gdn_step%s: %lld rows, %lld sequences, Hk %lld, Hv %lld, d %lld",
+                  fuse_norm ? " + gated_rms_norm" : "", static_cast<long long>(step_rows),
+                  static_cast<long long>(g.num_seqs), static_cast<long long>(c.ssm_k_heads), static_cast<long long>(hv),
+                  static_cast<long long>(d));
   if (ws.gdn_prefill_ws != nullptr && np_seqs > 0) {
     const int64_t first = rows.num_decode_rows, s0 = rows.num_decode_seqs;
     kernels::GdnPrefillArgs p{};
@@ -88,9 +99,13 @@ void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnSt
                   static_cast<long long>(d));
   }
 
-  const kernels::GatedRmsNormArgs norm{ws.gdn_o, ws.z, w.norm.f32(), ws.gdn_o, n * hv, d, c.rms_eps};
-  DS_GPU_LAUNCH(ctx, 1, kernels::gated_rms_norm_gpu(norm, ctx.stream), "gated_rms_norm %lld groups of %lld",
-               static_cast<long long>(n * hv), static_cast<long long>(d));
+  const int64_t norm_first = fuse_norm ? step_rows : 0;  // rows still raw o
+  if (norm_first < n) {
+    float* const o = ws.gdn_o + norm_first * dv_all;
+    const kernels::GatedRmsNormArgs norm{o, ws.z + norm_first * dv_all, w.norm.f32(), o, (n - norm_first) * hv, d, c.rms_eps};
+    DS_GPU_LAUNCH(ctx, 1, kernels::gated_rms_norm_gpu(norm, ctx.stream), "gated_rms_norm %lld groups of %lld",
+                  static_cast<long long>((n - norm_first) * hv), static_cast<long long>(d));
+  }
   matmul(ctx, w.output, ws.gdn_o, row_split(rows), y, /*accumulate=*/true);
 }
 

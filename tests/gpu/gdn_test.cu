@@ -1,7 +1,11 @@
 // gdn_step_gpu against the CPU GDN chain (causal_conv1d_silu_ref, l2_norm_ref + q scale,
 // sigmoid / softplus gates, gated_delta_rule_ref) per sequence: outputs, final states (in
-// place, to another entry, or not written), per-row ring snapshots, batch invariance.
+// place, to another entry, or not written), per-row ring snapshots, batch invariance. The
+// fused gated norm (norm_w set) against gdn_step_gpu followed by gated_rms_norm_gpu: output,
+// states and snapshots bitwise equal, counters left zero, batch-invariant.
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -9,6 +13,7 @@
 #include "kernels/gated_delta_rule.h"
 #include "kernels/gdn_gpu.h"
 #include "kernels/norm.h"
+#include "kernels/norm_gpu.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {
@@ -27,6 +32,105 @@ float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 struct Shape {
   int64_t hk, hv, dk, dv;
 };
+
+bool all_zero(const std::vector<int32_t>& v) {
+  for (int32_t c : v) {
+    if (c != 0) return false;
+  }
+  return true;
+}
+
+// First differing float as "what[i]: fused <bits> vs pair <bits>", or "" when equal.
+std::string first_difference(const char* what, const std::vector<float>& fused, const std::vector<float>& pair) {
+  for (size_t i = 0; i < fused.size(); ++i) {
+    uint32_t f = 0, p = 0;
+    std::memcpy(&f, &fused[i], 4);
+    std::memcpy(&p, &pair[i], 4);
+    if (f != p) {
+      char text[160];
+      std::snprintf(text, sizeof text, "%s[%zu]: fused %.9g (0x%08x) vs pair %.9g (0x%08x)", what, i, fused[i], f, pair[i], p);
+      return text;
+    }
+  }
+  return "";
+}
+
+// The fused gated norm: one launch with norm_w set == gdn_step_gpu then gated_rms_norm_gpu
+// (in place over o, as the GPU GDN layer ran them), bitwise, from the same pools, with every
+// output poisoned first. Then each sequence alone (batch invariance of the fused output), and
+// the fused output against the CPU chain's o through gated_rms_norm_ref (to f32 rounding).
+void check_fused_norm(Context& ctx, const std::string& shape, const GdnStepArgs& base, const Shape& sh,
+                      const std::vector<int32_t>& begin, const std::vector<float>& delta0, const std::vector<float>& conv0,
+                      const std::vector<float>& ref_o, DeviceBuffer<float>& d_delta, DeviceBuffer<float>& d_conv,
+                      DeviceBuffer<int32_t>& d_sync) {
+  const int64_t rows = begin.back(), dv_all = sh.hv * sh.dv, num_seqs = base.num_seqs;
+  const std::vector<float> z = random_floats(ctx.rng, static_cast<size_t>(rows * dv_all));
+  const std::vector<float> w = random_floats(ctx.rng, static_cast<size_t>(sh.dv), 0.5f);
+  DeviceBuffer<float> d_z(z), d_w(w), d_pair(static_cast<size_t>(rows * dv_all)), d_fused(d_pair.size());
+
+  // The pair, as before the fusion.
+  d_delta.upload(delta0);
+  d_conv.upload(conv0);
+  d_pair.poison();
+  GdnStepArgs pair = base;
+  pair.out = d_pair.get();
+  CHECK_GPU(gdn_step_gpu(pair, nullptr));
+  const GatedRmsNormArgs norm{d_pair.get(), d_z.get(), d_w.get(), d_pair.get(), rows * sh.hv, sh.dv, 1e-6f};
+  CHECK_GPU(gated_rms_norm_gpu(norm, nullptr));
+  const std::vector<float> pair_out = d_pair.download(), pair_delta = d_delta.download(), pair_conv = d_conv.download();
+
+  d_delta.upload(delta0);
+  d_conv.upload(conv0);
+  d_fused.poison();
+  GdnStepArgs fused = base;
+  fused.out = d_fused.get();
+  fused.norm_w = d_w.get();
+  fused.z = d_z.get();
+  fused.z_stride = dv_all;
+  fused.norm_eps = 1e-6f;
+  CHECK_GPU(gdn_step_gpu(fused, nullptr));
+  const std::vector<float> out = d_fused.download(), delta = d_delta.download(), conv = d_conv.download();
+  const bool counters_zero = all_zero(d_sync.download());
+
+  std::string diff = first_difference("out", out, pair_out);
+  if (diff.empty()) diff = first_difference("delta pool", delta, pair_delta);
+  if (diff.empty()) diff = first_difference("conv pool", conv, pair_conv);
+
+  // Each sequence alone from the same pools: the same output bits.
+  for (int64_t s = 0; s < num_seqs && diff.empty(); ++s) {
+    d_delta.upload(delta0);
+    d_conv.upload(conv0);
+    const int32_t r0 = begin[static_cast<size_t>(s)], t = begin[static_cast<size_t>(s) + 1] - r0;
+    DeviceBuffer<float> one(static_cast<size_t>(t * dv_all));
+    one.poison();
+    DeviceBuffer<int32_t> b1(std::vector<int32_t>{0, t});
+    GdnStepArgs a1 = fused;
+    a1.qkv += r0 * base.qkv_stride;
+    a1.alpha += r0 * base.ab_stride;
+    a1.beta_logit += r0 * base.ab_stride;
+    a1.z += r0 * dv_all;
+    a1.out = one.get();
+    a1.seq_row_begin = b1.get();
+    a1.num_seqs = 1;
+    a1.state_in += s;
+    a1.state_out += s;
+    a1.ring_first += s;
+    a1.sync_counters += s * sh.hk;
+    CHECK_GPU(gdn_step_gpu(a1, nullptr));
+    const std::vector<float> alone = one.download();
+    if (!bitwise_equal(alone.data(), out.data() + r0 * dv_all, alone.size())) {
+      diff = "sequence " + std::to_string(s) + " alone: output bits differ from the batched launch";
+    }
+  }
+  if (diff.empty() && !all_zero(d_sync.download())) diff = "sync counters left non-zero (alone runs)";
+  if (diff.empty() && !counters_zero) diff = "sync counters left non-zero";
+  ctx.results.record_exact("gdn_step_gpu(fused norm)", shape, diff.empty(),
+                           diff.empty() ? "== gdn_step + gated_rms_norm, bitwise" : diff.c_str());
+
+  std::vector<float> ref = ref_o;
+  gated_rms_norm_ref({ref.data(), z.data(), w.data(), ref.data(), rows * sh.hv, sh.dv, 1e-6f}, serial_for());
+  ctx.results.record("gdn_step_gpu(fused, ref)", shape, compare(out.data(), ref.data(), out.size()), 1e-9);
+}
 
 void check_gdn(Context& ctx, const Shape& sh, const std::vector<SeqPlan>& plan) {
   const int64_t num_seqs = static_cast<int64_t>(plan.size());
@@ -142,17 +246,57 @@ void check_gdn(Context& ctx, const Shape& sh, const std::vector<SeqPlan>& plan) 
                      invariant ? (counters_zero ? "batch-invariant" : "sync counters left non-zero") : "NOT batch-invariant");
   ctx.results.record("gdn_step_gpu(state)", shape, compare(delta.data(), ref_delta.data(), delta.size()), 1e-10);
   ctx.results.record("gdn_step_gpu(conv)", shape, compare(conv.data(), ref_conv.data(), conv.size()), 0.0);
+  check_fused_norm(ctx, shape, a, sh, begin, delta0, conv0, ref_out, d_delta, d_conv, d_sync);
+}
+
+// The fused norm's preconditions: gpuErrorInvalidValue, nothing launched (the pointers are
+// never dereferenced).
+void check_fused_norm_preconditions(Context& ctx) {
+  float dummy = 0.0f;
+  int32_t counter = 0;
+  GdnStepArgs a{};
+  a.qkv = a.alpha = a.beta_logit = a.conv_w = a.ssm_a = a.dt_bias = &dummy;
+  a.out = a.delta_states = a.conv_states = &dummy;
+  a.seq_row_begin = a.state_in = a.state_out = &counter;
+  a.sync_counters = &counter;
+  a.num_seqs = 1;
+  a.num_k_heads = 1;
+  a.num_v_heads = 2;
+  a.head_dim_k = 128;
+  a.head_dim_v = 128;
+  a.conv_kernel = kKernel;
+  a.norm_w = &dummy;
+  a.z = &dummy;
+  struct Case {
+    const char* what;
+    GdnStepArgs args;
+  };
+  std::vector<Case> cases(3, Case{"", a});
+  cases[0].what = "z null";
+  cases[0].args.z = nullptr;
+  cases[1].what = "dv 256";
+  cases[1].args.head_dim_v = 256;
+  cases[2].what = "Hv/Hk 8";
+  cases[2].args.num_v_heads = 8;
+  for (const Case& c : cases) {
+    const gpuError_t err = gdn_step_gpu(c.args, nullptr);
+    (void)gpuGetLastError();
+    ctx.results.record_exact("gdn_step_gpu(fused pre)", c.what, err == gpuErrorInvalidValue,
+                             err == gpuErrorInvalidValue ? "rejected" : "NOT rejected (expected gpuErrorInvalidValue)");
+  }
 }
 
 }  // namespace
 
 void run_gdn_tests(Context& ctx) {
+  check_fused_norm_preconditions(ctx);
   const std::vector<SeqPlan> mixed{{1, false, 0}, {4, true, 0}, {2, true, 2}, {3, false, 1}, {1, false, 0}};
   const std::vector<SeqPlan> decode{{1, false, 0}, {1, false, 0}, {1, false, 1}};
   check_gdn(ctx, {2, 2, 64, 64}, mixed);
   check_gdn(ctx, {2, 4, 128, 128}, mixed);
   check_gdn(ctx, {2, 6, 64, 32}, decode);
   check_gdn(ctx, {1, 3, 128, 96}, mixed);
+  check_gdn(ctx, {1, 7, 64, 64}, mixed);  // the fused norm's widest counter (7 value heads per key head)
   if (!ctx.quick) {
     check_gdn(ctx, {16, 32, 128, 128}, mixed);
     check_gdn(ctx, {16, 32, 128, 128}, decode);
