@@ -25,14 +25,14 @@ const CacheConfig kCache{4, 16, 4 * kBlocksPerSeq, 4, 256};
 std::vector<int32_t> blocks(int32_t slot) { return block_range(slot * kBlocksPerSeq, kBlocksPerSeq); }
 
 // Launches of one forward by the code path (runtime/gpu): per block 2 norms, the mixer's
-// (GDN: projections, step, gated norm, output = 4; attention: projections, one fused q/k
+// (GDN: projections, step with the gated norm fused, output = 3; attention: projections, one fused q/k
 // norm + RoPE + KV append, attention + combine, output = 5) and the FFN's (MoE 4: router with
 // top-k, gate*up, down, combine; dense 2), plus
 // embedding and the head (gather, norm, gather, LM head, argmax). Assumes every projection group
 // shares one weight type, as the synthetic models do.
 int64_t expected_launches(const ModelConfig& c) {
   const int64_t ffn = c.is_moe() ? 4 : 2;
-  return 1 + c.num_gdn_layers() * (2 + 4 + ffn) + c.num_attention_layers() * (2 + 5 + ffn) + 5;
+  return 1 + c.num_gdn_layers() * (2 + 3 + ffn) + c.num_attention_layers() * (2 + 5 + ffn) + 5;
 }
 
 class GpuGraphTest : public ::testing::TestWithParam<bool> {
