@@ -49,14 +49,17 @@ void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnSt
   g.head_dim_v = d;
   g.conv_kernel = c.conv_kernel;
   g.l2_eps = 1e-6f;
-  const bool fuse_norm = kernels::gdn_step_fuses_norm(c.ssm_k_heads, hv, d);
+  const int64_t np_seqs = rows.num_prefill_seqs();
+  // The fused norm runs a sequence's rows one after another in one block: fine for decode and
+  // verify rows, not for prefill chunks through the step kernel (no chunked kernel: HIP).
+  const bool fuse_norm =
+      kernels::gdn_step_fuses_norm(c.ssm_k_heads, hv, d) && (ws.gdn_prefill_ws != nullptr || np_seqs == 0);
   if (fuse_norm) {
     g.norm_w = w.norm.f32();
     g.z = ws.z;
     g.z_stride = dv_all;
     g.norm_eps = c.rms_eps;
   }
-  const int64_t np_seqs = rows.num_prefill_seqs();
   // Without the chunked kernel (HIP for now) prefill chunks run through the step kernel.
   if (ws.gdn_prefill_ws == nullptr) g.num_seqs = rows.num_seqs;
   // Rows [0, step_rows) go through the step kernel; with the norm fused they leave it normed.
