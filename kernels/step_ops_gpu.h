@@ -4,7 +4,7 @@
 // Every output element is computed alone, in a fixed order: batch-invariant.
 //
 // Calling thread: any; enqueues on `stream`; no allocation. gpuErrorInvalidValue on negative
-// sizes, else the launch status.
+// sizes or an incomplete norm epilogue, else the launch status.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +22,10 @@ gpuError_t gather_rows_gpu(const float* src, int64_t src_stride, const int32_t* 
 // non-null). Products and sums are rounded one by one (no fused multiply-add), as the CPU does.
 // accumulate: y[r][i] += that sum instead (the residual add fused: bit-identical to
 // add_gpu(y, combine) after a plain combine).
+// Norm epilogue (norm_w set): also norm_out[r][i] = RMSNorm(y row r)[i] * norm_w[i] of the
+// final y rows (after the accumulate), bit-identical to rms_norm_gpu over y with norm_w and
+// norm_eps (the next layer's input norm fused in: one launch instead of two). Then one block
+// per row. norm_out must not overlap y or the inputs; norm_out_stride >= n; n > 0.
 struct MoeCombineArgs {
   const float* expert_out;         // [num_rows * num_used][n]
   const float* weights;            // [num_rows][num_used]
@@ -32,6 +36,10 @@ struct MoeCombineArgs {
   int64_t num_used;
   int64_t n;
   bool accumulate = false;
+  const float* norm_w = nullptr;   // [n] RMSNorm weight (1 + w as GGUF stores it), or null
+  float norm_eps = 0.0f;
+  float* norm_out = nullptr;       // [num_rows][norm_out_stride]; set iff norm_w is
+  int64_t norm_out_stride = 0;
 };
 gpuError_t moe_combine_gpu(const MoeCombineArgs& args, gpuStream_t stream);
 

@@ -170,9 +170,12 @@ class GpuBackend final : public Backend {
                                  const std::vector<int32_t>& first_positions,
                                  const std::vector<const std::vector<int32_t>*>& kv_blocks, const OutputRows& rows,
                                  int64_t num_decode_seqs, size_t& hidden_rows_at, size_t& logit_index_at);
-  // Adds the block's mixer and FFN into the residual rows ws_.x.
+  // Adds the block's mixer and FFN into the residual rows ws_.x. input_normed: ws_.a already
+  // holds the block's attn_norm of ws_.x (the previous block's FFN wrote it); next_attn_norm:
+  // the next block's attn_norm, for this block's FFN to write into ws_.a (null: none).
   void run_block(const gpu::GpuLayerWeights& lw, const gpu::KvPool* kv, const gpu::GdnStatePools* gdn,
-                 const gpu::StepRowsView& rows);
+                 const gpu::StepRowsView& rows, bool input_normed = false,
+                 const gpu::DeviceTensor* next_attn_norm = nullptr);
   // Enqueues the final norm of the hidden rows, the LM head of the logit rows and their argmax
   // ids into the output buffer; lm_head_finish copies hidden rows, ids and the host logit rows
   // to the host (one synchronisation).

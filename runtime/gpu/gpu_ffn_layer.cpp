@@ -3,8 +3,8 @@
 // pair through its expert, weighted sum in rank order plus the sigmoid-gated shared expert
 // (moe_combine_gpu), added into the residual. Gate and up products with the SiLU product run
 // as one gated matmul_segments_gpu launch (experts and shared expert together), as do the
-// expert and shared down projections: 4 launches per MoE layer. Also the shared matmul and
-// RMSNorm helpers.
+// expert and shared down projections: 4 launches per MoE layer, the combine also writing the
+// next block's input norm. Also the shared matmul and RMSNorm helpers.
 #include <string>
 #include <utility>
 #include <vector>
@@ -171,10 +171,12 @@ void moe_router(const GpuLayerContext& ctx, const GpuFfnWeights& w, const float*
 
 // MoE with the shared expert, added into y. Launches for a decode step: router with the shared
 // gate logit and the top-k routing (one launch), expert and shared gate*up (one launch when
-// the types agree), expert and shared down, combine. Prefill rows take the shared expert through the tiled kernel and the
-// routed experts through the expert-grouped tiled kernel (each expert's weights read once per
-// 64 pairs routed to it).
-void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y) {
+// the types agree), expert and shared down, combine (with next's norm as its epilogue). Prefill
+// rows take the shared expert through the tiled kernel and the routed experts through the
+// expert-grouped tiled kernel (each expert's weights read once per 64 pairs routed to it);
+// router and combine cover every row.
+void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y,
+                 const NextNorm& next) {
   const ModelConfig& c = ctx.config;
   const GpuWorkspace& ws = ctx.ws;
   const int64_t k = c.num_experts_used, n = rows.num_rows, nd = rows.num_decode_rows;
@@ -234,9 +236,17 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
     experts_tiled(ctx, w.down_exps, nullptr, ws.exp_g + nd * k * ie, ws.expert_ids + nd * k, np * k, 1,
                   ws.exp_out + nd * k * c.num_embd, /*plan_ready=*/true);
   if (rows.num_prefill_rows() > 0) matmul_tiled(ctx, w.down_shexp, ws.sh_g, nd, rows.num_prefill_rows(), ws.sh_out, false);
+  // Every launch reading b ran before this one: next.out may be b.
   kernels::MoeCombineArgs combine{ws.exp_out, ws.expert_weights, ws.sh_out, ws.sh_gate, y, n, k, c.num_embd};
   combine.accumulate = true;
-  DS_GPU_LAUNCH(ctx, 1, kernels::moe_combine_gpu(combine, ctx.stream), "moe_combine %lld rows x %lld",
+  if (next.w != nullptr) {
+    combine.norm_w = next.w->f32();
+    combine.norm_eps = c.rms_eps;
+    combine.norm_out = next.out;
+    combine.norm_out_stride = next.out_stride;
+  }
+  DS_GPU_LAUNCH(ctx, 1, kernels::moe_combine_gpu(combine, ctx.stream), "moe_combine%s%s: %lld rows x %lld",
+                next.w != nullptr ? " + rms_norm " : "", next.w != nullptr ? next.w->name.c_str() : "",
                 static_cast<long long>(n), static_cast<long long>(c.num_embd));
 }
 
@@ -275,11 +285,13 @@ void matmul_many(const GpuLayerContext& ctx, const DeviceTensor* const* ws, floa
     for (int i = 0; i < count; ++i) matmul_tiled(ctx, *ws[i], x, rows.num_decode_rows, rows.num_prefill_rows(), ys[i], false);
 }
 
-void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y) {
+void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y,
+                 const NextNorm& next) {
   if (ctx.config.is_moe()) {
-    moe_forward(ctx, w, rows, b, y);
+    moe_forward(ctx, w, rows, b, y, next);
   } else {
     swiglu_mlp(ctx, w.gate, w.up, w.down, b, rows, ctx.ws.ffn_g, ctx.ws.ffn_u, y);
+    if (next.w != nullptr) rms_norm(ctx, *next.w, y, rows.num_rows, next.out, next.out_stride);
   }
 }
 

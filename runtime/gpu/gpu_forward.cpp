@@ -166,17 +166,17 @@ gpu::StepRowsView GpuBackend::stage_common(const std::vector<const std::vector<i
 }
 
 void GpuBackend::run_block(const gpu::GpuLayerWeights& lw, const gpu::KvPool* kv, const gpu::GdnStatePools* gdn,
-                           const gpu::StepRowsView& rows) {
+                           const gpu::StepRowsView& rows, bool input_normed, const gpu::DeviceTensor* next_attn_norm) {
   const gpu::GpuLayerContext ctx = context();
   const int64_t n = rows.num_rows, h = config_.num_embd;
-  gpu::rms_norm(ctx, lw.attn_norm, ws_.x, n, ws_.a, h);
+  if (!input_normed) gpu::rms_norm(ctx, lw.attn_norm, ws_.x, n, ws_.a, h);
   if (gdn != nullptr) {
     gpu::gdn_forward(ctx, lw.gdn, *gdn, rows, ws_.a, ws_.x);
   } else {
     gpu::attention_forward(ctx, lw.attention, *kv, rows, ws_.a, ws_.x);
   }
   gpu::rms_norm(ctx, lw.post_attention_norm, ws_.x, n, ws_.a, h);
-  gpu::ffn_forward(ctx, lw.ffn, gpu::row_split(rows), ws_.a, ws_.x);
+  gpu::ffn_forward(ctx, lw.ffn, gpu::row_split(rows), ws_.a, ws_.x, gpu::NextNorm{next_attn_norm, ws_.a, h});
 }
 
 // Final norm of the hidden rows of ws_.x and the LM head for the logit rows (a subset of
@@ -254,13 +254,17 @@ void GpuBackend::enqueue_trunk(const gpu::StepRowsView& rows, size_t hidden_at, 
   const gpu::DeviceTensor& emb = weights_->token_embd;
   DS_GPU_LAUNCH(ctx, 1, kernels::embedding_lookup_gpu(emb.data, emb.type, c.num_embd, rows.tokens, rows.num_rows, ws_.x, stream_),
                 "embedding %lld rows", static_cast<long long>(rows.num_rows));
+  // Each block's FFN also writes the next block's attn_norm into ws_.a (MoE: inside the
+  // combine launch), so blocks after the first skip their own.
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const gpu::GpuLayerWeights& lw = weights_->layers[static_cast<size_t>(i)];
     const size_t index = static_cast<size_t>(layer_cache_index_[static_cast<size_t>(i)]);
+    const gpu::DeviceTensor* next_norm =
+        i + 1 < c.num_layers ? &weights_->layers[static_cast<size_t>(i + 1)].attn_norm : nullptr;
     if (lw.kind == LayerKind::GatedDeltaNet) {
-      run_block(lw, nullptr, &gdn_[index], rows);
+      run_block(lw, nullptr, &gdn_[index], rows, i > 0, next_norm);
     } else {
-      run_block(lw, &kv_[index], nullptr, rows);
+      run_block(lw, &kv_[index], nullptr, rows, i > 0, next_norm);
     }
   }
   lm_head_enqueue(weights_->output_norm, device<int32_t>(hidden_at), num_hidden, device<int32_t>(logit_at), num_logits);

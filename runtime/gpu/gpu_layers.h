@@ -129,8 +129,17 @@ void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnSt
                  const StepRowsView& rows, const float* a, float* y);
 void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w, const KvPool& cache,
                        const StepRowsView& rows, const float* a, float* y);
+// The next block's input RMSNorm, fused into the end of an FFN: out[r] = RMSNorm(y[r]) * w.
+struct NextNorm {
+  const DeviceTensor* w = nullptr;  // null: none
+  float* out = nullptr;             // [N][out_stride]; may be the FFN's input b (read before)
+  int64_t out_stride = 0;
+};
 // FFN: dense SwiGLU or MoE with the shared expert, by ctx.config.arch; ADDS its output into y.
-void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y);
+// With next.w set it also writes next.out as rms_norm would from the final y: MoE in the
+// combine launch (moe_combine_gpu's epilogue, same bits), dense by an rms_norm launch.
+void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y,
+                 const NextNorm& next = {});
 
 // x[r] <- RMSNorm(src[r]) * w over num_rows rows of H (strides H); y may alias x.
 void rms_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, int64_t num_rows, float* y,

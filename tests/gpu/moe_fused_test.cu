@@ -1,10 +1,13 @@
-// The fused MoE launches against the unfused sequences they replace.
+// The fused MoE launches against the unfused sequences they replace (the GPU backend's MoE
+// layer: 5 launches and a norm -> 4 launches).
 // moe_router_gpu (router + shared gate logit + top-k in one launch) == matmul_segments_gpu
 // (router and shared gate segments) then moe_route_gpu, bitwise (logits, shared gate logits,
 // ids, weights); ids == moe_route_ref on the same logits, logits == a double dot within
 // matmul_gpu's bound; twice on one counter array (the counters must come back to zero); each
 // row alone == the row in the batch; odd row counts (several row groups), a padded x stride,
 // num_in with a chunk tail, no shared gate; bad arguments refused with nothing written.
+// moe_combine_gpu's norm epilogue (the next layer's input norm) == moe_combine_gpu then
+// rms_norm_gpu, bitwise (y and the normed rows); incomplete epilogue arguments refused.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +18,9 @@
 #include "kernels/matmul_gpu.h"
 #include "kernels/moe.h"
 #include "kernels/moe_gpu.h"
+#include "kernels/norm.h"
+#include "kernels/norm_gpu.h"
+#include "kernels/step_ops_gpu.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {
@@ -194,6 +200,81 @@ void check_router_refusals(Context& ctx) {
                            "0 rows: success, nothing launched");
 }
 
+// moe_combine_gpu with the norm epilogue == moe_combine_gpu, then rms_norm_gpu over y: y and
+// the normed rows bitwise, the out stride's padding left unwritten (poison), rows of odd widths
+// (norm blocks of 64 .. 256 threads, rows longer than a block), with and without accumulate
+// and the shared expert.
+void check_combine_norm(Context& ctx, int64_t rows, int64_t k, int64_t n, bool accumulate, bool shared, int64_t out_pad) {
+  const std::vector<float> eo = random_floats(ctx.rng, static_cast<size_t>(rows * k * n));
+  const std::vector<float> wt = random_floats(ctx.rng, static_cast<size_t>(rows * k));
+  const std::vector<float> sh = random_floats(ctx.rng, static_cast<size_t>(rows * n));
+  const std::vector<float> sg = random_floats(ctx.rng, static_cast<size_t>(rows));
+  const std::vector<float> y0 = random_floats(ctx.rng, static_cast<size_t>(rows * n), 3.0f);
+  std::vector<float> nw = random_floats(ctx.rng, static_cast<size_t>(n), 0.2f);
+  for (float& v : nw) v += 1.0f;  // 1 + w, as GGUF stores it
+  const int64_t out_stride = n + out_pad;
+  const float eps = 1e-6f;
+  DeviceBuffer<float> deo(eo), dwt(wt), dsh(sh), dsg(sg), dnw(nw), y_plain(y0), y_fused(y0);
+  DeviceBuffer<float> out_plain(static_cast<size_t>(rows * out_stride)), out_fused(static_cast<size_t>(rows * out_stride));
+  out_plain.poison();
+  out_fused.poison();
+  MoeCombineArgs a{deo.get(), dwt.get(), shared ? dsh.get() : nullptr, dsg.get(), y_plain.get(), rows, k, n};
+  a.accumulate = accumulate;
+  CHECK_GPU(moe_combine_gpu(a, nullptr));
+  CHECK_GPU(rms_norm_gpu(RmsNormArgs{y_plain.get(), n, dnw.get(), out_plain.get(), out_stride, rows, n, eps}, nullptr));
+  a.y = y_fused.get();
+  a.norm_w = dnw.get();
+  a.norm_eps = eps;
+  a.norm_out = out_fused.get();
+  a.norm_out_stride = out_stride;
+  CHECK_GPU(moe_combine_gpu(a, nullptr));
+  const std::vector<float> yp = y_plain.download(), yf = y_fused.download();
+  const std::vector<float> op = out_plain.download(), of = out_fused.download();
+  const bool y_same = bits_equal(yf, yp), out_same = bits_equal(of, op);  // padding: poison on both
+  std::string why = y_same && out_same ? "== combine, then rms_norm (bitwise)" : "differs in";
+  if (!y_same) why += " y";
+  if (!out_same) why += " normed rows";
+  const std::string what = "rows=" + std::to_string(rows) + " k=" + std::to_string(k) + " n=" + std::to_string(n) +
+                           (accumulate ? " accumulate" : "") + (shared ? " +shared" : "") +
+                           (out_pad > 0 ? " out_pad=" + std::to_string(out_pad) : "");
+  std::vector<float> of_rows, op_rows;  // the n written columns (the padding holds NaN poison)
+  for (int64_t r = 0; r < rows; ++r) {
+    of_rows.insert(of_rows.end(), of.begin() + r * out_stride, of.begin() + r * out_stride + n);
+    op_rows.insert(op_rows.end(), op.begin() + r * out_stride, op.begin() + r * out_stride + n);
+  }
+  ctx.results.record("moe_combine_gpu (+norm)", what, compare(of_rows.data(), op_rows.data(), of_rows.size()), 1e-12,
+                     y_same && out_same, why.c_str());
+}
+
+void check_combine_norm_refusals(Context& ctx) {
+  DeviceBuffer<float> buf(std::vector<float>(64 * 8, 0.5f)), y(64), out(64);
+  out.poison();
+  MoeCombineArgs base{buf.get(), buf.get(), nullptr, nullptr, y.get(), 1, 2, 64};
+  base.norm_w = buf.get();
+  base.norm_eps = 1e-6f;
+  base.norm_out = out.get();
+  base.norm_out_stride = 64;
+  struct Bad {
+    const char* what;
+    void (*edit)(MoeCombineArgs&);
+  };
+  const Bad bad[] = {
+      {"norm_w without norm_out", [](MoeCombineArgs& a) { a.norm_out = nullptr; }},
+      {"norm_out without norm_w", [](MoeCombineArgs& a) { a.norm_w = nullptr; }},
+      {"norm_out_stride < n", [](MoeCombineArgs& a) { a.norm_out_stride = 63; }},
+      {"n = 0 with a norm", [](MoeCombineArgs& a) { a.n = 0; }},
+  };
+  for (const Bad& b : bad) {
+    MoeCombineArgs a = base;
+    b.edit(a);
+    const bool refused = moe_combine_gpu(a, nullptr) == gpuErrorInvalidValue;
+    const std::vector<float> o = out.download();
+    const bool untouched = std::all_of(o.begin(), o.end(), [](float v) { return v != v; });
+    ctx.results.record_exact("moe_combine_gpu (refuses)", b.what, refused && untouched,
+                             refused ? (untouched ? "refused, nothing written" : "refused but wrote") : "NOT refused");
+  }
+}
+
 }  // namespace
 
 void run_moe_fused_tests(Context& ctx) {
@@ -205,6 +286,16 @@ void run_moe_fused_tests(Context& ctx) {
   check_router(ctx, 3, 520, 129, 1, false, 0);  // no shared gate, an output block of one
   check_router(ctx, 9, 1024, 7, 7, true, 8);    // k == E
   check_router_refusals(ctx);
+
+  // 35B-A3B decode (H 2048, top 8, shared expert, the residual add), prefill-sized row
+  // counts, widths below, at and above one norm block, and a padded out stride.
+  for (int64_t rows : {1, 3, 8}) check_combine_norm(ctx, rows, 8, 2048, true, true, 0);
+  if (!ctx.quick) check_combine_norm(ctx, 257, 8, 2048, true, true, 0);
+  check_combine_norm(ctx, 5, 1, 64, false, false, 0);
+  check_combine_norm(ctx, 7, 4, 100, true, true, 4);
+  check_combine_norm(ctx, 2, 2, 300, false, true, 0);
+  check_combine_norm(ctx, 3, 8, 1000, true, false, 24);
+  check_combine_norm_refusals(ctx);
 }
 
 }  // namespace deltaserve::kernels::gputest
