@@ -293,6 +293,16 @@ void run_benchmarks(Context&) {
   bench_matmul(DType::Q4_K, 2048, 8192, 1, "qkv");
   bench_matmul(DType::Q6_K, 2048, 8192, 1, "qkv");
   bench_matmul(DType::F32, 2048, 256, 1, "router");
+  // The matvec's K split is chosen from the shape: the shapes on either side of the rule.
+  bench_matmul(DType::Q4_0, 2048, 4096, 1, "z");
+  bench_matmul(DType::Q4_0, 2048, 512, 1, "shared gate");
+  bench_matmul(DType::Q4_0, 512, 2048, 1, "shared down");
+  bench_matmul(DType::Q4_0, 4096, 2048, 64, "out");
+  bench_matmul(DType::Q4_0, 2048, 8192, 64, "qkv");
+  bench_matmul(DType::Q4_0, 5120, 17408, 1, "27b gate");
+  bench_matmul(DType::Q4_0, 17408, 5120, 1, "27b down");
+  bench_matmul(DType::Q4_0, 5120, 10240, 1, "27b qkv");
+  bench_matmul(DType::Q4_0, 6144, 5120, 1, "27b out");
   bench_matmul(DType::Q4_0, 2048, 248320, 1, "lm_head");
   bench_matmul(DType::Q8_0, 2048, 248320, 1, "lm_head");
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::BF16}) bench_prefill(t, 2048, 8192, 512, "qkv");
