@@ -18,6 +18,7 @@
 #include "kernels/moe_gpu.h"
 #include "kernels/norm_gpu.h"
 #include "kernels/sampling_gpu.h"
+#include "kernels/step_ops_gpu.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {
@@ -87,6 +88,32 @@ void bench_moe_router(int64_t rows) {
     CHECK_GPU(moe_route_gpu({logits.get(), rows, e, k, ids.get(), wts.get()}, nullptr));
   });
   report("segments + moe_route", shape, unfused, static_cast<double>(w_bytes));
+}
+
+// The MoE combine at 35B-A3B decode (top 8, shared expert, H 2048, the residual add) with the
+// next layer's input norm as its epilogue, against combine then rms_norm_gpu.
+void bench_moe_combine_norm(int64_t rows) {
+  const int64_t n = 2048, k = 8;
+  DeviceBuffer<float> eo(static_cast<size_t>(rows * k * n)), wt(static_cast<size_t>(rows * k)), sh(static_cast<size_t>(rows * n));
+  DeviceBuffer<float> sg(static_cast<size_t>(rows)), y(static_cast<size_t>(rows * n)), nw(static_cast<size_t>(n)),
+      out(static_cast<size_t>(rows * n));
+  for (DeviceBuffer<float>* b : {&eo, &wt, &sh, &sg, &y, &nw}) CHECK_GPU(gpuMemset(b->get(), 0, b->size() * sizeof(float)));
+  MoeCombineArgs a{eo.get(), wt.get(), sh.get(), sg.get(), y.get(), rows, k, n};
+  a.accumulate = true;
+  const std::string shape = "rows=" + std::to_string(rows) + " k=8 n=2048 +shared";
+  const double bytes = 4.0 * (rows * k * n + 4 * rows * n + n);
+  const double unfused = time_us([&](int) {
+    CHECK_GPU(moe_combine_gpu(a, nullptr));
+    CHECK_GPU(rms_norm_gpu({y.get(), n, nw.get(), out.get(), n, rows, n, 1e-6f}, nullptr));
+  });
+  report("combine + rms_norm", shape, unfused, bytes);
+  MoeCombineArgs fused = a;
+  fused.norm_w = nw.get();
+  fused.norm_eps = 1e-6f;
+  fused.norm_out = out.get();
+  fused.norm_out_stride = n;
+  const double us = time_us([&](int) { CHECK_GPU(moe_combine_gpu(fused, nullptr)); });
+  report("moe_combine_gpu +norm", shape, us, bytes);
 }
 
 // Random bytes are fine for timing quantised weights except NaN scales; fill with a small
@@ -345,6 +372,7 @@ void run_benchmarks(Context&) {
     report("moe_route_gpu", "rows=1 E=256 k=8", us, 4.0 * 256);
   }
   for (int64_t rows : {1, 4}) bench_moe_router(rows);
+  for (int64_t rows : {1, 64}) bench_moe_combine_norm(rows);
   {
     DeviceBuffer<float> logits(248320);
     DeviceBuffer<int32_t> ids(1);

@@ -104,22 +104,32 @@ void check_router(Context& ctx, int64_t rows, int64_t h, int64_t e, int64_t k, b
   const std::string what = shape(rows, h, e, k, shared, x_pad);
   const Unfused want = run_unfused(c);
 
-  // Twice on the same counters: the second launch finds them zero again.
-  bool same = true, counters_zero = true;
-  std::string why;
+  // Twice on the same counters: the second launch finds them zero again. The routing must be
+  // moe_route_gpu's on the kernel's own logits (bitwise), the logits matmul_gpu's.
+  bool route_same = true, logits_same = true, counters_zero = true;
+  std::string why_route, why_logits;
   for (int rep = 0; rep < 2; ++rep) {
     c.poison();
     CHECK_GPU(moe_router_gpu(c.args(), nullptr));
     const std::vector<int32_t> counters = c.counters.download();
     counters_zero = counters_zero && std::all_of(counters.begin(), counters.end(), [](int32_t v) { return v == 0; });
-    if (!bits_equal(c.logits.download(), want.logits)) same = false, why += " logits";
-    if (shared && !bits_equal(c.sh_logits.download(), want.sh_logits)) same = false, why += " shared-gate";
-    if (c.ids.download() != want.ids) same = false, why += " ids";
-    if (!bits_equal(c.weights.download(), want.weights)) same = false, why += " weights";
+    DeviceBuffer<float> own_logits(c.logits.download()), route_w(static_cast<size_t>(rows * k));
+    DeviceBuffer<int32_t> route_ids(static_cast<size_t>(rows * k));
+    CHECK_GPU(moe_route_gpu(MoeRouteArgs{own_logits.get(), rows, e, k, route_ids.get(), route_w.get()}, nullptr));
+    if (c.ids.download() != route_ids.download()) route_same = false, why_route += " ids";
+    if (!bits_equal(c.weights.download(), route_w.download())) route_same = false, why_route += " weights";
+    if (!bits_equal(c.logits.download(), want.logits)) logits_same = false, why_logits += " logits";
+    if (shared && !bits_equal(c.sh_logits.download(), want.sh_logits)) logits_same = false, why_logits += " shared-gate";
   }
-  why = same ? "== segments + moe_route (bitwise)" : "differs from segments + moe_route in:" + why;
-  if (!counters_zero) why += "; counters NOT left zero";
-  ctx.results.record_exact("moe_router_gpu", what, same && counters_zero, why.c_str());
+  why_route = route_same ? "== moe_route_gpu on its logits (bitwise)" : "differs from moe_route_gpu on its logits in:" + why_route;
+  if (!counters_zero) why_route += "; sync counters NOT left zero (graph replays would misroute)";
+  ctx.results.record_exact("moe_router_gpu (route)", what, route_same && counters_zero, why_route.c_str());
+  // Same bits as the unfused path the backend ran before (so its forward outputs do not move).
+  // A failure with the routing check passing means matmul_gpu's F32 matvec order changed and
+  // moe.cu's router_dot no longer follows it (the logits still pass the NMSE check below).
+  why_logits = logits_same ? "== matmul_segments_gpu (bitwise)"
+                           : "differs from matmul_segments_gpu in:" + why_logits + " (matmul_gpu's F32 order changed?)";
+  ctx.results.record_exact("moe_router_gpu (logits)", what, logits_same, why_logits.c_str());
 
   // Against the CPU: logits to a double dot (NMSE), routing == moe_route_ref on these logits.
   const std::vector<float> got = c.logits.download();
@@ -130,6 +140,17 @@ void check_router(Context& ctx, int64_t rows, int64_t h, int64_t e, int64_t k, b
       for (int64_t i = 0; i < h; ++i) s += static_cast<double>(c.w[o * h + i]) * c.x[r * c.x_stride + i];
       ref[r * e + o] = static_cast<float>(s);
     }
+  if (shared) {
+    const std::vector<float> got_sg = c.sh_logits.download();
+    std::vector<float> ref_sg(got_sg.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0.0;
+      for (int64_t i = 0; i < h; ++i) s += static_cast<double>(c.sg[i]) * c.x[r * c.x_stride + i];
+      ref_sg[r] = static_cast<float>(s);
+    }
+    ctx.results.record("moe_router_gpu (ref shared gate)", what, compare(got_sg.data(), ref_sg.data(), got_sg.size()),
+                       kLogitNmse);
+  }
   std::vector<int32_t> ref_ids(static_cast<size_t>(rows * k));
   std::vector<float> ref_w(ref_ids.size());
   moe_route_ref({got.data(), rows, e, k, ref_ids.data(), ref_w.data()});
@@ -137,8 +158,8 @@ void check_router(Context& ctx, int64_t rows, int64_t h, int64_t e, int64_t k, b
   const bool ids_ok = c.ids.download() == ref_ids;
   const ErrorStats logit_err = compare(got.data(), ref.data(), got.size());
   const ErrorStats w_err = compare(got_w.data(), ref_w.data(), got_w.size());
-  ctx.results.record("moe_router_gpu (logits)", what, logit_err, kLogitNmse);
-  ctx.results.record("moe_router_gpu (route)", what, w_err, 1e-12, ids_ok, ids_ok ? "ids == moe_route_ref" : "ids differ from moe_route_ref");
+  ctx.results.record("moe_router_gpu (ref logits)", what, logit_err, kLogitNmse);
+  ctx.results.record("moe_router_gpu (ref route)", what, w_err, 1e-12, ids_ok, ids_ok ? "ids == moe_route_ref" : "ids differ from moe_route_ref");
 
   // Batch invariance: each row alone (a one-row group) == the row in the batch.
   bool alone_ok = true;
