@@ -1,4 +1,5 @@
-// Paged decode/verify attention (attention_gpu.h): a chunk kernel and a combine kernel.
+// Paged decode/verify attention (attention_gpu.h): a chunk kernel and a combine, either fused
+// into the chunk kernel's last block per (row, KV head) or a separate kernel.
 //
 // Chunk kernel, block (chunk, kv head, row), 256 threads, tiles of kTile = 64 keys. Per tile
 // every thread issues all its K and V loads at once (one memory round trip per tile, 128 KB
@@ -10,6 +11,10 @@
 //   P.V     thread (ks, col) = (t % KS, t / KS) owns float4 column col of head_dim for keys
 //           ks, ks + KS, ...; the KS partial sums are added by a KS-lane butterfly at the end
 // Workspace: acc [row][head][chunk][head_dim], then (m, l) [row][head][chunk][2].
+//
+// Combine, o = sum_c acc_c e^(m_c - M) / sum_c l_c e^(m_c - M), chunks in order: M by fmaxf
+// from -inf, factors expf(m_c - M), then l and o by fmaf chains, o / l * sigmoid(gate). Both
+// forms run exactly these operations (combine_output is shared), so their bits agree.
 #include <cstdint>
 
 #include "kernels/attention_gpu.h"
@@ -35,6 +40,75 @@ __device__ __forceinline__ int64_t chunk_tiles(int64_t num_keys) {
   return per_chunk;
 }
 
+// Chunks holding a row's keys: blocks [0, used) of the row's grid run, the rest exit at once.
+// Capped by the grid (only a row past max_keys, a broken precondition, reaches the cap) so the
+// arrival count still completes and the counter returns to zero.
+__device__ __forceinline__ int chunks_used(int64_t num_keys, int64_t grid_chunks) {
+  const int64_t per_chunk = chunk_tiles(num_keys) * kTile;
+  return static_cast<int>(min((num_keys + per_chunk - 1) / per_chunk, grid_chunks));
+}
+
+// A partial written by another block of this launch: read from L2, past the SM's L1 (not
+// coherent across SMs). CUDA: ld.global.cg (no ordering constraint between the loads, unlike
+// volatile); HIP: a volatile load (glc).
+__device__ __forceinline__ float load_coherent(const float* p) {
+#if defined(DS_GPU_CUDA)
+  return __ldcg(p);
+#else
+  return *static_cast<const volatile float*>(p);
+#endif
+}
+
+// One output element of the combine: acc points at chunk 0's element, chunk c at c * hd; f and
+// l hold the chunks' factors expf(m_c - M) and sums. kCoherent: the fused combine (partials of
+// other blocks); the values, and so the arithmetic, are the same either way.
+template <bool kCoherent>
+__device__ __forceinline__ float combine_output(const float* acc, int64_t hd, const float* f, const float* l_c, int used, float g) {
+  float l = 0.0f, o = 0.0f;
+#pragma unroll 8
+  for (int c = 0; c < used; ++c) {
+    const float x = kCoherent ? load_coherent(acc + c * hd) : acc[c * hd];
+    l = fmaf(l_c[c], f[c], l);
+    o = fmaf(x, f[c], o);
+  }
+  return o / l * gpu::sigmoidf_(g);
+}
+
+// The fused combine, run by the last chunk block of (row r, KV head kvh) after every chunk's
+// partials are visible: query heads kvh * group + [0, group). f_s, l_s: [kGroup][kMaxChunks];
+// m_s: [kGroup]. Per head the separate combine kernel's operations, in its order.
+template <int kGroup>
+__device__ void combine_group(const PagedAttentionGpuArgs& a, int64_t grid_chunks, int64_t r, int64_t kvh, int group,
+                              int used, float* f_s, float* l_s, float* m_s) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t hd = a.head_dim;
+  const int64_t entry0 = (r * a.num_heads + kvh * group) * grid_chunks;  // (head kvh * group, chunk 0)
+  const float* ml = a.workspace + a.num_rows * a.num_heads * grid_chunks * hd + entry0 * 2;
+  for (int i = tid; i < group * kMaxChunks; i += kThreads) {
+    const int h = i / kMaxChunks, c = i % kMaxChunks;
+    if (c < used) f_s[i] = load_coherent(ml + (h * grid_chunks + c) * 2), l_s[i] = load_coherent(ml + (h * grid_chunks + c) * 2 + 1);
+  }
+  __syncthreads();
+  if (tid < group) {
+    float m = -INFINITY;
+    for (int c = 0; c < used; ++c) m = fmaxf(m, f_s[tid * kMaxChunks + c]);
+    m_s[tid] = m;
+  }
+  __syncthreads();
+  for (int i = tid; i < group * kMaxChunks; i += kThreads) {
+    const int h = i / kMaxChunks, c = i % kMaxChunks;
+    if (c < used) f_s[i] = expf(f_s[i] - m_s[h]);
+  }
+  __syncthreads();
+  for (int64_t i = tid; i < group * hd; i += kThreads) {
+    const int h = static_cast<int>(i / hd);
+    const int64_t d = i % hd, head = kvh * group + h;
+    const float* acc = a.workspace + (entry0 + h * grid_chunks) * hd + d;
+    const float g = a.gate[r * a.q_stride + head * a.q_head_stride + d];
+    a.out[r * a.out_stride + head * hd + d] = combine_output<true>(acc, hd, f_s + h * kMaxChunks, l_s + h * kMaxChunks, used, g);
+  }
+}
+
 // Offset (floats) of position p's row of KV head kvh in the cache.
 __device__ __forceinline__ int64_t cached_offset(const PagedAttentionGpuArgs& a, const int32_t* table, int p, int64_t kvh) {
   const int bt = static_cast<int>(a.block_tokens);
@@ -56,12 +130,16 @@ __global__ void __launch_bounds__(kThreads, 1) attention_chunk_kernel(const Page
   __shared__ float4 q_s[kGroup * kCols];  // [group][kHd / 4], zero past head_dim
   __shared__ float p_s[kGroup * kTile];   // scores, then probabilities
   __shared__ float m_s[kGroup], l_s[kGroup], alpha_s[kGroup];
+  __shared__ int last_s;  // fused combine: this block is the (row, KV head)'s last to finish
+  // The fused combine reuses p_s for the factors and q_s for the sums ([kGroup][kMaxChunks]).
+  static_assert(kTile >= kMaxChunks && kHd >= kMaxChunks, "combine scratch must fit p_s and q_s");
 
   const int64_t chunk = blockIdx.x, kvh = blockIdx.y, r = blockIdx.z;
   const int64_t num_keys = static_cast<int64_t>(a.positions[r]) + 1;
   const int64_t per_chunk = chunk_tiles(num_keys) * kTile;
   const int64_t begin = chunk * per_chunk;
-  if (begin >= num_keys) return;
+  const int used = chunks_used(num_keys, grid_chunks);
+  if (chunk >= used) return;  // begin >= num_keys: no keys, not counted by the fused combine
   const int64_t end = min(begin + per_chunk, num_keys);
   const int group = static_cast<int>(a.num_heads / a.num_kv_heads);
   const int hd = static_cast<int>(a.head_dim);
@@ -193,18 +271,30 @@ __global__ void __launch_bounds__(kThreads, 1) attention_chunk_kernel(const Page
     ml[0] = m_s[tid];
     ml[1] = l_s[tid];
   }
+  if (a.sync_counters == nullptr) return;  // attention_combine_kernel follows
+
+  // Last block done: every thread fences its own partial stores (release), then one arrival per
+  // block; the block that completes the count combines and leaves the counter at zero.
+  uint32_t* counter = a.sync_counters + r * a.num_kv_heads + kvh;
+  __threadfence();
+  __syncthreads();  // also: every thread is done with q_s, p_s and m_s
+  if (tid == 0) last_s = atomicAdd(counter, 1u) == static_cast<uint32_t>(used - 1);
+  __syncthreads();
+  if (last_s == 0) return;
+  __threadfence();  // acquire: the other blocks' partials were stored before their arrivals
+  combine_group<kGroup>(a, grid_chunks, r, kvh, group, used, p_s, reinterpret_cast<float*>(q_s), m_s);
+  if (tid == 0) *counter = 0;  // every chunk block has arrived: ready for the next launch
 }
 
-// Block (head, row), kThreads threads, thread d < head_dim owns output element d:
-// o = sum_c acc_c e^(m_c - M) / sum_c l_c e^(m_c - M), chunks in order.
+// The separate combine (no sync counters). Block (head, row), kThreads threads, thread
+// d < head_dim owns output element d.
 __global__ void __launch_bounds__(kThreads) attention_combine_kernel(const PagedAttentionGpuArgs a, int64_t grid_chunks) {
   __shared__ float f_s[kMaxChunks], l_s[kMaxChunks];
   const int64_t h = blockIdx.x, r = blockIdx.y;
   const int d = static_cast<int>(threadIdx.x);
   const int64_t hd = a.head_dim;
   const int64_t num_keys = static_cast<int64_t>(a.positions[r]) + 1;
-  const int64_t per_chunk = chunk_tiles(num_keys) * kTile;
-  const int used = static_cast<int>((num_keys + per_chunk - 1) / per_chunk);
+  const int used = chunks_used(num_keys, grid_chunks);
   const int64_t entry0 = (r * a.num_heads + h) * grid_chunks;
   const float* ml = a.workspace + a.num_rows * a.num_heads * grid_chunks * hd + entry0 * 2;
   if (d < used) f_s[d] = ml[2 * d], l_s[d] = ml[2 * d + 1];
@@ -215,15 +305,8 @@ __global__ void __launch_bounds__(kThreads) attention_combine_kernel(const Paged
   if (d < used) f_s[d] = expf(f_s[d] - m);
   __syncthreads();
   if (d >= hd) return;
-  const float* acc = a.workspace + entry0 * hd + d;
-  float l = 0.0f, o = 0.0f;
-#pragma unroll 8
-  for (int c = 0; c < used; ++c) {
-    l = fmaf(l_s[c], f_s[c], l);
-    o = fmaf(acc[c * hd], f_s[c], o);
-  }
   const float g = a.gate[r * a.q_stride + h * a.q_head_stride + d];
-  a.out[r * a.out_stride + h * hd + d] = o / l * gpu::sigmoidf_(g);
+  a.out[r * a.out_stride + h * hd + d] = combine_output<false>(a.workspace + entry0 * hd + d, hd, f_s, l_s, used, g);
 }
 
 __global__ void kv_append_kernel(const KvAppendGpuArgs a) {
@@ -269,7 +352,8 @@ gpuError_t paged_attention_gpu(const PagedAttentionGpuArgs& a, gpuStream_t strea
   if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0 || a.num_heads / a.num_kv_heads > kMaxGroup ||
       a.head_dim <= 0 || a.head_dim % 4 != 0 || a.head_dim > kMaxHeadDim || a.block_tokens <= 0 || a.max_keys <= 0 ||
       a.num_rows < 0 || !aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || a.q_stride % 4 != 0 ||
-      a.q_head_stride % 4 != 0 || a.workspace == nullptr) {
+      a.q_head_stride % 4 != 0 || a.workspace == nullptr ||
+      (reinterpret_cast<uintptr_t>(a.sync_counters) & 3u) != 0) {
     return gpuErrorInvalidValue;
   }
   if (a.num_rows == 0) return gpuSuccess;
@@ -284,8 +368,10 @@ gpuError_t paged_attention_gpu(const PagedAttentionGpuArgs& a, gpuStream_t strea
   } else {
     launch_chunks<256>(a, grid, group, stream);
   }
-  const dim3 combine_grid(static_cast<unsigned>(a.num_heads), static_cast<unsigned>(a.num_rows));
-  attention_combine_kernel<<<combine_grid, kThreads, 0, stream>>>(a, num_chunks);
+  if (a.sync_counters == nullptr) {
+    const dim3 combine_grid(static_cast<unsigned>(a.num_heads), static_cast<unsigned>(a.num_rows));
+    attention_combine_kernel<<<combine_grid, kThreads, 0, stream>>>(a, num_chunks);
+  }
   return gpuGetLastError();
 }
 

@@ -8,14 +8,23 @@
 // 2^j tiles each (the smallest power of two that fits; attention_chunk_tiles). One block per
 // (chunk, KV head, row) loads each of its tiles' K and V rows once for the whole query-head
 // group, keeps an online softmax over its tiles and leaves (max, sum, unnormalised output) in
-// the workspace; a second kernel combines the chunks of each (row, head) in chunk order. The
-// split depends only on the row's own position, never on the batch: batch-invariant.
+// the workspace; the chunks of each (row, head) are then combined in chunk order. The split
+// depends only on the row's own position, never on the batch: batch-invariant.
+//
+// Combine, two forms with the same f32 operations in the same order (bit-identical outputs):
+//   sync_counters set (ONE launch): the last chunk block of a (row, KV head) to finish (a
+//     per-(row, KV head) arrival counter) combines the group's heads and resets the counter to
+//     0, so the next launch and graph replays find zeros. sync_counters[r * num_kv_heads + kvh]
+//     for the call's rows: zero before the call (e.g. zero-filled once), left zero after it.
+//     Concurrent calls must not share counters (same stream: fine).
+//   sync_counters null (two launches): a separate combine kernel, one block per (head, row).
 //
 // Shapes: head_dim a multiple of 4 and at most 256 (64/128/256 in practice); num_heads /
 // num_kv_heads at most 16; q, gate, caches 16-byte aligned, strides multiples of 4.
 // max_keys: a host-side bound >= positions[r] + 1 for every row (sizes the grid and the
-// workspace; chunks past a row's split exit at once). Otherwise gpuErrorInvalidValue,
-// nothing launched.
+// workspace; chunks past a row's split exit at once and are not counted: every block derives
+// the row's chunk count from positions[r] alone). sync_counters 4-byte aligned. Otherwise
+// gpuErrorInvalidValue, nothing launched.
 //
 // Calling thread: any; enqueues on `stream`; no allocation (the caller owns the workspace).
 #pragma once
@@ -61,7 +70,12 @@ struct PagedAttentionGpuArgs {
   int64_t max_keys;
   float scale;               // 1 / sqrt(head_dim)
   float* workspace;          // paged_attention_workspace_floats(args) floats
+  uint32_t* sync_counters = nullptr;  // [num_rows][num_kv_heads], zero between calls; null: 2 launches
 };
+
+// Kernel launches paged_attention_gpu makes for these args (a non-empty call): 1 with
+// sync_counters, else 2.
+inline int paged_attention_launches(const PagedAttentionGpuArgs& args) { return args.sync_counters != nullptr ? 1 : 2; }
 
 int64_t paged_attention_workspace_floats(const PagedAttentionGpuArgs& args);
 gpuError_t paged_attention_gpu(const PagedAttentionGpuArgs& args, gpuStream_t stream);

@@ -73,6 +73,7 @@ void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w,
   att.max_keys = rows.max_keys;
   att.scale = 1.0f / std::sqrt(static_cast<float>(hd));
   att.workspace = ws.att_scratch;
+  att.sync_counters = ws.att_sync;  // one launch: the combine runs in each (row, KV head)'s last chunk block
   // Rows go in groups that fit the fixed workspace (a long prefill chunk may not fit at once);
   // a row's chunking depends only on its own position, so the grouping changes no result.
   att.num_rows = 1;
@@ -87,7 +88,7 @@ void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w,
     att.out = ws.att_o + r0 * nh * hd;
     att.row_seq = rows.row_seq + r0;
     att.positions = rows.positions + r0;
-    DS_GPU_LAUNCH(ctx, 2, kernels::paged_attention_gpu(att, ctx.stream),
+    DS_GPU_LAUNCH(ctx, kernels::paged_attention_launches(att), kernels::paged_attention_gpu(att, ctx.stream),
                  "paged_attention rows [%lld, %lld) of %lld, max_keys %lld, heads %lld/%lld, hd %lld, ws %lld floats",
                  static_cast<long long>(r0), static_cast<long long>(r0 + att.num_rows), ln,
                  static_cast<long long>(rows.max_keys), static_cast<long long>(nh), static_cast<long long>(nkv),

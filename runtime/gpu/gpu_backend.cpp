@@ -164,6 +164,7 @@ void GpuBackend::size_buffers() {
     const int64_t rows_fit = std::max<int64_t>(1, (kLogitBudgetBytes / 4) / per_row);
     ws_.att_scratch_floats = std::min(R, rows_fit) * per_row;
     w.add(ws_.att_scratch, ws_.att_scratch_floats);
+    w.add(ws_.att_sync, R * c.num_kv_heads);  // zero-filled by allocate(); every launch leaves it zero
   }
   if (c.num_gdn_layers() > 0) {
     w.add(ws_.qkv, R * c.conv_channels());

@@ -58,6 +58,7 @@ struct GpuWorkspace {
   float *qg = nullptr, *k = nullptr, *v = nullptr, *att_o = nullptr;  // attention
   float* att_scratch = nullptr;  // paged_attention_gpu workspace
   int64_t att_scratch_floats = 0;
+  uint32_t* att_sync = nullptr;  // [R][num_kv_heads] paged_attention_gpu counters, zero between launches
   float* gdn_prefill_ws = nullptr;  // gdn_prefill_gpu workspace for max_rows rows (null: no chunked GDN)
   unsigned char* expert_prefill_ws = nullptr;  // matmul_experts_prefill_gpu workspace (max_rows * k pairs)
   float *qkv = nullptr, *z = nullptr, *beta = nullptr, *alpha = nullptr, *gdn_o = nullptr;  // GDN

@@ -1,8 +1,12 @@
 // paged_attention_gpu against paged_attention_ref per sequence (decode and verify rows,
-// GQA ratios 1-8, head_dim 64/128/256, contexts across tile and split boundaries), kv_append_gpu, and
-// batch invariance (a row alone == the row in the batch, bitwise).
+// GQA ratios 1-16, head_dim 64/128/256, contexts across tile and split boundaries), kv_append_gpu, and
+// batch invariance (a row alone == the row in the batch, bitwise). The one-launch form (sync
+// counters, the combine fused into the chunk kernel's last block) == the two-launch form,
+// bitwise, run twice on the same counters (left zero), poisoned outputs and workspace; bad
+// arguments refused with nothing written.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -17,6 +21,65 @@ namespace {
 struct AttnShape {
   int64_t nh, nkv, hd;
 };
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+// "" when one == two bitwise, else the first differing element as row / head / element with both
+// values (and how many elements differ). Outputs are [rows][nh * hd].
+std::string first_out_difference(const std::vector<float>& one, const std::vector<float>& two, int64_t nh, int64_t hd) {
+  for (size_t i = 0; i < one.size(); ++i) {
+    if (bits_of(one[i]) == bits_of(two[i])) continue;
+    size_t num_diff = 0;
+    for (size_t j = i; j < one.size(); ++j) num_diff += bits_of(one[j]) != bits_of(two[j]);
+    const int64_t e = static_cast<int64_t>(i);
+    char text[240];
+    std::snprintf(text, sizeof text,
+                  "row %lld head %lld element %lld: one launch %.9g (0x%08x) vs two launches %.9g (0x%08x); %zu of %zu differ",
+                  static_cast<long long>(e / (nh * hd)), static_cast<long long>(e / hd % nh), static_cast<long long>(e % hd),
+                  one[i], bits_of(one[i]), two[i], bits_of(two[i]), num_diff, one.size());
+    return text;
+  }
+  return "";
+}
+
+// Counters left non-zero, as "counter[row r, kv head h] = v" for the first one, or "".
+std::string nonzero_counter(const std::vector<uint32_t>& counters, int64_t nkv) {
+  for (size_t i = 0; i < counters.size(); ++i) {
+    if (counters[i] == 0) continue;
+    return "sync counter [row " + std::to_string(static_cast<int64_t>(i) / nkv) + ", kv head " +
+           std::to_string(static_cast<int64_t>(i) % nkv) + "] left at " + std::to_string(counters[i]) +
+           " (graph replays would skip or repeat the combine)";
+  }
+  return "";
+}
+
+// The one-launch form of g (fresh poisoned output and workspace, so neither the two-launch
+// run's outputs nor its partials can stand in for a missed write), twice on the same counters:
+// each run == want bitwise, counters zero after each. "" or what went wrong.
+std::string check_one_launch(const PagedAttentionGpuArgs& g, DeviceBuffer<float>& out, DeviceBuffer<uint32_t>& counters,
+                             const std::vector<float>& want) {
+  DeviceBuffer<float> ws(static_cast<size_t>(paged_attention_workspace_floats(g)));
+  PagedAttentionGpuArgs g1 = g;
+  g1.out = out.get();
+  g1.workspace = ws.get();
+  g1.sync_counters = counters.get();
+  if (paged_attention_launches(g1) != 1) return "paged_attention_launches != 1 with sync counters";
+  for (int run = 1; run <= 2; ++run) {
+    out.poison();
+    ws.poison();
+    CHECK_GPU(paged_attention_gpu(g1, nullptr));
+    CHECK_GPU(gpuDeviceSynchronize());
+    const std::string diff = first_out_difference(out.download(), want, g.num_heads, g.head_dim);
+    if (!diff.empty()) return "run " + std::to_string(run) + ": " + diff;
+    const std::string counter = nonzero_counter(counters.download(), g.num_kv_heads);
+    if (!counter.empty()) return "run " + std::to_string(run) + ": " + counter;
+  }
+  return "";
+}
 
 // seqs[s] = {context length after this step, rows this step}: rows sit at the last positions.
 void check_attention(Context& ctx, const AttnShape& sh, const std::vector<std::pair<int64_t, int64_t>>& seqs) {
@@ -64,10 +127,29 @@ void check_attention(Context& ctx, const AttnShape& sh, const std::vector<std::p
                           max_len, scale, nullptr};
   DeviceBuffer<float> ws(static_cast<size_t>(paged_attention_workspace_floats(g)));
   g.workspace = ws.get();
-  CHECK_GPU(paged_attention_gpu(g, nullptr));
+  CHECK_GPU(paged_attention_gpu(g, nullptr));  // two launches: chunks, then the combine kernel
   const std::vector<float> got = dout.download();
+  std::string shape = "nh=" + std::to_string(sh.nh) + " nkv=" + std::to_string(sh.nkv) + " hd=" + std::to_string(sh.hd) + " ctx/T=";
+  for (const auto& [len, n] : seqs) shape += std::to_string(len) + "/" + std::to_string(n) + ",";
 
+  // One launch == two launches over the whole batch. Counters start zero (as the backend's
+  // zero-filled workspace) and sit in a larger buffer poisoned past the call's rows: those
+  // entries must stay untouched.
+  const size_t num_counters = static_cast<size_t>(rows * sh.nkv);
+  std::vector<uint32_t> counters_init(num_counters + 8, 0xFFFFFFFFu);
+  std::fill(counters_init.begin(), counters_init.begin() + static_cast<int64_t>(num_counters), 0u);
+  DeviceBuffer<uint32_t> counters(counters_init);
+  DeviceBuffer<float> fused_out(ref.size());
+  std::string fused_diff = check_one_launch(g, fused_out, counters, got);
+  const std::vector<uint32_t> counters_after = counters.download();
+  if (fused_diff.empty() && !std::equal(counters_after.begin() + static_cast<int64_t>(num_counters), counters_after.end(),
+                                        counters_init.begin() + static_cast<int64_t>(num_counters))) {
+    fused_diff = "wrote sync counters past [num_rows][num_kv_heads]";
+  }
+
+  // Each row alone (its own max_keys: a smaller grid), both forms == the row in the batch.
   bool invariant = true;
+  std::string alone_diff;
   DeviceBuffer<float> one(static_cast<size_t>(out_stride));
   for (int64_t r = 0; r < rows; ++r) {
     one.poison();
@@ -82,11 +164,18 @@ void check_attention(Context& ctx, const AttnShape& sh, const std::vector<std::p
     CHECK_GPU(paged_attention_gpu(g1, nullptr));
     const std::vector<float> alone = one.download();
     invariant = invariant && bitwise_equal(alone.data(), got.data() + r * out_stride, alone.size());
+    if (alone_diff.empty()) {
+      const std::vector<float> want(got.begin() + r * out_stride, got.begin() + (r + 1) * out_stride);
+      const std::string diff = check_one_launch(g1, one, counters, want);
+      if (!diff.empty()) alone_diff = "row " + std::to_string(r) + " alone (reported as row 0): " + diff;
+    }
   }
-  std::string shape = "nh=" + std::to_string(sh.nh) + " nkv=" + std::to_string(sh.nkv) + " hd=" + std::to_string(sh.hd) + " ctx/T=";
-  for (const auto& [len, n] : seqs) shape += std::to_string(len) + "/" + std::to_string(n) + ",";
   ctx.results.record("paged_attention_gpu", shape, compare(got.data(), ref.data(), got.size()), 1e-9, invariant,
                      invariant ? "batch-invariant" : "NOT batch-invariant");
+  if (fused_diff.empty()) fused_diff = alone_diff;
+  const std::string fused_what = fused_diff.empty() ? "== two launches (bitwise, twice, counters left zero, rows alone)"
+                                                    : "one launch != two launches: " + fused_diff;
+  ctx.results.record_exact("paged_attention_gpu 1-launch", shape, fused_diff.empty(), fused_what.c_str());
 
   // kv_append_gpu: write fresh K/V rows at the step's positions; compare the whole cache.
   const std::vector<float> knew = random_floats(ctx.rng, static_cast<size_t>(rows * kv_row));
@@ -176,6 +265,78 @@ void check_prefill_attention(Context& ctx, const AttnShape& sh, const std::vecto
                      invariant ? "batch-invariant" : "NOT batch-invariant");
 }
 
+// Every precondition refused with gpuErrorInvalidValue and nothing launched (output and counters
+// untouched), in both forms; 0 rows: success.
+void check_paged_bad_args(Context& ctx) {
+  const int64_t nh = 4, nkv = 2, hd = 64, bt = 16, rows = 3, keys = 40;
+  const int64_t q_stride = 2 * nh * hd, blocks = (keys + bt - 1) / bt;
+  DeviceBuffer<float> q(random_floats(ctx.rng, static_cast<size_t>(rows * q_stride)));
+  DeviceBuffer<float> kc(random_floats(ctx.rng, static_cast<size_t>(blocks * bt * nkv * hd)));
+  DeviceBuffer<float> vc(random_floats(ctx.rng, kc.size())), out(static_cast<size_t>(rows * nh * hd));
+  std::vector<int32_t> table(static_cast<size_t>(blocks));
+  std::iota(table.begin(), table.end(), 0);
+  DeviceBuffer<int32_t> dt(table), dseq(std::vector<int32_t>(static_cast<size_t>(rows), 0)),
+      dpos(std::vector<int32_t>{static_cast<int32_t>(keys - 3), static_cast<int32_t>(keys - 2), static_cast<int32_t>(keys - 1)});
+  const std::vector<uint32_t> sentinel(static_cast<size_t>(rows * nkv + 1), 7u);
+  DeviceBuffer<uint32_t> counters(sentinel);
+  PagedAttentionGpuArgs base{q.get(), q.get() + hd, q_stride, 2 * hd, out.get(), nh * hd, kc.get(), vc.get(), dt.get(), blocks,
+                             dseq.get(), dpos.get(), bt, rows, nh, nkv, hd, keys, 0.125f, nullptr};
+  DeviceBuffer<float> ws(static_cast<size_t>(paged_attention_workspace_floats(base)));
+  base.workspace = ws.get();
+  out.poison();
+  using Edit = void (*)(PagedAttentionGpuArgs&);
+  const std::pair<const char*, Edit> bad[] = {
+      {"num_kv_heads 0", [](PagedAttentionGpuArgs& a) { a.num_kv_heads = 0; }},
+      {"num_heads % num_kv_heads != 0", [](PagedAttentionGpuArgs& a) { a.num_heads = 5; }},
+      {"group > 16", [](PagedAttentionGpuArgs& a) { a.num_heads = 34; }},
+      {"head_dim 0", [](PagedAttentionGpuArgs& a) { a.head_dim = 0; }},
+      {"head_dim 66", [](PagedAttentionGpuArgs& a) { a.head_dim = 66; }},
+      {"head_dim 260", [](PagedAttentionGpuArgs& a) { a.head_dim = 260; }},
+      {"block_tokens 0", [](PagedAttentionGpuArgs& a) { a.block_tokens = 0; }},
+      {"max_keys 0", [](PagedAttentionGpuArgs& a) { a.max_keys = 0; }},
+      {"num_rows < 0", [](PagedAttentionGpuArgs& a) { a.num_rows = -1; }},
+      {"q misaligned", [](PagedAttentionGpuArgs& a) { a.q += 1; }},
+      {"k_cache misaligned", [](PagedAttentionGpuArgs& a) { a.k_cache += 2; }},
+      {"v_cache misaligned", [](PagedAttentionGpuArgs& a) { a.v_cache += 3; }},
+      {"q_stride % 4", [](PagedAttentionGpuArgs& a) { a.q_stride += 2; }},
+      {"q_head_stride % 4", [](PagedAttentionGpuArgs& a) { a.q_head_stride += 1; }},
+      {"workspace null", [](PagedAttentionGpuArgs& a) { a.workspace = nullptr; }},
+  };
+  bool ok = true;
+  for (const bool fused : {false, true}) {
+    for (const auto& [what, edit] : bad) {
+      PagedAttentionGpuArgs a = base;
+      if (fused) a.sync_counters = counters.get();
+      edit(a);
+      const gpuError_t err = paged_attention_gpu(a, nullptr);
+      if (err != gpuErrorInvalidValue) {
+        std::printf("     paged_attention bad args (%s): %s returned %d, want gpuErrorInvalidValue\n",
+                    fused ? "one launch" : "two launches", what, static_cast<int>(err));
+        std::fflush(stdout);
+        ok = false;
+      }
+    }
+  }
+  PagedAttentionGpuArgs misaligned = base;
+  misaligned.sync_counters = reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(counters.get()) + 2);
+  if (paged_attention_gpu(misaligned, nullptr) != gpuErrorInvalidValue) {
+    std::printf("     paged_attention bad args: sync_counters misaligned not refused\n");
+    ok = false;
+  }
+  PagedAttentionGpuArgs none = base;
+  none.num_rows = 0;
+  none.sync_counters = counters.get();
+  if (paged_attention_gpu(none, nullptr) != gpuSuccess) {
+    std::printf("     paged_attention bad args: 0 rows not gpuSuccess\n");
+    ok = false;
+  }
+  CHECK_GPU(gpuDeviceSynchronize());
+  const std::vector<float> o = out.download();
+  const bool untouched = counters.download() == sentinel && std::all_of(o.begin(), o.end(), [](float x) { return std::isnan(x); });
+  if (!untouched) std::printf("     paged_attention bad args: a refused call wrote the output or the counters\n");
+  ctx.results.record_exact("paged_attention_gpu 1-launch", "bad args", ok && untouched, "refused, nothing launched");
+}
+
 }  // namespace
 
 void run_attention_tests(Context& ctx) {
@@ -192,6 +353,12 @@ void run_attention_tests(Context& ctx) {
   // and a four-tile split (9000 keys), so chunks hold several tiles (online softmax).
   if (!ctx.quick) check_attention(ctx, {16, 2, 256}, {{4097, 3}, {9000, 2}, {65, 1}});
   check_attention(ctx, {8, 1, 128}, {{4160, 2}, {3, 1}});
+  // Groups past 8 (the 16-head variant; the fused combine's heads x chunks exceed the threads),
+  // full 64-chunk splits, odd row counts.
+  check_attention(ctx, {16, 1, 128}, {{700, 3}, {64, 1}, {65, 1}});
+  check_attention(ctx, {12, 1, 64}, {{4096, 2}, {129, 1}});
+  if (!ctx.quick) check_attention(ctx, {32, 2, 256}, {{300, 3}, {1, 1}, {2049, 1}});
+  check_paged_bad_args(ctx);
 }
 
 }  // namespace deltaserve::kernels::gputest

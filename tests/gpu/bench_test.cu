@@ -283,9 +283,20 @@ void bench_attention(int64_t context, int64_t rows) {
                           ds.get(), dp.get(), bt, rows, nh, nkv, hd, context, 0.0625f, nullptr};
   DeviceBuffer<float> ws(static_cast<size_t>(paged_attention_workspace_floats(a)));
   a.workspace = ws.get();
+  // The backend's form: one launch, the combine in each (row, KV head)'s last chunk block.
+  DeviceBuffer<uint32_t> counters(std::vector<uint32_t>(static_cast<size_t>(rows * nkv), 0u));
+  a.sync_counters = counters.get();
+  const std::string shape = "nh=16 nkv=2 hd=256 ctx=" + std::to_string(context) + " rows=" + std::to_string(rows);
+  const double bytes = 2.0 * 4.0 * static_cast<double>(context * nkv * hd) * rows;
   const double us = time_us([&](int) { CHECK_GPU(paged_attention_gpu(a, nullptr)); });
-  report("paged_attention_gpu", "nh=16 nkv=2 hd=256 ctx=" + std::to_string(context) + " rows=" + std::to_string(rows), us,
-         2.0 * 4.0 * static_cast<double>(context * nkv * hd) * rows);
+  report("paged_attention_gpu", shape, us, bytes);
+  const std::vector<uint32_t> left = counters.download();
+  if (std::any_of(left.begin(), left.end(), [](uint32_t c) { return c != 0; })) {
+    std::printf("paged_attention_gpu bench: sync counters left non-zero after the timed launches (BUG)\n");
+  }
+  a.sync_counters = nullptr;  // chunk kernel + combine kernel
+  const double us_two = time_us([&](int) { CHECK_GPU(paged_attention_gpu(a, nullptr)); });
+  report("paged_attention_gpu 2-launch", shape, us_two, bytes);
 }
 
 // One sequence's prefill chunk of `rows` rows after `before` cached positions.

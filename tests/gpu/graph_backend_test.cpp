@@ -26,7 +26,7 @@ std::vector<int32_t> blocks(int32_t slot) { return block_range(slot * kBlocksPer
 
 // Launches of one forward by the code path (runtime/gpu): per block 2 norms, the mixer's
 // (GDN: projections, step with the gated norm fused, output = 3; attention: projections, one fused q/k
-// norm + RoPE + KV append, attention + combine, output = 5) and the FFN's (MoE 4: router with
+// norm + RoPE + KV append, attention with the combine fused, output = 4) and the FFN's (MoE 4: router with
 // top-k, gate*up, down, combine; dense 2), plus
 // embedding and the head (gather, norm, gather, LM head, argmax). MoE: every block after the
 // first takes its attn_norm from the previous block's combine launch (one norm fewer each).
@@ -34,7 +34,7 @@ std::vector<int32_t> blocks(int32_t slot) { return block_range(slot * kBlocksPer
 int64_t expected_launches(const ModelConfig& c) {
   const int64_t ffn = c.is_moe() ? 4 : 2;
   const int64_t fused_norms = c.is_moe() ? c.num_layers - 1 : 0;
-  return 1 + c.num_gdn_layers() * (2 + 3 + ffn) + c.num_attention_layers() * (2 + 5 + ffn) - fused_norms + 5;
+  return 1 + c.num_gdn_layers() * (2 + 3 + ffn) + c.num_attention_layers() * (2 + 4 + ffn) - fused_norms + 5;
 }
 
 class GpuGraphTest : public ::testing::TestWithParam<bool> {
