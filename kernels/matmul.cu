@@ -12,6 +12,7 @@
 #include "kernels/gpu_compat.h"
 #include "kernels/gpu_decode.h"
 #include "kernels/matmul_gpu.h"
+#include "kernels/norm_block.h"
 
 namespace deltaserve::kernels {
 namespace {
@@ -48,6 +49,12 @@ struct MatvecSeg {
   size_t expert_bytes;
   int64_t pairs_per_x_row;
   bool accumulate;
+  // Norm epilogue (matmul_norm_gpu; single plain segment): norm_counters non-null.
+  const float* norm_w;
+  float norm_eps;
+  float* norm_out;
+  int64_t norm_out_stride;
+  unsigned* norm_counters;    // [num_groups], zero between launches
 };
 
 constexpr int kMaxSegs = kMaxMatmulSegments;
@@ -85,12 +92,62 @@ __device__ __forceinline__ void multiply_chunk(const float (&wv)[O][8], const fl
   }
 }
 
+// The norm epilogue: every block of row group `group` counts itself done after its y writes;
+// the last one (all of the group's outputs written) normalises the group's rows into
+// norm_out and resets the group's counter for the next launch (graph replays included).
+__device__ void norm_epilogue(const MatvecSeg& g, int64_t group, int64_t row0, int num_valid, int64_t blocks_per_group) {
+  __shared__ unsigned last;
+  __shared__ float scratch[detail::kNormMaxThreads / kWarpSize];
+  if (gpu::lane_id() == 0) __threadfence();  // the lanes that wrote y: visible device-wide before the count
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(g.norm_counters + group, 1u) == static_cast<unsigned>(blocks_per_group - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int r = 0; r < num_valid; ++r) {
+    detail::block_rms_norm_as_norm_gpu(g.y + (row0 + r) * g.y_stride, g.norm_w, g.norm_out + (row0 + r) * g.norm_out_stride,
+                                       g.num_out, g.norm_eps, scratch);
+  }
+  if (threadIdx.x == 0) g.norm_counters[group] = 0;
+}
+
+// Lane 0 of each warp: the warp's outputs for the group's valid rows.
+template <int kOutputsPerWarp, int R>
+__device__ __forceinline__ void write_outputs(const MatvecSeg& g, const float (&acc)[kOutputsPerWarp][R], int64_t group,
+                                              int64_t row0, int num_valid, int64_t out0) {
+  const bool gated = g.w_up != nullptr;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (r >= num_valid) continue;
+    const int64_t y_row = g.expert_ids != nullptr ? group : row0 + r;
+    float* y_row_ptr = g.y + y_row * g.y_stride;
+    if (gated) {
+      // swiglu_gpu's expression on the two dots: bit-identical to the unfused pair.
+#pragma unroll
+      for (int j = 0; j < kOutputsPerWarp / 2; ++j) {
+        const float gate = acc[2 * j][r];
+        if (out0 + j < g.num_out) y_row_ptr[out0 + j] = gate / (1.0f + expf(-gate)) * acc[2 * j + 1][r];
+      }
+      continue;
+    }
+#pragma unroll
+    for (int i = 0; i < kOutputsPerWarp; ++i) {
+      if (out0 + i >= g.num_out) continue;
+      float* y = y_row_ptr + out0 + i;
+      *y = g.accumulate ? *y + acc[i][r] : acc[i][r];
+    }
+  }
+}
+
 // Block: kThreads threads x one group of up to R activation rows (grid.y). Plain segments:
 // kOutputsPerBlock outputs (kOutputsPerWarp slots per warp, one output each). Gated segments:
 // kOutputsPerBlock / 2 outputs; output j of a warp takes slots 2j (W row) and 2j + 1 (W_up row). Rows past num_rows read
 // row 0 of the group (valid memory) and are not written; outputs past num_out likewise. An
 // output's dot product is the same instruction sequence whatever its neighbours, segment or R.
-template <class D, int R>
+// kNorm: the launch is matmul_norm_gpu's (its own instantiation, so the epilogue's code and
+// registers stay out of every other matvec: inlined into all of them it made the expert
+// matvec 2x slower at 64 streams on the H200).
+template <class D, int R, bool kNorm>
 __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) {
   constexpr int kWarps = kThreads / kWarpSize;
   constexpr int kOutputsPerWarp = kOutputsPerBlock / kWarps;
@@ -163,31 +220,11 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) 
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[i][r] = gpu::warp_sum(acc[i][r]);
   }
-  if (lane != 0) return;
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    if (r >= num_valid) continue;
-    const int64_t y_row = g.expert_ids != nullptr ? group : row0 + r;
-    float* y_row_ptr = g.y + y_row * g.y_stride;
-    if (gated) {
-      // swiglu_gpu's expression on the two dots: bit-identical to the unfused pair.
-#pragma unroll
-      for (int j = 0; j < kOutputsPerWarp / 2; ++j) {
-        const float gate = acc[2 * j][r];
-        if (out0 + j < g.num_out) y_row_ptr[out0 + j] = gate / (1.0f + expf(-gate)) * acc[2 * j + 1][r];
-      }
-      continue;
-    }
-#pragma unroll
-    for (int i = 0; i < kOutputsPerWarp; ++i) {
-      if (out0 + i >= g.num_out) continue;
-      float* y = y_row_ptr + out0 + i;
-      *y = g.accumulate ? *y + acc[i][r] : acc[i][r];
-    }
-  }
+  if (lane == 0) write_outputs<kOutputsPerWarp, R>(g, acc, group, row0, num_valid, out0);
+  if constexpr (kNorm) norm_epilogue(g, group, row0, num_valid, gridDim.x);
 }
 
-template <class D, int R>
+template <class D, int R, bool kNorm>
 gpuError_t launch_groups(MatvecParams p, gpuStream_t stream) {
   int64_t grid_x = 0, num_groups = 0;
   for (int s = 0; s < p.num_segs; ++s) {
@@ -202,12 +239,12 @@ gpuError_t launch_groups(MatvecParams p, gpuStream_t stream) {
     p.group_offset = first;
     const dim3 grid(static_cast<unsigned>(grid_x),
                     static_cast<unsigned>(num_groups - first < kMaxGridY ? num_groups - first : kMaxGridY));
-    matvec_kernel<D, R><<<grid, kThreads, 0, stream>>>(p);
+    matvec_kernel<D, R, kNorm><<<grid, kThreads, 0, stream>>>(p);
   }
   return gpuGetLastError();
 }
 
-template <class D>
+template <class D, bool kNorm>
 gpuError_t launch_matvec(const MatvecParams& p, gpuStream_t stream) {
   // Rows go in groups of R (a power of two); a row's arithmetic is the same for every R.
   // Expert segments take R = 1 (each pair has its own weights); so does the whole launch.
@@ -217,10 +254,10 @@ gpuError_t launch_matvec(const MatvecParams& p, gpuStream_t stream) {
     n = p.seg[s].num_rows > n ? p.seg[s].num_rows : n;
     expert_mode = expert_mode || p.seg[s].expert_ids != nullptr;
   }
-  if (expert_mode || n == 1) return launch_groups<D, 1>(p, stream);
-  if (n == 2) return launch_groups<D, 2>(p, stream);
-  if (n <= 4) return launch_groups<D, 4>(p, stream);
-  return launch_groups<D, kMaxRowsPerGroup>(p, stream);
+  if (expert_mode || n == 1) return launch_groups<D, 1, kNorm>(p, stream);
+  if (n == 2) return launch_groups<D, 2, kNorm>(p, stream);
+  if (n <= 4) return launch_groups<D, 4, kNorm>(p, stream);
+  return launch_groups<D, kMaxRowsPerGroup, kNorm>(p, stream);
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
@@ -247,17 +284,22 @@ bool valid(const MatmulArgs& a) {
   return true;
 }
 
-gpuError_t dispatch(const MatvecParams& p, DType type, gpuStream_t stream) {
+template <bool kNorm>
+gpuError_t dispatch_as(const MatvecParams& p, DType type, gpuStream_t stream) {
   switch (type) {
-    case DType::F32: return launch_matvec<DecodeF32>(p, stream);
-    case DType::F16: return launch_matvec<DecodeHalf<false>>(p, stream);
-    case DType::BF16: return launch_matvec<DecodeHalf<true>>(p, stream);
-    case DType::Q8_0: return launch_matvec<DecodeQ8_0>(p, stream);
-    case DType::Q4_0: return launch_matvec<DecodeQ4_0>(p, stream);
-    case DType::Q4_K: return launch_matvec<DecodeQ4_K>(p, stream);
-    case DType::Q6_K: return launch_matvec<DecodeQ6_K>(p, stream);
+    case DType::F32: return launch_matvec<DecodeF32, kNorm>(p, stream);
+    case DType::F16: return launch_matvec<DecodeHalf<false>, kNorm>(p, stream);
+    case DType::BF16: return launch_matvec<DecodeHalf<true>, kNorm>(p, stream);
+    case DType::Q8_0: return launch_matvec<DecodeQ8_0, kNorm>(p, stream);
+    case DType::Q4_0: return launch_matvec<DecodeQ4_0, kNorm>(p, stream);
+    case DType::Q4_K: return launch_matvec<DecodeQ4_K, kNorm>(p, stream);
+    case DType::Q6_K: return launch_matvec<DecodeQ6_K, kNorm>(p, stream);
     default: return gpuErrorInvalidValue;
   }
+}
+
+gpuError_t dispatch(const MatvecParams& p, DType type, gpuStream_t stream) {
+  return p.seg[0].norm_counters != nullptr ? dispatch_as<true>(p, type, stream) : dispatch_as<false>(p, type, stream);
 }
 
 MatvecSeg seg_of(const MatmulArgs& a) {
@@ -283,6 +325,22 @@ gpuError_t matmul_gpu(const MatmulArgs& args, gpuStream_t stream) {
   if (args.num_rows <= 0 || args.num_out <= 0) return gpuSuccess;
   MatvecParams p{};
   p.seg[0] = seg_of(args);
+  p.num_segs = 1;
+  return dispatch(p, args.w_type, stream);
+}
+
+gpuError_t matmul_norm_gpu(const MatmulArgs& args, const MatmulNormEpilogue& norm, gpuStream_t stream) {
+  if (!valid(args) || norm.weight == nullptr || norm.out == nullptr || norm.counters == nullptr ||
+      norm.out_stride < args.num_out)
+    return gpuErrorInvalidValue;
+  if (args.num_rows <= 0 || args.num_out <= 0) return gpuSuccess;
+  MatvecParams p{};
+  p.seg[0] = seg_of(args);
+  p.seg[0].norm_w = norm.weight;
+  p.seg[0].norm_eps = norm.eps;
+  p.seg[0].norm_out = norm.out;
+  p.seg[0].norm_out_stride = norm.out_stride;
+  p.seg[0].norm_counters = norm.counters;
   p.num_segs = 1;
   return dispatch(p, args.w_type, stream);
 }

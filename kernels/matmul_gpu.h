@@ -44,6 +44,23 @@ gpuError_t matmul_gpu(const MatmulArgs& args, gpuStream_t stream);
 enum class MatmulMath { kF32, kTf32 };
 gpuError_t matmul_prefill_gpu(const MatmulArgs& args, gpuStream_t stream, MatmulMath math = MatmulMath::kF32);
 
+// matmul_gpu followed by an RMS norm of the finished rows, in one launch (the decode step's
+// attention/GDN out-projection, which accumulates into the residual, and the FFN norm after
+// it): y as matmul_gpu, then out[r][i] = y[r][i] / rms(y[r]) * weight[i] over the num_out
+// elements of each row, bit-identical to rms_norm_gpu on the finished y. The last block to
+// finish a row group does the group's norm (counted in counters[group], which it resets to
+// zero, so CUDA-graph replays find zeros). counters: num_rows entries, zero on entry, zero
+// on return; out may not alias y or x. Preconditions as matmul_gpu, plus non-null weight,
+// out, counters and out_stride >= num_out; else gpuErrorInvalidValue, nothing launched.
+struct MatmulNormEpilogue {
+  const float* weight;   // [num_out]
+  float eps;
+  float* out;            // [num_rows][out_stride]
+  int64_t out_stride;
+  unsigned* counters;    // [num_rows], device, zero-filled
+};
+gpuError_t matmul_norm_gpu(const MatmulArgs& args, const MatmulNormEpilogue& norm, gpuStream_t stream);
+
 // Expert-indexed matvec for MoE: for each pair p < num_pairs (a routed (row, rank), pairs in
 // row-major [row][rank] order), y row p = W_{expert_ids[p]} x row (p / x_rows_per_pair)...
 // i.e. x row p / pairs_per_x_row: gate/up projections pass pairs_per_x_row = k (each token

@@ -20,7 +20,7 @@ inline constexpr int kNormMaxThreads = 256;
 
 // Threads per norm block: the row width rounded up to 64, at most kNormMaxThreads. A fixed
 // function of n, so the reduction order never depends on the batch.
-constexpr unsigned norm_threads_for(int64_t n) {
+__host__ __device__ constexpr unsigned norm_threads_for(int64_t n) {
   const int64_t t = ((n + 63) / 64) * 64;
   return static_cast<unsigned>(t < kNormMaxThreads ? t : kNormMaxThreads);
 }
@@ -42,6 +42,51 @@ __device__ __forceinline__ void block_gated_rms_norm(const float* x, const float
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     y[i] = __fmul_rn(__fmul_rn(x[i], scale), w[i]) * gpu::siluf_(z[i]);
   }
+}
+
+// A float another block of this launch wrote (after its __threadfence and our counter
+// handshake): read from L2, not from this multiprocessor's L1, which may hold a stale line.
+__device__ __forceinline__ float load_from_other_block(const float* p) {
+#if defined(DS_GPU_HIP)
+  return *static_cast<const volatile float*>(p);
+#else
+  return __ldcg(p);
+#endif
+}
+
+// rms_norm_gpu's bits for one row of n floats (y = x / rms(x) * w), computed by a block of
+// any multiple of the warp width: rms_norm_gpu runs T = norm_threads_for(n) threads, thread t
+// summing x[t], x[t + T], ... (fmaf from 0), then warp butterflies and the warp totals added
+// in warp order from 0 (gpu::block_sum). Here warp w plays T's virtual warps w, w + W', ...
+// (W' = this block's warps) and the totals are added in the same order. x may have been
+// written by other blocks of this launch (read through load_from_other_block); y must not
+// alias x. scratch: kNormMaxThreads / warp width floats of shared memory. Every thread of the
+// block must call it.
+// The loops are unrolled and the pointers restrict-qualified so a thread's loads go out
+// together (one round trip to L2 per pass, not one per element: the rolled form cost ~12 us
+// per row on the H200).
+__device__ __forceinline__ void block_rms_norm_as_norm_gpu(const float* __restrict__ x, const float* __restrict__ w,
+                                                          float* __restrict__ y, int64_t n, float eps, float* scratch) {
+  const int virtual_threads = static_cast<int>(norm_threads_for(n));
+  const int virtual_warps = virtual_threads / gpu::kWarpSize;
+  const int block_warps = static_cast<int>(blockDim.x) / gpu::kWarpSize;
+  for (int vw = gpu::warp_id(); vw < virtual_warps; vw += block_warps) {
+    float sum = 0.0f;
+#pragma unroll 8
+    for (int64_t i = vw * gpu::kWarpSize + gpu::lane_id(); i < n; i += virtual_threads) {
+      const float v = load_from_other_block(x + i);
+      sum = fmaf(v, v, sum);
+    }
+    sum = gpu::warp_sum(sum);
+    if (gpu::lane_id() == 0) scratch[vw] = sum;
+  }
+  __syncthreads();
+  float total = 0.0f;
+  for (int vw = 0; vw < virtual_warps; ++vw) total += scratch[vw];
+  __syncthreads();
+  const float scale = 1.0f / sqrtf(total / static_cast<float>(n) + eps);
+#pragma unroll 8
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) y[i] = __fmul_rn(load_from_other_block(x + i), scale) * w[i];
 }
 
 }  // namespace deltaserve::kernels::detail

@@ -16,7 +16,7 @@
 namespace deltaserve::runtime::gpu {
 
 void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w, const KvPool& cache,
-                       const StepRowsView& rows, const float* a, float* y) {
+                       const StepRowsView& rows, const float* a, float* y, const NextNorm& post) {
   const ModelConfig& c = ctx.config;
   const GpuWorkspace& ws = ctx.ws;
   const int64_t n = rows.num_rows;
@@ -121,7 +121,7 @@ void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w,
                   static_cast<long long>(pre.max_rows_per_seq), static_cast<long long>(nh), static_cast<long long>(nkv),
                   static_cast<long long>(hd));
   }
-  matmul(ctx, w.output, ws.att_o, row_split(rows), y, /*accumulate=*/true);
+  matmul_then_norm(ctx, w.output, ws.att_o, row_split(rows), y, post);
 }
 
 }  // namespace deltaserve::runtime::gpu

@@ -184,6 +184,7 @@ void GpuBackend::size_buffers() {
     w.add(ws_.gdn_prefill_ws, kernels::gdn_prefill_workspace_floats(probe) + 4);
 #endif
   }
+  w.add(ws_.norm_sync, R);  // matmul_norm_gpu counters: zero-filled by allocate(), left zero by every launch
   if (c.is_moe()) {
     w.add(ws_.router_logits, R * c.num_experts);
     w.add(ws_.router_sync, R);  // zero-filled by allocate(); every launch leaves it zero

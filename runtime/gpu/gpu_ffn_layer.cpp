@@ -5,6 +5,7 @@
 // as one gated matmul_segments_gpu launch (experts and shared expert together), as do the
 // expert and shared down projections: 4 launches per MoE layer, the combine also writing the
 // next block's input norm. Also the shared matmul and RMSNorm helpers.
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -113,14 +114,6 @@ void gated_product(const GpuLayerContext& ctx, const DeviceTensor& gate, const D
   }
   if (np > 0) gated_product_tiled(ctx, gate, up, x, nd, np, g, u);
 }
-
-// y += down(SiLU(gate x) * (up x)); g, u are [n][I] scratch.
-void swiglu_mlp(const GpuLayerContext& ctx, const DeviceTensor& gate, const DeviceTensor& up, const DeviceTensor& down,
-                const float* x, RowSplit rows, float* g, float* u, float* y) {
-  gated_product(ctx, gate, up, x, rows, g, u);
-  matmul(ctx, down, g, rows, y, /*accumulate=*/true);
-}
-
 
 // y row p = W_{ids[p]} x row p / pairs_per_x_row for num_pairs prefill pairs, grouped by
 // expert through the tiled kernel (gated with w_up: SiLU(W x) * (W_up x)).
@@ -244,6 +237,7 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
     combine.norm_eps = c.rms_eps;
     combine.norm_out = next.out;
     combine.norm_out_stride = next.out_stride;
+    combine.norm_counters = ws.norm_sync;
   }
   DS_GPU_LAUNCH(ctx, 1, kernels::moe_combine_gpu(combine, ctx.stream), "moe_combine%s%s: %lld rows x %lld",
                 next.w != nullptr ? " + rms_norm " : "", next.w != nullptr ? next.w->name.c_str() : "",
@@ -274,6 +268,45 @@ void matmul(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, R
   if (rows.num_prefill_rows() > 0) matmul_tiled(ctx, w, x, rows.num_decode_rows, rows.num_prefill_rows(), y, accumulate);
 }
 
+// Whether the norm rides in the matvec's launch (matmul_norm_gpu): off unless
+// DELTASERVE_GPU_FUSE_NORM=1, and then only where its serial tail is short (the last block
+// of a row group normalises the group's rows alone, so the tail grows with rows x width).
+// Why off: measured on the H200 with step graphs (2026-11-30, 35B-A3B Q4_0, batch 1), the
+// fused form takes 3.975 ms/step against 3.735 with the separate rms_norm launch (297 vs 337
+// launches): inside a graph a launch costs next to nothing, the serial tail does. Fused for
+// every row count and width it also cost 7% at 64 streams and 16% on the 27B (width 5120).
+// Same bits either way (matmul_norm_gpu reproduces rms_norm_gpu), so the choice may follow
+// the load.
+bool fuse_norm_into_matvec(int64_t num_rows, int64_t width) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("DELTASERVE_GPU_FUSE_NORM");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return enabled && num_rows <= 8 && width <= 4096;
+}
+
+void matmul_then_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, RowSplit rows, float* y,
+                      const NextNorm& next) {
+  if (next.w == nullptr) return matmul(ctx, w, x, rows, y, /*accumulate=*/true);
+  const int64_t nd = rows.num_decode_rows, np = rows.num_prefill_rows(), h = next.w->ne0;
+  if (nd > 0 && !fuse_norm_into_matvec(nd, h)) {
+    matmul(ctx, w, x, nd, y, /*accumulate=*/true);
+    rms_norm(ctx, *next.w, y, nd, next.out, next.out_stride);
+  } else if (nd > 0) {
+    kernels::MatmulArgs args = matmul_args(w, x, nd, y);
+    args.accumulate = true;
+    const kernels::MatmulNormEpilogue norm{next.w->f32(), ctx.config.rms_eps, next.out, next.out_stride, ctx.ws.norm_sync};
+    DS_GPU_LAUNCH(ctx, 1, kernels::matmul_norm_gpu(args, norm, ctx.stream),
+                  "matmul %s (%s) + rms_norm %s: %lld rows, in %lld, out %lld", w.name.c_str(),
+                  std::string(kernels::dtype_name(w.type)).c_str(), next.w->name.c_str(), static_cast<long long>(nd),
+                  static_cast<long long>(w.ne0), static_cast<long long>(w.ne1));
+  }
+  if (np > 0) {
+    matmul_tiled(ctx, w, x, nd, np, y, /*accumulate=*/true);
+    rms_norm(ctx, *next.w, y + nd * h, np, next.out + nd * next.out_stride, next.out_stride);
+  }
+}
+
 void matmul_many(const GpuLayerContext& ctx, const DeviceTensor* const* ws, float* const* ys, int count, const float* x,
                  RowSplit rows) {
   if (rows.num_decode_rows > 0) {
@@ -290,8 +323,8 @@ void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
   if (ctx.config.is_moe()) {
     moe_forward(ctx, w, rows, b, y, next);
   } else {
-    swiglu_mlp(ctx, w.gate, w.up, w.down, b, rows, ctx.ws.ffn_g, ctx.ws.ffn_u, y);
-    if (next.w != nullptr) rms_norm(ctx, *next.w, y, rows.num_rows, next.out, next.out_stride);
+    gated_product(ctx, w.gate, w.up, b, rows, ctx.ws.ffn_g, ctx.ws.ffn_u);
+    matmul_then_norm(ctx, w.down, ctx.ws.ffn_g, rows, y, next);
   }
 }
 

@@ -170,12 +170,13 @@ void GpuBackend::run_block(const gpu::GpuLayerWeights& lw, const gpu::KvPool* kv
   const gpu::GpuLayerContext ctx = context();
   const int64_t n = rows.num_rows, h = config_.num_embd;
   if (!input_normed) gpu::rms_norm(ctx, lw.attn_norm, ws_.x, n, ws_.a, h);
+  // The FFN's input norm comes out of the mixer's output projection (same bits).
+  const gpu::NextNorm post{&lw.post_attention_norm, ws_.a, h};
   if (gdn != nullptr) {
-    gpu::gdn_forward(ctx, lw.gdn, *gdn, rows, ws_.a, ws_.x);
+    gpu::gdn_forward(ctx, lw.gdn, *gdn, rows, ws_.a, ws_.x, post);
   } else {
-    gpu::attention_forward(ctx, lw.attention, *kv, rows, ws_.a, ws_.x);
+    gpu::attention_forward(ctx, lw.attention, *kv, rows, ws_.a, ws_.x, post);
   }
-  gpu::rms_norm(ctx, lw.post_attention_norm, ws_.x, n, ws_.a, h);
   gpu::ffn_forward(ctx, lw.ffn, gpu::row_split(rows), ws_.a, ws_.x, gpu::NextNorm{next_attn_norm, ws_.a, h});
 }
 

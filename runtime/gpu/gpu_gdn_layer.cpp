@@ -12,7 +12,7 @@
 namespace deltaserve::runtime::gpu {
 
 void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnStatePools& state,
-                 const StepRowsView& rows, const float* a, float* y) {
+                 const StepRowsView& rows, const float* a, float* y, const NextNorm& post) {
   const ModelConfig& c = ctx.config;
   const GpuWorkspace& ws = ctx.ws;
   const int64_t n = rows.num_rows;
@@ -109,7 +109,7 @@ void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnSt
     DS_GPU_LAUNCH(ctx, 1, kernels::gated_rms_norm_gpu(norm, ctx.stream), "gated_rms_norm %lld groups of %lld",
                   static_cast<long long>((n - norm_first) * hv), static_cast<long long>(d));
   }
-  matmul(ctx, w.output, ws.gdn_o, row_split(rows), y, /*accumulate=*/true);
+  matmul_then_norm(ctx, w.output, ws.gdn_o, row_split(rows), y, post);
 }
 
 }  // namespace deltaserve::runtime::gpu

@@ -66,6 +66,7 @@ struct GpuWorkspace {
   float *ffn_g = nullptr, *ffn_u = nullptr;                     // dense FFN [R][I]
   float* router_logits = nullptr;                               // [R][E]
   int32_t* router_sync = nullptr;  // [R] moe_router_gpu counters, zero between launches
+  unsigned* norm_sync = nullptr;   // [R] matmul_norm_gpu counters, zero between launches
   int32_t* expert_ids = nullptr;                                // [R][k]
   float* expert_weights = nullptr;                              // [R][k]
   float *exp_g = nullptr, *exp_u = nullptr, *exp_out = nullptr; // [R*k][Ie], [R*k][H]
@@ -124,12 +125,15 @@ void matmul(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, R
 void matmul_many(const GpuLayerContext& ctx, const DeviceTensor* const* ws, float* const* ys, int count, const float* x,
                  RowSplit rows);
 
+struct NextNorm;
 // Mixers: read the normed rows a [N][H], ADD their output into y [N][H] (the residual add
-// fused into the output projection: y + W o rounds exactly as a separate add did).
+// fused into the output projection: y + W o rounds exactly as a separate add did), then, with
+// post.w set, write post.out = RMSNorm(y) * post.w (the FFN's input norm; for decode rows in
+// the output projection's launch, matmul_norm_gpu, same bits as an rms_norm launch).
 void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnStatePools& state,
-                 const StepRowsView& rows, const float* a, float* y);
+                 const StepRowsView& rows, const float* a, float* y, const NextNorm& post);
 void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w, const KvPool& cache,
-                       const StepRowsView& rows, const float* a, float* y);
+                       const StepRowsView& rows, const float* a, float* y, const NextNorm& post);
 // The next block's input RMSNorm, fused into the end of an FFN: out[r] = RMSNorm(y[r]) * w.
 struct NextNorm {
   const DeviceTensor* w = nullptr;  // null: none
@@ -141,6 +145,12 @@ struct NextNorm {
 // combine launch (moe_combine_gpu's epilogue, same bits), dense by an rms_norm launch.
 void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y,
                  const NextNorm& next = {});
+
+// y += W x over all rows (decode rows: matvec; prefill rows: tiled), then, with next.w set,
+// next.out = RMSNorm(y) * next.w for every row: decode rows in the matvec's launch
+// (matmul_norm_gpu), prefill rows by an rms_norm launch. next.out may not alias x or y.
+void matmul_then_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, RowSplit rows, float* y,
+                      const NextNorm& next);
 
 // x[r] <- RMSNorm(src[r]) * w over num_rows rows of H (strides H); y may alias x.
 void rms_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, int64_t num_rows, float* y,

@@ -75,7 +75,10 @@ std::string check_one_launch(const PagedAttentionGpuArgs& g, DeviceBuffer<float>
     CHECK_GPU(gpuDeviceSynchronize());
     const std::string diff = first_out_difference(out.download(), want, g.num_heads, g.head_dim);
     if (!diff.empty()) return "run " + std::to_string(run) + ": " + diff;
-    const std::string counter = nonzero_counter(counters.download(), g.num_kv_heads);
+    // Only this call's [num_rows][num_kv_heads] counters (the buffer may hold sentinels past them).
+    std::vector<uint32_t> used = counters.download();
+    used.resize(static_cast<size_t>(g.num_rows * g.num_kv_heads));
+    const std::string counter = nonzero_counter(used, g.num_kv_heads);
     if (!counter.empty()) return "run " + std::to_string(run) + ": " + counter;
   }
   return "";

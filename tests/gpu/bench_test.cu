@@ -112,6 +112,8 @@ void bench_moe_combine_norm(int64_t rows) {
   fused.norm_eps = 1e-6f;
   fused.norm_out = out.get();
   fused.norm_out_stride = n;
+  DeviceBuffer<unsigned> counters(std::vector<unsigned>(static_cast<size_t>(rows), 0u));
+  fused.norm_counters = counters.get();
   const double us = time_us([&](int) { CHECK_GPU(moe_combine_gpu(fused, nullptr)); });
   report("moe_combine_gpu +norm", shape, us, bytes);
 }

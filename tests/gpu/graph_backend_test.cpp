@@ -24,12 +24,15 @@ const CacheConfig kCache{4, 16, 4 * kBlocksPerSeq, 4, 256};
 
 std::vector<int32_t> blocks(int32_t slot) { return block_range(slot * kBlocksPerSeq, kBlocksPerSeq); }
 
-// Launches of one forward by the code path (runtime/gpu): per block 2 norms, the mixer's
-// (GDN: projections, step with the gated norm fused, output = 3; attention: projections, one fused q/k
-// norm + RoPE + KV append, attention with the combine fused, output = 4) and the FFN's (MoE 4: router with
-// top-k, gate*up, down, combine; dense 2), plus
-// embedding and the head (gather, norm, gather, LM head, argmax). MoE: every block after the
-// first takes its attn_norm from the previous block's combine launch (one norm fewer each).
+// Launches of one forward by the code path (runtime/gpu), with the default settings: per block
+// 2 norms (attn_norm, and the FFN's input norm after the mixer's output projection: a
+// separate rms_norm launch unless DELTASERVE_GPU_FUSE_NORM=1), the mixer's (GDN: projections,
+// step with the gated norm fused, output = 3; attention: projections, one fused q/k norm +
+// RoPE + KV append, attention with the combine fused, output = 4) and the FFN's (MoE 4:
+// router with top-k, gate*up, down, combine; dense 2), plus embedding and the head (gather,
+// norm, gather, LM head, argmax). MoE: every block after the first takes its attn_norm from
+// the previous block's combine launch (one norm fewer each); dense: the next block's norm is
+// its own launch at the end of the FFN (same count).
 // Assumes every projection group shares one weight type, as the synthetic models do.
 int64_t expected_launches(const ModelConfig& c) {
   const int64_t ffn = c.is_moe() ? 4 : 2;

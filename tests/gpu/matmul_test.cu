@@ -9,6 +9,7 @@
 #include "kernels/elementwise_gpu.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_gpu.h"
+#include "kernels/norm_gpu.h"
 #include "kernels/quant.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -213,6 +214,48 @@ void check_segments(Context& ctx, DType type, int64_t num_in, int64_t num_rows, 
                      same ? "== separate launches" : "differs from separate launches");
 }
 
+// matmul_norm_gpu == matmul_gpu then rms_norm_gpu, bit for bit (y and the normed rows), twice
+// on one counter array (the counters must come back to zero; the second launch accumulates
+// again, so it also checks that no stale partial sums leak between launches).
+void check_matmul_norm(Context& ctx, DType type, int64_t num_in, int64_t num_out, int64_t num_rows, bool accumulate) {
+  const std::vector<uint8_t> w = random_weights(ctx.rng, type, num_in, num_out);
+  const std::vector<float> x = random_floats(ctx.rng, static_cast<size_t>(num_rows * num_in));
+  const std::vector<float> y0 = random_floats(ctx.rng, static_cast<size_t>(num_rows * num_out));
+  const std::vector<float> gamma = random_floats(ctx.rng, static_cast<size_t>(num_out));
+  const size_t rb = dtype_row_bytes(type, num_in);
+  const int64_t out_stride = num_out + 3;
+  DeviceBuffer<uint8_t> dw(w);
+  DeviceBuffer<float> dx(x), dg(gamma), fy(y0), ty(y0);
+  DeviceBuffer<float> fo(static_cast<size_t>(num_rows * out_stride)), to(fo.size());
+  DeviceBuffer<unsigned> counters(std::vector<unsigned>(static_cast<size_t>(num_rows), 0u));
+  const float eps = 1e-6f;
+  bool same = true, zero = true;
+  for (int round = 0; round < 2; ++round) {
+    fo.poison();
+    to.poison();
+    const MatmulArgs fa{dw.get(), type, num_in, num_out, rb, dx.get(), num_rows, num_in, fy.get(), num_out, accumulate};
+    CHECK_GPU(matmul_norm_gpu(fa, MatmulNormEpilogue{dg.get(), eps, fo.get(), out_stride, counters.get()}, nullptr));
+    const MatmulArgs ta{dw.get(), type, num_in, num_out, rb, dx.get(), num_rows, num_in, ty.get(), num_out, accumulate};
+    CHECK_GPU(matmul_gpu(ta, nullptr));
+    CHECK_GPU(rms_norm_gpu(RmsNormArgs{ty.get(), num_out, dg.get(), to.get(), out_stride, num_rows, num_out, eps}, nullptr));
+    const std::vector<float> a1 = fy.download(), b1 = ty.download(), a2 = fo.download(), b2 = to.download();
+    same = same && bitwise_equal(a1.data(), b1.data(), a1.size());
+    for (int64_t r = 0; r < num_rows; ++r) {
+      same = same && bitwise_equal(a2.data() + r * out_stride, b2.data() + r * out_stride, static_cast<size_t>(num_out));
+    }
+    for (unsigned c : counters.download()) zero = zero && c == 0;
+  }
+  const std::vector<float> a2 = fo.download(), b2 = to.download();
+  std::vector<float> a_rows, b_rows;  // the written columns (the padding holds poison)
+  for (int64_t r = 0; r < num_rows; ++r) {
+    a_rows.insert(a_rows.end(), a2.begin() + r * out_stride, a2.begin() + r * out_stride + num_out);
+    b_rows.insert(b_rows.end(), b2.begin() + r * out_stride, b2.begin() + r * out_stride + num_out);
+  }
+  ctx.results.record("matmul_norm_gpu", shape_text(type, num_in, num_out, num_rows) + (accumulate ? " acc" : ""),
+                     compare(a_rows.data(), b_rows.data(), a_rows.size()), kMatmulNmse, same && zero,
+                     !same ? "differs from matmul_gpu + rms_norm_gpu" : (zero ? "== matmul_gpu + rms_norm_gpu" : "counters not reset"));
+}
+
 }  // namespace
 
 void run_matmul_tests(Context& ctx) {
@@ -243,6 +286,15 @@ void run_matmul_tests(Context& ctx) {
       }
     }
     check_prefill(ctx, t, ins.back(), 70, 67, true);
+  }
+  // Norm epilogue: row groups of 1, 2, 4 and 8 and several groups; norm widths below, at and
+  // above the norm's thread count, a width not a multiple of 8 outputs per block.
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::F32}) {
+    for (int64_t r : ctx.quick ? std::vector<int64_t>{1, 9} : std::vector<int64_t>{1, 2, 3, 8, 13, 64}) {
+      check_matmul_norm(ctx, t, 256, 2048, r, true);
+      check_matmul_norm(ctx, t, 64, 100, r, false);
+    }
+    check_matmul_norm(ctx, t, 512, 1000, 5, true);
   }
 }
 

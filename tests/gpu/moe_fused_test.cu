@@ -248,11 +248,15 @@ void check_combine_norm(Context& ctx, int64_t rows, int64_t k, int64_t n, bool a
   a.norm_eps = eps;
   a.norm_out = out_fused.get();
   a.norm_out_stride = out_stride;
+  DeviceBuffer<unsigned> counters(std::vector<unsigned>(static_cast<size_t>(rows), 0u));
+  a.norm_counters = counters.get();
   CHECK_GPU(moe_combine_gpu(a, nullptr));
   const std::vector<float> yp = y_plain.download(), yf = y_fused.download();
   const std::vector<float> op = out_plain.download(), of = out_fused.download();
   const bool y_same = bits_equal(yf, yp), out_same = bits_equal(of, op);  // padding: poison on both
-  std::string why = y_same && out_same ? "== combine, then rms_norm (bitwise)" : "differs in";
+  const std::vector<unsigned> left = counters.download();
+  const bool zero = std::all_of(left.begin(), left.end(), [](unsigned c) { return c == 0; });
+  std::string why = y_same && out_same ? (zero ? "== combine, then rms_norm (bitwise)" : "counters not reset") : "differs in";
   if (!y_same) why += " y";
   if (!out_same) why += " normed rows";
   const std::string what = "rows=" + std::to_string(rows) + " k=" + std::to_string(k) + " n=" + std::to_string(n) +
@@ -264,7 +268,7 @@ void check_combine_norm(Context& ctx, int64_t rows, int64_t k, int64_t n, bool a
     op_rows.insert(op_rows.end(), op.begin() + r * out_stride, op.begin() + r * out_stride + n);
   }
   ctx.results.record("moe_combine_gpu (+norm)", what, compare(of_rows.data(), op_rows.data(), of_rows.size()), 1e-12,
-                     y_same && out_same, why.c_str());
+                     y_same && out_same && zero, why.c_str());
 }
 
 void check_combine_norm_refusals(Context& ctx) {
@@ -275,6 +279,8 @@ void check_combine_norm_refusals(Context& ctx) {
   base.norm_eps = 1e-6f;
   base.norm_out = out.get();
   base.norm_out_stride = 64;
+  DeviceBuffer<unsigned> counters(std::vector<unsigned>{0u});
+  base.norm_counters = counters.get();
   struct Bad {
     const char* what;
     void (*edit)(MoeCombineArgs&);
@@ -284,6 +290,7 @@ void check_combine_norm_refusals(Context& ctx) {
       {"norm_out without norm_w", [](MoeCombineArgs& a) { a.norm_w = nullptr; }},
       {"norm_out_stride < n", [](MoeCombineArgs& a) { a.norm_out_stride = 63; }},
       {"n = 0 with a norm", [](MoeCombineArgs& a) { a.n = 0; }},
+      {"a norm without counters", [](MoeCombineArgs& a) { a.norm_counters = nullptr; }},
   };
   for (const Bad& b : bad) {
     MoeCombineArgs a = base;
