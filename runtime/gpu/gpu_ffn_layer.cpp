@@ -139,9 +139,27 @@ void experts_tiled(const GpuLayerContext& ctx, const DeviceTensor& w, const void
 // Router logits, shared-expert gate logits and the top-k routing of rows [0, n) in one launch
 // (moe_router_gpu: the logits are matmul_gpu's bits, the routing moe_route_gpu's). The router
 // and shared gate are F32 (GpuWeights / ModelWeights require it).
+// Router logits and routing: one moe_router_gpu launch for up to kFusedRouterMaxRows rows;
+// more rows take the router matvec and moe_route_gpu (two launches). Why: the fused kernel's
+// last block routes its row group's rows one after another, which at 64 rows cost 3.4 ms of
+// router time per step against 1.0 ms for the two launches (H200, 35B-A3B, eager trace).
+// Same logits and routing either way (tests/gpu/moe_fused_test.cu), so the choice may follow
+// the load.
+constexpr int64_t kFusedRouterMaxRows = 4;
+
 void moe_router(const GpuLayerContext& ctx, const GpuFfnWeights& w, const float* b, int64_t n) {
   const ModelConfig& c = ctx.config;
   const GpuWorkspace& ws = ctx.ws;
+  if (n > kFusedRouterMaxRows) {
+    launch_segments(ctx, {segment(w.router, b, n, ws.router_logits), segment(w.shared_gate_inp, b, n, ws.sh_gate)},
+                    "moe router");
+    const kernels::MoeRouteArgs route{ws.router_logits, n, c.num_experts, c.num_experts_used, ws.expert_ids,
+                                      ws.expert_weights};
+    DS_GPU_LAUNCH(ctx, 1, kernels::moe_route_gpu(route, ctx.stream), "moe_route: %lld rows, %lld experts, top %lld",
+                  static_cast<long long>(n), static_cast<long long>(c.num_experts),
+                  static_cast<long long>(c.num_experts_used));
+    return;
+  }
   kernels::MoeRouterArgs a{};
   a.x = b;
   a.x_stride = c.num_embd;
