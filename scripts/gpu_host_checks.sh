@@ -4,9 +4,10 @@
 # GPU backend. Each stage has its own time limit and log; a failing stage does not stop the
 # later ones. Usage, from the repository root on the GPU host:
 #   scripts/gpu_host_checks.sh BUNDLE_DIR LOG_DIR [stage...]
-# stages: kernels backend kbench decode_tiny decode_35b decode_35b_eager verify_35b serve soak sanitize
+# stages: kernels backend kbench decode_tiny decode_35b decode_35b_eager decode_35b_fused_norm verify_35b serve soak sanitize
 #         sanitize_serve speculation prefill_35b prefill_35b_tf32 decode_27b trace_35b
-# (decode_35b_eager: decode_35b with the step graphs off, DELTASERVE_GPU_GRAPHS=0)
+# (decode_35b_eager: decode_35b with the step graphs off, DELTASERVE_GPU_GRAPHS=0;
+#  decode_35b_fused_norm: decode_35b with DELTASERVE_GPU_FUSE_NORM=1, graphs on and off)
 # (default: all but soak and sanitize)
 set -u
 bundle=${1:?bundle dir}
@@ -68,6 +69,9 @@ for stage in "${stages[@]}"; do
     prefill_35b) run_stage prefill_35b 150 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512,2048 --steps 3 ;;
     prefill_35b_tf32) DELTASERVE_GPU_PREFILL_TF32=1 run_stage prefill_35b_tf32 150 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512,2048 --steps 3 ;;
     decode_27b) run_stage decode_27b "${DECODE27_S:-300}" "$cli" bench decode --preset qwen3.6-27b --weights q4_0 --device cuda --batch 1,64 --context 512 --steps 10 ;;
+    decode_35b_fused_norm)
+      DELTASERVE_GPU_FUSE_NORM=1 run_stage decode_35b_fused_norm 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,64 --context 1024 --steps 10
+      DELTASERVE_GPU_FUSE_NORM=1 DELTASERVE_GPU_GRAPHS=0 run_stage decode_35b_fused_norm_eager 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1 --context 1024 --steps 10 ;;
     decode_35b_eager) DELTASERVE_GPU_GRAPHS=0 run_stage decode_35b_eager 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 20 ;;
     serve)
       DELTASERVE_BUILD_DIR="$bundle" DELTASERVE_SOAK_REQUESTS="${SERVE_REQUESTS:-1000}" DELTASERVE_SOAK_OUT="$logs/serve" \
