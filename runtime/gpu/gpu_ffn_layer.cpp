@@ -136,11 +136,11 @@ void experts_tiled(const GpuLayerContext& ctx, const DeviceTensor& w, const void
                 static_cast<long long>(num_pairs), static_cast<long long>(w.ne0), static_cast<long long>(w.ne1));
 }
 
-// Router logits, shared-expert gate logits and the top-k routing of rows [0, n) in one launch
-// (moe_router_gpu: the logits are matmul_gpu's bits, the routing moe_route_gpu's). The router
-// and shared gate are F32 (GpuWeights / ModelWeights require it).
-// Router logits and routing: one moe_router_gpu launch for up to kFusedRouterMaxRows rows;
-// more rows take the router matvec and moe_route_gpu (two launches). Why: the fused kernel's
+// Router logits, shared-expert gate logits and the top-k routing of rows [0, n): one
+// moe_router_gpu launch (the logits are matmul_gpu's bits, the routing moe_route_gpu's) for up
+// to kFusedRouterMaxRows rows; more rows take the router matvec and moe_route_gpu (two
+// launches). The router and shared gate are F32 (GpuWeights / ModelWeights require it). Why
+// the limit: the fused kernel's
 // last block routes its row group's rows one after another, which at 64 rows cost 3.4 ms of
 // router time per step against 1.0 ms for the two launches (H200, 35B-A3B, eager trace).
 // Same logits and routing either way (tests/gpu/moe_fused_test.cu), so the choice may follow
@@ -295,7 +295,7 @@ void matmul(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, R
 // every row count and width it also cost 7% at 64 streams and 16% on the 27B (width 5120).
 // Same bits either way (matmul_norm_gpu reproduces rms_norm_gpu), so the choice may follow
 // the load.
-bool fuse_norm_into_matvec(int64_t num_rows, int64_t width) {
+static bool fuse_norm_into_matvec(int64_t num_rows, int64_t width) {
   static const bool enabled = [] {
     const char* v = std::getenv("DELTASERVE_GPU_FUSE_NORM");
     return v != nullptr && std::string(v) == "1";
@@ -307,19 +307,19 @@ void matmul_then_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const f
                       const NextNorm& next) {
   if (next.w == nullptr) return matmul(ctx, w, x, rows, y, /*accumulate=*/true);
   const int64_t nd = rows.num_decode_rows, np = rows.num_prefill_rows(), h = next.w->ne0;
-  if (nd > 0 && !fuse_norm_into_matvec(nd, h)) {
-    matmul(ctx, w, x, nd, y, /*accumulate=*/true);
-    rms_norm(ctx, *next.w, y, nd, next.out, next.out_stride);
-  } else if (nd > 0) {
-    kernels::MatmulArgs args = matmul_args(w, x, nd, y);
-    args.accumulate = true;
-    const kernels::MatmulNormEpilogue norm{next.w->f32(), ctx.config.rms_eps, next.out, next.out_stride, ctx.ws.norm_sync};
-    DS_GPU_LAUNCH(ctx, 1, kernels::matmul_norm_gpu(args, norm, ctx.stream),
-                  "matmul %s (%s) + rms_norm %s: %lld rows, in %lld, out %lld", w.name.c_str(),
-                  std::string(kernels::dtype_name(w.type)).c_str(), next.w->name.c_str(), static_cast<long long>(nd),
-                  static_cast<long long>(w.ne0), static_cast<long long>(w.ne1));
+  if (nd == 0 || !fuse_norm_into_matvec(nd, h)) {  // one norm launch over every row
+    matmul(ctx, w, x, rows, y, /*accumulate=*/true);
+    rms_norm(ctx, *next.w, y, rows.num_rows, next.out, next.out_stride);
+    return;
   }
-  if (np > 0) {
+  kernels::MatmulArgs args = matmul_args(w, x, nd, y);
+  args.accumulate = true;
+  const kernels::MatmulNormEpilogue norm{next.w->f32(), ctx.config.rms_eps, next.out, next.out_stride, ctx.ws.norm_sync};
+  DS_GPU_LAUNCH(ctx, 1, kernels::matmul_norm_gpu(args, norm, ctx.stream),
+                "matmul %s (%s) + rms_norm %s: %lld rows, in %lld, out %lld", w.name.c_str(),
+                std::string(kernels::dtype_name(w.type)).c_str(), next.w->name.c_str(), static_cast<long long>(nd),
+                static_cast<long long>(w.ne0), static_cast<long long>(w.ne1));
+  if (np > 0) {  // the fused launch normed the decode rows; the prefill rows' norm follows their product
     matmul_tiled(ctx, w, x, nd, np, y, /*accumulate=*/true);
     rms_norm(ctx, *next.w, y + nd * h, np, next.out + nd * next.out_stride, next.out_stride);
   }

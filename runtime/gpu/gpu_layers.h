@@ -125,21 +125,19 @@ void matmul(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, R
 void matmul_many(const GpuLayerContext& ctx, const DeviceTensor* const* ws, float* const* ys, int count, const float* x,
                  RowSplit rows);
 
-struct NextNorm;
-// Mixers: read the normed rows a [N][H], ADD their output into y [N][H] (the residual add
-// fused into the output projection: y + W o rounds exactly as a separate add did), then, with
-// post.w set, write post.out = RMSNorm(y) * post.w (the FFN's input norm; for decode rows in
-// the output projection's launch, matmul_norm_gpu, same bits as an rms_norm launch).
-void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnStatePools& state,
-                 const StepRowsView& rows, const float* a, float* y, const NextNorm& post);
-void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w, const KvPool& cache,
-                       const StepRowsView& rows, const float* a, float* y, const NextNorm& post);
-// The next block's input RMSNorm, fused into the end of an FFN: out[r] = RMSNorm(y[r]) * w.
+// The next block's input RMSNorm, written at the end of a mixer or an FFN: out[r] = RMSNorm(y[r]) * w.
 struct NextNorm {
   const DeviceTensor* w = nullptr;  // null: none
   float* out = nullptr;             // [N][out_stride]; may be the FFN's input b (read before)
   int64_t out_stride = 0;
 };
+// Mixers: read the normed rows a [N][H], ADD their output into y [N][H] (the residual add
+// fused into the output projection: y + W o rounds exactly as a separate add did), then, with
+// post.w set, write post.out = RMSNorm(y) * post.w (the FFN's input norm, by matmul_then_norm).
+void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnStatePools& state,
+                 const StepRowsView& rows, const float* a, float* y, const NextNorm& post);
+void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w, const KvPool& cache,
+                       const StepRowsView& rows, const float* a, float* y, const NextNorm& post);
 // FFN: dense SwiGLU or MoE with the shared expert, by ctx.config.arch; ADDS its output into y.
 // With next.w set it also writes next.out as rms_norm would from the final y: MoE in the
 // combine launch (moe_combine_gpu's epilogue, same bits), dense by an rms_norm launch.
@@ -147,8 +145,9 @@ void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
                  const NextNorm& next = {});
 
 // y += W x over all rows (decode rows: matvec; prefill rows: tiled), then, with next.w set,
-// next.out = RMSNorm(y) * next.w for every row: decode rows in the matvec's launch
-// (matmul_norm_gpu), prefill rows by an rms_norm launch. next.out may not alias x or y.
+// next.out = RMSNorm(y) * next.w for every row: one rms_norm launch, or, with
+// DELTASERVE_GPU_FUSE_NORM=1 and a short step, the decode rows inside the matvec's launch
+// (matmul_norm_gpu, same bits). next.out may not alias x or y.
 void matmul_then_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, RowSplit rows, float* y,
                       const NextNorm& next);
 
