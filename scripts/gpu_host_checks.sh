@@ -72,6 +72,7 @@ for stage in "${stages[@]}"; do
     decode_35b_fused_norm)
       DELTASERVE_GPU_FUSE_NORM=1 run_stage decode_35b_fused_norm 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,64 --context 1024 --steps 10
       DELTASERVE_GPU_FUSE_NORM=1 DELTASERVE_GPU_GRAPHS=0 run_stage decode_35b_fused_norm_eager 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1 --context 1024 --steps 10 ;;
+    kbench_matvec) run_stage kbench_matvec 60 "$bundle/kernels/gpu_kernel_tests" --bench-matvec ;;
     decode_35b_eager) DELTASERVE_GPU_GRAPHS=0 run_stage decode_35b_eager 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 20 ;;
     serve)
       DELTASERVE_BUILD_DIR="$bundle" DELTASERVE_SOAK_REQUESTS="${SERVE_REQUESTS:-1000}" DELTASERVE_SOAK_OUT="$logs/serve" \

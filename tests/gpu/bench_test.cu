@@ -323,7 +323,7 @@ void bench_prefill_attention(int64_t before, int64_t rows) {
 
 }  // namespace
 
-void run_benchmarks(Context&) {
+void run_matvec_benchmarks(Context&) {
   std::printf("| kernel | shape | us/launch | GB/s |\n|---|---|---|---|\n");
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::BF16}) {
     bench_matmul(t, 2048, 8192, 1, "qkv");
@@ -345,11 +345,17 @@ void run_benchmarks(Context&) {
   bench_matmul(DType::Q4_0, 6144, 5120, 1, "27b out");
   bench_matmul(DType::Q4_0, 2048, 248320, 1, "lm_head");
   bench_matmul(DType::Q8_0, 2048, 248320, 1, "lm_head");
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::BF16}) bench_prefill(t, 2048, 8192, 512, "qkv");
-  bench_prefill(DType::Q4_0, 2048, 8192, 2048, "qkv");
+  bench_matmul(DType::Q4_0, 2048, 8192, 2, "qkv");
+  bench_matmul(DType::Q4_0, 2048, 8192, 8, "qkv");
   bench_experts(DType::Q4_0, 2048, 512, 256, 8, "gate");
   bench_experts(DType::Q4_0, 512, 2048, 256, 8, "down");
   bench_experts(DType::Q8_0, 2048, 512, 256, 8, "gate");
+}
+
+void run_benchmarks(Context& ctx) {
+  run_matvec_benchmarks(ctx);
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::BF16}) bench_prefill(t, 2048, 8192, 512, "qkv");
+  bench_prefill(DType::Q4_0, 2048, 8192, 2048, "qkv");
   bench_experts_prefill(DType::Q4_0, 2048, 512, 256, 512, 8, false, false);
   bench_experts_prefill(DType::Q4_0, 2048, 512, 256, 512, 8, false, true);
   bench_experts_prefill(DType::Q4_0, 512, 2048, 256, 512, 8, true, false);

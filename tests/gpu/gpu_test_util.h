@@ -140,5 +140,6 @@ void run_attention_tests(Context& ctx);
 void run_attention_prep_tests(Context& ctx);
 void run_moe_fused_tests(Context& ctx);
 void run_benchmarks(Context& ctx);
+void run_matvec_benchmarks(Context& ctx);
 
 }  // namespace deltaserve::kernels::gputest

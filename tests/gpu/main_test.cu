@@ -5,6 +5,7 @@
 //   gpu_kernel_tests [--quick] [--verbose] [--bench]
 //     --quick    smaller grid (for compute-sanitizer memcheck / racecheck runs)
 //     --bench    per-kernel timings at the Qwen3.6-35B-A3B decode shapes instead of checks
+//     --bench-matvec  only the matrix-vector timings (quick A/B of a matvec change)
 #include <cstdio>
 #include <cstring>
 
@@ -15,13 +16,14 @@ using namespace deltaserve::kernels::gputest;
 
 int main(int argc, char** argv) {
   Context ctx;
-  bool bench = false;
+  bool bench = false, bench_matvec = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) ctx.quick = true;
     else if (std::strcmp(argv[i], "--verbose") == 0) ctx.results.verbose = true;
     else if (std::strcmp(argv[i], "--bench") == 0) bench = true;
+    else if (std::strcmp(argv[i], "--bench-matvec") == 0) bench_matvec = true;
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--verbose] [--bench]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--verbose] [--bench] [--bench-matvec]\n", argv[0]);
       return 2;
     }
   }
@@ -30,8 +32,9 @@ int main(int argc, char** argv) {
   CHECK_GPU(gpuGetDevice(&device));
   CHECK_GPU(gpuGetDeviceProperties(&prop, device));
   std::printf("device %d: %s, %d SMs, warp %d\n", device, prop.name, prop.multiProcessorCount, prop.warpSize);
-  if (bench) {
-    run_benchmarks(ctx);
+  if (bench || bench_matvec) {
+    if (bench_matvec) run_matvec_benchmarks(ctx);
+    else run_benchmarks(ctx);
     return 0;
   }
   run_matmul_tests(ctx);

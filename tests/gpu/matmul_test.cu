@@ -264,8 +264,13 @@ void run_matmul_tests(Context& ctx) {
   const std::vector<int64_t> outs = ctx.quick ? std::vector<int64_t>{5, 64} : std::vector<int64_t>{1, 7, 64, 129};
   for (DType t : types) {
     const bool k_quant = t == DType::Q4_K || t == DType::Q6_K;
-    std::vector<int64_t> ins = k_quant ? std::vector<int64_t>{256, 768, 2048} : std::vector<int64_t>{32, 224, 2048};
-    if (ctx.quick) ins.resize(2);
+    // Q4_0, the benchmarks' type, at more row lengths (256, 768, 4352: rows shorter than, and
+    // several times, a warp's stride); 2048 stays last: the accumulate, expert and segment
+    // checks below use it.
+    std::vector<int64_t> ins = k_quant               ? std::vector<int64_t>{256, 768, 2048}
+                               : t == DType::Q4_0 ? std::vector<int64_t>{32, 224, 256, 768, 4352, 2048}
+                                                  : std::vector<int64_t>{32, 224, 2048};
+    if (ctx.quick) ins = std::vector<int64_t>{ins[1], ins.back()};
     for (int64_t in : ins) {
       for (int64_t out : outs) {
         for (int64_t r : rows) check_matmul(ctx, t, in, out, r, false);
