@@ -120,6 +120,7 @@ __device__ __forceinline__ int64_t cached_offset(const PagedAttentionGpuArgs& a,
 // 4, 8 or 16 (register arrays are sized by these; the real values are masked at run time).
 template <int kHd, int kGroup>
 __global__ void __launch_bounds__(kThreads, 1) attention_chunk_kernel(const PagedAttentionGpuArgs a, int64_t grid_chunks) {
+  gpu::begin_kernel();
   constexpr int kKVecs = kHd / (4 * kLanesPerKey);      // K float4s per lane per key
   constexpr int kKeysPerPass = kThreads / kLanesPerKey;  // 32
   constexpr int kPasses = kTile / kKeysPerPass;          // 2
@@ -289,6 +290,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_chunk_kernel(const Page
 // The separate combine (no sync counters). Block (head, row), kThreads threads, thread
 // d < head_dim owns output element d.
 __global__ void __launch_bounds__(kThreads) attention_combine_kernel(const PagedAttentionGpuArgs a, int64_t grid_chunks) {
+  gpu::begin_kernel();
   __shared__ float f_s[kMaxChunks], l_s[kMaxChunks];
   const int64_t h = blockIdx.x, r = blockIdx.y;
   const int d = static_cast<int>(threadIdx.x);
@@ -310,6 +312,7 @@ __global__ void __launch_bounds__(kThreads) attention_combine_kernel(const Paged
 }
 
 __global__ void kv_append_kernel(const KvAppendGpuArgs a) {
+  gpu::begin_kernel();
   const int64_t r = blockIdx.x;
   const int64_t p = a.positions[r];
   const int32_t* table = a.block_tables + static_cast<int64_t>(a.row_seq[r]) * a.block_table_stride;
@@ -334,11 +337,11 @@ template <int kHd>
 void launch_chunks(const PagedAttentionGpuArgs& a, dim3 grid, int64_t group, gpuStream_t stream) {
   const int64_t chunks = grid.x;
   if (group <= 4) {
-    attention_chunk_kernel<kHd, 4><<<grid, kThreads, 0, stream>>>(a, chunks);
+    gpu::launch(attention_chunk_kernel<kHd, 4>, grid, kThreads, 0, stream, a, chunks);
   } else if (group <= 8) {
-    attention_chunk_kernel<kHd, 8><<<grid, kThreads, 0, stream>>>(a, chunks);
+    gpu::launch(attention_chunk_kernel<kHd, 8>, grid, kThreads, 0, stream, a, chunks);
   } else {
-    attention_chunk_kernel<kHd, 16><<<grid, kThreads, 0, stream>>>(a, chunks);
+    gpu::launch(attention_chunk_kernel<kHd, 16>, grid, kThreads, 0, stream, a, chunks);
   }
 }
 
@@ -370,7 +373,7 @@ gpuError_t paged_attention_gpu(const PagedAttentionGpuArgs& a, gpuStream_t strea
   }
   if (a.sync_counters == nullptr) {
     const dim3 combine_grid(static_cast<unsigned>(a.num_heads), static_cast<unsigned>(a.num_rows));
-    attention_combine_kernel<<<combine_grid, kThreads, 0, stream>>>(a, num_chunks);
+    gpu::launch(attention_combine_kernel, combine_grid, kThreads, 0, stream, a, num_chunks);
   }
   return gpuGetLastError();
 }
@@ -378,7 +381,7 @@ gpuError_t paged_attention_gpu(const PagedAttentionGpuArgs& a, gpuStream_t strea
 gpuError_t kv_append_gpu(const KvAppendGpuArgs& a, gpuStream_t stream) {
   if (a.num_rows < 0 || a.block_tokens <= 0 || a.num_kv_heads <= 0 || a.head_dim <= 0) return gpuErrorInvalidValue;
   if (a.num_rows == 0) return gpuSuccess;
-  kv_append_kernel<<<static_cast<unsigned>(a.num_rows), 256, 0, stream>>>(a);
+  gpu::launch(kv_append_kernel, static_cast<unsigned>(a.num_rows), 256, 0, stream, a);
   return gpuGetLastError();
 }
 

@@ -38,6 +38,7 @@ __device__ void rope_head(float* head, float pos, int64_t rope_dims, float base)
 
 // grid (row, head slot); blockDim.x = threads_for(head_dim).
 __global__ void __launch_bounds__(kMaxThreads) attention_prep_kernel(const AttentionPrepGpuArgs a) {
+  gpu::begin_kernel();
   __shared__ float scratch[gpu::kMaxWarpsPerBlock];
   __shared__ float head[kMaxHeadDim];
   const int64_t r = blockIdx.x, slot = blockIdx.y, n = a.head_dim;
@@ -88,7 +89,7 @@ gpuError_t attention_prep_gpu(const AttentionPrepGpuArgs& a, gpuStream_t stream)
   if (!valid(a)) return gpuErrorInvalidValue;
   if (a.num_rows == 0) return gpuSuccess;
   const dim3 grid(static_cast<unsigned>(a.num_rows), static_cast<unsigned>(a.num_heads + a.num_kv_heads));
-  attention_prep_kernel<<<grid, threads_for(a.head_dim), 0, stream>>>(a);
+  gpu::launch(attention_prep_kernel, grid, threads_for(a.head_dim), 0, stream, a);
   return gpuGetLastError();
 }
 

@@ -11,6 +11,7 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 4096;
 
 __global__ void __launch_bounds__(kThreads) swiglu_kernel(const float* gate, const float* up, float* y, int64_t n) {
+  gpu::begin_kernel();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float g = gate[i];
@@ -19,6 +20,7 @@ __global__ void __launch_bounds__(kThreads) swiglu_kernel(const float* gate, con
 }
 
 __global__ void __launch_bounds__(kThreads) add_kernel(const float* a, const float* b, float* y, int64_t n) {
+  gpu::begin_kernel();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     y[i] = a[i] + b[i];
@@ -35,14 +37,14 @@ unsigned blocks_for(int64_t n) {
 gpuError_t swiglu_gpu(const float* gate, const float* up, float* y, int64_t n, gpuStream_t stream) {
   if (n < 0) return gpuErrorInvalidValue;
   if (n == 0) return gpuSuccess;
-  swiglu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(gate, up, y, n);
+  gpu::launch(swiglu_kernel, blocks_for(n), kThreads, 0, stream, gate, up, y, n);
   return gpuGetLastError();
 }
 
 gpuError_t add_gpu(const float* a, const float* b, float* y, int64_t n, gpuStream_t stream) {
   if (n < 0) return gpuErrorInvalidValue;
   if (n == 0) return gpuSuccess;
-  add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, y, n);
+  gpu::launch(add_kernel, blocks_for(n), kThreads, 0, stream, a, b, y, n);
   return gpuGetLastError();
 }
 

@@ -15,6 +15,7 @@ constexpr int kThreads = 128;
 template <class D>
 __global__ void __launch_bounds__(kThreads) embedding_kernel(const uint8_t* table, size_t row_bytes,
                                                               int64_t num_embd, const int32_t* tokens, float* out) {
+  gpu::begin_kernel();
   const int64_t t = blockIdx.x;
   const uint8_t* row = table + static_cast<size_t>(tokens[t]) * row_bytes;
   float* o = out + t * num_embd;
@@ -33,8 +34,8 @@ __global__ void __launch_bounds__(kThreads) embedding_kernel(const uint8_t* tabl
 template <class D>
 gpuError_t launch(const void* table, size_t row_bytes, int64_t num_embd, const int32_t* tokens, int64_t num_tokens,
                   float* out, gpuStream_t stream) {
-  embedding_kernel<D><<<static_cast<unsigned>(num_tokens), kThreads, 0, stream>>>(
-      static_cast<const uint8_t*>(table), row_bytes, num_embd, tokens, out);
+  gpu::launch(embedding_kernel<D>, static_cast<unsigned>(num_tokens), kThreads, 0, stream,
+              static_cast<const uint8_t*>(table), row_bytes, num_embd, tokens, out);
   return gpuGetLastError();
 }
 

@@ -78,6 +78,7 @@ constexpr int kMinBlocksFixedDv = 4;
 // is what brings the registers down); DV == 0: any multiple of kCols. Same arithmetic either way.
 template <int DK, int DV>
 __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_step_kernel(const GdnStepArgs a) {
+  gpu::begin_kernel();
   static_assert(DK % kParts == 0 && DK <= kThreads && DV % kCols == 0);
   constexpr int kRowsPerPart = DK / kParts;
   __shared__ float q_s[DK], k_s[DK], v_s[kCols];
@@ -269,12 +270,12 @@ gpuError_t gdn_step_gpu(const GdnStepArgs& a, gpuStream_t stream) {
   const bool dv_is_dk = a.head_dim_v == a.head_dim_k;
   switch (a.head_dim_k) {
     case 64:
-      if (dv_is_dk) gdn_step_kernel<64, 64><<<grid, kThreads, 0, stream>>>(a);
-      else gdn_step_kernel<64, 0><<<grid, kThreads, 0, stream>>>(a);
+      if (dv_is_dk) gpu::launch(gdn_step_kernel<64, 64>, grid, kThreads, 0, stream, a);
+      else gpu::launch(gdn_step_kernel<64, 0>, grid, kThreads, 0, stream, a);
       break;
     case 128:
-      if (dv_is_dk) gdn_step_kernel<128, 128><<<grid, kThreads, 0, stream>>>(a);
-      else gdn_step_kernel<128, 0><<<grid, kThreads, 0, stream>>>(a);
+      if (dv_is_dk) gpu::launch(gdn_step_kernel<128, 128>, grid, kThreads, 0, stream, a);
+      else gpu::launch(gdn_step_kernel<128, 0>, grid, kThreads, 0, stream, a);
       break;
     default: return gpuErrorInvalidValue;
   }

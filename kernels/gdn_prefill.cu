@@ -68,6 +68,7 @@ Work carve(const GdnPrefillArgs& a) {
 }
 
 __global__ void __launch_bounds__(kThreads) gdn_table_kernel(const GdnPrefillArgs a, const Work ws) {
+  gpu::begin_kernel();
   __shared__ int64_t count_s;
   if (threadIdx.x == 0) {
     int64_t n = 0;
@@ -104,6 +105,7 @@ __device__ __forceinline__ float conv_silu(const GdnPrefillArgs& a, const float*
 
 template <int DK>
 __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(const GdnPrefillArgs a, const Work ws) {
+  gpu::begin_kernel();
   const int64_t chunk = blockIdx.x;
   const int64_t s = ws.table[3 * chunk];
   if (s < 0) return;
@@ -162,6 +164,7 @@ constexpr size_t intra_smem_bytes() {
 
 template <int DK>
 __global__ void __launch_bounds__(kThreads) gdn_intra_kernel(const GdnPrefillArgs a, const Work ws) {
+  gpu::begin_kernel();
   extern __shared__ float smem[];
   constexpr int kStride = DK + 1;  // K/Q rows: conflict-free column reads in the tiles
   float* k_s = smem;                     // [64][DK + 1]
@@ -255,6 +258,7 @@ __global__ void __launch_bounds__(kThreads) gdn_intra_kernel(const GdnPrefillArg
 }
 
 __global__ void __launch_bounds__(kThreads) gdn_conv_state_kernel(const GdnPrefillArgs a) {
+  gpu::begin_kernel();
   const int64_t s = blockIdx.x;
   const int64_t out = a.state_out[s];
   if (out < 0) return;
@@ -281,6 +285,7 @@ constexpr size_t scan_smem_bytes() {
 
 template <int DK>
 __global__ void __launch_bounds__(kThreads) gdn_scan_kernel(const GdnPrefillArgs a, const Work ws) {
+  gpu::begin_kernel();
   extern __shared__ float4 smem4[];
   constexpr int kRowStride = DK + 4;
   constexpr int kRowsPerGroup = kChunk / kGroups;   // D / O rows per thread
@@ -451,12 +456,12 @@ gpuError_t launch(const GdnPrefillArgs& a, gpuStream_t stream) {
   gpuError_t err = allow_smem(gdn_intra_kernel<DK>, intra_smem_bytes<DK>());
   if (err == gpuSuccess) err = allow_smem(gdn_scan_kernel<DK>, scan_smem_bytes<DK>());
   if (err != gpuSuccess) return err;
-  gdn_table_kernel<<<1, kThreads, 0, stream>>>(a, ws);
-  gdn_prep_kernel<DK><<<dim3(chunks, hk + hv), kThreads, 0, stream>>>(a, ws);
-  gdn_intra_kernel<DK><<<dim3(chunks, hv), kThreads, intra_smem_bytes<DK>(), stream>>>(a, ws);
-  gdn_conv_state_kernel<<<static_cast<unsigned>(a.num_seqs), kThreads, 0, stream>>>(a);
+  gpu::launch(gdn_table_kernel, 1, kThreads, 0, stream, a, ws);
+  gpu::launch(gdn_prep_kernel<DK>, dim3(chunks, hk + hv), kThreads, 0, stream, a, ws);
+  gpu::launch(gdn_intra_kernel<DK>, dim3(chunks, hv), kThreads, intra_smem_bytes<DK>(), stream, a, ws);
+  gpu::launch(gdn_conv_state_kernel, static_cast<unsigned>(a.num_seqs), kThreads, 0, stream, a);
   const dim3 scan_grid(static_cast<unsigned>(a.head_dim_v / kTileCols), hv, static_cast<unsigned>(a.num_seqs));
-  gdn_scan_kernel<DK><<<scan_grid, kThreads, scan_smem_bytes<DK>(), stream>>>(a, ws);
+  gpu::launch(gdn_scan_kernel<DK>, scan_grid, kThreads, scan_smem_bytes<DK>(), stream, a, ws);
   return gpuGetLastError();
 }
 

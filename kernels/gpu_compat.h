@@ -181,6 +181,76 @@ namespace deltaserve::kernels::gpu {
 inline constexpr int kWarpSize = DS_WARP_SIZE;
 static_assert(kWarpSize == 32 || kWarpSize == 64, "unexpected warp width");
 
+// Programmatic dependent launch (CUDA on sm_90 and up): a kernel started by gpu::launch may
+// be scheduled while the kernel before it on the stream drains, which hides the launch
+// latency and block ramp between the ~340 small kernels of a decode step. Correctness rests
+// on one rule: every __global__ function of kernels/ calls begin_kernel() before any global
+// memory access and before any early return; only L2 prefetches (below) and reads of
+// kernel parameters may come first. It waits until
+// the previous kernel on the stream has completed with its writes visible (so transitively
+// every earlier one), then allows the next kernel to be scheduled. HIP and older targets:
+// no-ops, and gpu::launch is an ordinary launch.
+__device__ __forceinline__ void begin_kernel() {
+#if defined(DS_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Asks L2 for the 128-byte line holding p: no data reaches the thread and nothing waits, and
+// L2 is the device's point of coherence, so it is safe before begin_kernel() on any address
+// (the line fills with whatever the previous kernel has written by then; later loads see
+// its final values). Kernels use it to start their big reads (weights, recurrent state)
+// while the previous kernel finishes. HIP: no-op.
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+#if defined(DS_GPU_CUDA) && defined(__CUDA_ARCH__)
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#else
+  (void)p;
+#endif
+}
+
+// prefetch_l2 over [begin, begin + bytes), the block's threads striding over the lines.
+__device__ __forceinline__ void prefetch_l2_range(const void* begin, size_t bytes) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(begin) & ~uintptr_t{127};
+  const uintptr_t stop = reinterpret_cast<uintptr_t>(begin) + bytes;
+  for (uintptr_t line = first + 128u * threadIdx.x; line < stop; line += 128u * blockDim.x) {
+    prefetch_l2(reinterpret_cast<const void*>(line));
+  }
+}
+
+// Whether kernels prefetch (DELTASERVE_GPU_PREFETCH=0 turns it off for side-by-side runs;
+// values never depend on it). Decided once per process; host side.
+bool prefetch_enabled();
+
+// Whether gpu::launch uses dependent launches: CUDA, a device of compute capability 9.0 or
+// more, kernels compiled for it (not JIT from older PTX, which lacks the wait), and
+// DELTASERVE_GPU_PDL not "0" (the side-by-side switch). Decided once per process.
+bool dependent_launch_enabled();
+
+// kernel<<<grid, block, smem_bytes, stream>>>(args...), as a dependent launch where enabled.
+// The launch status is left for gpuGetLastError(), as with <<<>>>.
+template <class... Params, class... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, gpuStream_t stream, Args&&... args) {
+#if defined(DS_GPU_CUDA)
+  if (dependent_launch_enabled()) {
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem_bytes;
+    config.stream = stream;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    (void)cudaLaunchKernelEx(&config, kernel, static_cast<Args&&>(args)...);
+    return;
+  }
+#endif
+  kernel<<<grid, block, smem_bytes, stream>>>(static_cast<Args&&>(args)...);
+}
+
 __device__ __forceinline__ int lane_id() { return static_cast<int>(threadIdx.x) & (kWarpSize - 1); }
 __device__ __forceinline__ int warp_id() { return static_cast<int>(threadIdx.x) / kWarpSize; }
 

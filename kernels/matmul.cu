@@ -8,6 +8,8 @@
 // consecutive chunks) plus the activation rows, which stay in L1/L2 across the block.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/gpu_compat.h"
 #include "kernels/gpu_decode.h"
@@ -62,6 +64,7 @@ struct MatvecParams {
   MatvecSeg seg[kMaxSegs];
   int num_segs;
   int64_t group_offset;  // first row group of this launch (grid.y limit)
+  bool prefetch_weights;  // prefetch_block_weights (DELTASERVE_GPU_PREFETCH=0: off, for side-by-side runs)
 };
 
 // This block's segment, selected with constant indices (a run-time index into the parameter
@@ -90,6 +93,28 @@ __device__ __forceinline__ void multiply_chunk(const float (&wv)[O][8], const fl
       for (int e = 0; e < 8; ++e) acc[i][r] = fmaf(wv[i][e], xv[e], acc[i][r]);
     }
   }
+}
+
+// Asks L2 for the block's weight rows [first, first + count) of w (and of w_up when gated),
+// so the chunk walk's loads, each a round trip the lane waits for, hit L2 instead of HBM.
+// Plain segments call it before the grid dependency wait (gpu::prefetch_l2), so the fetch
+// overlaps the previous kernel's tail; expert segments after it, once the expert ids are
+// visible. Measured on the H200 with dependent launches (bench/RESULTS.md): 35B-A3B batch 1
+// 3.522 -> 3.381 ms/step; neutral on the 27B; ~1% slower at 64 streams, hence the limits in
+// launch_groups.
+__device__ __forceinline__ void prefetch_block_weights(const uint8_t* w, const uint8_t* w_up, size_t row_bytes,
+                                                       int64_t first, int64_t count) {
+  if (count <= 0) return;
+  const size_t bytes = static_cast<size_t>(count) * row_bytes;
+  gpu::prefetch_l2_range(w + static_cast<size_t>(first) * row_bytes, bytes);
+  if (w_up != nullptr) gpu::prefetch_l2_range(w_up + static_cast<size_t>(first) * row_bytes, bytes);
+}
+
+// The outputs [first, first + count) block `block` of segment g computes.
+__device__ __forceinline__ void block_outputs(const MatvecSeg& g, int64_t block, int64_t& first, int64_t& count) {
+  const int64_t per_block = g.w_up != nullptr ? kOutputsPerBlock / 2 : kOutputsPerBlock;
+  first = block * per_block;
+  count = min(first + per_block, g.num_out) - first;
 }
 
 // The norm epilogue: every block of row group `group` counts itself done after its y writes;
@@ -149,10 +174,17 @@ __device__ __forceinline__ void write_outputs(const MatvecSeg& g, const float (&
 // matvec 2x slower at 64 streams on the H200).
 template <class D, int R, bool kNorm>
 __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) {
+  const MatvecSeg g = segment_of(p);
+  int64_t first_out = 0, num_block_outputs = 0;
+  block_outputs(g, static_cast<int64_t>(blockIdx.x) - g.block_begin, first_out, num_block_outputs);
+  // Plain segments: the first row group fetches (the others read the same rows).
+  if (p.prefetch_weights && g.expert_ids == nullptr && p.group_offset == 0 && blockIdx.y == 0) {
+    prefetch_block_weights(g.w, g.w_up, g.w_row_bytes, first_out, num_block_outputs);
+  }
+  gpu::begin_kernel();
   constexpr int kWarps = kThreads / kWarpSize;
   constexpr int kOutputsPerWarp = kOutputsPerBlock / kWarps;
   static_assert(kOutputsPerWarp * kWarps == kOutputsPerBlock && kOutputsPerWarp % 2 == 0);
-  const MatvecSeg g = segment_of(p);
   const int lane = gpu::lane_id();
   const int64_t group = p.group_offset + blockIdx.y;
   if (group >= g.num_groups) return;
@@ -169,6 +201,7 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) 
     w += e;
     if (gated) w_up += e;
     xs[0] = g.x + (group / g.pairs_per_x_row) * g.x_stride;
+    if (p.prefetch_weights) prefetch_block_weights(w, w_up, g.w_row_bytes, first_out, num_block_outputs);
   } else {
 #pragma unroll
     for (int r = 0; r < R; ++r) xs[r] = g.x + (row0 + (r < num_valid ? r : 0)) * g.x_stride;
@@ -235,11 +268,14 @@ gpuError_t launch_groups(MatvecParams p, gpuStream_t stream) {
     grid_x += (g.num_out + per_block - 1) / per_block;
     num_groups = g.num_groups > num_groups ? g.num_groups : num_groups;
   }
+  // Prefetch at decode sizes only: with groups of 8 rows or more than 32 row groups (the
+  // expert pairs of 16+ streams) it measured ~1% slower on the H200.
+  p.prefetch_weights = gpu::prefetch_enabled() && R <= 4 && num_groups <= 32;
   for (int64_t first = 0; first < num_groups; first += kMaxGridY) {
     p.group_offset = first;
     const dim3 grid(static_cast<unsigned>(grid_x),
                     static_cast<unsigned>(num_groups - first < kMaxGridY ? num_groups - first : kMaxGridY));
-    matvec_kernel<D, R, kNorm><<<grid, kThreads, 0, stream>>>(p);
+    gpu::launch(matvec_kernel<D, R, kNorm>, grid, kThreads, 0, stream, p);
   }
   return gpuGetLastError();
 }

@@ -50,6 +50,7 @@ constexpr int tile_pairs(bool tf32) { return gpu::tile_rows(tf32 ? 16 : 32); }
 
 __global__ void __launch_bounds__(kPlanThreads)
     plan_kernel(const int32_t* ids, int64_t num_pairs, int32_t* offsets, int32_t* sorted) {
+  gpu::begin_kernel();
   __shared__ int32_t below[kPlanThreads], mine[kPlanThreads];
   const int e = static_cast<int>(blockIdx.x);
   const int tid = static_cast<int>(threadIdx.x);
@@ -124,6 +125,7 @@ __device__ __forceinline__ bool find_tile(const TiledParams& p, int64_t slot, in
 
 template <class D, int kTilePairs, bool kTf32>
 __global__ void __launch_bounds__(kThreads) experts_tiled_kernel(const TiledParams p) {
+  gpu::begin_kernel();
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ int32_t pair_of[kTilePairs];
   int expert = 0, num = 0;
@@ -179,7 +181,7 @@ gpuError_t launch_math(TiledParams p, int64_t num_pairs, gpuStream_t stream) {
   for (int64_t first = 0; first < num_slots; first += kMaxGridY) {
     p.slot_offset = first;
     const dim3 grid(grid_x, static_cast<unsigned>(num_slots - first < kMaxGridY ? num_slots - first : kMaxGridY));
-    experts_tiled_kernel<D, kTilePairs, kTf32><<<grid, kThreads, kSmemBytes, stream>>>(p);
+    gpu::launch(experts_tiled_kernel<D, kTilePairs, kTf32>, grid, kThreads, kSmemBytes, stream, p);
   }
   return gpuGetLastError();
 }
@@ -242,8 +244,8 @@ gpuError_t matmul_experts_prefill_gpu(const MatmulExpertsPrefillArgs& args, gpuS
   int32_t* offsets = static_cast<int32_t*>(args.workspace);
   int32_t* sorted = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(args.workspace) + offsets_bytes(num_experts));
   if (!args.plan_ready) {
-    plan_kernel<<<static_cast<unsigned>(num_experts), kPlanThreads, 0, stream>>>(args.experts.expert_ids, num_pairs, offsets,
-                                                                                  sorted);
+    gpu::launch(plan_kernel, static_cast<unsigned>(num_experts), kPlanThreads, 0, stream, args.experts.expert_ids,
+                num_pairs, offsets, sorted);
     const gpuError_t err = gpuGetLastError();
     if (err != gpuSuccess) return err;
   }

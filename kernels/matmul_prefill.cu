@@ -33,6 +33,7 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 
 template <class D, bool kTf32>
 __global__ void __launch_bounds__(kThreads) matmul_tiled_kernel(const MatmulArgs a, bool w_aligned16) {
+  gpu::begin_kernel();
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = static_cast<int>(threadIdx.x);
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTileRows;
@@ -68,7 +69,7 @@ gpuError_t launch_math(const MatmulArgs& a, gpuStream_t stream) {
 #endif
   const dim3 grid(static_cast<unsigned>((a.num_out + kTileOut - 1) / kTileOut),
                   static_cast<unsigned>((a.num_rows + kTileRows - 1) / kTileRows));
-  matmul_tiled_kernel<D, kTf32><<<grid, kThreads, kSmemBytes, stream>>>(a, aligned16(a.w));
+  gpu::launch(matmul_tiled_kernel<D, kTf32>, grid, kThreads, kSmemBytes, stream, a, aligned16(a.w));
   return gpuGetLastError();
 }
 

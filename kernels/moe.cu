@@ -84,6 +84,7 @@ __device__ void route_row(float* probs, RouteShared& s, int ne, int num_used, in
 }
 
 __global__ void __launch_bounds__(kThreads) moe_route_kernel(const MoeRouteArgs a) {
+  gpu::begin_kernel();
   extern __shared__ float probs[];  // [num_experts]; selected experts are set to -1
   __shared__ RouteShared s;
   const int64_t r = blockIdx.x;
@@ -141,7 +142,21 @@ __device__ void router_dot(const float* w, const float* const* xs, int64_t num_i
 // Block (output block x, row group y) of R rows: its outputs' logits for the group's rows,
 // then a counter per group; the group's last block routes its rows and resets the counter.
 template <int R>
-__global__ void __launch_bounds__(kThreads) moe_router_kernel(const MoeRouterArgs a) {
+__global__ void __launch_bounds__(kThreads) moe_router_kernel(const MoeRouterArgs a, bool prefetch) {
+  // The block's router rows (and the shared-expert gate row) to L2 while the previous kernel
+  // finishes (gpu::prefetch_l2); the first row group only, the others read the same rows.
+  if (prefetch && blockIdx.y == 0) {
+    const int64_t first = static_cast<int64_t>(blockIdx.x) * kRouterOutputsPerBlock;
+    const int64_t end = min(first + kRouterOutputsPerBlock, a.num_experts);
+    if (first < end) {
+      gpu::prefetch_l2_range(reinterpret_cast<const uint8_t*>(a.router_w) + first * a.w_row_bytes,
+                             static_cast<size_t>(end - first) * a.w_row_bytes);
+    }
+    if (a.shared_gate_w != nullptr && first + kRouterOutputsPerBlock > a.num_experts && first <= a.num_experts) {
+      gpu::prefetch_l2_range(a.shared_gate_w, static_cast<size_t>(a.num_in) * sizeof(float));
+    }
+  }
+  gpu::begin_kernel();
   extern __shared__ float probs[];  // [num_experts]
   __shared__ RouteShared s;
   __shared__ bool is_last;
@@ -214,7 +229,7 @@ gpuError_t launch_router(const MoeRouterArgs& a, gpuStream_t stream) {
   const dim3 grid(static_cast<unsigned>((num_out + kRouterOutputsPerBlock - 1) / kRouterOutputsPerBlock),
                   static_cast<unsigned>(num_groups));
   const size_t smem = static_cast<size_t>(a.num_experts) * sizeof(float);
-  moe_router_kernel<R><<<grid, kThreads, smem, stream>>>(a);
+  gpu::launch(moe_router_kernel<R>, grid, kThreads, smem, stream, a, gpu::prefetch_enabled());
   return gpuGetLastError();
 }
 
@@ -224,7 +239,7 @@ gpuError_t moe_route_gpu(const MoeRouteArgs& a, gpuStream_t stream) {
   if (!valid_routing(a.num_experts, a.num_used) || a.num_rows < 0) return gpuErrorInvalidValue;
   if (a.num_rows == 0) return gpuSuccess;
   const size_t smem = static_cast<size_t>(a.num_experts) * sizeof(float);
-  moe_route_kernel<<<static_cast<unsigned>(a.num_rows), kThreads, smem, stream>>>(a);
+  gpu::launch(moe_route_kernel, static_cast<unsigned>(a.num_rows), kThreads, smem, stream, a);
   return gpuGetLastError();
 }
 

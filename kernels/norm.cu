@@ -14,6 +14,7 @@ namespace {
 constexpr int kThreads = detail::kNormMaxThreads;
 
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const RmsNormArgs a) {
+  gpu::begin_kernel();
   __shared__ float scratch[gpu::kMaxWarpsPerBlock];
   const float* x = a.x + blockIdx.x * a.x_stride;
   float* y = a.y + blockIdx.x * a.y_stride;
@@ -23,6 +24,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const RmsNormArgs a)
 
 // y = x / rms(x) * w * SiLU(z) per group of n.
 __global__ void __launch_bounds__(kThreads) gated_rms_norm_kernel(const GatedRmsNormArgs a) {
+  gpu::begin_kernel();
   __shared__ float scratch[gpu::kMaxWarpsPerBlock];
   const int64_t g = blockIdx.x;
   detail::block_gated_rms_norm(a.x + g * a.n, a.z + g * a.n, a.w, a.y + g * a.n, a.n, a.eps, scratch);
@@ -33,14 +35,14 @@ __global__ void __launch_bounds__(kThreads) gated_rms_norm_kernel(const GatedRms
 gpuError_t rms_norm_gpu(const RmsNormArgs& a, gpuStream_t stream) {
   if (a.n <= 0 || a.num_rows < 0) return gpuErrorInvalidValue;
   if (a.num_rows == 0) return gpuSuccess;
-  rms_norm_kernel<<<static_cast<unsigned>(a.num_rows), detail::norm_threads_for(a.n), 0, stream>>>(a);
+  gpu::launch(rms_norm_kernel, static_cast<unsigned>(a.num_rows), detail::norm_threads_for(a.n), 0, stream, a);
   return gpuGetLastError();
 }
 
 gpuError_t gated_rms_norm_gpu(const GatedRmsNormArgs& a, gpuStream_t stream) {
   if (a.n <= 0 || a.num_groups < 0) return gpuErrorInvalidValue;
   if (a.num_groups == 0) return gpuSuccess;
-  gated_rms_norm_kernel<<<static_cast<unsigned>(a.num_groups), detail::norm_threads_for(a.n), 0, stream>>>(a);
+  gpu::launch(gated_rms_norm_kernel, static_cast<unsigned>(a.num_groups), detail::norm_threads_for(a.n), 0, stream, a);
   return gpuGetLastError();
 }
 

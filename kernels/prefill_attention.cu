@@ -29,6 +29,7 @@ __device__ __forceinline__ int64_t cached_offset(const PrefillAttentionGpuArgs& 
 
 template <int kHd>
 __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const PrefillAttentionGpuArgs a) {
+  gpu::begin_kernel();
   constexpr int kKVecs = kHd / (4 * kLanesPerKey);
   constexpr int kKeysPerPass = kThreads / kLanesPerKey;
   constexpr int kPasses = kTile / kKeysPerPass;
@@ -197,11 +198,11 @@ gpuError_t prefill_attention_gpu(const PrefillAttentionGpuArgs& a, gpuStream_t s
   const dim3 grid(static_cast<unsigned>((a.max_rows_per_seq + rows_per_block - 1) / rows_per_block),
                   static_cast<unsigned>(a.num_seqs), static_cast<unsigned>(a.num_kv_heads));
   if (a.head_dim <= 64) {
-    prefill_attention_kernel<64><<<grid, kThreads, 0, stream>>>(a);
+    gpu::launch(prefill_attention_kernel<64>, grid, kThreads, 0, stream, a);
   } else if (a.head_dim <= 128) {
-    prefill_attention_kernel<128><<<grid, kThreads, 0, stream>>>(a);
+    gpu::launch(prefill_attention_kernel<128>, grid, kThreads, 0, stream, a);
   } else {
-    prefill_attention_kernel<256><<<grid, kThreads, 0, stream>>>(a);
+    gpu::launch(prefill_attention_kernel<256>, grid, kThreads, 0, stream, a);
   }
   return gpuGetLastError();
 }

@@ -10,6 +10,7 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void __launch_bounds__(kThreads) rope_neox_kernel(const RopeArgs a) {
+  gpu::begin_kernel();
   const int64_t half = a.rope_dims / 2;
   const int64_t r = blockIdx.x;
   const float pos = static_cast<float>(a.positions[r]);
@@ -32,7 +33,7 @@ __global__ void __launch_bounds__(kThreads) rope_neox_kernel(const RopeArgs a) {
 gpuError_t rope_neox_gpu(const RopeArgs& a, gpuStream_t stream) {
   if (a.rope_dims <= 0 || a.rope_dims % 2 != 0 || a.num_heads < 0 || a.num_rows < 0) return gpuErrorInvalidValue;
   if (a.num_rows == 0 || a.num_heads == 0) return gpuSuccess;
-  rope_neox_kernel<<<static_cast<unsigned>(a.num_rows), kThreads, 0, stream>>>(a);
+  gpu::launch(rope_neox_kernel, static_cast<unsigned>(a.num_rows), kThreads, 0, stream, a);
   return gpuGetLastError();
 }
 

@@ -66,6 +66,7 @@ bool row_vec_ok(const float* logits, int64_t stride) {
 
 __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* logits, int64_t stride, int64_t vocab, bool vec,
                                                           int32_t* ids) {
+  gpu::begin_kernel();
   __shared__ float best_v[gpu::kMaxWarpsPerBlock];
   __shared__ int best_i[gpu::kMaxWarpsPerBlock];
   float v = nan_f();
@@ -78,6 +79,7 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* logits, i
 // Block (segment, row): the best of its kSegment elements goes to the workspace; the block
 // that finishes last for its row (counter) reduces the row's segments and resets the counter.
 __global__ void __launch_bounds__(kSplitThreads) argmax_split_kernel(const ArgmaxGpuArgs a, bool vec) {
+  gpu::begin_kernel();
   __shared__ float best_v[kSplitThreads / 32];
   __shared__ int best_i[kSplitThreads / 32];
   __shared__ bool is_last;
@@ -116,6 +118,7 @@ __global__ void __launch_bounds__(kSplitThreads) argmax_split_kernel(const Argma
 
 __global__ void greedy_verify_kernel(const int32_t* row_tokens, const int32_t* target, const int32_t* seq_row_begin,
                                      int64_t num_seqs, int32_t* num_emitted) {
+  gpu::begin_kernel();
   const int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (s >= num_seqs) return;
   const int32_t b = seq_row_begin[s], e = seq_row_begin[s + 1];
@@ -130,7 +133,7 @@ gpuError_t argmax_gpu(const float* logits, int64_t logits_stride, int64_t num_ro
                       gpuStream_t stream) {
   if (vocab <= 0 || vocab > 0x7ffffffe || num_rows < 0 || logits_stride < vocab) return gpuErrorInvalidValue;
   if (num_rows == 0) return gpuSuccess;
-  argmax_kernel<<<static_cast<unsigned>(num_rows), kThreads, 0, stream>>>(logits, logits_stride, vocab,
+  gpu::launch(argmax_kernel, static_cast<unsigned>(num_rows), kThreads, 0, stream, logits, logits_stride, vocab,
                                                                          row_vec_ok(logits, logits_stride), ids);
   return gpuGetLastError();
 }
@@ -147,7 +150,7 @@ gpuError_t argmax_gpu(const ArgmaxGpuArgs& a, gpuStream_t stream) {
   }
   if (a.num_rows == 0) return gpuSuccess;
   const dim3 grid(static_cast<unsigned>((a.vocab + kSegment - 1) / kSegment), static_cast<unsigned>(a.num_rows));
-  argmax_split_kernel<<<grid, kSplitThreads, 0, stream>>>(a, row_vec_ok(a.logits, a.logits_stride));
+  gpu::launch(argmax_split_kernel, grid, kSplitThreads, 0, stream, a, row_vec_ok(a.logits, a.logits_stride));
   return gpuGetLastError();
 }
 
@@ -156,7 +159,7 @@ gpuError_t greedy_verify_gpu(const int32_t* row_tokens, const int32_t* target, c
   if (num_seqs < 0) return gpuErrorInvalidValue;
   if (num_seqs == 0) return gpuSuccess;
   const unsigned blocks = static_cast<unsigned>((num_seqs + 127) / 128);
-  greedy_verify_kernel<<<blocks, 128, 0, stream>>>(row_tokens, target, seq_row_begin, num_seqs, num_emitted);
+  gpu::launch(greedy_verify_kernel, blocks, 128, 0, stream, row_tokens, target, seq_row_begin, num_seqs, num_emitted);
   return gpuGetLastError();
 }
 

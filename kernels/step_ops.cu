@@ -21,6 +21,7 @@ unsigned blocks_for(int64_t n) {
 __global__ void __launch_bounds__(kThreads) gather_rows_kernel(const float* src, int64_t src_stride,
                                                                const int32_t* rows, int64_t num_rows,
                                                                int64_t width, float* dst, int64_t dst_stride) {
+  gpu::begin_kernel();
   const int64_t total = num_rows * width;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * kThreads) {
@@ -45,6 +46,7 @@ __device__ __forceinline__ void combine_element(const MoeCombineArgs& a, int64_t
 }
 
 __global__ void __launch_bounds__(kThreads) moe_combine_kernel(const MoeCombineArgs a) {
+  gpu::begin_kernel();
   const int64_t total = a.num_rows * a.n;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * kThreads) {
@@ -58,6 +60,7 @@ __global__ void __launch_bounds__(kThreads) moe_combine_kernel(const MoeCombineA
 // resets the row's counter. Why not one block per row: at one row that was a single block
 // doing the whole combine (H200: 19.5 us per launch against 5.3 for combine + norm).
 __global__ void __launch_bounds__(kThreads) moe_combine_norm_kernel(const MoeCombineArgs a) {
+  gpu::begin_kernel();
   __shared__ unsigned last;
   __shared__ float scratch[detail::kNormMaxThreads / gpu::kWarpSize];
   const int64_t r = blockIdx.y;
@@ -82,8 +85,8 @@ gpuError_t gather_rows_gpu(const float* src, int64_t src_stride, const int32_t* 
                            int64_t width, float* dst, int64_t dst_stride, gpuStream_t stream) {
   if (num_rows < 0 || width < 0 || src_stride < width || dst_stride < width) return gpuErrorInvalidValue;
   if (num_rows == 0 || width == 0) return gpuSuccess;
-  gather_rows_kernel<<<blocks_for(num_rows * width), kThreads, 0, stream>>>(src, src_stride, rows, num_rows, width,
-                                                                            dst, dst_stride);
+  gpu::launch(gather_rows_kernel, blocks_for(num_rows * width), kThreads, 0, stream, src, src_stride, rows, num_rows,
+              width, dst, dst_stride);
   return gpuGetLastError();
 }
 
@@ -98,9 +101,9 @@ gpuError_t moe_combine_gpu(const MoeCombineArgs& a, gpuStream_t stream) {
   if (a.num_rows == 0 || a.n == 0) return gpuSuccess;
   if (norm) {
     const dim3 grid(static_cast<unsigned>((a.n + kThreads - 1) / kThreads), static_cast<unsigned>(a.num_rows));
-    moe_combine_norm_kernel<<<grid, kThreads, 0, stream>>>(a);
+    gpu::launch(moe_combine_norm_kernel, grid, kThreads, 0, stream, a);
   } else {
-    moe_combine_kernel<<<blocks_for(a.num_rows * a.n), kThreads, 0, stream>>>(a);
+    gpu::launch(moe_combine_kernel, blocks_for(a.num_rows * a.n), kThreads, 0, stream, a);
   }
   return gpuGetLastError();
 }

@@ -72,6 +72,15 @@ for stage in "${stages[@]}"; do
     decode_35b_fused_norm)
       DELTASERVE_GPU_FUSE_NORM=1 run_stage decode_35b_fused_norm 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,64 --context 1024 --steps 10
       DELTASERVE_GPU_FUSE_NORM=1 DELTASERVE_GPU_GRAPHS=0 run_stage decode_35b_fused_norm_eager 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1 --context 1024 --steps 10 ;;
+    pdl_ab)  # programmatic dependent launches (default on sm_90) against ordinary launches, side by side
+      run_stage decode_35b_pdl 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 10
+      DELTASERVE_GPU_PREFETCH=0 run_stage decode_35b_pdl_noprefetch 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 10
+      DELTASERVE_GPU_PDL=0 run_stage decode_35b_nopdl 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 10
+      run_stage decode_27b_pdl 120 "$cli" bench decode --preset qwen3.6-27b --weights q4_0 --device cuda --batch 1 --context 512 --steps 10
+      DELTASERVE_GPU_PREFETCH=0 run_stage decode_27b_pdl_noprefetch 120 "$cli" bench decode --preset qwen3.6-27b --weights q4_0 --device cuda --batch 1 --context 512 --steps 10
+      DELTASERVE_GPU_PDL=0 run_stage decode_27b_nopdl 120 "$cli" bench decode --preset qwen3.6-27b --weights q4_0 --device cuda --batch 1 --context 512 --steps 10
+      run_stage prefill_35b_pdl 120 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512 --steps 3
+      DELTASERVE_GPU_PDL=0 run_stage prefill_35b_nopdl 120 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512 --steps 3 ;;
     kbench_matvec) run_stage kbench_matvec 60 "$bundle/kernels/gpu_kernel_tests" --bench-matvec ;;
     decode_35b_eager) DELTASERVE_GPU_GRAPHS=0 run_stage decode_35b_eager 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 20 ;;
     serve)

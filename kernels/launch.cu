@@ -1,0 +1,49 @@
+// gpu::dependent_launch_enabled and gpu::prefetch_enabled (gpu_compat.h): one-time decisions
+// on how kernels launch and whether they prefetch.
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/gpu_compat.h"
+
+namespace deltaserve::kernels::gpu {
+namespace {
+
+#if defined(DS_GPU_CUDA)
+// Compiled like every kernel of the library: its PTX version tells which code the device runs.
+__global__ void launch_probe_kernel() {}
+#endif
+
+bool decide() {
+  const char* env = std::getenv("DELTASERVE_GPU_PDL");
+  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+#if defined(DS_GPU_CUDA)
+  int device = 0, major = 0;
+  cudaFuncAttributes attr{};
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaFuncGetAttributes(&attr, launch_probe_kernel) != cudaSuccess) {
+    (void)cudaGetLastError();  // no device yet: ordinary launches (their own calls report it)
+    return false;
+  }
+  return major >= 9 && attr.ptxVersion >= 90;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool dependent_launch_enabled() {
+  static const bool enabled = decide();
+  return enabled;
+}
+
+bool prefetch_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("DELTASERVE_GPU_PREFETCH");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  return enabled;
+}
+
+}  // namespace deltaserve::kernels::gpu
