@@ -31,6 +31,11 @@ constexpr int kThreads = 128;
 constexpr int kOutputsPerBlock = 8;
 constexpr int kMaxRowsPerGroup = 8;
 constexpr int64_t kMaxGridY = 65535;
+// Largest matrix (one segment; one expert) whose rows the matvec prefetches: on the H200 the
+// prefetch made the 35B-A3B's batch-1 step 5-7% faster (matrices <= 9.4 MB, and the expert
+// slices) but the 27B's 4% slower (matrices of 18-100 MB), also when only the first wave of
+// blocks prefetched.
+constexpr size_t kPrefetchMaxMatrixBytes = size_t{16} << 20;
 
 // One weight matrix of a launch. Blocks [block_begin, next segment's block_begin) of grid.x
 // serve it; groups past num_groups exit at once (segments may have different row counts).
@@ -100,7 +105,7 @@ __device__ __forceinline__ void multiply_chunk(const float (&wv)[O][8], const fl
 // Plain segments call it before the grid dependency wait (gpu::prefetch_l2), so the fetch
 // overlaps the previous kernel's tail; expert segments after it, once the expert ids are
 // visible. Measured on the H200 with dependent launches (bench/RESULTS.md): 35B-A3B batch 1
-// 3.522 -> 3.381 ms/step; neutral on the 27B; ~1% slower at 64 streams, hence the limits in
+// -5 to -7% per step; slower on large matrices and at 64 streams, hence the limits in
 // launch_groups.
 __device__ __forceinline__ void prefetch_block_weights(const uint8_t* w, const uint8_t* w_up, size_t row_bytes,
                                                        int64_t first, int64_t count) {
@@ -178,7 +183,8 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) 
   int64_t first_out = 0, num_block_outputs = 0;
   block_outputs(g, static_cast<int64_t>(blockIdx.x) - g.block_begin, first_out, num_block_outputs);
   // Plain segments: the first row group fetches (the others read the same rows).
-  if (p.prefetch_weights && g.expert_ids == nullptr && p.group_offset == 0 && blockIdx.y == 0) {
+  const bool prefetch = p.prefetch_weights && p.group_offset == 0;
+  if (prefetch && g.expert_ids == nullptr && blockIdx.y == 0) {
     prefetch_block_weights(g.w, g.w_up, g.w_row_bytes, first_out, num_block_outputs);
   }
   gpu::begin_kernel();
@@ -201,7 +207,7 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) 
     w += e;
     if (gated) w_up += e;
     xs[0] = g.x + (group / g.pairs_per_x_row) * g.x_stride;
-    if (p.prefetch_weights) prefetch_block_weights(w, w_up, g.w_row_bytes, first_out, num_block_outputs);
+    if (prefetch) prefetch_block_weights(w, w_up, g.w_row_bytes, first_out, num_block_outputs);
   } else {
 #pragma unroll
     for (int r = 0; r < R; ++r) xs[r] = g.x + (row0 + (r < num_valid ? r : 0)) * g.x_stride;
@@ -268,9 +274,15 @@ gpuError_t launch_groups(MatvecParams p, gpuStream_t stream) {
     grid_x += (g.num_out + per_block - 1) / per_block;
     num_groups = g.num_groups > num_groups ? g.num_groups : num_groups;
   }
-  // Prefetch at decode sizes only: with groups of 8 rows or more than 32 row groups (the
-  // expert pairs of 16+ streams) it measured ~1% slower on the H200.
-  p.prefetch_weights = gpu::prefetch_enabled() && R <= 4 && num_groups <= 32;
+  // Prefetch at decode sizes and for small matrices only: with groups of 8 rows or more than
+  // 32 row groups (the expert pairs of 16+ streams) it measured ~1% slower on the H200, with
+  // the 27B's large matrices 4% (kPrefetchMaxMatrixBytes).
+  bool small_matrices = true;
+  for (int s = 0; s < p.num_segs; ++s) {
+    const size_t matrix_bytes = static_cast<size_t>(p.seg[s].num_out) * p.seg[s].w_row_bytes;
+    small_matrices = small_matrices && matrix_bytes <= kPrefetchMaxMatrixBytes;
+  }
+  p.prefetch_weights = gpu::prefetch_enabled() && R <= 4 && num_groups <= 32 && small_matrices;
   for (int64_t first = 0; first < num_groups; first += kMaxGridY) {
     p.group_offset = first;
     const dim3 grid(static_cast<unsigned>(grid_x),
