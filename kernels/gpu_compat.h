@@ -229,7 +229,9 @@ bool prefetch_enabled();
 bool dependent_launch_enabled();
 
 // kernel<<<grid, block, smem_bytes, stream>>>(args...), as a dependent launch where enabled.
-// The launch status is left for gpuGetLastError(), as with <<<>>>.
+// The launch status is left for gpuGetLastError(), as with <<<>>>: a dependent launch that
+// fails is retried as an ordinary one, which records its own status (the same error for a
+// bad launch; success where only the attribute was refused).
 template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, gpuStream_t stream, Args&&... args) {
 #if defined(DS_GPU_CUDA)
@@ -244,8 +246,8 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
     config.stream = stream;
     config.attrs = &attr;
     config.numAttrs = 1;
-    (void)cudaLaunchKernelEx(&config, kernel, static_cast<Args&&>(args)...);
-    return;
+    if (cudaLaunchKernelEx(&config, kernel, args...) == cudaSuccess) return;  // copies: args may be reused below
+    (void)cudaGetLastError();
   }
 #endif
   kernel<<<grid, block, smem_bytes, stream>>>(static_cast<Args&&>(args)...);
