@@ -127,6 +127,7 @@ int run_bench(BenchCommand& c) {
   std::printf("backend    %s (device '%s'), ready in %.2f s; %d slots, %d KV blocks of %d tokens\n", backend->name().c_str(),
               c.device.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
               cache.num_state_slots, cache.num_kv_blocks, cache.kv_block_tokens);
+  if (const std::string settings = backend->speed_settings(); !settings.empty()) std::printf("settings   %s\n", settings.c_str());
   std::printf("plan       %s: context %d tokens/stream, %d timed %s (+%d warmup)", c.mode.c_str(), c.o.context_tokens,
               c.o.num_steps, prefill ? "repetitions" : "steps", c.o.num_warmup);
   if (!prefill) {

@@ -160,6 +160,20 @@ namespace deltaserve::kernels {
     }                                                                                  \
   } while (0)
 
+namespace deltaserve::kernels::gpu {
+
+// Whether gpu::launch uses dependent launches: CUDA, a device of compute capability 9.0 or
+// more, kernels compiled for it (not JIT from older PTX, which lacks the wait), and
+// DELTASERVE_GPU_PDL not "0" (the side-by-side switch). Decided once per process, on the
+// first call (after the device is chosen). Defined in kernels/launch.cu.
+bool dependent_launch_enabled();
+
+// Whether kernels prefetch to L2 (DELTASERVE_GPU_PREFETCH=0 turns it off for side-by-side
+// runs; values never depend on it). Decided once per process.
+bool prefetch_enabled();
+
+}  // namespace deltaserve::kernels::gpu
+
 // ------------------------------------------------------------------------------------------
 // Device part.
 #if defined(__CUDACC__) || defined(__HIPCC__)
@@ -219,14 +233,6 @@ __device__ __forceinline__ void prefetch_l2_range(const void* begin, size_t byte
   }
 }
 
-// Whether kernels prefetch (DELTASERVE_GPU_PREFETCH=0 turns it off for side-by-side runs;
-// values never depend on it). Decided once per process; host side.
-bool prefetch_enabled();
-
-// Whether gpu::launch uses dependent launches: CUDA, a device of compute capability 9.0 or
-// more, kernels compiled for it (not JIT from older PTX, which lacks the wait), and
-// DELTASERVE_GPU_PDL not "0" (the side-by-side switch). Decided once per process.
-bool dependent_launch_enabled();
 
 // kernel<<<grid, block, smem_bytes, stream>>>(args...), as a dependent launch where enabled.
 // The launch status is left for gpuGetLastError(), as with <<<>>>: a dependent launch that

@@ -34,6 +34,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // The settings that change speed but never values (e.g. "step graphs on, ..."), one line
+  // for benchmark logs, so a figure says how it was measured. Empty where there are none.
+  virtual std::string speed_settings() const { return {}; }
   virtual const ModelConfig& config() const = 0;
   virtual const CacheConfig& cache_config() const = 0;
 

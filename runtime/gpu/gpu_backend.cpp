@@ -90,6 +90,14 @@ std::string GpuBackend::name() const {
 #endif
 }
 
+std::string GpuBackend::speed_settings() const {
+  const auto on = [](bool b) { return b ? "on" : "off"; };
+  return std::string("step graphs ") + on(graphs_enabled()) + ", dependent launches " +
+         on(kernels::gpu::dependent_launch_enabled()) + ", L2 prefetch " + on(kernels::gpu::prefetch_enabled()) +
+         ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", prefill matmul " +
+         (prefill_math_ == kernels::MatmulMath::kTf32 ? "tf32" : "f32");
+}
+
 // The preconditions of the kernels, as clear load-time errors instead of launch failures.
 void GpuBackend::check_model() const {
   const ModelConfig& c = config_;

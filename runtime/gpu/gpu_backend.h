@@ -96,6 +96,7 @@ class GpuBackend final : public Backend {
   GpuBackend& operator=(const GpuBackend&) = delete;
 
   std::string name() const override;
+  std::string speed_settings() const override;
   const ModelConfig& config() const override { return config_; }
   const CacheConfig& cache_config() const override { return cache_; }
   void forward(const BatchPlan& plan, ForwardOutput& out) override;

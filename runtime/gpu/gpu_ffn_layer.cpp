@@ -295,12 +295,16 @@ void matmul(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, R
 // every row count and width it also cost 7% at 64 streams and 16% on the 27B (width 5120).
 // Same bits either way (matmul_norm_gpu reproduces rms_norm_gpu), so the choice may follow
 // the load.
-static bool fuse_norm_into_matvec(int64_t num_rows, int64_t width) {
+bool fused_norm_enabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("DELTASERVE_GPU_FUSE_NORM");
     return v != nullptr && std::string(v) == "1";
   }();
-  return enabled && num_rows <= 8 && width <= 4096;
+  return enabled;
+}
+
+static bool fuse_norm_into_matvec(int64_t num_rows, int64_t width) {
+  return fused_norm_enabled() && num_rows <= 8 && width <= 4096;
 }
 
 void matmul_then_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, RowSplit rows, float* y,

@@ -150,6 +150,8 @@ void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
 // (matmul_norm_gpu, same bits). next.out may not alias x or y.
 void matmul_then_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, RowSplit rows, float* y,
                       const NextNorm& next);
+// DELTASERVE_GPU_FUSE_NORM=1 (read once).
+bool fused_norm_enabled();
 
 // x[r] <- RMSNorm(src[r]) * w over num_rows rows of H (strides H); y may alias x.
 void rms_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, int64_t num_rows, float* y,
