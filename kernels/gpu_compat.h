@@ -198,12 +198,12 @@ static_assert(kWarpSize == 32 || kWarpSize == 64, "unexpected warp width");
 // Programmatic dependent launch (CUDA on sm_90 and up): a kernel started by gpu::launch may
 // be scheduled while the kernel before it on the stream drains, which hides the launch
 // latency and block ramp between the ~340 small kernels of a decode step. Correctness rests
-// on one rule: every __global__ function of kernels/ calls begin_kernel() before any global
-// memory access and before any early return; only L2 prefetches (below) and reads of
-// kernel parameters may come first. It waits until
-// the previous kernel on the stream has completed with its writes visible (so transitively
-// every earlier one), then allows the next kernel to be scheduled. HIP and older targets:
-// no-ops, and gpu::launch is an ordinary launch.
+// on one rule (tests/gpu/launch_rule_check.sh): every __global__ function of kernels/ calls
+// begin_kernel() before any global memory access and before any early return; only L2
+// prefetches (below) and reads of kernel parameters may come first. It waits until the
+// previous kernel on the stream has completed with its writes visible (so transitively every
+// earlier one), then allows the next kernel to be scheduled. HIP and older targets: no-ops,
+// and gpu::launch is an ordinary launch.
 __device__ __forceinline__ void begin_kernel() {
 #if defined(DS_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -214,8 +214,8 @@ __device__ __forceinline__ void begin_kernel() {
 // Asks L2 for the 128-byte line holding p: no data reaches the thread and nothing waits, and
 // L2 is the device's point of coherence, so it is safe before begin_kernel() on any address
 // (the line fills with whatever the previous kernel has written by then; later loads see
-// its final values). Kernels use it to start their big reads (weights, recurrent state)
-// while the previous kernel finishes. HIP: no-op.
+// its final values). Kernels use it to start their weight reads while the previous kernel
+// finishes. HIP: no-op.
 __device__ __forceinline__ void prefetch_l2(const void* p) {
 #if defined(DS_GPU_CUDA) && defined(__CUDA_ARCH__)
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
@@ -232,7 +232,6 @@ __device__ __forceinline__ void prefetch_l2_range(const void* begin, size_t byte
     prefetch_l2(reinterpret_cast<const void*>(line));
   }
 }
-
 
 // kernel<<<grid, block, smem_bytes, stream>>>(args...), as a dependent launch where enabled.
 // The launch status is left for gpuGetLastError(), as with <<<>>>: a dependent launch that

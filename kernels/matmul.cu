@@ -8,8 +8,6 @@
 // consecutive chunks) plus the activation rows, which stay in L1/L2 across the block.
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "kernels/gpu_compat.h"
 #include "kernels/gpu_decode.h"
@@ -107,19 +105,15 @@ __device__ __forceinline__ void multiply_chunk(const float (&wv)[O][8], const fl
 // visible. Measured on the H200 with dependent launches (bench/RESULTS.md): 35B-A3B batch 1
 // -5 to -7% per step; slower on large matrices and at 64 streams, hence the limits in
 // launch_groups.
-__device__ __forceinline__ void prefetch_block_weights(const uint8_t* w, const uint8_t* w_up, size_t row_bytes,
-                                                       int64_t first, int64_t count) {
+// w / w_up: the segment's matrices, or for an expert segment this pair's expert's.
+__device__ __forceinline__ void prefetch_block_weights(const MatvecSeg& g, const uint8_t* w, const uint8_t* w_up) {
+  const int64_t per_block = w_up != nullptr ? kOutputsPerBlock / 2 : kOutputsPerBlock;
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) - g.block_begin) * per_block;
+  const int64_t count = min(first + per_block, g.num_out) - first;
   if (count <= 0) return;
-  const size_t bytes = static_cast<size_t>(count) * row_bytes;
-  gpu::prefetch_l2_range(w + static_cast<size_t>(first) * row_bytes, bytes);
-  if (w_up != nullptr) gpu::prefetch_l2_range(w_up + static_cast<size_t>(first) * row_bytes, bytes);
-}
-
-// The outputs [first, first + count) block `block` of segment g computes.
-__device__ __forceinline__ void block_outputs(const MatvecSeg& g, int64_t block, int64_t& first, int64_t& count) {
-  const int64_t per_block = g.w_up != nullptr ? kOutputsPerBlock / 2 : kOutputsPerBlock;
-  first = block * per_block;
-  count = min(first + per_block, g.num_out) - first;
+  const size_t offset = static_cast<size_t>(first) * g.w_row_bytes, bytes = static_cast<size_t>(count) * g.w_row_bytes;
+  gpu::prefetch_l2_range(w + offset, bytes);
+  if (w_up != nullptr) gpu::prefetch_l2_range(w_up + offset, bytes);
 }
 
 // The norm epilogue: every block of row group `group` counts itself done after its y writes;
@@ -180,13 +174,9 @@ __device__ __forceinline__ void write_outputs(const MatvecSeg& g, const float (&
 template <class D, int R, bool kNorm>
 __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) {
   const MatvecSeg g = segment_of(p);
-  int64_t first_out = 0, num_block_outputs = 0;
-  block_outputs(g, static_cast<int64_t>(blockIdx.x) - g.block_begin, first_out, num_block_outputs);
   // Plain segments: the first row group fetches (the others read the same rows).
   const bool prefetch = p.prefetch_weights && p.group_offset == 0;
-  if (prefetch && g.expert_ids == nullptr && blockIdx.y == 0) {
-    prefetch_block_weights(g.w, g.w_up, g.w_row_bytes, first_out, num_block_outputs);
-  }
+  if (prefetch && g.expert_ids == nullptr && blockIdx.y == 0) prefetch_block_weights(g, g.w, g.w_up);
   gpu::begin_kernel();
   constexpr int kWarps = kThreads / kWarpSize;
   constexpr int kOutputsPerWarp = kOutputsPerBlock / kWarps;
@@ -207,7 +197,7 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) 
     w += e;
     if (gated) w_up += e;
     xs[0] = g.x + (group / g.pairs_per_x_row) * g.x_stride;
-    if (prefetch) prefetch_block_weights(w, w_up, g.w_row_bytes, first_out, num_block_outputs);
+    if (prefetch) prefetch_block_weights(g, w, w_up);
   } else {
 #pragma unroll
     for (int r = 0; r < R; ++r) xs[r] = g.x + (row0 + (r < num_valid ? r : 0)) * g.x_stride;

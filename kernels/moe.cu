@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(kThreads) moe_router_kernel(const MoeRouterArg
       gpu::prefetch_l2_range(reinterpret_cast<const uint8_t*>(a.router_w) + first * a.w_row_bytes,
                              static_cast<size_t>(end - first) * a.w_row_bytes);
     }
-    if (a.shared_gate_w != nullptr && first + kRouterOutputsPerBlock > a.num_experts && first <= a.num_experts) {
+    if (a.shared_gate_w != nullptr && blockIdx.x == a.num_experts / kRouterOutputsPerBlock) {  // output num_experts
       gpu::prefetch_l2_range(a.shared_gate_w, static_cast<size_t>(a.num_in) * sizeof(float));
     }
   }

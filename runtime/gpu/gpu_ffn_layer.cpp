@@ -140,9 +140,9 @@ void experts_tiled(const GpuLayerContext& ctx, const DeviceTensor& w, const void
 // moe_router_gpu launch (the logits are matmul_gpu's bits, the routing moe_route_gpu's) for up
 // to kFusedRouterMaxRows rows; more rows take the router matvec and moe_route_gpu (two
 // launches). The router and shared gate are F32 (GpuWeights / ModelWeights require it). Why
-// the limit: the fused kernel's
-// last block routes its row group's rows one after another, which at 64 rows cost 3.4 ms of
-// router time per step against 1.0 ms for the two launches (H200, 35B-A3B, eager trace).
+// the limit: the fused kernel's last block routes its row group's rows one after another,
+// which at 64 rows cost 3.4 ms of router time per step against 1.0 ms for the two launches
+// (H200, 35B-A3B, eager trace).
 // Same logits and routing either way (tests/gpu/moe_fused_test.cu), so the choice may follow
 // the load.
 constexpr int64_t kFusedRouterMaxRows = 4;
