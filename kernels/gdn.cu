@@ -15,8 +15,12 @@
 // itself done for its value head; the last of the head's dv/32 blocks normalises the head's
 // groups in place with norm_block.h's code (the same bits as gated_rms_norm_gpu, whose block
 // for n = dv <= 128 has the same reduction order as this 128-thread block).
-// Bytes per (sequence, layer): the state read once and written once (2 MiB for 35B-A3B), the
-// rows' qkv, plus 2 MiB per snapshot row.
+// Bytes per (sequence, layer): the state read once and written once (2 MiB for 35B-A3B in f32,
+// 1 MiB in bf16), the rows' qkv, plus one state's bytes per snapshot row.
+// State storage (StateT): float, or uint16_t holding bf16 bits; with bf16 every row starts by
+// rounding the register state to bf16 (the previous row's o read it unrounded; rounding there
+// instead spilled at dk = dv = 128), so R rows in one launch give the bits of R launches of one
+// row. The f32 instantiation has no extra instruction (same PTX as before the option).
 #include <cstdint>
 
 #include "kernels/gdn_gpu.h"
@@ -64,6 +68,16 @@ __device__ __forceinline__ void block_sum2(float& a, float& b, float* scratch) {
 
 __device__ __forceinline__ float softplusf_(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
+// Delta-state elements (StateT): f32 as is; bf16 bits (uint16_t) widened exactly, narrowed to
+// nearest even.
+__device__ __forceinline__ float from_state(float v) { return v; }
+__device__ __forceinline__ float from_state(uint16_t bits) { return gpu::bf16_bits_to_float(bits); }
+template <class StateT>
+__device__ __forceinline__ StateT to_state(float v) {
+  if constexpr (sizeof(StateT) == 2) return gpu::float_to_bf16_bits(v);
+  else return v;
+}
+
 // Blocks per SM the fixed-dv variants are held to: 128 registers per thread (dk = dv = 128: no
 // spills on sm_90, 8 bytes on sm_80; unbounded it took 244 registers, 2 blocks per SM, and at
 // 64 sequences the kernel is latency-bound: 8192 blocks in waves). HIP: no bound (its second
@@ -76,7 +90,8 @@ constexpr int kMinBlocksFixedDv = 4;
 
 // DV > 0: head_dim_v == DV, fixed at compile time (the state offsets become immediates, which
 // is what brings the registers down); DV == 0: any multiple of kCols. Same arithmetic either way.
-template <int DK, int DV>
+// StateT: the delta pools' element type (float, or uint16_t = bf16 bits).
+template <int DK, int DV, class StateT>
 __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_step_kernel(const GdnStepArgs a) {
   gpu::begin_kernel();
   static_assert(DK % kParts == 0 && DK <= kThreads && DV % kCols == 0);
@@ -106,10 +121,11 @@ __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_
   int32_t* const counter = a.sync_counters + s * hk + kh;
 
   // The state first: its loads are in flight during the conv loads and the counter atomics.
+  constexpr bool kBf16 = sizeof(StateT) == 2;
   float S[kRowsPerPart];
-  const float* state_src = a.delta_states + state_in * delta_entry + j * DK * dv + c;
+  const StateT* state_src = static_cast<const StateT*>(a.delta_states) + state_in * delta_entry + j * DK * dv + c;
 #pragma unroll
-  for (int ii = 0; ii < kRowsPerPart; ++ii) S[ii] = state_src[(kParts * ii + part) * dv];
+  for (int ii = 0; ii < kRowsPerPart; ++ii) S[ii] = from_state(state_src[(kParts * ii + part) * dv]);
 
   // Channels this thread convolves: q and k channel `tid` of key head kh, v channel `tid`.
   const bool has_qk = tid < DK, has_v = tid < kCols;
@@ -190,6 +206,9 @@ __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_
     float e = 0.0f;
 #pragma unroll
     for (int ii = 0; ii < kRowsPerPart; ++ii) {
+      // bf16: the previous row's state as stored (a no-op on the loaded state), so this row
+      // starts from what a launch of its own would load.
+      if constexpr (kBf16) S[ii] = from_state(to_state<StateT>(S[ii]));
       S[ii] *= decay;
       e = fmaf(S[ii], k_s[kParts * ii + part], e);
     }
@@ -206,9 +225,9 @@ __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_
 
     if (ring >= 0) {  // snapshot after row r: delta state, and the conv channels this block owns
       const int64_t entry = ring + (r - row_begin);
-      float* snap = a.delta_states + entry * delta_entry + j * DK * dv + c;
+      StateT* snap = static_cast<StateT*>(a.delta_states) + entry * delta_entry + j * DK * dv + c;
 #pragma unroll
-      for (int ii = 0; ii < kRowsPerPart; ++ii) snap[(kParts * ii + part) * dv] = S[ii];
+      for (int ii = 0; ii < kRowsPerPart; ++ii) snap[(kParts * ii + part) * dv] = to_state<StateT>(S[ii]);
       float* conv_snap = a.conv_states + entry * conv_entry;
 #pragma unroll
       for (int h = 0; h < kHistory; ++h) {
@@ -221,9 +240,9 @@ __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_
 
   __syncthreads();  // last_reader_s is visible even when the sequence has no rows
   if (state_out >= 0) {
-    float* state_dst = a.delta_states + state_out * delta_entry + j * DK * dv + c;
+    StateT* state_dst = static_cast<StateT*>(a.delta_states) + state_out * delta_entry + j * DK * dv + c;
 #pragma unroll
-    for (int ii = 0; ii < kRowsPerPart; ++ii) state_dst[(kParts * ii + part) * dv] = S[ii];
+    for (int ii = 0; ii < kRowsPerPart; ++ii) state_dst[(kParts * ii + part) * dv] = to_state<StateT>(S[ii]);
     float* conv_out = a.conv_states + state_out * conv_entry;
     const bool write_qk = last_reader_s != 0;
 #pragma unroll
@@ -254,6 +273,21 @@ __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_
   }
 }
 
+template <class StateT>
+gpuError_t launch_step(const GdnStepArgs& a, gpuStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(a.head_dim_v / kCols), static_cast<unsigned>(a.num_v_heads),
+                  static_cast<unsigned>(a.num_seqs));
+  const bool dv_is_dk = a.head_dim_v == a.head_dim_k;
+  if (a.head_dim_k == 64) {
+    if (dv_is_dk) gpu::launch(gdn_step_kernel<64, 64, StateT>, grid, kThreads, 0, stream, a);
+    else gpu::launch(gdn_step_kernel<64, 0, StateT>, grid, kThreads, 0, stream, a);
+  } else {
+    if (dv_is_dk) gpu::launch(gdn_step_kernel<128, 128, StateT>, grid, kThreads, 0, stream, a);
+    else gpu::launch(gdn_step_kernel<128, 0, StateT>, grid, kThreads, 0, stream, a);
+  }
+  return gpuGetLastError();
+}
+
 }  // namespace
 
 gpuError_t gdn_step_gpu(const GdnStepArgs& a, gpuStream_t stream) {
@@ -264,22 +298,11 @@ gpuError_t gdn_step_gpu(const GdnStepArgs& a, gpuStream_t stream) {
   if (a.norm_w != nullptr && (a.z == nullptr || !gdn_step_fuses_norm(a.num_k_heads, a.num_v_heads, a.head_dim_v))) {
     return gpuErrorInvalidValue;
   }
+  if (a.delta_type != StateType::kF32 && a.delta_type != StateType::kBf16) return gpuErrorInvalidValue;
   if (a.num_seqs == 0) return gpuSuccess;
-  const dim3 grid(static_cast<unsigned>(a.head_dim_v / kCols), static_cast<unsigned>(a.num_v_heads),
-                  static_cast<unsigned>(a.num_seqs));
-  const bool dv_is_dk = a.head_dim_v == a.head_dim_k;
-  switch (a.head_dim_k) {
-    case 64:
-      if (dv_is_dk) gpu::launch(gdn_step_kernel<64, 64>, grid, kThreads, 0, stream, a);
-      else gpu::launch(gdn_step_kernel<64, 0>, grid, kThreads, 0, stream, a);
-      break;
-    case 128:
-      if (dv_is_dk) gpu::launch(gdn_step_kernel<128, 128>, grid, kThreads, 0, stream, a);
-      else gpu::launch(gdn_step_kernel<128, 0>, grid, kThreads, 0, stream, a);
-      break;
-    default: return gpuErrorInvalidValue;
-  }
-  return gpuGetLastError();
+  if (a.head_dim_k != 64 && a.head_dim_k != 128) return gpuErrorInvalidValue;
+  if (a.delta_type == StateType::kBf16) return launch_step<uint16_t>(a, stream);
+  return launch_step<float>(a, stream);
 }
 
 }  // namespace deltaserve::kernels

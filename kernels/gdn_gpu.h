@@ -12,12 +12,20 @@
 // [Hv][dk][dv] key index outer; conv state [3][Dc] oldest first), to f32 rounding.
 //
 // State entries: the caller's pools hold entries of one sequence's layer state; entry e of
-// the delta pool is delta_states + e * Hv*dk*dv floats, of the conv pool conv_states + e *
-// 3*Dc. Sequence s reads entry state_in[s]; its state after its last row goes to entry
+// the delta pool is delta_states + e * Hv*dk*dv elements of delta_type, of the conv pool
+// conv_states + e * 3*Dc floats. Sequence s reads entry state_in[s]; its state after its last row goes to entry
 // state_out[s] (may equal state_in[s]: in place; -1: not written); with ring_first non-null
 // and ring_first[s] >= 0, the state after its row t also goes to entry ring_first[s] + t
 // (ring entries must differ from state_in[s]). A sequence with ring_first[s] < 0 touches
 // no ring.
+//
+// Delta-state precision (delta_type): kF32, or kBf16 (half the bytes: at 64 streams the
+// 35B-A3B's state traffic otherwise rivals its weights). Either way the arithmetic is f32: a
+// bf16 state is widened exactly when read and rounded to nearest even when stored. With kBf16
+// the kernel also rounds the state it holds in registers to bf16 after every row (after that
+// row's o, which reads the unrounded state), so a verify step of several rows gives the same
+// bits (outputs, snapshots, final state) as the same rows run one step at a time from the
+// stored state. Conv states stay f32 (small).
 //
 // Batch invariance: a row's results depend only on its sequence's rows and state (a fixed
 // per-row reduction order; no atomics in any arithmetic).
@@ -48,6 +56,10 @@
 
 namespace deltaserve::kernels {
 
+// Element type of the delta-state pools (see "Delta-state precision" above).
+enum class StateType : int32_t { kF32, kBf16 };
+inline constexpr int64_t state_type_bytes(StateType t) { return t == StateType::kBf16 ? 2 : 4; }
+
 struct GdnStepArgs {
   const float* qkv;         // [num_rows][qkv_stride]: pre-conv projections, q | k | v (Dc)
   int64_t qkv_stride;
@@ -61,7 +73,7 @@ struct GdnStepArgs {
   int64_t out_stride;
   const int32_t* seq_row_begin;  // [num_seqs + 1]: rows of sequence s are [b[s], b[s + 1])
   int64_t num_seqs;
-  float* delta_states;      // entries of [Hv][dk][dv] f32
+  void* delta_states;       // entries of [Hv][dk][dv] delta_type
   float* conv_states;       // entries of [3][Dc] f32
   const int32_t* state_in;  // [num_seqs]
   const int32_t* state_out;  // [num_seqs], -1: not written
@@ -78,6 +90,7 @@ struct GdnStepArgs {
   const float* z = nullptr;       // [num_rows][z_stride]: gate, value head j at j * dv
   int64_t z_stride = 0;
   float norm_eps = 0.0f;          // rms_norm_eps, 1e-6
+  StateType delta_type = StateType::kF32;
 };
 
 // Whether gdn_step_gpu accepts norm_w for these shapes (else the caller runs
@@ -102,7 +115,9 @@ gpuError_t gdn_step_gpu(const GdnStepArgs& args, gpuStream_t stream);
 // state entries and their in-place rule are those of GdnStepArgs; no ring snapshots (verify
 // rows use gdn_step_gpu). The state starts from entry state_in[s], so a sequence prefilled
 // over several calls (state_out == state_in) matches one call to f32 rounding (chunk
-// boundaries differ, so not bitwise).
+// boundaries differ, so not bitwise; bitwise when every call but the last ends on a multiple
+// of 64 rows). With delta_type kBf16 the state is rounded to bf16 after every chunk of 64
+// rows (not after every row as in gdn_step_gpu), so that cut stays bitwise too.
 //
 // Launches (stream-ordered, no atomics, no host synchronisation): chunk table; conv + SiLU +
 // L2 norms + gates into the workspace; per (chunk, value head) the solve giving U, W and the
@@ -130,7 +145,7 @@ struct GdnPrefillArgs {
   const int32_t* seq_row_begin;  // [num_seqs + 1] (device): rows of sequence s are [b[s], b[s + 1])
   int64_t num_seqs;
   int64_t num_rows;         // == seq_row_begin[num_seqs]
-  float* delta_states;      // entries of [Hv][dk][dv] f32
+  void* delta_states;       // entries of [Hv][dk][dv] delta_type
   float* conv_states;       // entries of [3][Dc] f32
   const int32_t* state_in;   // [num_seqs]
   const int32_t* state_out;  // [num_seqs], -1: not written
@@ -141,6 +156,7 @@ struct GdnPrefillArgs {
   int64_t head_dim_v;
   int64_t conv_kernel;      // 4
   float l2_eps;             // 1e-6
+  StateType delta_type = StateType::kF32;
 };
 
 int64_t gdn_prefill_workspace_floats(const GdnPrefillArgs& args);

@@ -17,7 +17,9 @@
 //            memory across the sequence's chunks; thread (column c, group g) computes rows
 //            g + 8m of D and O (W, Q, P rows read as float4 broadcasts), and owns state rows
 //            g dk/8 .. + dk/8 for the update
-// Every result is a fixed-order f32 chain; nothing depends on other sequences.
+// Every result is a fixed-order f32 chain; nothing depends on other sequences. A bf16 delta
+// state (StateT = uint16_t) is widened when the scan loads it, rounded to bf16 at the end of
+// every chunk (so a call boundary on a chunk edge changes no bit) and stored as is.
 #include <cstdint>
 
 #include "kernels/gdn_gpu.h"
@@ -35,6 +37,16 @@ constexpr int kGroups = kThreads / kTileCols;  // row groups per scan block
 constexpr int kAStride = kChunk + 4;  // A and P rows in shared memory (float4-aligned)
 
 __device__ __forceinline__ float softplusf_(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+// Delta-state elements (StateT): f32 as is; bf16 bits (uint16_t) widened exactly, narrowed to
+// nearest even.
+__device__ __forceinline__ float from_state(float v) { return v; }
+__device__ __forceinline__ float from_state(uint16_t bits) { return gpu::bf16_bits_to_float(bits); }
+template <class StateT>
+__device__ __forceinline__ StateT to_state(float v) {
+  if constexpr (sizeof(StateT) == 2) return gpu::float_to_bf16_bits(v);
+  else return v;
+}
 
 // Workspace carve-up, all float offsets multiples of 4 up to gam (float4-read buffers first).
 struct Work {
@@ -283,7 +295,7 @@ constexpr size_t scan_smem_bytes() {
   return sizeof(float) * (DK * kTileCols + 3 * kChunk * (DK + 4) + kChunk * kAStride + kChunk * kTileCols + kChunk);
 }
 
-template <int DK>
+template <int DK, class StateT>
 __global__ void __launch_bounds__(kThreads) gdn_scan_kernel(const GdnPrefillArgs a, const Work ws) {
   gpu::begin_kernel();
   extern __shared__ float4 smem4[];
@@ -308,8 +320,8 @@ __global__ void __launch_bounds__(kThreads) gdn_scan_kernel(const GdnPrefillArgs
   const int64_t b0 = a.seq_row_begin[s], b1 = a.seq_row_begin[s + 1];
   const int64_t state_out = a.state_out[s];
 
-  const float* src = a.delta_states + static_cast<int64_t>(a.state_in[s]) * delta_entry + j * DK * dv + tile * kTileCols;
-  for (int idx = tid; idx < DK * kTileCols; idx += kThreads) s_s[idx] = src[(idx / kTileCols) * dv + idx % kTileCols];
+  const StateT* src = static_cast<const StateT*>(a.delta_states) + static_cast<int64_t>(a.state_in[s]) * delta_entry + j * DK * dv + tile * kTileCols;
+  for (int idx = tid; idx < DK * kTileCols; idx += kThreads) s_s[idx] = from_state(src[(idx / kTileCols) * dv + idx % kTileCols]);
 
   for (int64_t row0 = b0; row0 < b1; row0 += kChunk) {
     const int64_t n = min(static_cast<int64_t>(kChunk), b1 - row0);
@@ -422,14 +434,18 @@ __global__ void __launch_bounds__(kThreads) gdn_scan_kernel(const GdnPrefillArgs
         st[m4 + 3] = fmaf(k4.w, d, st[m4 + 3]);
       }
     }
+    if constexpr (sizeof(StateT) == 2) {  // the state as a call ending here would store it
+#pragma unroll
+      for (int m = 0; m < kStatePerGroup; ++m) st[m] = from_state(to_state<StateT>(st[m]));
+    }
 #pragma unroll
     for (int m = 0; m < kStatePerGroup; ++m) s_s[(g * kStatePerGroup + m) * kTileCols + c] = st[m];
   }
 
   __syncthreads();
   if (state_out < 0) return;
-  float* dst = a.delta_states + state_out * delta_entry + j * DK * dv + tile * kTileCols;
-  for (int idx = tid; idx < DK * kTileCols; idx += kThreads) dst[(idx / kTileCols) * dv + idx % kTileCols] = s_s[idx];
+  StateT* dst = static_cast<StateT*>(a.delta_states) + state_out * delta_entry + j * DK * dv + tile * kTileCols;
+  for (int idx = tid; idx < DK * kTileCols; idx += kThreads) dst[(idx / kTileCols) * dv + idx % kTileCols] = to_state<StateT>(s_s[idx]);
 }
 
 template <class Kernel>
@@ -443,7 +459,7 @@ gpuError_t allow_smem(Kernel kernel, size_t bytes) {
 #endif
 }
 
-template <int DK>
+template <int DK, class StateT>
 gpuError_t launch(const GdnPrefillArgs& a, gpuStream_t stream) {
 #if defined(DS_GPU_HIP)
   // Not yet on AMD: the blocks need more than the 64 KB of LDS of gfx906 / gfx90a (gdn_gpu.h).
@@ -454,14 +470,14 @@ gpuError_t launch(const GdnPrefillArgs& a, gpuStream_t stream) {
   const unsigned chunks = static_cast<unsigned>(ws.max_chunks);
   const unsigned hk = static_cast<unsigned>(a.num_k_heads), hv = static_cast<unsigned>(a.num_v_heads);
   gpuError_t err = allow_smem(gdn_intra_kernel<DK>, intra_smem_bytes<DK>());
-  if (err == gpuSuccess) err = allow_smem(gdn_scan_kernel<DK>, scan_smem_bytes<DK>());
+  if (err == gpuSuccess) err = allow_smem(gdn_scan_kernel<DK, StateT>, scan_smem_bytes<DK>());
   if (err != gpuSuccess) return err;
   gpu::launch(gdn_table_kernel, 1, kThreads, 0, stream, a, ws);
   gpu::launch(gdn_prep_kernel<DK>, dim3(chunks, hk + hv), kThreads, 0, stream, a, ws);
   gpu::launch(gdn_intra_kernel<DK>, dim3(chunks, hv), kThreads, intra_smem_bytes<DK>(), stream, a, ws);
   gpu::launch(gdn_conv_state_kernel, static_cast<unsigned>(a.num_seqs), kThreads, 0, stream, a);
   const dim3 scan_grid(static_cast<unsigned>(a.head_dim_v / kTileCols), hv, static_cast<unsigned>(a.num_seqs));
-  gpu::launch(gdn_scan_kernel<DK>, scan_grid, kThreads, scan_smem_bytes<DK>(), stream, a, ws);
+  gpu::launch(gdn_scan_kernel<DK, StateT>, scan_grid, kThreads, scan_smem_bytes<DK>(), stream, a, ws);
   return gpuGetLastError();
 }
 
@@ -476,13 +492,15 @@ gpuError_t gdn_prefill_gpu(const GdnPrefillArgs& a, gpuStream_t stream) {
   if (a.conv_kernel != kConvKernel || a.head_dim_v <= 0 || a.head_dim_v % kTileCols != 0 || a.num_k_heads <= 0 ||
       a.num_v_heads <= 0 || a.num_v_heads % a.num_k_heads != 0 || a.num_v_heads > 65535 - a.num_k_heads ||
       a.num_seqs < 0 || a.num_seqs > 65535 || a.num_rows < 0 || a.workspace == nullptr ||
-      (reinterpret_cast<uintptr_t>(a.workspace) & 15u) != 0) {
+      (reinterpret_cast<uintptr_t>(a.workspace) & 15u) != 0 ||
+      (a.delta_type != StateType::kF32 && a.delta_type != StateType::kBf16)) {
     return gpuErrorInvalidValue;
   }
   if (a.num_seqs == 0) return gpuSuccess;
+  const bool bf16 = a.delta_type == StateType::kBf16;
   switch (a.head_dim_k) {
-    case 64: return launch<64>(a, stream);
-    case 128: return launch<128>(a, stream);
+    case 64: return bf16 ? launch<64, uint16_t>(a, stream) : launch<64, float>(a, stream);
+    case 128: return bf16 ? launch<128, uint16_t>(a, stream) : launch<128, float>(a, stream);
     default: return gpuErrorInvalidValue;
   }
 }

@@ -344,6 +344,13 @@ __device__ __forceinline__ float f16_bits_to_float(uint16_t bits) {
 __device__ __forceinline__ float bf16_bits_to_float(uint16_t bits) {
   return __uint_as_float(static_cast<unsigned>(bits) << 16);
 }
+// f32 -> bf16 bits rounded to nearest, ties to even; NaN stays NaN (quiet), +-inf stays +-inf:
+// the same bits as kernels/float16.h's fp32_to_bf16 on the host.
+__device__ __forceinline__ uint16_t float_to_bf16_bits(float f) {
+  const unsigned bits = __float_as_uint(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
 
 // 4 bytes from a 2-byte-aligned address (quant blocks are only 2-byte aligned in a row).
 __device__ __forceinline__ uint32_t load_u32_align2(const uint8_t* p) {

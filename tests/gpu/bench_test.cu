@@ -226,7 +226,7 @@ void bench_experts_prefill(DType type, int64_t in, int64_t out, int64_t experts,
   report(std::string(gated ? "segments(gated) " : "matmul_experts_gpu ") + std::string(dtype_name(type)), shape, us_matvec, flops);
 }
 
-void bench_gdn(int64_t num_seqs, int64_t rows_per_seq, bool ring) {
+void bench_gdn(int64_t num_seqs, int64_t rows_per_seq, bool ring, StateType state_type = StateType::kF32) {
   const int64_t hk = 16, hv = 32, d = 128, dc = 2 * hk * d + hv * d;
   const int64_t rows = num_seqs * rows_per_seq;
   const int64_t entries = num_seqs * (1 + (ring ? rows_per_seq : 0));
@@ -244,11 +244,12 @@ void bench_gdn(int64_t num_seqs, int64_t rows_per_seq, bool ring) {
   DeviceBuffer<int32_t> dbegin(begin), din(in), dring(ring_first), sync(std::vector<int32_t>(static_cast<size_t>(num_seqs * hk), 0));
   GdnStepArgs a{qkv.get(), dc, ab.get(), ab.get(), hv, cw.get(), av.get(), av.get(), out.get(), hv * d, dbegin.get(), num_seqs,
                 delta.get(), conv.get(), din.get(), din.get(), dring.get(), sync.get(), hk, hv, d, d, 4, 1e-6f};
+  a.delta_type = state_type;  // a bf16 pool uses the first half of the buffer
   const double us = time_us([&](int) { CHECK_GPU(gdn_step_gpu(a, nullptr)); });
-  const double state_bytes = 4.0 * static_cast<double>(delta_entry) * num_seqs;
+  const double state_bytes = static_cast<double>(state_type_bytes(state_type)) * static_cast<double>(delta_entry) * num_seqs;
   const double bytes = 2.0 * state_bytes + (ring ? state_bytes * rows_per_seq : 0.0) + 4.0 * rows * dc;
   report("gdn_step_gpu", "Hv=32 Hk=16 d=128 seqs=" + std::to_string(num_seqs) + " T=" + std::to_string(rows_per_seq) +
-                             (ring ? " ring" : ""),
+                             (ring ? " ring" : "") + (state_type == StateType::kBf16 ? " bf16" : ""),
          us, bytes);
 }
 
@@ -367,6 +368,8 @@ void run_benchmarks(Context& ctx) {
   bench_gdn(1, 1, false);
   bench_gdn(1, 4, true);
   bench_gdn(64, 1, false);
+  bench_gdn(1, 4, true, StateType::kBf16);
+  bench_gdn(64, 1, false, StateType::kBf16);
   for (int64_t rows : {512, 2048}) {
     bench_gdn(1, rows, false);
     bench_gdn_prefill(rows);

@@ -3,8 +3,11 @@
 // final states of sequences of 0..1000 rows (chunk edges 63/64/65) in one launch, state
 // entries in place / to another entry / not written, fast and slow decay, a prefill split
 // over two calls, batch invariance (a sequence alone, bitwise outputs and state), poisoned
-// outputs and workspace.
+// outputs and workspace. bf16 delta states (delta_type kBf16): against the f32 run from the
+// same (bf16-representable) initial states, and a prefill cut on a 64-row chunk edge into two
+// calls == one call, bitwise (f32 and bf16).
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -12,6 +15,7 @@
 #include "kernels/gated_delta_rule.h"
 #include "kernels/gdn_gpu.h"
 #include "kernels/norm.h"
+#include "kernels/quant.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {
@@ -99,13 +103,16 @@ struct Device {
 };
 
 // Rows [row0, row0 + rows) of the problem as sequences [seq0, seq0 + seqs) (row0 = their first row).
+// delta: the delta pool (null: d.delta, f32), of element type `type`.
 gpuError_t run_prefill(const Problem& p, Device& d, const int32_t* begin, int64_t seq0, int64_t seqs, int64_t row0,
-                       int64_t rows, float* out) {
+                       int64_t rows, float* out, void* delta = nullptr, StateType type = StateType::kF32) {
   const Shape& sh = p.sh;
   const int64_t dc = sh.dc();
   GdnPrefillArgs a{d.qkv.get() + row0 * dc, dc, d.alpha.get() + row0 * sh.hv, d.b.get() + row0 * sh.hv, sh.hv, d.w.get(),
                    d.a.get(), d.dt.get(), out, sh.hv * sh.dv, begin, seqs, rows, d.delta.get(), d.conv.get(),
                    d.in.get() + seq0, d.outs.get() + seq0, nullptr, sh.hk, sh.hv, sh.dk, sh.dv, kKernel, 1e-6f};
+  if (delta != nullptr) a.delta_states = delta;
+  a.delta_type = type;
   DeviceBuffer<float> ws(static_cast<size_t>(gdn_prefill_workspace_floats(a)));
   ws.poison();
   a.workspace = ws.get();
@@ -188,6 +195,99 @@ void check_split(Context& ctx, const Shape& sh, int64_t rows, int64_t split) {
   ctx.results.record("gdn_prefill_gpu(conv)", shape, compare(conv.data(), ref_conv.data(), conv.size()), 0.0, launched);
 }
 
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> bits(v.size());
+  quantize_row(DType::BF16, v.data(), bits.data(), static_cast<int64_t>(v.size()));
+  return bits;
+}
+std::vector<float> from_bf16(const std::vector<uint16_t>& bits) {
+  std::vector<float> v(bits.size());
+  dequantize_row(DType::BF16, bits.data(), v.data(), static_cast<int64_t>(bits.size()));
+  return v;
+}
+
+// bf16 pools against f32 pools from the same initial states (rounded to bf16 first): the bf16
+// run rounds its state after every 64-row chunk, so outputs and final states differ by a few
+// bf16 roundings (NMSE ~1e-6 each; tolerance 5e-5). Batch-invariant like the f32 kernel.
+void check_bf16_vs_f32(Context& ctx, const Shape& sh, const std::vector<int64_t>& lengths, float decay_scale) {
+  Problem p = make_problem(ctx, sh, lengths, decay_scale);
+  p.delta0 = from_bf16(to_bf16(p.delta0));
+  const int64_t num_seqs = static_cast<int64_t>(lengths.size()), rows = p.rows(), dv_all = sh.hv * sh.dv;
+  Device d32(p), d16(p);
+  d32.out.poison();
+  d16.out.poison();
+  DeviceBuffer<uint16_t> pool16(to_bf16(p.delta0));
+  bool launched = run_prefill(p, d32, d32.begin.get(), 0, num_seqs, 0, rows, d32.out.get()) == gpuSuccess;
+  launched = launched && run_prefill(p, d16, d16.begin.get(), 0, num_seqs, 0, rows, d16.out.get(), pool16.get(),
+                                     StateType::kBf16) == gpuSuccess;
+  const std::vector<float> out32 = d32.out.download(), delta32 = d32.delta.download();
+  const std::vector<float> out16 = d16.out.download(), delta16 = from_bf16(pool16.download());
+  const std::vector<float> conv32 = d32.conv.download(), conv16 = d16.conv.download();
+
+  bool invariant = true;  // each sequence alone: outputs and state bits
+  const std::vector<uint16_t> bits16 = pool16.download();
+  for (int64_t s = 0; s < num_seqs && launched; ++s) {
+    const int64_t r0 = p.begin[static_cast<size_t>(s)], t = lengths[static_cast<size_t>(s)];
+    pool16.upload(to_bf16(p.delta0));
+    d16.conv.upload(p.conv0);
+    DeviceBuffer<float> one(static_cast<size_t>(t * dv_all));
+    one.poison();
+    DeviceBuffer<int32_t> b1(std::vector<int32_t>{0, static_cast<int32_t>(t)});
+    invariant = invariant && run_prefill(p, d16, b1.get(), s, 1, r0, t, one.get(), pool16.get(), StateType::kBf16) == gpuSuccess;
+    const std::vector<float> alone = one.download();
+    invariant = invariant && bitwise_equal(alone.data(), out16.data() + r0 * dv_all, alone.size());
+    const int32_t e = p.state_out[static_cast<size_t>(s)];
+    if (e < 0) continue;
+    const std::vector<uint16_t> state = pool16.download();
+    const size_t at = p.delta_entry * static_cast<size_t>(e);
+    invariant = invariant && std::memcmp(state.data() + at, bits16.data() + at, p.delta_entry * sizeof(uint16_t)) == 0;
+  }
+  const std::string shape = shape_text(sh, lengths, decay_scale);
+  ctx.results.record("gdn_prefill_gpu(bf16 out)", shape, compare(out16.data(), out32.data(), out16.size()), 5e-5,
+                     launched && invariant, !launched ? "launch refused" : invariant ? "batch-invariant" : "NOT batch-invariant");
+  ctx.results.record("gdn_prefill_gpu(bf16 state)", shape, compare(delta16.data(), delta32.data(), delta16.size()), 5e-5,
+                     launched);
+  ctx.results.record("gdn_prefill_gpu(bf16 conv)", shape, compare(conv16.data(), conv32.data(), conv16.size()), 0.0, launched);
+}
+
+// One sequence in one call, then in two calls cut at `split` (a multiple of 64, state in
+// place): outputs and final delta state bitwise equal, in f32 and in bf16 (whose chunk-end
+// rounding is where the call boundary rounds).
+void check_chunk_edge_split(Context& ctx, const Shape& sh, int64_t rows, int64_t split, StateType type) {
+  Problem p = make_problem(ctx, sh, {rows}, 1.0f);
+  p.delta0 = from_bf16(to_bf16(p.delta0));
+  const bool bf16 = type == StateType::kBf16;
+  const int64_t dv_all = sh.hv * sh.dv;
+  std::vector<float> outs[2];
+  std::vector<uint16_t> states[2];
+  bool launched = true;
+  for (int calls = 1; calls <= 2; ++calls) {
+    Device d(p);
+    d.out.poison();
+    DeviceBuffer<uint16_t> pool16(to_bf16(p.delta0));
+    void* pool = bf16 ? static_cast<void*>(pool16.get()) : static_cast<void*>(d.delta.get());
+    const int64_t first = calls == 1 ? rows : split;
+    DeviceBuffer<int32_t> b0(std::vector<int32_t>{0, static_cast<int32_t>(first)});
+    DeviceBuffer<int32_t> b1(std::vector<int32_t>{0, static_cast<int32_t>(rows - first)});
+    launched = launched && run_prefill(p, d, b0.get(), 0, 1, 0, first, d.out.get(), pool, type) == gpuSuccess;
+    if (calls == 2)
+      launched = launched && run_prefill(p, d, b1.get(), 0, 1, first, rows - first, d.out.get() + first * dv_all, pool,
+                                         type) == gpuSuccess;
+    outs[calls - 1] = d.out.download();
+    if (bf16) {
+      states[calls - 1] = pool16.download();
+    } else {
+      const std::vector<float> f = d.delta.download();
+      states[calls - 1].resize(f.size() * 2);
+      std::memcpy(states[calls - 1].data(), f.data(), f.size() * sizeof(float));
+    }
+  }
+  const bool same = launched && bitwise_equal(outs[0].data(), outs[1].data(), outs[0].size()) && states[0] == states[1];
+  const std::string shape = shape_text(sh, {split, rows - split}, 1.0f) + (bf16 ? " bf16" : " f32");
+  ctx.results.record_exact("gdn_prefill_gpu(edge split)", shape, same,
+                           !launched ? "launch refused" : same ? "== one call, bitwise" : "differs from one call");
+}
+
 }  // namespace
 
 void run_gdn_prefill_tests(Context& ctx) {
@@ -196,6 +296,10 @@ void run_gdn_prefill_tests(Context& ctx) {
   check_prefill(ctx, {1, 3, 128, 96}, {129, 2, 64}, 1.0f);
   check_prefill(ctx, {2, 6, 64, 32}, {300, 5}, 0.02f);
   check_split(ctx, {2, 4, 128, 128}, 200, 70);
+  check_bf16_vs_f32(ctx, {2, 4, 64, 64}, {1, 63, 64, 65, 200, 0, 7}, 1.0f);
+  check_bf16_vs_f32(ctx, {1, 3, 128, 96}, {129, 2, 64}, 1.0f);
+  check_bf16_vs_f32(ctx, {2, 6, 64, 32}, {300, 5}, 0.02f);
+  for (StateType type : {StateType::kF32, StateType::kBf16}) check_chunk_edge_split(ctx, {2, 4, 128, 128}, 200, 128, type);
   if (ctx.quick) {
     check_prefill(ctx, big, {1, 65}, 1.0f);
     return;
@@ -203,6 +307,8 @@ void run_gdn_prefill_tests(Context& ctx) {
   check_prefill(ctx, big, {1, 63, 64, 65, 200, 1000}, 1.0f);
   check_prefill(ctx, big, {700, 3}, 0.02f);
   check_split(ctx, big, 1000, 512);
+  check_bf16_vs_f32(ctx, big, {1, 65, 200}, 1.0f);
+  check_chunk_edge_split(ctx, big, 1000, 512, StateType::kBf16);
 }
 
 }  // namespace deltaserve::kernels::gputest

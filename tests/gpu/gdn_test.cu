@@ -2,7 +2,8 @@
 // sigmoid / softplus gates, gated_delta_rule_ref) per sequence: outputs, final states (in
 // place, to another entry, or not written), per-row ring snapshots, batch invariance. The
 // fused gated norm (norm_w set) against gdn_step_gpu followed by gated_rms_norm_gpu: output,
-// states and snapshots bitwise equal, counters left zero, batch-invariant.
+// states and snapshots bitwise equal, counters left zero, batch-invariant. bf16 delta states:
+// gdn_bf16_test.cu.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -256,7 +257,8 @@ void check_fused_norm_preconditions(Context& ctx) {
   int32_t counter = 0;
   GdnStepArgs a{};
   a.qkv = a.alpha = a.beta_logit = a.conv_w = a.ssm_a = a.dt_bias = &dummy;
-  a.out = a.delta_states = a.conv_states = &dummy;
+  a.out = a.conv_states = &dummy;
+  a.delta_states = &dummy;
   a.seq_row_begin = a.state_in = a.state_out = &counter;
   a.sync_counters = &counter;
   a.num_seqs = 1;
@@ -301,6 +303,7 @@ void run_gdn_tests(Context& ctx) {
     check_gdn(ctx, {16, 32, 128, 128}, mixed);
     check_gdn(ctx, {16, 32, 128, 128}, decode);
   }
+  run_gdn_bf16_tests(ctx);  // gdn_bf16_test.cu: the same kernel with bf16 delta states
 }
 
 }  // namespace deltaserve::kernels::gputest

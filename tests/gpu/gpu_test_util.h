@@ -135,6 +135,7 @@ void run_matmul_tests(Context& ctx);
 void run_matmul_experts_prefill_tests(Context& ctx);
 void run_ops_tests(Context& ctx);
 void run_gdn_tests(Context& ctx);
+void run_gdn_bf16_tests(Context& ctx);  // called by run_gdn_tests
 void run_gdn_prefill_tests(Context& ctx);
 void run_attention_tests(Context& ctx);
 void run_attention_prep_tests(Context& ctx);

@@ -1,0 +1,292 @@
+// gdn_step_gpu with bf16 delta states (GdnStepArgs::delta_type kBf16):
+// - against the CPU GDN chain started from the bf16-decoded state and rounding its state to
+//   bf16 after every row (kernels/quant.h's BF16 encoder: nearest even): outputs, final
+//   states (in place, to another entry, not written) and ring snapshots;
+// - a verify step of R rows (ring snapshots) == the same rows run as R one-row steps from the
+//   stored state, BITWISE: outputs, every snapshot (delta and conv) and the final state, so
+//   greedy output with speculation on equals off;
+// - a delta_type outside the enum: gpuErrorInvalidValue.
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/conv1d.h"
+#include "kernels/gated_delta_rule.h"
+#include "kernels/gdn_gpu.h"
+#include "kernels/norm.h"
+#include "kernels/quant.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace deltaserve::kernels::gputest {
+namespace {
+
+constexpr int64_t kKernel = 4, kHistory = 3, kMaxT = 4;
+
+struct Shape {
+  int64_t hk, hv, dk, dv;
+  int64_t dc() const { return 2 * hk * dk + hv * dv; }
+};
+
+struct SeqPlan {
+  int64_t rows;
+  bool ring;
+  int mode;  // 0: in place, 1: state_out = another entry, 2: state_out = -1
+};
+
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> bits(v.size());
+  quantize_row(DType::BF16, v.data(), bits.data(), static_cast<int64_t>(v.size()));
+  return bits;
+}
+std::vector<float> from_bf16(const std::vector<uint16_t>& bits) {
+  std::vector<float> v(bits.size());
+  dequantize_row(DType::BF16, bits.data(), v.data(), static_cast<int64_t>(bits.size()));
+  return v;
+}
+void round_to_bf16(float* v, size_t n) {
+  std::vector<float> x(v, v + n);
+  const std::vector<float> r = from_bf16(to_bf16(x));
+  std::copy(r.begin(), r.end(), v);
+}
+
+// One launch's inputs. Entries: s = sequence s's state, num_seqs + s = its alternate output
+// entry, 2 num_seqs + s kMaxT + t = its ring entry for row t.
+struct Problem {
+  Shape sh;
+  std::vector<SeqPlan> plan;
+  std::vector<int32_t> begin{0}, state_in, state_out, ring_first;
+  std::vector<float> qkv, alpha, b, conv_w, ssm_a, dt_bias, conv0;
+  std::vector<uint16_t> delta0;  // the bf16 pool
+  size_t delta_entry = 0, conv_entry = 0;
+  int64_t num_seqs() const { return static_cast<int64_t>(plan.size()); }
+  int64_t rows() const { return begin.back(); }
+};
+
+Problem make_problem(Context& ctx, const Shape& sh, const std::vector<SeqPlan>& plan) {
+  Problem p;
+  p.sh = sh;
+  p.plan = plan;
+  const int64_t n = p.num_seqs(), dc = sh.dc();
+  for (int64_t s = 0; s < n; ++s) {
+    const SeqPlan& q = plan[static_cast<size_t>(s)];
+    p.begin.push_back(p.begin.back() + static_cast<int32_t>(q.rows));
+    p.state_in.push_back(static_cast<int32_t>(s));
+    p.state_out.push_back(q.mode == 0 ? static_cast<int32_t>(s) : q.mode == 1 ? static_cast<int32_t>(n + s) : -1);
+    p.ring_first.push_back(q.ring ? static_cast<int32_t>(2 * n + s * kMaxT) : -1);
+  }
+  const int64_t rows = p.rows(), entries = n * (2 + kMaxT);
+  p.qkv = random_floats(ctx.rng, static_cast<size_t>(rows * dc));
+  p.alpha = random_floats(ctx.rng, static_cast<size_t>(rows * sh.hv));
+  p.b = random_floats(ctx.rng, p.alpha.size());
+  p.conv_w = random_floats(ctx.rng, static_cast<size_t>(dc * kKernel), 0.5f);
+  p.ssm_a = random_floats(ctx.rng, static_cast<size_t>(sh.hv), 0.5f);
+  for (float& a : p.ssm_a) a = -std::exp(a);
+  p.dt_bias = random_floats(ctx.rng, static_cast<size_t>(sh.hv), 0.5f);
+  p.delta_entry = static_cast<size_t>(sh.hv * sh.dk * sh.dv);
+  p.conv_entry = static_cast<size_t>(kHistory * dc);
+  p.delta0 = to_bf16(random_floats(ctx.rng, p.delta_entry * static_cast<size_t>(entries), 0.5f));
+  p.conv0 = random_floats(ctx.rng, p.conv_entry * static_cast<size_t>(entries));
+  return p;
+}
+
+// The CPU chain over every sequence, one row at a time with the state rounded to bf16 after
+// each row, into decoded copies of the pools (ref_delta: f32 values of the bf16 pool).
+void reference(const Problem& p, std::vector<float>& ref_delta, std::vector<float>& ref_conv, std::vector<float>& ref_out) {
+  const Shape& sh = p.sh;
+  const int64_t dk_all = sh.hk * sh.dk, dc = sh.dc(), dv_all = sh.hv * sh.dv;
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(sh.dk));
+  ref_delta = from_bf16(p.delta0);
+  ref_conv = p.conv0;
+  ref_out.assign(static_cast<size_t>(p.rows() * dv_all), 0.0f);
+  const std::vector<float> delta0 = ref_delta;
+  for (int64_t s = 0; s < p.num_seqs(); ++s) {
+    const int64_t r0 = p.begin[static_cast<size_t>(s)], t = p.plan[static_cast<size_t>(s)].rows;
+    const auto ds = static_cast<int64_t>(p.delta_entry) * s, cs = static_cast<int64_t>(p.conv_entry) * s;
+    std::vector<float> conv_state(p.conv0.begin() + cs, p.conv0.begin() + cs + static_cast<int64_t>(p.conv_entry));
+    std::vector<float> delta_state(delta0.begin() + ds, delta0.begin() + ds + static_cast<int64_t>(p.delta_entry));
+    std::vector<float> u(static_cast<size_t>(t * dc)), conv_snap(static_cast<size_t>(t) * p.conv_entry);
+    CausalConvArgs conv{p.qkv.data() + r0 * dc, dc, u.data(), dc, conv_state.data(), p.conv_w.data(), t, dc, kKernel,
+                        conv_snap.data()};
+    causal_conv1d_silu_ref(conv, serial_for());
+    std::vector<float> g(static_cast<size_t>(t * sh.hv)), beta(g.size());
+    for (int64_t i = 0; i < t; ++i) {
+      float* row = u.data() + i * dc;
+      for (int64_t h = 0; h < sh.hk; ++h) {
+        l2_norm_ref(row + h * sh.dk, sh.dk, 1e-6f);
+        l2_norm_ref(row + dk_all + h * sh.dk, sh.dk, 1e-6f);
+        for (int64_t e = 0; e < sh.dk; ++e) row[h * sh.dk + e] *= q_scale;
+      }
+      for (int64_t j = 0; j < sh.hv; ++j) {
+        const size_t at = static_cast<size_t>((r0 + i) * sh.hv + j);
+        beta[static_cast<size_t>(i * sh.hv + j)] = 1.0f / (1.0f + std::exp(-p.b[at]));
+        g[static_cast<size_t>(i * sh.hv + j)] = p.ssm_a[static_cast<size_t>(j)] * softplus(p.alpha[at] + p.dt_bias[static_cast<size_t>(j)]);
+      }
+    }
+    const int32_t ring = p.ring_first[static_cast<size_t>(s)];
+    for (int64_t i = 0; i < t; ++i) {  // o from the unrounded state, then the state as stored
+      float* row = u.data() + i * dc;
+      GatedDeltaRuleArgs rule{row, row + dk_all, dc, row + 2 * dk_all, dc, g.data() + i * sh.hv, beta.data() + i * sh.hv,
+                              ref_out.data() + (r0 + i) * dv_all, dv_all, delta_state.data(), 1, sh.hk, sh.hv, sh.dk, sh.dv};
+      gated_delta_rule_ref(rule, serial_for());
+      round_to_bf16(delta_state.data(), delta_state.size());
+      if (ring < 0) continue;
+      const int64_t e = ring + i;
+      std::copy(delta_state.begin(), delta_state.end(), ref_delta.begin() + static_cast<int64_t>(p.delta_entry) * e);
+      std::copy(conv_snap.begin() + static_cast<int64_t>(p.conv_entry) * i,
+                conv_snap.begin() + static_cast<int64_t>(p.conv_entry) * (i + 1),
+                ref_conv.begin() + static_cast<int64_t>(p.conv_entry) * e);
+    }
+    const int32_t out_entry = p.state_out[static_cast<size_t>(s)];
+    if (out_entry < 0) continue;
+    std::copy(delta_state.begin(), delta_state.end(), ref_delta.begin() + static_cast<int64_t>(p.delta_entry) * out_entry);
+    std::copy(conv_state.begin(), conv_state.end(), ref_conv.begin() + static_cast<int64_t>(p.conv_entry) * out_entry);
+  }
+}
+
+struct Device {
+  DeviceBuffer<float> qkv, alpha, b, w, a, dt, conv, out;
+  DeviceBuffer<uint16_t> delta;
+  DeviceBuffer<int32_t> begin, in, outs, ring, sync;
+  explicit Device(const Problem& p)
+      : qkv(p.qkv), alpha(p.alpha), b(p.b), w(p.conv_w), a(p.ssm_a), dt(p.dt_bias), conv(p.conv0),
+        out(static_cast<size_t>(p.rows() * p.sh.hv * p.sh.dv)), delta(p.delta0), begin(p.begin), in(p.state_in),
+        outs(p.state_out), ring(p.ring_first),
+        sync(std::vector<int32_t>(static_cast<size_t>(p.num_seqs() * p.sh.hk), 0)) {}
+  GdnStepArgs args(const Problem& p) const {
+    const Shape& sh = p.sh;
+    GdnStepArgs g{qkv.get(), sh.dc(), alpha.get(), b.get(), sh.hv, w.get(), a.get(), dt.get(), out.get(), sh.hv * sh.dv,
+                  begin.get(), p.num_seqs(), delta.get(), conv.get(), in.get(), outs.get(), ring.get(), sync.get(),
+                  sh.hk, sh.hv, sh.dk, sh.dv, kKernel, 1e-6f};
+    g.delta_type = StateType::kBf16;
+    return g;
+  }
+};
+
+std::string shape_text(const Shape& sh, const std::vector<SeqPlan>& plan) {
+  std::string s = "Hk=" + std::to_string(sh.hk) + " Hv=" + std::to_string(sh.hv) + " dk=" + std::to_string(sh.dk) +
+                  " dv=" + std::to_string(sh.dv) + " T=";
+  for (const SeqPlan& q : plan) s += std::to_string(q.rows) + (q.ring ? "r" : "") + ",";
+  return s;
+}
+
+// Outputs to the f32 chain's tolerance: they read the unrounded state of their row, so they
+// differ from the reference only where an f32 rounding difference flips a bf16 rounding of
+// the state (rare, one bf16 ulp: NMSE far below 1e-7). States: one bf16 rounding's scale.
+void check_against_reference(Context& ctx, const Shape& sh, const std::vector<SeqPlan>& plan) {
+  const Problem p = make_problem(ctx, sh, plan);
+  std::vector<float> ref_delta, ref_conv, ref_out;
+  reference(p, ref_delta, ref_conv, ref_out);
+  Device d(p);
+  d.out.poison();
+  CHECK_GPU(gdn_step_gpu(d.args(p), nullptr));
+  const std::vector<float> out = d.out.download(), delta = from_bf16(d.delta.download()), conv = d.conv.download();
+  bool counters_zero = true;
+  for (int32_t c : d.sync.download()) counters_zero = counters_zero && c == 0;
+  const std::string shape = shape_text(sh, plan);
+  ctx.results.record("gdn_step_gpu(bf16 out)", shape, compare(out.data(), ref_out.data(), out.size()), 1e-7, counters_zero,
+                     counters_zero ? "" : "sync counters left non-zero");
+  ctx.results.record("gdn_step_gpu(bf16 state)", shape, compare(delta.data(), ref_delta.data(), delta.size()), 1e-5);
+  ctx.results.record("gdn_step_gpu(bf16 conv)", shape, compare(conv.data(), ref_conv.data(), conv.size()), 0.0);
+}
+
+bool same_bits(const uint16_t* a, const uint16_t* b, size_t n) { return std::memcmp(a, b, n * sizeof(uint16_t)) == 0; }
+
+// Every sequence verifies its rows in one batched launch (ring snapshots, final state to its
+// alternate entry); then from the same initial pools each sequence runs its rows one launch
+// per row, in place, with no ring. Row t's output, snapshot t (delta and conv) and the final
+// state must equal the one-row steps' bits.
+void check_verify_equals_steps(Context& ctx, const Shape& sh, const std::vector<int64_t>& lengths) {
+  std::vector<SeqPlan> plan;
+  for (int64_t t : lengths) plan.push_back({t, true, 1});
+  const Problem p = make_problem(ctx, sh, plan);
+  const int64_t dv_all = sh.hv * sh.dv, n = p.num_seqs();
+  const size_t de = p.delta_entry, ce = p.conv_entry;
+  Device d(p);
+  d.out.poison();
+  CHECK_GPU(gdn_step_gpu(d.args(p), nullptr));
+  const std::vector<float> verify_out = d.out.download(), verify_conv = d.conv.download();
+  const std::vector<uint16_t> verify_delta = d.delta.download();
+
+  d.delta.upload(p.delta0);
+  d.conv.upload(p.conv0);
+  DeviceBuffer<float> step_out(verify_out.size());
+  step_out.poison();
+  DeviceBuffer<int32_t> one_row(std::vector<int32_t>{0, 1});
+  std::string diff;
+  for (int64_t s = 0; s < n && diff.empty(); ++s) {
+    const int64_t r0 = p.begin[static_cast<size_t>(s)];
+    GdnStepArgs a = d.args(p);
+    a.seq_row_begin = one_row.get();
+    a.num_seqs = 1;
+    a.state_in = a.state_out = d.in.get() + s;  // entry s, in place
+    a.ring_first = nullptr;
+    for (int64_t t = 0; t < lengths[static_cast<size_t>(s)] && diff.empty(); ++t) {
+      a.qkv = d.qkv.get() + (r0 + t) * sh.dc();
+      a.alpha = d.alpha.get() + (r0 + t) * sh.hv;
+      a.beta_logit = d.b.get() + (r0 + t) * sh.hv;
+      a.out = step_out.get() + (r0 + t) * dv_all;
+      CHECK_GPU(gdn_step_gpu(a, nullptr));
+      const std::vector<uint16_t> delta = d.delta.download();
+      const std::vector<float> conv = d.conv.download();
+      const size_t ring = static_cast<size_t>(p.ring_first[static_cast<size_t>(s)] + t);
+      const std::string at = "sequence " + std::to_string(s) + " row " + std::to_string(t) + ": ";
+      if (!same_bits(verify_delta.data() + ring * de, delta.data() + static_cast<size_t>(s) * de, de))
+        diff = at + "delta snapshot differs from the one-row step's state";
+      else if (!bitwise_equal(verify_conv.data() + ring * ce, conv.data() + static_cast<size_t>(s) * ce, ce))
+        diff = at + "conv snapshot differs from the one-row step's state";
+    }
+  }
+  if (diff.empty()) {
+    const std::vector<uint16_t> delta = d.delta.download();
+    const std::vector<float> out = step_out.download();
+    for (int64_t s = 0; s < n && diff.empty(); ++s) {
+      if (!same_bits(verify_delta.data() + static_cast<size_t>(n + s) * de, delta.data() + static_cast<size_t>(s) * de, de))
+        diff = "sequence " + std::to_string(s) + ": final state differs from the one-row steps'";
+    }
+    if (diff.empty() && !bitwise_equal(out.data(), verify_out.data(), out.size())) diff = "outputs differ";
+  }
+  ctx.results.record_exact("gdn_step_gpu(bf16 verify)", shape_text(sh, plan), diff.empty(),
+                           diff.empty() ? "== one-row steps, bitwise (out, snapshots, final state)" : diff.c_str());
+}
+
+void check_bad_type(Context& ctx) {
+  float dummy = 0.0f;
+  int32_t counter = 0;
+  GdnStepArgs a{};
+  a.qkv = a.alpha = a.beta_logit = a.conv_w = a.ssm_a = a.dt_bias = &dummy;
+  a.out = a.conv_states = &dummy;
+  a.delta_states = &dummy;
+  a.seq_row_begin = a.state_in = a.state_out = a.sync_counters = &counter;
+  a.num_seqs = 1;
+  a.num_k_heads = 1;
+  a.num_v_heads = 1;
+  a.head_dim_k = a.head_dim_v = 64;
+  a.conv_kernel = kKernel;
+  a.delta_type = static_cast<StateType>(7);
+  const gpuError_t err = gdn_step_gpu(a, nullptr);
+  (void)gpuGetLastError();
+  ctx.results.record_exact("gdn_step_gpu(bf16 pre)", "delta_type 7", err == gpuErrorInvalidValue,
+                           err == gpuErrorInvalidValue ? "rejected" : "NOT rejected (expected gpuErrorInvalidValue)");
+}
+
+}  // namespace
+
+void run_gdn_bf16_tests(Context& ctx) {
+  check_bad_type(ctx);
+  const std::vector<SeqPlan> mixed{{1, false, 0}, {4, true, 0}, {2, true, 2}, {3, false, 1}, {1, false, 0}};
+  check_against_reference(ctx, {2, 2, 64, 64}, mixed);
+  check_against_reference(ctx, {2, 4, 128, 128}, mixed);
+  check_against_reference(ctx, {1, 3, 128, 96}, mixed);
+  check_verify_equals_steps(ctx, {2, 2, 64, 64}, {4, 1, 3});
+  check_verify_equals_steps(ctx, {2, 4, 128, 128}, {4, 2, 1, 4});
+  check_verify_equals_steps(ctx, {1, 3, 128, 96}, {3, 4});
+  if (!ctx.quick) {
+    check_against_reference(ctx, {16, 32, 128, 128}, mixed);
+    check_verify_equals_steps(ctx, {16, 32, 128, 128}, {4, 3});
+  }
+}
+
+}  // namespace deltaserve::kernels::gputest
