@@ -270,6 +270,16 @@ __device__ __forceinline__ T shuffle_xor(T v, int lane_mask) {
 #endif
 }
 
+// The value of lane (this lane - delta); lanes below delta get their own.
+template <class T>
+__device__ __forceinline__ T shuffle_up(T v, int delta) {
+#if defined(DS_GPU_HIP)
+  return __shfl_up(v, delta);
+#else
+  return __shfl_up_sync(0xffffffffu, v, delta);
+#endif
+}
+
 // Sum over aligned groups of kGroup lanes (a power of two <= kWarpSize) by a butterfly in a
 // fixed order; every lane of the group gets the same bits (IEEE addition commutes, and each
 // level pairs the same two partial sums in every lane). All lanes of the warp must call it.

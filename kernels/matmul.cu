@@ -50,8 +50,14 @@ struct MatvecSeg {
   int64_t num_rows;           // rows of y (pairs in expert mode)
   int64_t num_groups;         // ceil(num_rows / R)
   int64_t block_begin;
-  const int32_t* expert_ids;  // expert mode (R == 1) when non-null
+  const int32_t* expert_ids;  // expert mode (R == 1) when non-null and group_pairs null
   size_t expert_bytes;
+  // Expert-grouped mode (group_pairs non-null): group g = pairs group_pairs[g][0, R) of
+  // expert group_expert[g]; *group_count groups, walked with a grid-y stride.
+  const int32_t* group_expert;
+  const int32_t* group_pairs;
+  const int32_t* group_count;
+  int group_rows;
   int64_t pairs_per_x_row;
   bool accumulate;
   // Norm epilogue (matmul_norm_gpu; single plain segment): norm_counters non-null.
@@ -136,14 +142,15 @@ __device__ void norm_epilogue(const MatvecSeg& g, int64_t group, int64_t row0, i
 }
 
 // Lane 0 of each warp: the warp's outputs for the group's valid rows.
-template <int kOutputsPerWarp, int R>
+template <int kOutputsPerWarp, int R, bool kGrouped>
 __device__ __forceinline__ void write_outputs(const MatvecSeg& g, const float (&acc)[kOutputsPerWarp][R], int64_t group,
                                               int64_t row0, int num_valid, int64_t out0) {
   const bool gated = g.w_up != nullptr;
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if (r >= num_valid) continue;
-    const int64_t y_row = g.expert_ids != nullptr ? group : row0 + r;
+    // y row: the pair (expert-grouped: read back here rather than kept live in registers).
+    const int64_t y_row = kGrouped ? g.group_pairs[group * R + r] : g.expert_ids != nullptr ? group : row0 + r;
     float* y_row_ptr = g.y + y_row * g.y_stride;
     if (gated) {
       // swiglu_gpu's expression on the two dots: bit-identical to the unfused pair.
@@ -171,28 +178,35 @@ __device__ __forceinline__ void write_outputs(const MatvecSeg& g, const float (&
 // kNorm: the launch is matmul_norm_gpu's (its own instantiation, so the epilogue's code and
 // registers stay out of every other matvec: inlined into all of them it made the expert
 // matvec 2x slower at 64 streams on the H200).
-template <class D, int R, bool kNorm>
-__global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) {
-  const MatvecSeg g = segment_of(p);
-  // Plain segments: the first row group fetches (the others read the same rows).
-  const bool prefetch = p.prefetch_weights && p.group_offset == 0;
-  if (prefetch && g.expert_ids == nullptr && blockIdx.y == 0) prefetch_block_weights(g, g.w, g.w_up);
-  gpu::begin_kernel();
+// One row group of the block's segment (the kernel below).
+template <class D, int R, bool kNorm, bool kGrouped>
+__device__ __forceinline__ void matvec_group(const MatvecSeg& g, int64_t group, bool prefetch) {
   constexpr int kWarps = kThreads / kWarpSize;
   constexpr int kOutputsPerWarp = kOutputsPerBlock / kWarps;
   static_assert(kOutputsPerWarp * kWarps == kOutputsPerBlock && kOutputsPerWarp % 2 == 0);
   const int lane = gpu::lane_id();
-  const int64_t group = p.group_offset + blockIdx.y;
-  if (group >= g.num_groups) return;
   const int64_t row0 = group * R;
-  const int num_valid = static_cast<int>(min(static_cast<int64_t>(R), g.num_rows - row0));
+  int num_valid = static_cast<int>(min(static_cast<int64_t>(R), g.num_rows - row0));
   const int64_t block = static_cast<int64_t>(blockIdx.x) - g.block_begin;
   const bool gated = g.w_up != nullptr;
 
   const uint8_t* w = g.w;
   const uint8_t* w_up = g.w_up;
   const float* xs[R];
-  if (g.expert_ids != nullptr) {  // R == 1: this pair's expert and input row
+  if constexpr (kGrouped) {  // expert-grouped: the group's expert; its pairs' input rows
+    const size_t e = static_cast<size_t>(g.group_expert[group]) * g.expert_bytes;
+    w += e;
+    if (gated) w_up += e;
+    const int32_t* pairs = g.group_pairs + group * R;
+    const int64_t first = pairs[0];
+    num_valid = 1;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t pair = pairs[r];
+      if (r > 0 && pair >= 0) num_valid = r + 1;  // valid pairs are a prefix
+      xs[r] = g.x + ((pair >= 0 ? pair : first) / g.pairs_per_x_row) * g.x_stride;  // pad rows: the first
+    }
+  } else if (g.expert_ids != nullptr) {  // R == 1: this pair's expert and input row
     const size_t e = static_cast<size_t>(g.expert_ids[group]) * g.expert_bytes;
     w += e;
     if (gated) w_up += e;
@@ -249,16 +263,46 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) 
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[i][r] = gpu::warp_sum(acc[i][r]);
   }
-  if (lane == 0) write_outputs<kOutputsPerWarp, R>(g, acc, group, row0, num_valid, out0);
+  if (lane == 0) write_outputs<kOutputsPerWarp, R, kGrouped>(g, acc, group, row0, num_valid, out0);
   if constexpr (kNorm) norm_epilogue(g, group, row0, num_valid, gridDim.x);
 }
 
-template <class D, int R, bool kNorm>
+// Block (x, y): x picks the segment and its outputs; y the row group (plain and expert
+// segments), or the first of the groups y, y + gridDim.y, ... (expert-grouped segments, whose
+// group count is known on the device only; they run in the launch of group_offset 0).
+// kGrouped: the launch has expert-grouped segments (its own instantiation, so the plain
+// kernels' code and registers stay as they were: inlined everywhere the grouped path took
+// the 8-row kernel from 148 to 255 registers).
+template <class D, int R, bool kNorm, bool kGrouped>
+__global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) {
+  const MatvecSeg g = segment_of(p);
+  // Plain segments: the first row group fetches (the others read the same rows).
+  const bool prefetch = p.prefetch_weights && p.group_offset == 0;
+  if (prefetch && g.expert_ids == nullptr && blockIdx.y == 0) prefetch_block_weights(g, g.w, g.w_up);
+  gpu::begin_kernel();
+  if constexpr (kGrouped) {
+    if (g.group_pairs != nullptr) {
+      if (p.group_offset != 0) return;
+      const int64_t count = *g.group_count;
+#pragma unroll 1
+      for (int64_t group = blockIdx.y; group < count; group += gridDim.y)
+        matvec_group<D, R, kNorm, true>(g, group, false);
+      return;
+    }
+  }
+  const int64_t group = p.group_offset + blockIdx.y;
+  if (group >= g.num_groups) return;
+  matvec_group<D, R, kNorm, false>(g, group, prefetch);
+}
+
+template <class D, int R, bool kNorm, bool kGrouped = false>
 gpuError_t launch_groups(MatvecParams p, gpuStream_t stream) {
   int64_t grid_x = 0, num_groups = 0;
   for (int s = 0; s < p.num_segs; ++s) {
     MatvecSeg& g = p.seg[s];
+    // Expert-grouped: grid rows for about one group each (the kernel strides past them).
     g.num_groups = (g.num_rows + R - 1) / R;
+    if (g.group_pairs != nullptr && g.num_groups > kMaxGridY) g.num_groups = kMaxGridY;
     g.block_begin = grid_x;
     const int64_t per_block = g.w_up != nullptr ? kOutputsPerBlock / 2 : kOutputsPerBlock;
     grid_x += (g.num_out + per_block - 1) / per_block;
@@ -277,7 +321,7 @@ gpuError_t launch_groups(MatvecParams p, gpuStream_t stream) {
     p.group_offset = first;
     const dim3 grid(static_cast<unsigned>(grid_x),
                     static_cast<unsigned>(num_groups - first < kMaxGridY ? num_groups - first : kMaxGridY));
-    gpu::launch(matvec_kernel<D, R, kNorm>, grid, kThreads, 0, stream, p);
+    gpu::launch(matvec_kernel<D, R, kNorm, kGrouped>, grid, kThreads, 0, stream, p);
   }
   return gpuGetLastError();
 }
@@ -286,11 +330,18 @@ template <class D, bool kNorm>
 gpuError_t launch_matvec(const MatvecParams& p, gpuStream_t stream) {
   // Rows go in groups of R (a power of two); a row's arithmetic is the same for every R.
   // Expert segments take R = 1 (each pair has its own weights); so does the whole launch.
+  // Expert-grouped segments set R (their rows_per_group, checked equal by the caller).
   int64_t n = 0;
   bool expert_mode = false;
+  int grouped_rows = 0;
   for (int s = 0; s < p.num_segs; ++s) {
     n = p.seg[s].num_rows > n ? p.seg[s].num_rows : n;
-    expert_mode = expert_mode || p.seg[s].expert_ids != nullptr;
+    if (p.seg[s].group_pairs != nullptr) grouped_rows = p.seg[s].group_rows;
+    else expert_mode = expert_mode || p.seg[s].expert_ids != nullptr;
+  }
+  if constexpr (!kNorm) {  // the norm epilogue never meets expert segments
+    if (grouped_rows == 2) return launch_groups<D, 2, false, true>(p, stream);
+    if (grouped_rows == 4) return launch_groups<D, 4, false, true>(p, stream);
   }
   if (expert_mode || n == 1) return launch_groups<D, 1, kNorm>(p, stream);
   if (n == 2) return launch_groups<D, 2, kNorm>(p, stream);
@@ -396,6 +447,24 @@ gpuError_t matmul_experts_gpu(const MatmulExpertsArgs& args, gpuStream_t stream)
 gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStream_t stream) {
   if (segs == nullptr || num_segs < 1 || num_segs > kMaxMatmulSegments) return gpuErrorInvalidValue;
   MatvecParams p{};
+  // Expert-grouped segments: one rows_per_group (2 or 4) for the launch, and no per-pair
+  // expert segment beside them (those need groups of one row).
+  int grouped_rows = 0;
+  bool per_pair = false;
+  for (int s = 0; s < num_segs; ++s) {
+    const ExpertPairGroups& gr = segs[s].groups;
+    if (gr.rows_per_group == 0) {
+      per_pair = per_pair || segs[s].expert_ids != nullptr;
+      continue;
+    }
+    // 2 or 4: an 8-row grouped kernel took 255 registers on sm_90 (the plain one 148).
+    const bool ok_rows = gr.rows_per_group == 2 || gr.rows_per_group == 4;
+    if (!ok_rows || gr.expert == nullptr || gr.pairs == nullptr || gr.count == nullptr || segs[s].expert_ids == nullptr ||
+        (grouped_rows != 0 && grouped_rows != gr.rows_per_group))
+      return gpuErrorInvalidValue;
+    grouped_rows = gr.rows_per_group;
+  }
+  if (grouped_rows != 0 && per_pair) return gpuErrorInvalidValue;
   for (int s = 0; s < num_segs; ++s) {
     const MatmulSegment& in = segs[s];
     const MatmulArgs& a = in.args;
@@ -411,6 +480,12 @@ gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStrea
     g.expert_ids = in.expert_ids;
     g.expert_bytes = static_cast<size_t>(a.num_out) * a.w_row_bytes;
     g.pairs_per_x_row = in.pairs_per_x_row;
+    if (in.groups.rows_per_group != 0) {
+      g.group_expert = in.groups.expert;
+      g.group_pairs = in.groups.pairs;
+      g.group_count = in.groups.count;
+      g.group_rows = in.groups.rows_per_group;
+    }
   }
   if (p.num_segs == 0) return gpuSuccess;
   return dispatch(p, segs[0].args.w_type, stream);

@@ -86,12 +86,28 @@ gpuError_t matmul_experts_gpu(const MatmulExpertsArgs& args, gpuStream_t stream)
 // write the same y elements. If any segment is expert-indexed, rows go one per block row for
 // all segments (same results, weights of plain segments re-read per row from L2).
 // Preconditions per segment as matmul_gpu; else gpuErrorInvalidValue, nothing launched.
+//
+// Expert-grouped segments (expert_ids and groups set): the pairs come grouped by expert
+// (moe_group_pairs_gpu's output): group g computes pairs groups.pairs[g][0, R) (a prefix of
+// them valid, -1 after it) with expert groups.expert[g]'s matrix, sharing each weight load
+// between them; y row p and x row p / pairs_per_x_row as before, so every pair's result is
+// still the bits of matmul_experts_gpu (a row's arithmetic does not depend on R or on its
+// neighbours). All grouped segments of a launch must share rows_per_group, and the launch's
+// plain segments then go in row groups of that size too. expert_ids is only a flag here.
 inline constexpr int kMaxMatmulSegments = 4;
+struct ExpertPairGroups {
+  const int32_t* expert = nullptr;  // [max_groups], device
+  const int32_t* pairs = nullptr;   // [max_groups][rows_per_group], device; -1 past a group's pairs
+  const int32_t* count = nullptr;   // [1], device: groups in use (<= max_groups)
+  int64_t max_groups = 0;           // host bound on *count
+  int rows_per_group = 0;           // 2 or 4
+};
 struct MatmulSegment {
   MatmulArgs args;
   const void* w_up = nullptr;
   const int32_t* expert_ids = nullptr;
   int64_t pairs_per_x_row = 1;
+  ExpertPairGroups groups;          // rows_per_group > 0: expert-grouped (see above)
 };
 gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStream_t stream);
 

@@ -2,12 +2,14 @@
 // k rounds of a block-wide (probability, id) argmax. moe_router_gpu: the router's dot products
 // spread over (output block, row group) blocks, one warp per output as matmul_gpu's matvec
 // computes it; the block that finishes last for its row group (a counter per group) routes
-// the group's rows with the same routine as moe_route_gpu.
+// the group's rows with the same routine as moe_route_gpu. With the input norm, each block
+// first normalises its row group into shared memory (norm_block.h, rms_norm_gpu's order).
 #include <cstdint>
 
 #include "kernels/gpu_compat.h"
 #include "kernels/gpu_decode.h"
 #include "kernels/moe_gpu.h"
+#include "kernels/norm_block.h"
 
 namespace deltaserve::kernels {
 namespace {
@@ -22,6 +24,8 @@ constexpr int64_t kMaxGridY = 65535;
 // warp_id, warp_id + warps, ... (a fixed count so the host's grid never needs the warp width).
 constexpr int kRouterOutputsPerBlock = 8;
 constexpr int kRouterUnroll = 4;  // chunks per lane in flight (loads issued before the FMAs)
+// Dynamic shared memory a router block may use without an opt-in attribute (every target).
+constexpr size_t kRouterMaxSharedBytes = size_t{48} << 10;
 
 struct RouteShared {
   float scratch[gpu::kMaxWarpsPerBlock];
@@ -141,7 +145,9 @@ __device__ void router_dot(const float* w, const float* const* xs, int64_t num_i
 
 // Block (output block x, row group y) of R rows: its outputs' logits for the group's rows,
 // then a counter per group; the group's last block routes its rows and resets the counter.
-template <int R>
+// kNorm: a.norm_w is set (its own instantiation, so the plain router's code and registers stay
+// as they were).
+template <int R, bool kNorm>
 __global__ void __launch_bounds__(kThreads) moe_router_kernel(const MoeRouterArgs a, bool prefetch) {
   // The block's router rows (and the shared-expert gate row) to L2 while the previous kernel
   // finishes (gpu::prefetch_l2); the first row group only, the others read the same rows.
@@ -157,7 +163,8 @@ __global__ void __launch_bounds__(kThreads) moe_router_kernel(const MoeRouterArg
     }
   }
   gpu::begin_kernel();
-  extern __shared__ float probs[];  // [num_experts]
+  // Dynamic shared memory: [R][num_in] normed rows (input norm only), then [num_experts] probs.
+  extern __shared__ float smem[];
   __shared__ RouteShared s;
   __shared__ bool is_last;
   const int64_t group = blockIdx.y;
@@ -165,9 +172,29 @@ __global__ void __launch_bounds__(kThreads) moe_router_kernel(const MoeRouterArg
   const int num_valid = static_cast<int>(min(static_cast<int64_t>(R), a.num_rows - row0));
   const int64_t ne = a.num_experts;
   const int64_t num_out = ne + (a.shared_gate_w != nullptr ? 1 : 0);
+  float* const probs = smem + (kNorm ? R * a.num_in : 0);
   const float* xs[R];
+  if constexpr (kNorm) {
+    // Every block normalises the group's rows itself (rms_norm_gpu's bits); output block 0
+    // also hands them to the launches after this one.
+    __shared__ float norm_scratch[detail::kNormMaxThreads / kWarpSize];
+    for (int r = 0; r < num_valid; ++r) {
+      detail::block_rms_norm_as_norm_gpu(a.x + (row0 + r) * a.x_stride, a.norm_w, smem + r * a.num_in, a.num_in,
+                                         a.norm_eps, norm_scratch);
+    }
+    __syncthreads();
+    if (blockIdx.x == 0) {
+      for (int r = 0; r < num_valid; ++r) {
+        float* out = a.norm_out + (row0 + r) * a.norm_out_stride;
+        for (int64_t i = threadIdx.x; i < a.num_in; i += blockDim.x) out[i] = smem[r * a.num_in + i];
+      }
+    }
 #pragma unroll
-  for (int r = 0; r < R; ++r) xs[r] = a.x + (row0 + (r < num_valid ? r : 0)) * a.x_stride;  // pad rows: row 0
+    for (int r = 0; r < R; ++r) xs[r] = smem + (r < num_valid ? r : 0) * a.num_in;  // pad rows: row 0
+  } else {
+#pragma unroll
+    for (int r = 0; r < R; ++r) xs[r] = a.x + (row0 + (r < num_valid ? r : 0)) * a.x_stride;  // pad rows: row 0
+  }
 
   const int num_warps = static_cast<int>(blockDim.x) / kWarpSize;
   for (int j = gpu::warp_id(); j < kRouterOutputsPerBlock; j += num_warps) {
@@ -218,7 +245,27 @@ bool valid(const MoeRouterArgs& a) {
   if (!aligned16(a.x) || a.x_stride < a.num_in || a.x_stride % 4 != 0) return false;
   if (!aligned16(a.router_w) || a.w_row_bytes % 16 != 0 || a.w_row_bytes < static_cast<size_t>(a.num_in) * sizeof(float))
     return false;
-  return a.shared_gate_w == nullptr || aligned16(a.shared_gate_w);
+  if (a.shared_gate_w != nullptr && !aligned16(a.shared_gate_w)) return false;
+  if (a.norm_w == nullptr) return a.norm_out == nullptr;
+  if (a.norm_out == nullptr || !aligned16(a.norm_out) || a.norm_out_stride < a.num_in || a.norm_out_stride % 4 != 0)
+    return false;
+  if (!moe_router_fuses_norm(a.num_in, a.num_rows, a.num_experts)) return false;
+  if (a.num_rows == 0) return true;
+  // norm_out is written while other blocks still read x: the two may not overlap.
+  const float* x_end = a.x + (a.num_rows - 1) * a.x_stride + a.num_in;
+  const float* out_end = a.norm_out + (a.num_rows - 1) * a.norm_out_stride + a.num_in;
+  return out_end <= a.x || x_end <= a.norm_out;
+}
+
+// Rows per router block for num_rows rows (1, 2, 4 or 8): a row's bits do not depend on it.
+int64_t router_rows_per_group(int64_t num_rows) {
+  if (num_rows <= 2) return num_rows < 1 ? 1 : num_rows;
+  return num_rows <= 4 ? 4 : 8;
+}
+
+size_t router_shared_bytes(const MoeRouterArgs& a) {
+  const int64_t normed = a.norm_w != nullptr ? router_rows_per_group(a.num_rows) * a.num_in : 0;
+  return static_cast<size_t>(normed + a.num_experts) * sizeof(float);
 }
 
 template <int R>
@@ -228,12 +275,21 @@ gpuError_t launch_router(const MoeRouterArgs& a, gpuStream_t stream) {
   const int64_t num_out = a.num_experts + (a.shared_gate_w != nullptr ? 1 : 0);
   const dim3 grid(static_cast<unsigned>((num_out + kRouterOutputsPerBlock - 1) / kRouterOutputsPerBlock),
                   static_cast<unsigned>(num_groups));
-  const size_t smem = static_cast<size_t>(a.num_experts) * sizeof(float);
-  gpu::launch(moe_router_kernel<R>, grid, kThreads, smem, stream, a, gpu::prefetch_enabled());
+  if (a.norm_w != nullptr) {
+    gpu::launch(moe_router_kernel<R, true>, grid, kThreads, router_shared_bytes(a), stream, a, gpu::prefetch_enabled());
+  } else {
+    gpu::launch(moe_router_kernel<R, false>, grid, kThreads, router_shared_bytes(a), stream, a, gpu::prefetch_enabled());
+  }
   return gpuGetLastError();
 }
 
 }  // namespace
+
+bool moe_router_fuses_norm(int64_t num_in, int64_t num_rows, int64_t num_experts) {
+  if (num_in <= 0 || num_experts <= 0) return false;
+  const int64_t floats = router_rows_per_group(num_rows) * num_in + num_experts;
+  return static_cast<size_t>(floats) * sizeof(float) <= kRouterMaxSharedBytes;
+}
 
 gpuError_t moe_route_gpu(const MoeRouteArgs& a, gpuStream_t stream) {
   if (!valid_routing(a.num_experts, a.num_used) || a.num_rows < 0) return gpuErrorInvalidValue;
@@ -247,10 +303,12 @@ gpuError_t moe_router_gpu(const MoeRouterArgs& a, gpuStream_t stream) {
   if (!valid(a)) return gpuErrorInvalidValue;
   if (a.num_rows == 0) return gpuSuccess;
   // Row groups share each weight load (as matmul_gpu's); a row's bits do not depend on R.
-  if (a.num_rows == 1) return launch_router<1>(a, stream);
-  if (a.num_rows == 2) return launch_router<2>(a, stream);
-  if (a.num_rows <= 4) return launch_router<4>(a, stream);
-  return launch_router<8>(a, stream);
+  switch (router_rows_per_group(a.num_rows)) {
+    case 1: return launch_router<1>(a, stream);
+    case 2: return launch_router<2>(a, stream);
+    case 4: return launch_router<4>(a, stream);
+    default: return launch_router<8>(a, stream);
+  }
 }
 
 }  // namespace deltaserve::kernels

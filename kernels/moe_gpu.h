@@ -52,7 +52,37 @@ struct MoeRouterArgs {
   int32_t* expert_ids;           // [num_rows][k] out, by descending weight (ties: lower id)
   float* weights;                // [num_rows][k] out, sum to 1 per row
   int32_t* sync_counters;        // [num_rows] at least, zero before the first launch; left zero
+  const float* norm_w = nullptr;  // [num_in] input norm weight, or null (x already normed)
+  float norm_eps = 0.0f;
+  float* norm_out = nullptr;      // [num_rows][norm_out_stride] out: the normed rows
+  int64_t norm_out_stride = 0;
 };
 gpuError_t moe_router_gpu(const MoeRouterArgs& args, gpuStream_t stream);
+
+// The decode pairs of a step grouped by expert for matmul_segments_gpu's expert-grouped
+// segments (kernels/matmul_gpu.h ExpertPairGroups): every pair p < num_pairs with a valid id
+// lands in exactly one group of its expert expert_ids[p], at most rows_per_group pairs per
+// group; group_pairs rows are filled from the front and padded with -1; *num_groups = the
+// groups used, sum over experts of ceil(pairs / rows_per_group) <= moe_pair_groups_bound().
+// Which group and slot a pair gets may vary between launches; the products do not (a row's
+// bits do not depend on its group). One block; workspace-free (shared memory).
+//
+// Preconditions (else gpuErrorInvalidValue): rows_per_group 2 or 4; num_experts in [1,
+// 4096]; num_pairs >= 0; pointers non-null. Ids outside [0, num_experts) are skipped.
+struct MoeGroupPairsArgs {
+  const int32_t* expert_ids;  // [num_pairs], device
+  int64_t num_pairs;
+  int64_t num_experts;
+  int rows_per_group;
+  int32_t* group_expert;      // [moe_pair_groups_bound] out
+  int32_t* group_pairs;       // [moe_pair_groups_bound][rows_per_group] out
+  int32_t* num_groups;        // [1] out
+};
+gpuError_t moe_group_pairs_gpu(const MoeGroupPairsArgs& args, gpuStream_t stream);
+int64_t moe_pair_groups_bound(int64_t num_pairs, int64_t num_experts, int rows_per_group);
+
+// Whether moe_router_gpu can take the input norm for num_rows rows of num_in (its row group's
+// normed rows and the probabilities fit the default 48 KiB of shared memory per block).
+bool moe_router_fuses_norm(int64_t num_in, int64_t num_rows, int64_t num_experts);
 
 }  // namespace deltaserve::kernels

@@ -132,6 +132,7 @@ struct Context {
 };
 
 void run_matmul_tests(Context& ctx);
+void run_matmul_grouped_tests(Context& ctx);
 void run_matmul_experts_prefill_tests(Context& ctx);
 void run_ops_tests(Context& ctx);
 void run_gdn_tests(Context& ctx);

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   run_matmul_tests(ctx);
+  run_matmul_grouped_tests(ctx);
   run_matmul_experts_prefill_tests(ctx);
   run_ops_tests(ctx);
   run_gdn_tests(ctx);

@@ -6,6 +6,7 @@
 // matmul_gpu's bound; twice on one counter array (the counters must come back to zero); each
 // row alone == the row in the batch; odd row counts (several row groups), a padded x stride,
 // num_in with a chunk tail, no shared gate; bad arguments refused with nothing written.
+// moe_router_gpu's input norm == rms_norm_gpu then moe_router_gpu, bitwise.
 // moe_combine_gpu's norm epilogue (the next layer's input norm) == moe_combine_gpu then
 // rms_norm_gpu, bitwise (y and the normed rows); incomplete epilogue arguments refused.
 #include <algorithm>
@@ -221,6 +222,100 @@ void check_router_refusals(Context& ctx) {
                            "0 rows: success, nothing launched");
 }
 
+// moe_router_gpu with the input norm (x = the un-normed residual) == rms_norm_gpu into b,
+// then moe_router_gpu on b: the normed rows (norm_out, its stride padding left unwritten),
+// logits, shared gate logits, ids and weights all bitwise; twice on the same counters; x
+// untouched. Shapes past what shared memory holds are refused (the backend then keeps the
+// separate norm launch).
+void check_router_norm(Context& ctx, int64_t rows, int64_t h, int64_t e, int64_t k, bool shared, int64_t x_pad,
+                       int64_t out_pad) {
+  RouterCase c(ctx, rows, h, e, k, shared, x_pad);
+  for (float& v : c.x) v *= 3.0f;  // a residual stream, not unit rows
+  c.dx.upload(c.x);
+  std::vector<float> nw = random_floats(ctx.rng, static_cast<size_t>(h), 0.2f);
+  for (float& v : nw) v += 1.0f;
+  const float eps = 1e-6f;
+  const int64_t out_stride = h + out_pad;
+  DeviceBuffer<float> dnw(nw), b_plain(static_cast<size_t>(rows * out_stride)), b_fused(static_cast<size_t>(rows * out_stride));
+  b_plain.poison();
+  CHECK_GPU(rms_norm_gpu(RmsNormArgs{c.dx.get(), c.x_stride, dnw.get(), b_plain.get(), out_stride, rows, h, eps}, nullptr));
+  // The unfused pair: the router on the normed rows.
+  MoeRouterArgs plain = c.args();
+  plain.x = b_plain.get();
+  plain.x_stride = out_stride;
+  c.poison();
+  CHECK_GPU(moe_router_gpu(plain, nullptr));
+  const std::vector<float> want_logits = c.logits.download(), want_w = c.weights.download();
+  const std::vector<float> want_sh = shared ? c.sh_logits.download() : std::vector<float>{};
+  const std::vector<int32_t> want_ids = c.ids.download();
+  const std::vector<float> want_b = b_plain.download();
+
+  MoeRouterArgs fused = c.args();
+  fused.norm_w = dnw.get();
+  fused.norm_eps = eps;
+  fused.norm_out = b_fused.get();
+  fused.norm_out_stride = out_stride;
+  const std::string what = shape(rows, h, e, k, shared, x_pad) + (out_pad > 0 ? " out_pad=" + std::to_string(out_pad) : "");
+  if (!moe_router_fuses_norm(h, rows, e)) {
+    c.poison();
+    const bool refused = moe_router_gpu(fused, nullptr) == gpuErrorInvalidValue;
+    const std::vector<int32_t> ids = c.ids.download();
+    const bool untouched = std::all_of(ids.begin(), ids.end(), [](int32_t v) { return v == -1; });
+    ctx.results.record_exact("moe_router_gpu (+input norm)", what + " (too large for shared memory)", refused && untouched,
+                             refused ? "refused, nothing written" : "NOT refused");
+    return;
+  }
+  bool same = true, zero = true;
+  std::string why;
+  for (int rep = 0; rep < 2; ++rep) {
+    c.poison();
+    b_fused.poison();
+    CHECK_GPU(moe_router_gpu(fused, nullptr));
+    const std::vector<int32_t> counters = c.counters.download();
+    zero = zero && std::all_of(counters.begin(), counters.end(), [](int32_t v) { return v == 0; });
+    if (!bits_equal(b_fused.download(), want_b)) same = false, why += " normed rows";
+    if (!bits_equal(c.logits.download(), want_logits)) same = false, why += " logits";
+    if (shared && !bits_equal(c.sh_logits.download(), want_sh)) same = false, why += " shared-gate";
+    if (c.ids.download() != want_ids) same = false, why += " ids";
+    if (!bits_equal(c.weights.download(), want_w)) same = false, why += " weights";
+  }
+  const bool x_kept = bits_equal(c.dx.download(), c.x);
+  why = same ? (zero ? "== rms_norm_gpu, then moe_router_gpu (bitwise, twice)" : "counters not reset") : "differs in" + why;
+  if (!x_kept) why += "; x was modified";
+  ctx.results.record_exact("moe_router_gpu (+input norm)", what, same && zero && x_kept, why.c_str());
+}
+
+void check_router_norm_refusals(Context& ctx) {
+  RouterCase c(ctx, 3, 64, 16, 4, true, 0);
+  DeviceBuffer<float> nw(std::vector<float>(64, 1.0f)), out(3 * 64 + 8);
+  struct Bad {
+    const char* what;
+    int64_t out_offset, out_stride;
+    bool with_w, with_out, out_is_x;
+  };
+  const Bad bad[] = {
+      {"norm_w without norm_out", 0, 64, true, false, false},
+      {"norm_out without norm_w", 0, 64, false, true, false},
+      {"norm_out_stride < num_in", 0, 60, true, true, false},
+      {"norm_out_stride % 4", 0, 66, true, true, false},
+      {"norm_out misaligned", 1, 64, true, true, false},
+      {"norm_out overlaps x", 0, 64, true, true, true},
+  };
+  for (const Bad& b : bad) {
+    c.poison();
+    MoeRouterArgs a = c.args();
+    a.norm_w = b.with_w ? nw.get() : nullptr;
+    a.norm_eps = 1e-6f;
+    a.norm_out = b.with_out ? (b.out_is_x ? c.dx.get() : out.get() + b.out_offset) : nullptr;
+    a.norm_out_stride = b.out_stride;
+    const bool refused = moe_router_gpu(a, nullptr) == gpuErrorInvalidValue;
+    const std::vector<int32_t> ids = c.ids.download();
+    const bool untouched = std::all_of(ids.begin(), ids.end(), [](int32_t v) { return v == -1; });
+    ctx.results.record_exact("moe_router_gpu (+input norm refuses)", b.what, refused && untouched,
+                             refused ? (untouched ? "refused, nothing written" : "refused but wrote ids") : "NOT refused");
+  }
+}
+
 // moe_combine_gpu with the norm epilogue == moe_combine_gpu, then rms_norm_gpu over y: y and
 // the normed rows bitwise, the out stride's padding left unwritten (poison), rows of odd widths
 // (norm blocks of 64 .. 256 threads, rows longer than a block), with and without accumulate
@@ -314,6 +409,14 @@ void run_moe_fused_tests(Context& ctx) {
   check_router(ctx, 3, 520, 129, 1, false, 0);  // no shared gate, an output block of one
   check_router(ctx, 9, 1024, 7, 7, true, 8);    // k == E
   check_router_refusals(ctx);
+  // The input norm: 35B-A3B decode/verify row counts (8 rows exceed shared memory: refused),
+  // odd widths (norm blocks narrower than the router's 256 threads, a chunk tail), padded
+  // strides on both sides, no shared gate.
+  for (int64_t rows : {1, 2, 3, 4, 8}) check_router_norm(ctx, rows, 2048, 256, 8, true, 0, 0);
+  check_router_norm(ctx, 5, 72, 60, 4, true, 4, 8);
+  check_router_norm(ctx, 3, 520, 129, 1, false, 0, 4);
+  check_router_norm(ctx, 7, 1000, 7, 7, true, 8, 0);
+  check_router_norm_refusals(ctx);
 
   // 35B-A3B decode (H 2048, top 8, shared expert, the residual add), prefill-sized row
   // counts, widths below, at and above one norm block, and a padded out stride.
