@@ -30,6 +30,7 @@ struct BenchOptions {
   int32_t chunk_tokens = 512;        // prefill and context fill: tokens per stream and forward
   int32_t kv_block_tokens = 16;
   uint64_t seed = 1;                 // token ids of the plans
+  runtime::StatePrecision state_precision = runtime::StatePrecision::kF32;  // recurrent (delta) states
   bool trace = false;                // a traced pass per cell after the timed steps (GPU only)
 };
 

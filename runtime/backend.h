@@ -5,12 +5,28 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "runtime/batch_plan.h"
 #include "runtime/model_config.h"
 
 namespace deltaserve::runtime {
+
+// Element type of the recurrent (delta) states, GDN layers' [Hv][dk][dv] per sequence. bf16
+// halves the state's memory and traffic (at 64 streams the 35B-A3B reads and writes about
+// 126 MB of f32 state per stream and step); the arithmetic stays f32 and the state is rounded
+// to bf16 after every token. GPU backend only; conv states stay f32.
+enum class StatePrecision : int32_t { kF32, kBf16 };
+
+inline const char* state_precision_name(StatePrecision p) { return p == StatePrecision::kBf16 ? "bf16" : "f32"; }
+// "f32" / "bf16"; nullopt for anything else.
+inline std::optional<StatePrecision> parse_state_precision(std::string_view text) {
+  if (text == "f32") return StatePrecision::kF32;
+  if (text == "bf16") return StatePrecision::kBf16;
+  return std::nullopt;
+}
 
 struct CacheConfig {
   int32_t num_state_slots = 16;   // sequences that can be live at once
@@ -19,6 +35,7 @@ struct CacheConfig {
   int32_t max_verify_rows = 1;    // rows of one sequence whose states a verify step keeps
   int32_t max_step_rows = 0;      // rows one forward may carry (GPU workspaces are sized for it);
                                   // 0: the backend derives a bound (the CPU backend needs none)
+  StatePrecision state_precision = StatePrecision::kF32;
 };
 
 // Memory a backend holds, for metrics and leak checks. Flat across requests once loaded:

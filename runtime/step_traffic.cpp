@@ -27,7 +27,7 @@ double expected_distinct_experts(int64_t num_experts, int64_t num_experts_used, 
 }
 
 StepTraffic step_traffic(const LoadedModel& model, int64_t num_streams, int64_t rows_per_stream,
-                         int64_t context_tokens) {
+                         int64_t context_tokens, StatePrecision state_precision) {
   const ModelConfig& c = model.config;
   const double n = static_cast<double>(std::max<int64_t>(num_streams, 0));
   const int64_t num_rows = std::max<int64_t>(num_streams, 0) * std::max<int64_t>(rows_per_stream, 0);
@@ -52,8 +52,10 @@ StepTraffic step_traffic(const LoadedModel& model, int64_t num_streams, int64_t 
   }
   const double kv_per_position = static_cast<double>(c.num_kv_heads * c.head_dim) * 4.0 * 2.0;
   t.kv_bytes = static_cast<double>(c.num_attention_layers()) * n * positions * kv_per_position;
+  const double delta_elem_bytes = state_precision == StatePrecision::kBf16 ? 2.0 : 4.0;
   const double state_per_stream =
-      static_cast<double>(c.ssm_v_heads * c.ssm_head_dim * c.ssm_head_dim + (c.conv_kernel - 1) * c.conv_channels()) * 4.0;
+      static_cast<double>(c.ssm_v_heads * c.ssm_head_dim * c.ssm_head_dim) * delta_elem_bytes +
+      static_cast<double>((c.conv_kernel - 1) * c.conv_channels()) * 4.0;
   t.state_bytes = static_cast<double>(c.num_gdn_layers()) * n * state_per_stream * 2.0;
   return t;
 }

@@ -12,7 +12,7 @@
 // - per attention layer, read K and V of n * (c + r) positions (f32, the backends' KV type):
 //   n * (c + r) * nkv * head_dim * 4 bytes * 2;
 // - per Gated DeltaNet layer, read and write each stream's recurrent state once:
-//   n * (Hv * dk * dv + (Kc - 1) * Dc) * 4 bytes * 2.
+//   n * (Hv * dk * dv * e + (Kc - 1) * Dc * 4) bytes * 2, e = 4 (f32) or 2 (bf16 delta state).
 // Tensors of layers >= num_layers (the MTP block) are not counted: bench does not run it.
 // A prefill of p prompt tokens per stream is the same formula with r = p (weights once per
 // forward of the whole prompt, every prompt row routed, KV of context + prompt once).
@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "runtime/backend.h"
 #include "runtime/model_weights.h"
 
 namespace deltaserve::runtime {
@@ -39,6 +40,6 @@ double expected_distinct_experts(int64_t num_experts, int64_t num_experts_used, 
 // The lower bound above for one forward (decode: r = rows per stream, c = cached tokens;
 // prefill: r = prompt tokens). Arguments < 0 count as 0.
 StepTraffic step_traffic(const LoadedModel& model, int64_t num_streams, int64_t rows_per_stream,
-                         int64_t context_tokens);
+                         int64_t context_tokens, StatePrecision state_precision = StatePrecision::kF32);
 
 }  // namespace deltaserve::runtime

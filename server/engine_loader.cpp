@@ -76,9 +76,9 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   // Drafts are reserved on top of the context, so every stream's blocks cover them too.
   const int32_t blocks_per_stream = (context + draft_depth + block_tokens - 1) / block_tokens;
   const int32_t blocks = config.kv_blocks > 0 ? config.kv_blocks : slots * blocks_per_stream;
-  stack->backend = runtime::make_backend(
-      config.device, *stack->model,
-      runtime::CacheConfig{slots, block_tokens, blocks, 1 + draft_depth, config.max_batched_tokens}, config.cpu_threads);
+  runtime::CacheConfig cache{slots, block_tokens, blocks, 1 + draft_depth, config.max_batched_tokens};
+  cache.state_precision = runtime::parse_state_precision(config.state_precision).value_or(runtime::StatePrecision::kF32);
+  stack->backend = runtime::make_backend(config.device, *stack->model, cache, config.cpu_threads);
   stack->runner = std::make_unique<scheduler::BackendRunner>(*stack->backend, context, draft_depth);
   scheduler::SchedulerConfig sched;
   sched.max_num_seqs = slots;

@@ -23,6 +23,9 @@ CpuBackend::CpuBackend(const LoadedModel& model, const CacheConfig& cache, int n
   if (cache_.num_state_slots <= 0 || cache_.kv_block_tokens <= 0 || cache_.num_kv_blocks <= 0 ||
       cache_.max_verify_rows <= 0)
     throw std::invalid_argument("cache config: slots, block tokens, blocks and verify rows must be positive");
+  if (cache_.state_precision != StatePrecision::kF32)
+    throw std::invalid_argument(std::string("recurrent-state precision ") + state_precision_name(cache_.state_precision) +
+                                " is supported by the GPU backend only (the CPU backend keeps f32 states)");
   verify_rows_.assign(static_cast<size_t>(cache_.num_state_slots), 0);
   const ModelConfig& c = config_;
   const size_t slots = static_cast<size_t>(cache_.num_state_slots);

@@ -15,7 +15,8 @@ namespace deltaserve::runtime {
 
 class CpuBackend final : public Backend {
  public:
-  // The model must outlive the backend (weights are views into it).
+  // The model must outlive the backend (weights are views into it). Throws
+  // std::invalid_argument for a bad cache config, and for state_precision bf16 (GPU only).
   CpuBackend(const LoadedModel& model, const CacheConfig& cache, int num_threads);
 
   std::string name() const override { return "cpu"; }

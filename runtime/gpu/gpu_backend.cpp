@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/attention_gpu.h"
+#include "kernels/float16.h"
 #include "kernels/sampling_gpu.h"
 #include "kernels/gdn_gpu.h"
 #include "kernels/matmul_experts_prefill_gpu.h"
@@ -29,6 +30,7 @@ class Carver {
   void add(T*& target, int64_t count) {
     pieces_.push_back({reinterpret_cast<void**>(&target), arena_.reserve(static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(T))});
   }
+  void add_bytes(void*& target, size_t bytes) { pieces_.push_back({&target, arena_.reserve(std::max<size_t>(bytes, 1))}); }
   void allocate() {
     arena_.allocate();
     for (const Piece& p : pieces_) *p.target = arena_.at<void>(p.offset);
@@ -126,7 +128,10 @@ void GpuBackend::size_buffers() {
   max_logit_rows_ = std::min<int64_t>(max_rows_, std::max<int64_t>(S * Rv, kLogitBudgetBytes / (V * 4)));
   max_context_ = static_cast<int64_t>(cache_.num_kv_blocks) * cache_.kv_block_tokens;
   entries_per_slot_ = Rv >= 2 ? 2 * Rv : 1;
-  delta_entry_floats_ = c.ssm_v_heads * c.ssm_head_dim * c.ssm_head_dim;
+  delta_entry_elems_ = c.ssm_v_heads * c.ssm_head_dim * c.ssm_head_dim;
+  const kernels::StateType delta_type =
+      cache_.state_precision == StatePrecision::kBf16 ? kernels::StateType::kBf16 : kernels::StateType::kF32;
+  delta_elem_bytes_ = static_cast<size_t>(kernels::state_type_bytes(delta_type));
   conv_entry_floats_ = (c.conv_kernel - 1) * c.conv_channels();
 
   // Caches and states.
@@ -138,7 +143,8 @@ void GpuBackend::size_buffers() {
   for (int64_t i = 0, a = 0, g = 0; i < c.num_layers; ++i) {
     if (c.layer_kinds[static_cast<size_t>(i)] == LayerKind::GatedDeltaNet) {
       layer_cache_index_.push_back(static_cast<int>(g));
-      state.add(gdn_[static_cast<size_t>(g)].delta, entries * delta_entry_floats_);
+      gdn_[static_cast<size_t>(g)].delta_type = delta_type;
+      state.add_bytes(gdn_[static_cast<size_t>(g)].delta, static_cast<size_t>(entries * delta_entry_elems_) * delta_elem_bytes_);
       state.add(gdn_[static_cast<size_t>(g++)].conv, entries * conv_entry_floats_);
     } else {
       layer_cache_index_.push_back(static_cast<int>(a));
@@ -232,10 +238,11 @@ void GpuBackend::size_buffers() {
 void GpuBackend::reset_slot(int32_t slot) {
   const int32_t entry = static_cast<int32_t>(slot * entries_per_slot_);
   live_entry_[static_cast<size_t>(slot)] = entry;
+  const size_t delta_bytes = static_cast<size_t>(delta_entry_elems_) * delta_elem_bytes_;  // zero bits: 0.0 in f32 and bf16
+  const size_t conv_bytes = static_cast<size_t>(conv_entry_floats_) * sizeof(float);
   for (const gpu::GdnStatePools& p : gdn_) {
-    const size_t delta_bytes = static_cast<size_t>(delta_entry_floats_) * sizeof(float);
-    const size_t conv_bytes = static_cast<size_t>(conv_entry_floats_) * sizeof(float);
-    DS_GPU_CHECK(gpuMemsetAsync(p.delta + entry * delta_entry_floats_, 0, delta_bytes, stream_), "reset slot %d", slot);
+    DS_GPU_CHECK(gpuMemsetAsync(static_cast<unsigned char*>(p.delta) + entry * delta_bytes, 0, delta_bytes, stream_),
+                 "reset slot %d", slot);
     DS_GPU_CHECK(gpuMemsetAsync(p.conv + entry * conv_entry_floats_, 0, conv_bytes, stream_), "reset slot %d", slot);
   }
 }
@@ -263,10 +270,18 @@ BackendMemoryStats GpuBackend::memory_stats() const {
 }
 
 std::vector<float> GpuBackend::read_delta_state(int gdn_layer, int32_t slot) const {
-  std::vector<float> host(static_cast<size_t>(delta_entry_floats_));
-  const float* src = gdn_.at(static_cast<size_t>(gdn_layer)).delta + state_entry(slot) * delta_entry_floats_;
+  const size_t n = static_cast<size_t>(delta_entry_elems_), bytes = n * delta_elem_bytes_;
+  const unsigned char* src = static_cast<const unsigned char*>(gdn_.at(static_cast<size_t>(gdn_layer)).delta) +
+                             static_cast<size_t>(state_entry(slot)) * bytes;
   DS_GPU_CHECK(gpuStreamSynchronize(stream_), "read state");
-  DS_GPU_CHECK(gpuMemcpy(host.data(), src, host.size() * sizeof(float), gpuMemcpyDeviceToHost), "read delta state");
+  std::vector<float> host(n);
+  if (delta_elem_bytes_ == sizeof(float)) {
+    DS_GPU_CHECK(gpuMemcpy(host.data(), src, bytes, gpuMemcpyDeviceToHost), "read delta state");
+    return host;
+  }
+  std::vector<uint16_t> bits(n);  // bf16, widened exactly
+  DS_GPU_CHECK(gpuMemcpy(bits.data(), src, bytes, gpuMemcpyDeviceToHost), "read delta state");
+  for (size_t i = 0; i < n; ++i) host[i] = kernels::bf16_to_fp32(bits[i]);
   return host;
 }
 

@@ -8,8 +8,9 @@
 // - KV cache: one allocation, a paged pool per attention layer plus the MTP block's own,
 //   [num_kv_blocks][kv_block_tokens][nkv][hd] f32 for K and for V;
 // - recurrent state: one allocation; per GDN layer a pool of state entries ([Hv][dk][dv]
-//   delta + [Kc-1][Dc] conv, f32). Slot s owns entries [s * E, (s + 1) * E), E = 1 when
-//   max_verify_rows < 2, else 2 * max_verify_rows: two banks of max_verify_rows entries. The
+//   delta in CacheConfig::state_precision: f32, or bf16 with the rounding of kernels/gdn_gpu.h;
+//   + [Kc-1][Dc] conv, f32). Slot s owns entries [s * E, (s + 1) * E), E = 1
+//   when max_verify_rows < 2, else 2 * max_verify_rows: two banks of max_verify_rows entries. The
 //   slot's live state is one entry (state_entry(s)); a plain step updates it in place; a
 //   verify step (keep_row_states, T rows) reads it and writes the state after row t into
 //   entry t of the *other* bank, and the live entry becomes the last one; rollback(s, k)
@@ -140,7 +141,8 @@ class GpuBackend final : public Backend {
   int64_t max_logit_rows() const { return max_logit_rows_; }
 
   // Test hooks (blocking device reads): the live state entry of a slot, and its contents in
-  // one GDN layer (by GDN layer index), as the CPU backend's delta_state / conv_state.
+  // one GDN layer (by GDN layer index), as the CPU backend's delta_state / conv_state (a bf16
+  // delta state widened to f32, exactly).
   int32_t state_entry(int32_t slot) const { return live_entry_.at(static_cast<size_t>(slot)); }
   std::vector<float> read_delta_state(int gdn_layer, int32_t slot) const;
   std::vector<float> read_conv_state(int gdn_layer, int32_t slot) const;
@@ -205,7 +207,8 @@ class GpuBackend final : public Backend {
   int64_t max_logit_rows_ = 0;  // logit rows of one step
   int64_t max_context_ = 0;     // num_kv_blocks * kv_block_tokens: positions of one sequence
   int64_t entries_per_slot_ = 1;
-  int64_t delta_entry_floats_ = 0, conv_entry_floats_ = 0;
+  int64_t delta_entry_elems_ = 0, conv_entry_floats_ = 0;  // elements of one state entry
+  size_t delta_elem_bytes_ = 4;                              // 4 (f32) or 2 (bf16): cache_.state_precision
 
   gpu::DeviceArena kv_arena_{"KV cache"};
   gpu::DeviceArena state_arena_{"recurrent state"};

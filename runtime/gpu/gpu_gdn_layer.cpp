@@ -38,6 +38,7 @@ void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnSt
   g.seq_row_begin = rows.seq_row_begin;
   g.num_seqs = rows.num_decode_seqs;
   g.delta_states = state.delta;
+  g.delta_type = state.delta_type;
   g.conv_states = state.conv;
   g.state_in = rows.state_in;
   g.state_out = rows.state_out;
@@ -86,6 +87,7 @@ void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnSt
     p.num_seqs = np_seqs;
     p.num_rows = rows.num_prefill_rows();
     p.delta_states = state.delta;
+    p.delta_type = state.delta_type;
     p.conv_states = state.conv;
     p.state_in = rows.state_in + s0;
     p.state_out = rows.state_out + s0;

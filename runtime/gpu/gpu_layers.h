@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kernels/gdn_gpu.h"
 #include "kernels/gpu_compat.h"
 #include "kernels/matmul_gpu.h"
 #include "runtime/gpu/gpu_weights.h"
@@ -100,10 +101,11 @@ struct GpuLayerContext {
     *(ctx).launches += (num_kernels);                                               \
   } while (0)
 
-// One GDN layer's state pools: entries of [Hv][dk][dv] and [Kc-1][Dc] floats.
+// One GDN layer's state pools: entries of [Hv][dk][dv] delta_type and [Kc-1][Dc] floats.
 struct GdnStatePools {
-  float* delta = nullptr;
+  void* delta = nullptr;
   float* conv = nullptr;
+  kernels::StateType delta_type = kernels::StateType::kF32;
 };
 // One attention layer's paged cache: [num_blocks][block_tokens][nkv][hd] floats each.
 struct KvPool {

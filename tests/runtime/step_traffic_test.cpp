@@ -60,6 +60,11 @@ TEST(StepTraffic, DecodeByHand) {
   EXPECT_DOUBLE_EQ(t.total(), 32 + 242 + 300 + 128 + 352);
 }
 
+TEST(StepTraffic, Bf16DeltaStateHalvesOnlyTheDeltaPart) {
+  const StepTraffic t = step_traffic(tiny_model(false), 2, 1, 3, StatePrecision::kBf16);
+  EXPECT_DOUBLE_EQ(t.state_bytes, 2 * (1 * 2 * 2 * 2 + 3 * 6 * 4) * 2);  // streams x (S bf16 + conv f32) x r+w
+}
+
 TEST(StepTraffic, TiedEmbeddingsReadTheWholeTableAndPrefillTouchesAllExperts) {
   const StepTraffic t = step_traffic(tiny_model(true), /*streams=*/1, /*prompt=*/40, /*context=*/0);
   EXPECT_DOUBLE_EQ(t.embedding_bytes, 160);

@@ -69,6 +69,19 @@ TEST(ServerConfig, ErrorsNameTheOption) {
   for (const std::string& f : {unknown, typed, broken}) std::remove(f.c_str());
 }
 
+TEST(ServerConfig, StatePrecisionIsF32OrBf16) {
+  EXPECT_EQ(load({"--fake-engine"}).config.state_precision, "f32");
+  EXPECT_EQ(load({"--fake-engine", "--state-precision", "bf16"}).config.state_precision, "bf16");
+  const std::string file = write_temp(R"({"state_precision": "bf16"})");
+  EXPECT_EQ(load({"--fake-engine", "--config", file}).config.state_precision, "bf16");
+  EXPECT_EQ(load({"--fake-engine", "--config", file, "--state-precision", "f32"}).config.state_precision, "f32");
+  const std::string error = config_error({"--fake-engine", "--state-precision", "fp16"});
+  EXPECT_NE(error.find("--state-precision"), std::string::npos) << error;
+  EXPECT_NE(error.find("bf16, f32"), std::string::npos) << error;
+  EXPECT_NE(error.find("'fp16'"), std::string::npos) << error;
+  std::remove(file.c_str());
+}
+
 TEST(ServerConfig, BadFlagExitsWithUsage) {
   const ServeInvocation inv = load({"--no-such-flag"});
   EXPECT_TRUE(inv.exit_now);

@@ -1,0 +1,233 @@
+// CacheConfig::state_precision on the GPU backend (bf16 recurrent states, kernels/gdn_gpu.h):
+// - greedy decoding with verify steps (drafts from the plain run, some corrupted, so steps
+//   keep 1..4 rows and roll back) emits the tokens of plain one-row decoding, in bf16 as in
+//   f32; where f32 gets the plain run's logits and rolled-back states bitwise, bf16 does too;
+// - bf16 logits stay close to f32 logits over the same tokens (loose NMSE); the bf16 pools
+//   take about half the state bytes; read_delta_state returns bf16 values.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/gpu/backend_test_util.h"
+#include "tests/gpu/synthetic_model.h"
+
+namespace deltaserve::runtime {
+namespace {
+
+using deltaserve::testing::block_range;
+using deltaserve::testing::make_step;
+using deltaserve::testing::nmse;
+using deltaserve::testing::random_tokens;
+
+constexpr int32_t kSeqs = 3, kBlocksPerSeq = 4, kDraftRows = 4, kNewTokens = 16;
+
+CacheConfig cache_config(StatePrecision precision) {
+  CacheConfig c{kSeqs, 16, kSeqs * kBlocksPerSeq, kDraftRows, 0};
+  c.state_precision = precision;
+  return c;
+}
+
+std::vector<int32_t> blocks(int32_t slot) { return block_range(slot * kBlocksPerSeq, kBlocksPerSeq); }
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// What a run saw per (slot, position processed): the logits row, and the delta states of every
+// GDN layer once that position was in the cache.
+struct Trace {
+  std::vector<std::vector<int32_t>> tokens;                   // per slot: emitted tokens
+  std::map<std::pair<int32_t, int32_t>, std::vector<float>> logits;
+  std::map<std::pair<int32_t, int32_t>, std::vector<float>> states;
+  int32_t num_partial = 0;  // verify steps that dropped rows (rollback below the step's rows)
+};
+
+class StatePrecisionTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override { model_ = deltaserve::testing::make_synthetic_model(GetParam(), kernels::DType::Q8_0, 57); }
+  std::vector<int32_t> prompt(int32_t slot) const { return random_tokens(9 + 5 * slot, model_->config.num_vocab, 300 + slot); }
+
+  std::vector<float> states(const GpuBackend& b, int32_t slot) const {
+    std::vector<float> all;
+    for (int g = 0; g < static_cast<int>(model_->config.num_gdn_layers()); ++g) {
+      const std::vector<float> d = b.read_delta_state(g, slot);
+      all.insert(all.end(), d.begin(), d.end());
+    }
+    return all;
+  }
+
+  // Prompts, then kNewTokens greedy tokens per slot, one row per step.
+  Trace plain(StatePrecision precision) const {
+    GpuBackend b(*model_, cache_config(precision));
+    Trace t;
+    t.tokens.resize(kSeqs);
+    std::vector<int32_t> cached(kSeqs), next(kSeqs);
+    ForwardOutput out;
+    BatchPlan p;
+    for (int32_t s = 0; s < kSeqs; ++s) p.sequences.push_back(make_step(s, 0, prompt(s), blocks(s), 1));
+    b.forward(p, out);
+    for (int32_t s = 0; s < kSeqs; ++s) {
+      cached[s] = static_cast<int32_t>(prompt(s).size());
+      next[s] = out.argmax_ids[static_cast<size_t>(out.logit_begin[s])];
+    }
+    for (int32_t step = 0; step < kNewTokens; ++step) {
+      BatchPlan d;
+      for (int32_t s = 0; s < kSeqs; ++s) d.sequences.push_back(make_step(s, cached[s], {next[s]}, blocks(s), 1));
+      b.forward(d, out);
+      for (int32_t s = 0; s < kSeqs; ++s) {
+        t.tokens[s].push_back(next[s]);
+        const float* row = out.sequence_logits(static_cast<size_t>(s));
+        t.logits[{s, cached[s]}] = std::vector<float>(row, row + out.num_vocab);
+        next[s] = out.argmax_ids[static_cast<size_t>(out.logit_begin[s])];
+        ++cached[s];
+        t.states[{s, cached[s]}] = states(b, s);
+      }
+    }
+    return t;
+  }
+
+  // The same prompts, then verify steps of kDraftRows rows whose drafts are the plain run's
+  // next tokens with one corrupted at a rotating index (none every 4th step): rows kept by
+  // greedy acceptance, rollback, until every slot has kNewTokens tokens.
+  Trace speculative(StatePrecision precision, const Trace& oracle) const {
+    GpuBackend b(*model_, cache_config(precision));
+    Trace t;
+    t.tokens.resize(kSeqs);
+    std::vector<int32_t> cached(kSeqs), next(kSeqs);
+    ForwardOutput out;
+    BatchPlan p;
+    for (int32_t s = 0; s < kSeqs; ++s) p.sequences.push_back(make_step(s, 0, prompt(s), blocks(s), 1));
+    b.forward(p, out);
+    for (int32_t s = 0; s < kSeqs; ++s) {
+      cached[s] = static_cast<int32_t>(prompt(s).size());
+      next[s] = out.argmax_ids[static_cast<size_t>(out.logit_begin[s])];
+    }
+    const int32_t vocab = static_cast<int32_t>(model_->config.num_vocab);
+    for (int32_t step = 0; step < 4 * kNewTokens; ++step) {
+      BatchPlan v;
+      std::vector<int32_t> seqs;
+      for (int32_t s = 0; s < kSeqs; ++s) {
+        const size_t have = t.tokens[s].size();
+        if (have >= static_cast<size_t>(kNewTokens)) continue;
+        std::vector<int32_t> rows{next[s]};
+        for (int32_t k = 1; k < kDraftRows; ++k) {
+          const size_t at = have + static_cast<size_t>(k);
+          int32_t draft = at < oracle.tokens[s].size() ? oracle.tokens[s][at] : 0;
+          if (k == (step + s) % kDraftRows) draft = (draft + 1) % vocab;  // a rejected draft
+          rows.push_back(draft);
+        }
+        v.sequences.push_back(make_step(s, cached[s], rows, blocks(s), kDraftRows, 0, true));
+        seqs.push_back(s);
+      }
+      if (seqs.empty()) break;
+      b.forward(v, out);
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        const int32_t s = seqs[i];
+        const std::vector<int32_t>& rows = v.sequences[i].tokens;
+        const auto id = [&](int32_t j) { return out.argmax_ids[static_cast<size_t>(out.logit_begin[i] + j)]; };
+        int32_t kept = 1;
+        while (kept < kDraftRows && rows[static_cast<size_t>(kept)] == id(kept - 1)) ++kept;
+        for (int32_t j = 0; j < kept; ++j) {
+          t.tokens[s].push_back(rows[static_cast<size_t>(j)]);
+          const float* row = out.sequence_logits(i, j);
+          t.logits[{s, cached[s] + j}] = std::vector<float>(row, row + out.num_vocab);
+        }
+        b.rollback(s, kept);
+        t.num_partial += kept < kDraftRows;
+        next[s] = id(kept - 1);
+        cached[s] += kept;
+        t.states[{s, cached[s]}] = states(b, s);
+      }
+    }
+    for (auto& tokens : t.tokens) tokens.resize(std::min<size_t>(tokens.size(), kNewTokens));
+    return t;
+  }
+
+  std::unique_ptr<LoadedModel> model_;
+};
+
+// Whether every logits row and state the speculative run saw is bitwise the plain run's.
+bool bitwise_as_plain(const Trace& spec, const Trace& plain) {
+  for (const auto* m : {&spec.logits, &spec.states}) {
+    const auto& ref = m == &spec.logits ? plain.logits : plain.states;
+    for (const auto& [key, v] : *m) {
+      const auto it = ref.find(key);
+      if (it != ref.end() && !same_bits(v, it->second)) return false;
+    }
+  }
+  return true;
+}
+
+TEST_P(StatePrecisionTest, SpeculativeGreedyEqualsPlainGreedy) {
+  bool bitwise[2] = {false, false};
+  for (StatePrecision precision : {StatePrecision::kF32, StatePrecision::kBf16}) {
+    const std::string what = state_precision_name(precision);
+    const Trace p = plain(precision), s = speculative(precision, p);
+    for (int32_t slot = 0; slot < kSeqs; ++slot) {
+      EXPECT_EQ(s.tokens[slot], p.tokens[slot]) << what << ", slot " << slot;
+    }
+    EXPECT_GT(s.num_partial, 0) << what << ": no verify step rolled back";
+    for (const auto& [key, v] : s.logits) {
+      const auto it = p.logits.find(key);
+      if (it == p.logits.end()) continue;
+      EXPECT_LE(nmse(v, it->second), 1e-6) << what << ", slot " << key.first << " position " << key.second;
+    }
+    for (const auto& [key, v] : s.states) {
+      const auto it = p.states.find(key);
+      if (it == p.states.end()) continue;
+      EXPECT_LE(nmse(v, it->second), 1e-6) << what << " states, slot " << key.first << " position " << key.second;
+    }
+    bitwise[precision == StatePrecision::kBf16] = bitwise_as_plain(s, p);
+  }
+  // The bf16 state keeps whatever exactness the f32 path has (verify rows round like steps).
+  if (bitwise[0]) {
+    EXPECT_TRUE(bitwise[1]) << "f32: speculative logits/states bitwise the plain ones; bf16: not";
+  }
+  std::printf("speculative == plain bitwise: f32 %s, bf16 %s\n", bitwise[0] ? "yes" : "no", bitwise[1] ? "yes" : "no");
+}
+
+TEST_P(StatePrecisionTest, Bf16LogitsCloseToF32AndHalfTheStateBytes) {
+  GpuBackend f32(*model_, cache_config(StatePrecision::kF32)), bf16(*model_, cache_config(StatePrecision::kBf16));
+  EXPECT_LT(static_cast<double>(bf16.state_bytes()), 0.6 * static_cast<double>(f32.state_bytes()));
+  EXPECT_GT(static_cast<double>(bf16.state_bytes()), 0.5 * static_cast<double>(f32.state_bytes()));
+  EXPECT_EQ(bf16.cache_config().state_precision, StatePrecision::kBf16);
+  ForwardOutput a, b;
+  BatchPlan p;
+  for (int32_t s = 0; s < kSeqs; ++s) p.sequences.push_back(make_step(s, 0, prompt(s), blocks(s), 1));
+  f32.forward(p, a);
+  bf16.forward(p, b);
+  EXPECT_LE(nmse(b.logits, a.logits), 1e-3) << "prefill";
+  std::vector<int32_t> cached(kSeqs);
+  for (int32_t s = 0; s < kSeqs; ++s) cached[s] = static_cast<int32_t>(prompt(s).size());
+  double worst = 0;
+  for (int32_t step = 0; step < kNewTokens; ++step) {  // the same tokens into both: bf16's greedy ones
+    BatchPlan d;
+    for (int32_t s = 0; s < kSeqs; ++s)
+      d.sequences.push_back(make_step(s, cached[s]++, {b.argmax_ids[static_cast<size_t>(b.logit_begin[s])]}, blocks(s), 1));
+    f32.forward(d, a);
+    bf16.forward(d, b);
+    worst = std::max(worst, nmse(b.logits, a.logits));
+  }
+  EXPECT_LE(worst, 1e-3) << "decode";
+  std::printf("bf16 vs f32 state: worst decode logits NMSE %.3g\n", worst);
+  for (int32_t s = 0; s < kSeqs; ++s) {
+    for (float x : bf16.read_delta_state(0, s)) {
+      uint32_t bits = 0;
+      std::memcpy(&bits, &x, sizeof bits);
+      ASSERT_EQ(bits & 0xffffu, 0u) << "slot " << s << ": not a bf16 value";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, StatePrecisionTest, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& i) { return std::string(i.param ? "moe" : "dense"); });
+
+}  // namespace
+}  // namespace deltaserve::runtime

@@ -1,0 +1,42 @@
+// CacheConfig::state_precision: the names parse both ways, and the CPU backend (f32 states
+// only) refuses bf16 with a line that says so, while f32 still builds.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "runtime/backend.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/model_preset.h"
+#include "runtime/synthetic_model.h"
+
+namespace deltaserve::runtime {
+namespace {
+
+TEST(StatePrecision, NamesRoundTrip) {
+  EXPECT_EQ(parse_state_precision("f32"), StatePrecision::kF32);
+  EXPECT_EQ(parse_state_precision("bf16"), StatePrecision::kBf16);
+  EXPECT_EQ(parse_state_precision(state_precision_name(StatePrecision::kBf16)), StatePrecision::kBf16);
+  EXPECT_EQ(parse_state_precision(state_precision_name(StatePrecision::kF32)), StatePrecision::kF32);
+  for (const char* bad : {"", "fp32", "BF16", "f16", "bf16 "}) EXPECT_FALSE(parse_state_precision(bad).has_value()) << bad;
+  EXPECT_EQ(CacheConfig{}.state_precision, StatePrecision::kF32);
+}
+
+TEST(StatePrecision, CpuBackendRefusesBf16) {
+  const std::unique_ptr<LoadedModel> model = make_synthetic_model(find_preset("tiny-moe").config, kernels::DType::F32, 5, 1);
+  CacheConfig cache{1, 16, 4};
+  EXPECT_NO_THROW(CpuBackend(*model, cache, 1));
+  cache.state_precision = StatePrecision::kBf16;
+  try {
+    CpuBackend backend(*model, cache, 1);
+    ADD_FAILURE() << "the CPU backend accepted bf16 states";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("recurrent-state precision bf16 is supported by the GPU backend only"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace deltaserve::runtime
