@@ -205,6 +205,9 @@ void GpuBackend::size_buffers() {
     w.add(ws_.expert_prefill_ws, static_cast<int64_t>(kernels::matmul_experts_prefill_workspace_bytes(R * k, c.num_experts)));
     w.add(ws_.expert_ids, R * k);
     w.add(ws_.expert_weights, R * k);
+    w.add(ws_.pair_group_expert, R * k);
+    w.add(ws_.pair_group_pairs, R * k * 4);
+    w.add(ws_.pair_group_count, 1);
     w.add(ws_.exp_g, R * k * c.expert_ffn_dim);
     w.add(ws_.exp_u, R * k * c.expert_ffn_dim);
     w.add(ws_.exp_out, R * k * H);

@@ -6,6 +6,7 @@
 // expert and shared down projections: 4 launches per MoE layer, the combine also writing the
 // next block's input norm. Also the shared matmul and RMSNorm helpers.
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -147,10 +148,13 @@ void experts_tiled(const GpuLayerContext& ctx, const DeviceTensor& w, const void
 // the load.
 constexpr int64_t kFusedRouterMaxRows = 4;
 
-void moe_router(const GpuLayerContext& ctx, const GpuFfnWeights& w, const float* b, int64_t n) {
+// With in.w set (ffn_normalises_input) the router also normalises y into b first.
+void moe_router(const GpuLayerContext& ctx, const GpuFfnWeights& w, const float* b, const float* y, int64_t n,
+                const FfnInputNorm& in) {
   const ModelConfig& c = ctx.config;
   const GpuWorkspace& ws = ctx.ws;
   if (n > kFusedRouterMaxRows) {
+    if (in.w != nullptr) rms_norm(ctx, *in.w, y, n, in.b, c.num_embd);  // not taken: ffn_normalises_input said no
     launch_segments(ctx, {segment(w.router, b, n, ws.router_logits), segment(w.shared_gate_inp, b, n, ws.sh_gate)},
                     "moe router");
     const kernels::MoeRouteArgs route{ws.router_logits, n, c.num_experts, c.num_experts_used, ws.expert_ids,
@@ -175,9 +179,55 @@ void moe_router(const GpuLayerContext& ctx, const GpuFfnWeights& w, const float*
   a.expert_ids = ws.expert_ids;
   a.weights = ws.expert_weights;
   a.sync_counters = ws.router_sync;
-  DS_GPU_LAUNCH(ctx, 1, kernels::moe_router_gpu(a, ctx.stream), "moe_router %s (%s): %lld rows, %lld experts, top %lld",
-                w.router.name.c_str(), std::string(kernels::dtype_name(w.router.type)).c_str(), static_cast<long long>(n),
-                static_cast<long long>(c.num_experts), static_cast<long long>(c.num_experts_used));
+  if (in.w != nullptr) {
+    a.x = y;
+    a.norm_w = in.w->f32();
+    a.norm_eps = c.rms_eps;
+    a.norm_out = in.b;
+    a.norm_out_stride = c.num_embd;
+  }
+  DS_GPU_LAUNCH(ctx, 1, kernels::moe_router_gpu(a, ctx.stream), "moe_router %s (%s)%s%s: %lld rows, %lld experts, top %lld",
+                w.router.name.c_str(), std::string(kernels::dtype_name(w.router.type)).c_str(),
+                in.w != nullptr ? " + input rms_norm " : "", in.w != nullptr ? in.w->name.c_str() : "",
+                static_cast<long long>(n), static_cast<long long>(c.num_experts),
+                static_cast<long long>(c.num_experts_used));
+}
+
+// Rows per expert group for the step's num_pairs decode pairs (0: one pair per row group):
+// grouping pays once experts average a pair or more (the 35B-A3B's 256 experts at 32+
+// streams); 4-row groups from 4 pairs per expert on. DELTASERVE_GPU_GROUP_EXPERTS: 0 never
+// groups, 2 or 4 forces that group size where grouping applies (side-by-side runs).
+// Same bits every way (a row's arithmetic does not depend on its group), so the choice may
+// follow the load; it depends on the step's shape only, so graphs stay valid.
+int expert_group_rows(const ModelConfig& c, int64_t num_pairs) {
+  static const int setting = [] {  // -1: by the pairs per expert
+    const char* v = std::getenv("DELTASERVE_GPU_GROUP_EXPERTS");
+    const std::string s = v != nullptr ? v : "";
+    return s == "0" ? 0 : s == "2" ? 2 : s == "4" ? 4 : -1;
+  }();
+  if (setting == 0 || c.num_experts <= 0 || num_pairs < c.num_experts) return 0;
+  if (setting > 0) return setting;
+  return num_pairs >= 4 * c.num_experts ? 4 : 2;
+}
+
+// Groups the step's decode pairs by expert (one moe_group_pairs_gpu launch) when
+// expert_group_rows says so; returns the groups for the expert segments (rows 0: per pair).
+kernels::ExpertPairGroups expert_pair_groups(const GpuLayerContext& ctx, int64_t num_pairs) {
+  const ModelConfig& c = ctx.config;
+  const GpuWorkspace& ws = ctx.ws;
+  kernels::ExpertPairGroups g{};
+  const int rows = num_pairs > 0 ? expert_group_rows(c, num_pairs) : 0;
+  if (rows == 0) return g;
+  const kernels::MoeGroupPairsArgs a{ws.expert_ids, num_pairs, c.num_experts, rows,
+                                     ws.pair_group_expert, ws.pair_group_pairs, ws.pair_group_count};
+  DS_GPU_LAUNCH(ctx, 1, kernels::moe_group_pairs_gpu(a, ctx.stream), "moe_group_pairs: %lld pairs, %lld experts, %d per group",
+                static_cast<long long>(num_pairs), static_cast<long long>(c.num_experts), rows);
+  g.expert = ws.pair_group_expert;
+  g.pairs = ws.pair_group_pairs;
+  g.count = ws.pair_group_count;
+  g.max_groups = kernels::moe_pair_groups_bound(num_pairs, c.num_experts, rows);
+  g.rows_per_group = rows;
+  return g;
 }
 
 // MoE with the shared expert, added into y. Launches for a decode step: router with the shared
@@ -187,25 +237,28 @@ void moe_router(const GpuLayerContext& ctx, const GpuFfnWeights& w, const float*
 // expert-grouped tiled kernel (each expert's weights read once per 64 pairs routed to it);
 // router and combine cover every row.
 void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y,
-                 const NextNorm& next) {
+                 const NextNorm& next, const FfnInputNorm& in) {
   const ModelConfig& c = ctx.config;
   const GpuWorkspace& ws = ctx.ws;
   const int64_t k = c.num_experts_used, n = rows.num_rows, nd = rows.num_decode_rows;
-  moe_router(ctx, w, b, n);
+  moe_router(ctx, w, b, y, n, in);
   // Pairs p = row * k + rank (moe_route's [row][rank] order): gate/up read x row p / k.
   // Decode pairs [0, nd * k) per pair (matvec); prefill pairs grouped by expert (tiled).
   const bool experts_gated = same_layout(w.gate_exps, w.up_exps);
-  // Decode pairs go one per matvec row group. Grouping them by expert first (8 pairs of one
-  // expert sharing each weight load, same bits; commit 1cf0944) measured slower on the H200
-  // at 35B-A3B shapes, because the matvec is instruction-bound and a group computes all 8 rows
-  // however few are real: 64 streams x 1 row 63 -> 131 ms/step, 64 x 4 verify rows 233 -> 291.
-  // Worth another look with a matvec whose extra rows are cheap (tensor cores).
+  // Decode pairs: one per matvec row group, or, when the step has enough pairs per expert,
+  // grouped by expert (expert_pair_groups) so pairs of one expert share its weight loads.
+  const kernels::ExpertPairGroups groups = expert_pair_groups(ctx, nd * k);
+  auto pairs_segment = [&](const DeviceTensor& wt, const float* x, int64_t per_x_row, float* y) {
+    kernels::MatmulSegment s = expert_segment(wt, x, ws.expert_ids, nd * k, per_x_row, y);
+    s.groups = groups;
+    return s;
+  };
   std::vector<kernels::MatmulSegment> up_segs;
   if (nd > 0 && experts_gated) {
-    up_segs.push_back(gated(expert_segment(w.gate_exps, b, ws.expert_ids, nd * k, k, ws.exp_g), w.up_exps));
+    up_segs.push_back(gated(pairs_segment(w.gate_exps, b, k, ws.exp_g), w.up_exps));
   } else if (nd > 0) {
-    up_segs.push_back(expert_segment(w.gate_exps, b, ws.expert_ids, nd * k, k, ws.exp_g));
-    up_segs.push_back(expert_segment(w.up_exps, b, ws.expert_ids, nd * k, k, ws.exp_u));
+    up_segs.push_back(pairs_segment(w.gate_exps, b, k, ws.exp_g));
+    up_segs.push_back(pairs_segment(w.up_exps, b, k, ws.exp_u));
   }
   const bool shared_gated = same_layout(w.gate_shexp, w.up_shexp);
   if (nd > 0) {
@@ -240,7 +293,7 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
   if (rows.num_prefill_rows() > 0) gated_product_tiled(ctx, w.gate_shexp, w.up_shexp, b, nd, rows.num_prefill_rows(), ws.sh_g, ws.sh_u);
   if (nd > 0)
     launch_segments(ctx,
-                    {expert_segment(w.down_exps, ws.exp_g, ws.expert_ids, nd * k, 1, ws.exp_out),
+                    {pairs_segment(w.down_exps, ws.exp_g, 1, ws.exp_out),
                      segment(w.down_shexp, ws.sh_g, nd, ws.sh_out)},
                     "moe down");
   if (np > 0)
@@ -340,11 +393,19 @@ void matmul_many(const GpuLayerContext& ctx, const DeviceTensor* const* ws, floa
     for (int i = 0; i < count; ++i) matmul_tiled(ctx, *ws[i], x, rows.num_decode_rows, rows.num_prefill_rows(), ys[i], false);
 }
 
+bool ffn_normalises_input(const GpuLayerContext& ctx, int64_t num_rows) {
+  const ModelConfig& c = ctx.config;
+  return c.is_moe() && num_rows >= 1 && num_rows <= kFusedRouterMaxRows &&
+         kernels::moe_router_fuses_norm(c.num_embd, num_rows, c.num_experts);
+}
+
 void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y,
-                 const NextNorm& next) {
+                 const NextNorm& next, const FfnInputNorm& in) {
+  if (in.w != nullptr && in.b != b) throw std::logic_error("ffn_forward: the input norm must write b");
   if (ctx.config.is_moe()) {
-    moe_forward(ctx, w, rows, b, y, next);
+    moe_forward(ctx, w, rows, b, y, next, in);
   } else {
+    if (in.w != nullptr) rms_norm(ctx, *in.w, y, rows.num_rows, in.b, ctx.config.num_embd);
     gated_product(ctx, w.gate, w.up, b, rows, ctx.ws.ffn_g, ctx.ws.ffn_u);
     matmul_then_norm(ctx, w.down, ctx.ws.ffn_g, rows, y, next);
   }

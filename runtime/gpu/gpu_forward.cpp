@@ -170,14 +170,17 @@ void GpuBackend::run_block(const gpu::GpuLayerWeights& lw, const gpu::KvPool* kv
   const gpu::GpuLayerContext ctx = context();
   const int64_t n = rows.num_rows, h = config_.num_embd;
   if (!input_normed) gpu::rms_norm(ctx, lw.attn_norm, ws_.x, n, ws_.a, h);
-  // The FFN's input norm comes out of the mixer's output projection (same bits).
-  const gpu::NextNorm post{&lw.post_attention_norm, ws_.a, h};
+  // The FFN's input norm: in the MoE router's launch for short steps, else after the mixer's
+  // output projection (an rms_norm launch, or its epilogue). Same bits every way.
+  const bool ffn_norms_input = gpu::ffn_normalises_input(ctx, n);
+  const gpu::NextNorm post = ffn_norms_input ? gpu::NextNorm{} : gpu::NextNorm{&lw.post_attention_norm, ws_.a, h};
   if (gdn != nullptr) {
     gpu::gdn_forward(ctx, lw.gdn, *gdn, rows, ws_.a, ws_.x, post);
   } else {
     gpu::attention_forward(ctx, lw.attention, *kv, rows, ws_.a, ws_.x, post);
   }
-  gpu::ffn_forward(ctx, lw.ffn, gpu::row_split(rows), ws_.a, ws_.x, gpu::NextNorm{next_attn_norm, ws_.a, h});
+  const gpu::FfnInputNorm in = ffn_norms_input ? gpu::FfnInputNorm{&lw.post_attention_norm, ws_.a} : gpu::FfnInputNorm{};
+  gpu::ffn_forward(ctx, lw.ffn, gpu::row_split(rows), ws_.a, ws_.x, gpu::NextNorm{next_attn_norm, ws_.a, h}, in);
 }
 
 // Final norm of the hidden rows of ws_.x and the LM head for the logit rows (a subset of

@@ -38,6 +38,7 @@ constexpr PrefixRule kRules[] = {
     {"paged_attention", KernelClass::kAttentionPaged},
     {"prefill_attention", KernelClass::kAttentionPrefill},
     {"moe_route", KernelClass::kMoeRouter},
+    {"moe_group_pairs", KernelClass::kMoeRouter},  // routing work: pairs grouped by expert
     {"moe_combine", KernelClass::kMoeCombine},
     {"rms_norm", KernelClass::kNorms},
     {"q_norm", KernelClass::kNorms},

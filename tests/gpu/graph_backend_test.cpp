@@ -24,9 +24,9 @@ const CacheConfig kCache{4, 16, 4 * kBlocksPerSeq, 4, 256};
 
 std::vector<int32_t> blocks(int32_t slot) { return block_range(slot * kBlocksPerSeq, kBlocksPerSeq); }
 
-// Launches of one forward by the code path (runtime/gpu), with the default settings: per block
-// 2 norms (attn_norm, and the FFN's input norm after the mixer's output projection: a
-// separate rms_norm launch unless DELTASERVE_GPU_FUSE_NORM=1), the mixer's (GDN: projections,
+// Launches of one decode step of at most 4 rows by the code path (runtime/gpu), with the
+// default settings: per block 2 norms (attn_norm, and the FFN's input norm: a separate
+// rms_norm launch for dense models, inside the MoE router's launch for MoE ones), the mixer's (GDN: projections,
 // step with the gated norm fused, output = 3; attention: projections, one fused q/k norm +
 // RoPE + KV append, attention with the combine fused, output = 4) and the FFN's (MoE 4:
 // router with top-k, gate*up, down, combine; dense 2), plus embedding and the head (gather,
@@ -36,7 +36,7 @@ std::vector<int32_t> blocks(int32_t slot) { return block_range(slot * kBlocksPer
 // Assumes every projection group shares one weight type, as the synthetic models do.
 int64_t expected_launches(const ModelConfig& c) {
   const int64_t ffn = c.is_moe() ? 4 : 2;
-  const int64_t fused_norms = c.is_moe() ? c.num_layers - 1 : 0;
+  const int64_t fused_norms = c.is_moe() ? (c.num_layers - 1) + c.num_layers : 0;
   return 1 + c.num_gdn_layers() * (2 + 3 + ffn) + c.num_attention_layers() * (2 + 4 + ffn) - fused_norms + 5;
 }
 
