@@ -270,6 +270,27 @@ __device__ __forceinline__ T shuffle_xor(T v, int lane_mask) {
 #endif
 }
 
+// The value of lane src_lane (all lanes of the warp call it).
+template <class T>
+__device__ __forceinline__ T shuffle(T v, int src_lane) {
+#if defined(DS_GPU_HIP)
+  return __shfl(v, src_lane);
+#else
+  return __shfl_sync(0xffffffffu, v, src_lane);
+#endif
+}
+
+// The warp's lanes meet here, their shared-memory writes visible to each other.
+__device__ __forceinline__ void sync_warp() {
+#if defined(DS_GPU_HIP)
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+  __builtin_amdgcn_wave_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+#else
+  __syncwarp();
+#endif
+}
+
 // The value of lane (this lane - delta); lanes below delta get their own.
 template <class T>
 __device__ __forceinline__ T shuffle_up(T v, int delta) {

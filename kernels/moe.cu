@@ -1,8 +1,8 @@
-// MoE routing (moe_gpu.h). moe_route_gpu: one block per row; probabilities in shared memory;
-// k rounds of a block-wide (probability, id) argmax. moe_router_gpu: the router's dot products
+// MoE routing (moe_gpu.h). moe_route_gpu: one warp per row; probabilities in shared memory;
+// k rounds of a warp (probability, id) argmax. moe_router_gpu: the router's dot products
 // spread over (output block, row group) blocks, one warp per output as matmul_gpu's matvec
 // computes it; the block that finishes last for its row group (a counter per group) routes
-// the group's rows with the same routine as moe_route_gpu. With the input norm, each block
+// the group's rows with the same warp routine as moe_route_gpu, one warp per row. With the input norm, each block
 // first normalises its row group into shared memory (norm_block.h, rms_norm_gpu's order).
 #include <cstdint>
 
@@ -16,7 +16,7 @@ namespace {
 
 using gpu::kWarpSize;
 
-constexpr int kThreads = 256;  // both kernels: the routing's reduction order depends on it
+constexpr int kThreads = 256;  // router blocks (the routing itself is one warp's, whatever the block)
 constexpr int kMaxUsed = 32;
 constexpr int64_t kMaxExperts = 4096;
 constexpr int64_t kMaxGridY = 65535;
@@ -27,75 +27,68 @@ constexpr int kRouterUnroll = 4;  // chunks per lane in flight (loads issued bef
 // Dynamic shared memory a router block may use without an opt-in attribute (every target).
 constexpr size_t kRouterMaxSharedBytes = size_t{48} << 10;
 
-struct RouteShared {
-  float scratch[gpu::kMaxWarpsPerBlock];
-  float best_v[gpu::kMaxWarpsPerBlock];
-  int best_i[gpu::kMaxWarpsPerBlock];
-  float chosen_p[kMaxUsed];
-  int chosen_e[kMaxUsed];
-};
-
-// One row's routing. probs[0, ne) holds the row's logits on entry (written by this block
-// before a barrier) and is overwritten. Softmax (max, exp, block_sum in a fixed order,
-// divide), k rounds of a block argmax (lower id on ties, NaN never wins), weights renormalised
-// by the selected sum; thread 0 writes ids[0, k) and weights[0, k). All threads call it.
-__device__ void route_row(float* probs, RouteShared& s, int ne, int num_used, int32_t* ids, float* weights) {
-  __syncthreads();
+// One row's routing by ONE warp (no block barriers: on the H200 the block-wide form, two
+// barriers per top-k round, made the fused router's serial tail most of its time at batch 1).
+// probs[0, ne) (shared memory, this warp's alone) holds the row's logits on entry, written by
+// this warp or before a barrier, and is overwritten. Softmax: max, exp, each lane summing its
+// elements e = lane, lane + W, ... in order, then the warp butterfly; divide. k rounds of a
+// warp argmax (lower id on ties, NaN never wins); the lane that owns the winner (e mod W) marks
+// it taken, and only that lane reads it again, so no cross-lane sync is needed. Weights are
+// renormalised by the selected sum (added in rank order, every lane alike); lane j < k writes
+// ids[j] and weights[j]. Every lane of the warp calls it.
+__device__ void route_row_warp(float* probs, int ne, int num_used, int32_t* ids, float* weights) {
+  const int lane = gpu::lane_id();
+  gpu::sync_warp();
   float m = -INFINITY;
-  for (int e = threadIdx.x; e < ne; e += blockDim.x) m = fmaxf(m, probs[e]);
-  m = gpu::block_max(m, s.scratch);
+  for (int e = lane; e < ne; e += kWarpSize) m = fmaxf(m, probs[e]);
+  m = gpu::warp_max(m);
   float partial = 0.0f;
-  for (int e = threadIdx.x; e < ne; e += blockDim.x) {
+  for (int e = lane; e < ne; e += kWarpSize) {
     const float p = expf(probs[e] - m);
     probs[e] = p;
     partial += p;
   }
-  const float total = gpu::block_sum(partial, s.scratch);  // also orders the probs writes
-  for (int e = threadIdx.x; e < ne; e += blockDim.x) probs[e] /= total;
-  __syncthreads();
+  const float total = gpu::warp_sum(partial);
+  for (int e = lane; e < ne; e += kWarpSize) probs[e] /= total;
 
-  const int num_warps = static_cast<int>(blockDim.x) / kWarpSize;
+  float chosen_p = 0.0f;
+  int chosen_e = 0;
   for (int k = 0; k < num_used; ++k) {
     float v = -INFINITY;
     int i = 0x7fffffff;
-    for (int e = threadIdx.x; e < ne; e += blockDim.x) {
+    for (int e = lane; e < ne; e += kWarpSize) {
       if (gpu::arg_better(probs[e], e, v, i)) v = probs[e], i = e;
     }
     gpu::warp_argmax(v, i);
-    if (gpu::lane_id() == 0) s.best_v[gpu::warp_id()] = v, s.best_i[gpu::warp_id()] = i;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      float bv = s.best_v[0];
-      int bi = s.best_i[0];
-      for (int w = 1; w < num_warps; ++w) {
-        if (gpu::arg_better(s.best_v[w], s.best_i[w], bv, bi)) bv = s.best_v[w], bi = s.best_i[w];
-      }
-      const bool found = bi < ne;  // false only when every remaining probability is NaN
-      s.chosen_p[k] = found ? bv : 0.0f;
-      s.chosen_e[k] = found ? bi : 0;
-      if (found) probs[bi] = -1.0f;
-    }
-    __syncthreads();
+    const bool found = i < ne;  // false only when every remaining probability is NaN
+    if (lane == k) chosen_p = found ? v : 0.0f, chosen_e = found ? i : 0;
+    if (found && lane == i % kWarpSize) probs[i] = -1.0f;
   }
-  if (threadIdx.x == 0) {
-    float selected = 0.0f;
-    for (int k = 0; k < num_used; ++k) selected += s.chosen_p[k];
-    for (int k = 0; k < num_used; ++k) {
-      ids[k] = s.chosen_e[k];
-      weights[k] = s.chosen_p[k] / selected;
-    }
+  float selected = 0.0f;
+  for (int k = 0; k < num_used; ++k) selected += gpu::shuffle(chosen_p, k);
+  if (lane < num_used) {
+    ids[lane] = chosen_e;
+    weights[lane] = chosen_p / selected;
   }
 }
 
-__global__ void __launch_bounds__(kThreads) moe_route_kernel(const MoeRouteArgs a) {
+// One block of one warp per row (the routing is one warp's work).
+__global__ void __launch_bounds__(kWarpSize) moe_route_kernel(const MoeRouteArgs a) {
   gpu::begin_kernel();
   extern __shared__ float probs[];  // [num_experts]; selected experts are set to -1
-  __shared__ RouteShared s;
   const int64_t r = blockIdx.x;
   const int ne = static_cast<int>(a.num_experts);
   const float* logits = a.logits + r * a.num_experts;
   for (int e = threadIdx.x; e < ne; e += blockDim.x) probs[e] = logits[e];
-  route_row(probs, s, ne, static_cast<int>(a.num_used), a.expert_ids + r * a.num_used, a.weights + r * a.num_used);
+  route_row_warp(probs, ne, static_cast<int>(a.num_used), a.expert_ids + r * a.num_used, a.weights + r * a.num_used);
+}
+
+// Rows of a router row group routed side by side (one warp and one probability buffer each)
+// when the buffers take at most 16 KiB; else 1 (warp 0, row after row, one buffer).
+__host__ __device__ constexpr int router_parallel_rows(int rows_per_group, int64_t num_experts) {
+  const int warps = kThreads / kWarpSize;
+  const int rows = rows_per_group < warps ? rows_per_group : warps;
+  return static_cast<int64_t>(rows) * num_experts * 4 <= (int64_t{16} << 10) ? rows : 1;
 }
 
 // acc[r] = dot(weight row, x row r) for R rows: lane l takes 8-element chunks l, l + W, ...,
@@ -161,11 +154,12 @@ __global__ void __launch_bounds__(kThreads) moe_router_kernel(const MoeRouterArg
     if (a.shared_gate_w != nullptr && blockIdx.x == a.num_experts / kRouterOutputsPerBlock) {  // output num_experts
       gpu::prefetch_l2_range(a.shared_gate_w, static_cast<size_t>(a.num_in) * sizeof(float));
     }
+    if (kNorm && blockIdx.x == 0) gpu::prefetch_l2_range(a.norm_w, static_cast<size_t>(a.num_in) * sizeof(float));
   }
   gpu::begin_kernel();
-  // Dynamic shared memory: [R][num_in] normed rows (input norm only), then [num_experts] probs.
+  // Dynamic shared memory: [R][num_in] normed rows (input norm only), then
+  // [router_parallel_rows][num_experts] probabilities (one buffer per routing warp).
   extern __shared__ float smem[];
-  __shared__ RouteShared s;
   __shared__ bool is_last;
   const int64_t group = blockIdx.y;
   const int64_t row0 = group * R;
@@ -177,10 +171,15 @@ __global__ void __launch_bounds__(kThreads) moe_router_kernel(const MoeRouterArg
   if constexpr (kNorm) {
     // Every block normalises the group's rows itself (rms_norm_gpu's bits); output block 0
     // also hands them to the launches after this one.
-    __shared__ float norm_scratch[detail::kNormMaxThreads / kWarpSize];
-    for (int r = 0; r < num_valid; ++r) {
-      detail::block_rms_norm_as_norm_gpu(a.x + (row0 + r) * a.x_stride, a.norm_w, smem + r * a.num_in, a.num_in,
-                                         a.norm_eps, norm_scratch);
+    __shared__ float norm_scratch[R * detail::kNormMaxThreads / kWarpSize];
+    if (detail::norm_rows_cacheable(a.num_in)) {  // all rows at once, one wait on L2
+      detail::block_rms_norm_rows_as_norm_gpu<R>(a.x + row0 * a.x_stride, a.x_stride, num_valid, a.norm_w, smem, a.num_in,
+                                                 a.num_in, a.norm_eps, norm_scratch);
+    } else {
+      for (int r = 0; r < num_valid; ++r) {
+        detail::block_rms_norm_as_norm_gpu(a.x + (row0 + r) * a.x_stride, a.norm_w, smem + r * a.num_in, a.num_in,
+                                           a.norm_eps, norm_scratch);
+      }
     }
     __syncthreads();
     if (blockIdx.x == 0) {
@@ -220,12 +219,19 @@ __global__ void __launch_bounds__(kThreads) moe_router_kernel(const MoeRouterArg
   __syncthreads();
   if (!is_last) return;
   __threadfence();  // acquire side: the other blocks' logits before this block reads them
-  for (int r = 0; r < num_valid; ++r) {
-    const int64_t row = row0 + r;
-    const volatile float* logits = a.logits + row * ne;  // written by other blocks: not via L1
-    for (int e = threadIdx.x; e < ne; e += blockDim.x) probs[e] = logits[e];
-    route_row(probs, s, static_cast<int>(ne), static_cast<int>(a.num_used), a.expert_ids + row * a.num_used,
-              a.weights + row * a.num_used);
+  // Warp w routes rows w, w + P, ... of the group (P = router_parallel_rows), each row in its
+  // own probability buffer: the rows side by side instead of one after another.
+  const int parallel = router_parallel_rows(R, ne);
+  const int warp = gpu::warp_id();
+  if (warp < parallel) {
+    float* const mine = probs + warp * ne;
+    for (int r = warp; r < num_valid; r += parallel) {
+      const int64_t row = row0 + r;
+      const volatile float* logits = a.logits + row * ne;  // written by other blocks: not via L1
+      for (int e = gpu::lane_id(); e < ne; e += kWarpSize) mine[e] = logits[e];  // lane e mod W owns e
+      route_row_warp(mine, static_cast<int>(ne), static_cast<int>(a.num_used), a.expert_ids + row * a.num_used,
+                     a.weights + row * a.num_used);
+    }
   }
   if (threadIdx.x == 0) a.sync_counters[group] = 0;  // ready for the next launch (graph replays too)
 }
@@ -264,8 +270,9 @@ int64_t router_rows_per_group(int64_t num_rows) {
 }
 
 size_t router_shared_bytes(const MoeRouterArgs& a) {
-  const int64_t normed = a.norm_w != nullptr ? router_rows_per_group(a.num_rows) * a.num_in : 0;
-  return static_cast<size_t>(normed + a.num_experts) * sizeof(float);
+  const int rows = static_cast<int>(router_rows_per_group(a.num_rows));
+  const int64_t normed = a.norm_w != nullptr ? rows * a.num_in : 0;
+  return static_cast<size_t>(normed + router_parallel_rows(rows, a.num_experts) * a.num_experts) * sizeof(float);
 }
 
 template <int R>
@@ -287,7 +294,8 @@ gpuError_t launch_router(const MoeRouterArgs& a, gpuStream_t stream) {
 
 bool moe_router_fuses_norm(int64_t num_in, int64_t num_rows, int64_t num_experts) {
   if (num_in <= 0 || num_experts <= 0) return false;
-  const int64_t floats = router_rows_per_group(num_rows) * num_in + num_experts;
+  const int rows = static_cast<int>(router_rows_per_group(num_rows));
+  const int64_t floats = rows * num_in + router_parallel_rows(rows, num_experts) * num_experts;
   return static_cast<size_t>(floats) * sizeof(float) <= kRouterMaxSharedBytes;
 }
 
@@ -295,7 +303,7 @@ gpuError_t moe_route_gpu(const MoeRouteArgs& a, gpuStream_t stream) {
   if (!valid_routing(a.num_experts, a.num_used) || a.num_rows < 0) return gpuErrorInvalidValue;
   if (a.num_rows == 0) return gpuSuccess;
   const size_t smem = static_cast<size_t>(a.num_experts) * sizeof(float);
-  gpu::launch(moe_route_kernel, static_cast<unsigned>(a.num_rows), kThreads, smem, stream, a);
+  gpu::launch(moe_route_kernel, static_cast<unsigned>(a.num_rows), kWarpSize, smem, stream, a);
   return gpuGetLastError();
 }
 

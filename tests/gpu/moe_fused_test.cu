@@ -411,11 +411,13 @@ void run_moe_fused_tests(Context& ctx) {
   check_router_refusals(ctx);
   // The input norm: 35B-A3B decode/verify row counts (8 rows exceed shared memory: refused),
   // odd widths (norm blocks narrower than the router's 256 threads, a chunk tail), padded
-  // strides on both sides, no shared gate.
+  // strides on both sides, no shared gate, and a width past what the all-rows form keeps in
+  // registers (2056 > 8 x 256: the row-by-row form).
   for (int64_t rows : {1, 2, 3, 4, 8}) check_router_norm(ctx, rows, 2048, 256, 8, true, 0, 0);
   check_router_norm(ctx, 5, 72, 60, 4, true, 4, 8);
   check_router_norm(ctx, 3, 520, 129, 1, false, 0, 4);
   check_router_norm(ctx, 7, 1000, 7, 7, true, 8, 0);
+  check_router_norm(ctx, 3, 2056, 16, 4, true, 0, 4);  // past the register-cached form: row by row
   check_router_norm_refusals(ctx);
 
   // 35B-A3B decode (H 2048, top 8, shared expert, the residual add), prefill-sized row
