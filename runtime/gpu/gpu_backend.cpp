@@ -96,7 +96,8 @@ std::string GpuBackend::speed_settings() const {
   const auto on = [](bool b) { return b ? "on" : "off"; };
   return std::string("step graphs ") + on(graphs_enabled()) + ", dependent launches " +
          on(kernels::gpu::dependent_launch_enabled()) + ", L2 prefetch " + on(kernels::gpu::prefetch_enabled()) +
-         ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", prefill matmul " +
+         ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", expert pair groups " +
+         gpu::expert_grouping_setting() + ", prefill matmul " +
          (prefill_math_ == kernels::MatmulMath::kTf32 ? "tf32" : "f32");
 }
 

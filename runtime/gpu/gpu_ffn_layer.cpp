@@ -199,12 +199,18 @@ void moe_router(const GpuLayerContext& ctx, const GpuFfnWeights& w, const float*
 // groups, 2 or 4 forces that group size where grouping applies (side-by-side runs).
 // Same bits every way (a row's arithmetic does not depend on its group), so the choice may
 // follow the load; it depends on the step's shape only, so graphs stay valid.
-int expert_group_rows(const ModelConfig& c, int64_t num_pairs) {
-  static const int setting = [] {  // -1: by the pairs per expert
+// DELTASERVE_GPU_GROUP_EXPERTS, read once: -1 (unset: by the pairs per expert), 0, 2 or 4.
+int expert_grouping() {
+  static const int setting = [] {
     const char* v = std::getenv("DELTASERVE_GPU_GROUP_EXPERTS");
     const std::string s = v != nullptr ? v : "";
     return s == "0" ? 0 : s == "2" ? 2 : s == "4" ? 4 : -1;
   }();
+  return setting;
+}
+
+int expert_group_rows(const ModelConfig& c, int64_t num_pairs) {
+  const int setting = expert_grouping();
   if (setting == 0 || c.num_experts <= 0 || num_pairs < c.num_experts) return 0;
   if (setting > 0) return setting;
   return num_pairs >= 4 * c.num_experts ? 4 : 2;
@@ -391,6 +397,11 @@ void matmul_many(const GpuLayerContext& ctx, const DeviceTensor* const* ws, floa
   }
   if (rows.num_prefill_rows() > 0)
     for (int i = 0; i < count; ++i) matmul_tiled(ctx, *ws[i], x, rows.num_decode_rows, rows.num_prefill_rows(), ys[i], false);
+}
+
+std::string expert_grouping_setting() {
+  const int setting = expert_grouping();
+  return setting < 0 ? "auto" : setting == 0 ? "off" : std::to_string(setting);
 }
 
 bool ffn_normalises_input(const GpuLayerContext& ctx, int64_t num_rows) {

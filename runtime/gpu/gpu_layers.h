@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/gdn_gpu.h"
 #include "kernels/gpu_compat.h"
@@ -167,6 +168,8 @@ void matmul_then_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const f
                       const NextNorm& next);
 // DELTASERVE_GPU_FUSE_NORM=1 (read once).
 bool fused_norm_enabled();
+// DELTASERVE_GPU_GROUP_EXPERTS as a word for logs: "auto", "off", "2" or "4".
+std::string expert_grouping_setting();
 
 // x[r] <- RMSNorm(src[r]) * w over num_rows rows of H (strides H); y may alias x.
 void rms_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, int64_t num_rows, float* y,
