@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "kernels/gdn_gpu.h"
+#include "kernels/gdn_state_elem.h"
 #include "kernels/gpu_compat.h"
 #include "kernels/norm_block.h"
 
@@ -68,15 +69,8 @@ __device__ __forceinline__ void block_sum2(float& a, float& b, float* scratch) {
 
 __device__ __forceinline__ float softplusf_(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
-// Delta-state elements (StateT): f32 as is; bf16 bits (uint16_t) widened exactly, narrowed to
-// nearest even.
-__device__ __forceinline__ float from_state(float v) { return v; }
-__device__ __forceinline__ float from_state(uint16_t bits) { return gpu::bf16_bits_to_float(bits); }
-template <class StateT>
-__device__ __forceinline__ StateT to_state(float v) {
-  if constexpr (sizeof(StateT) == 2) return gpu::float_to_bf16_bits(v);
-  else return v;
-}
+using detail::from_state;  // delta-state elements: kernels/gdn_state_elem.h
+using detail::to_state;
 
 // Blocks per SM the fixed-dv variants are held to: 128 registers per thread (dk = dv = 128: no
 // spills on sm_90, 8 bytes on sm_80; unbounded it took 244 registers, 2 blocks per SM, and at

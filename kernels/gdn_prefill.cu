@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "kernels/gdn_gpu.h"
+#include "kernels/gdn_state_elem.h"
 #include "kernels/gpu_compat.h"
 
 namespace deltaserve::kernels {
@@ -38,15 +39,8 @@ constexpr int kAStride = kChunk + 4;  // A and P rows in shared memory (float4-a
 
 __device__ __forceinline__ float softplusf_(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
-// Delta-state elements (StateT): f32 as is; bf16 bits (uint16_t) widened exactly, narrowed to
-// nearest even.
-__device__ __forceinline__ float from_state(float v) { return v; }
-__device__ __forceinline__ float from_state(uint16_t bits) { return gpu::bf16_bits_to_float(bits); }
-template <class StateT>
-__device__ __forceinline__ StateT to_state(float v) {
-  if constexpr (sizeof(StateT) == 2) return gpu::float_to_bf16_bits(v);
-  else return v;
-}
+using detail::from_state;  // delta-state elements: kernels/gdn_state_elem.h
+using detail::to_state;
 
 // Workspace carve-up, all float offsets multiples of 4 up to gam (float4-read buffers first).
 struct Work {

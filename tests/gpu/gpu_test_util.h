@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/dtype.h"
 #include "kernels/gpu_compat.h"
+#include "kernels/quant.h"
 
 namespace deltaserve::kernels::gputest {
 
@@ -64,6 +66,17 @@ struct ErrorStats {
   double max_abs = 0.0;  // max |a - b|
   bool all_finite = true;
 };
+
+// A random weight matrix in `type`: num_out rows quantised from N(0, 1) floats.
+inline std::vector<uint8_t> random_weights(std::mt19937& rng, DType type, int64_t num_in, int64_t num_out) {
+  const size_t row_bytes = dtype_row_bytes(type, num_in);
+  std::vector<uint8_t> w(row_bytes * static_cast<size_t>(num_out));
+  for (int64_t o = 0; o < num_out; ++o) {
+    const std::vector<float> row = random_floats(rng, static_cast<size_t>(num_in));
+    quantize_row(type, row.data(), w.data() + static_cast<size_t>(o) * row_bytes, num_in);
+  }
+  return w;
+}
 
 inline ErrorStats compare(const float* gpu, const float* ref, size_t n) {
   ErrorStats s;

@@ -28,16 +28,6 @@ constexpr double kNmse = 1e-8;  // as matmul_prefill_gpu: same decoded weights, 
 // cancellation, and a wrong block or index still gives NMSE near 1.
 constexpr double kNmseTf32 = 1e-6;
 
-std::vector<uint8_t> random_weights(std::mt19937& rng, DType type, int64_t num_in, int64_t num_out) {
-  const size_t row_bytes = dtype_row_bytes(type, num_in);
-  std::vector<uint8_t> w(row_bytes * static_cast<size_t>(num_out));
-  for (int64_t o = 0; o < num_out; ++o) {
-    const std::vector<float> row = random_floats(rng, static_cast<size_t>(num_in));
-    quantize_row(type, row.data(), w.data() + static_cast<size_t>(o) * row_bytes, num_in);
-  }
-  return w;
-}
-
 // Skewed routing: a third of the pairs to expert 3 (several tiles when there are many), the
 // rest biased to low experts (u^3); a few ids out of range when `bad_ids` (pairs skipped).
 std::vector<int32_t> skewed_ids(std::mt19937& rng, int64_t num_pairs, int64_t num_experts, bool bad_ids) {

@@ -19,16 +19,6 @@
 namespace deltaserve::kernels::gputest {
 namespace {
 
-std::vector<uint8_t> random_matrix(std::mt19937& rng, DType type, int64_t num_in, int64_t num_out) {
-  const size_t row_bytes = dtype_row_bytes(type, num_in);
-  std::vector<uint8_t> w(row_bytes * static_cast<size_t>(num_out));
-  for (int64_t o = 0; o < num_out; ++o) {
-    const std::vector<float> row = random_floats(rng, static_cast<size_t>(num_in));
-    quantize_row(type, row.data(), w.data() + static_cast<size_t>(o) * row_bytes, num_in);
-  }
-  return w;
-}
-
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -75,10 +65,10 @@ void check_grouped(Context& ctx, DType type, int64_t num_in, int64_t num_tokens,
     id = static_cast<int32_t>(ctx.rng() % span);
     if (routing == 1 && ctx.rng() % 5 == 0) id = static_cast<int32_t>(num_experts - 1);  // a lone tail expert
   }
-  const std::vector<uint8_t> wg = random_matrix(ctx.rng, type, num_in, out_g * num_experts);
-  const std::vector<uint8_t> wu = random_matrix(ctx.rng, type, num_in, out_g * num_experts);
-  const std::vector<uint8_t> wd = random_matrix(ctx.rng, type, out_g, num_in * num_experts);  // down: out_g -> num_in
-  const std::vector<uint8_t> ws = random_matrix(ctx.rng, type, num_in, out_s);
+  const std::vector<uint8_t> wg = random_weights(ctx.rng, type, num_in, out_g * num_experts);
+  const std::vector<uint8_t> wu = random_weights(ctx.rng, type, num_in, out_g * num_experts);
+  const std::vector<uint8_t> wd = random_weights(ctx.rng, type, out_g, num_in * num_experts);  // down: out_g -> num_in
+  const std::vector<uint8_t> ws = random_weights(ctx.rng, type, num_in, out_s);
   const std::vector<float> x = random_floats(ctx.rng, static_cast<size_t>(num_tokens * num_in));
   DeviceBuffer<uint8_t> dwg(wg), dwu(wu), dwd(wd), dws(ws);
   DeviceBuffer<float> dx(x);
@@ -147,7 +137,7 @@ void check_grouped_refusals(Context& ctx) {
   const DType type = DType::Q4_0;
   const int64_t num_in = 64, out = 8;
   const size_t rb = dtype_row_bytes(type, num_in);
-  DeviceBuffer<uint8_t> dw(random_matrix(ctx.rng, type, num_in, out * 2));
+  DeviceBuffer<uint8_t> dw(random_weights(ctx.rng, type, num_in, out * 2));
   DeviceBuffer<float> dx(random_floats(ctx.rng, static_cast<size_t>(num_in * 2))), dy(static_cast<size_t>(out * 4));
   DeviceBuffer<int32_t> ids(std::vector<int32_t>{0, 1, 1, 0}), ge(4), gp(16), gc(1);
   auto seg = [&](int rows) {

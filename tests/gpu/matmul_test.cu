@@ -18,17 +18,6 @@ namespace {
 
 constexpr double kMatmulNmse = 1e-8;
 
-// A random weight matrix in `type`, rows quantised from N(0, 1) floats.
-std::vector<uint8_t> random_weights(std::mt19937& rng, DType type, int64_t num_in, int64_t num_out) {
-  const size_t row_bytes = dtype_row_bytes(type, num_in);
-  std::vector<uint8_t> w(row_bytes * static_cast<size_t>(num_out));
-  for (int64_t o = 0; o < num_out; ++o) {
-    const std::vector<float> row = random_floats(rng, static_cast<size_t>(num_in));
-    quantize_row(type, row.data(), w.data() + static_cast<size_t>(o) * row_bytes, num_in);
-  }
-  return w;
-}
-
 std::string shape_text(DType type, int64_t in, int64_t out, int64_t rows) {
   return std::string(dtype_name(type)) + " in=" + std::to_string(in) + " out=" + std::to_string(out) +
          " rows=" + std::to_string(rows);
