@@ -147,7 +147,10 @@ __global__ void __launch_bounds__(kThreads) experts_tiled_kernel(const TiledPara
     const int64_t o = min(out0 + (up_col ? c - cols_per_block : c), p.num_out - 1);
     return (up_col ? p.w_up : p.w) + expert_base + static_cast<size_t>(o) * p.w_row_bytes;
   };
-  gpu::tile_run<D, kTilePairs, kTf32>(x_row_of, w_row_of, p.num_in, num, p.w_aligned16, smem);
+  const size_t stack_bytes = static_cast<size_t>(p.num_experts) * p.expert_bytes;
+  const gpu::TileWeightEnds ends{p.w + stack_bytes, gated ? p.w_up + stack_bytes : p.w + stack_bytes,
+                                 gated ? cols_per_block : gpu::kTileCols};
+  gpu::tile_run<D, kTilePairs, kTf32>(x_row_of, w_row_of, p.num_in, num, p.w_aligned16, ends, smem);
 
   // Coalesced epilogue over (pair, output); gated: swiglu_gpu's expression on the two sums,
   // bit-identical to the unfused pair.

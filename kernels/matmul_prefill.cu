@@ -45,7 +45,9 @@ __global__ void __launch_bounds__(kThreads) matmul_tiled_kernel(const MatmulArgs
   auto w_row_of = [&](int c) -> const uint8_t* {
     return static_cast<const uint8_t*>(a.w) + static_cast<size_t>(min(out0 + c, a.num_out - 1)) * a.w_row_bytes;
   };
-  gpu::tile_run<D, kTileRows, kTf32>(x_row_of, w_row_of, a.num_in, num_live_rows, w_aligned16, smem);
+  const uint8_t* w_end = static_cast<const uint8_t*>(a.w) + static_cast<size_t>(a.num_out) * a.w_row_bytes;
+  gpu::tile_run<D, kTileRows, kTf32>(x_row_of, w_row_of, a.num_in, num_live_rows, w_aligned16,
+                                     gpu::TileWeightEnds{w_end, w_end, gpu::kTileCols}, smem);
 
   // Coalesced epilogue: consecutive threads write consecutive outputs of a row.
   const float* c = gpu::tile_c(smem);

@@ -144,6 +144,14 @@ __device__ __forceinline__ void tile_async_wait() {
 #endif
 }
 
+// Where the weight bytes of a tile's columns end: columns [0, second_first_col) read one
+// matrix (ending at first), the rest another (ending at second; the gated expert tiles' W_up).
+struct TileWeightEnds {
+  const uint8_t* first;
+  const uint8_t* second;
+  int second_first_col;
+};
+
 // A window's raw span of one row: byte offset of its first decode unit, the window's first
 // chunk within the span, span bytes.
 struct TileSpan {
@@ -162,9 +170,13 @@ __device__ __forceinline__ TileSpan tile_span(int64_t k0, int kw) {
 
 // Raw bytes of window (k0, kw) of the 64 W rows into one stage: units of 16 bytes from the
 // 16-byte boundary at or below each row's span; row n's span starts at byte (start & 15).
+// ends: where each column's weights end (TileWeightEnds); a unit whose 16 bytes would pass
+// it (a matrix's last row's last bytes) is copied by 2-byte loads: a cp.async with a shorter
+// source size reads only that size, but compute-sanitizer's memcheck counts all 16 bytes (it
+// reported reads past the end of the weights' allocation), so none is issued past an end.
 template <class D>
 __device__ __forceinline__ void tile_stage_raw(const uint8_t* const* w_tab, unsigned char* stage, int64_t k0, int kw,
-                                               bool aligned16) {
+                                               bool aligned16, const TileWeightEnds& ends) {
   constexpr int kRs = TileRaw<D>::kRowStride, kUnits = kRs / 16;
   const TileSpan sp = tile_span<D>(k0, kw);
   for (int u = static_cast<int>(threadIdx.x); u < kTileCols * kUnits; u += kTileThreads) {
@@ -173,7 +185,9 @@ __device__ __forceinline__ void tile_stage_raw(const uint8_t* const* w_tab, unsi
     const int pad = static_cast<int>(reinterpret_cast<uintptr_t>(start) & 15u);
     const int len = pad + sp.num_bytes;
     if (16 * j >= len) continue;
-    tile_copy_unit(stage + n * kRs + 16 * j, start - pad + 16 * j, max(pad - 16 * j, 0), min(len - 16 * j, 16), aligned16);
+    const uint8_t* unit = start - pad + 16 * j;
+    const uint8_t* end = n < ends.second_first_col ? ends.first : ends.second;
+    tile_copy_unit(stage + n * kRs + 16 * j, unit, max(pad - 16 * j, 0), min(len - 16 * j, 16), aligned16 && unit + 16 <= end);
   }
 }
 
@@ -333,11 +347,12 @@ struct TileMath<BM, true> {
 // x_row_of(r): activation row r, nullptr for padding rows r >= num_live_rows; w_row_of(c):
 // weight row of column c, always valid memory (a padding column repeats a real row).
 // w_aligned16: every W row pointer's 16-byte boundary at or below it is inside the weights
-// (the stacked tensor is 16-byte aligned): then raw copies are 16-byte cp.async. All threads
-// call it; barriers inside; it returns after a barrier, C ready.
+// (the stacked tensor is 16-byte aligned): then raw copies are 16-byte cp.async. ends: where
+// the weights of each column end (no copy reads past them). All threads call it; barriers
+// inside; it returns after a barrier, C ready.
 template <class D, int BM, bool kTf32, class XRowOf, class WRowOf>
 __device__ __forceinline__ void tile_run(XRowOf x_row_of, WRowOf w_row_of, int64_t num_in, int num_live_rows, bool w_aligned16,
-                                         unsigned char* smem) {
+                                         const TileWeightEnds& ends, unsigned char* smem) {
   const int tid = static_cast<int>(threadIdx.x);
 #if defined(DS_GPU_CUDA)
   using L = TileSmem<D, BM>;
@@ -356,7 +371,7 @@ __device__ __forceinline__ void tile_run(XRowOf x_row_of, WRowOf w_row_of, int64
   const int num_windows = static_cast<int>((num_in + kTileWindow - 1) / kTileWindow);
   auto window_len = [&](int w) { return static_cast<int>(min(static_cast<int64_t>(kTileWindow), num_in - int64_t{kTileWindow} * w)); };
   if constexpr (kStaged) {
-    tile_stage_raw<D>(w_tab, raw, 0, window_len(0), w_aligned16);
+    tile_stage_raw<D>(w_tab, raw, 0, window_len(0), w_aligned16, ends);
     tile_async_commit();
   }
   for (int w = 0; w < num_windows; ++w) {
@@ -371,7 +386,7 @@ __device__ __forceinline__ void tile_run(XRowOf x_row_of, WRowOf w_row_of, int64
     if constexpr (kStaged) {
       if (more) {
         tile_stage_raw<D>(w_tab, raw + ((w + 1) & 1) * (kTileCols * TileRaw<D>::kRowStride), k0 + kTileWindow,
-                          window_len(w + 1), w_aligned16);
+                          window_len(w + 1), w_aligned16, ends);
         tile_async_commit();
       }
     }
@@ -387,6 +402,7 @@ __device__ __forceinline__ void tile_run(XRowOf x_row_of, WRowOf w_row_of, int64
 #else
   static_assert(BM == kTileSyncRows, "HIP: 64-row tiles only (tile_rows)");
   (void)w_aligned16;
+  (void)ends;
   float acc[4][4];
   tile_sync_product<D>(x_row_of(tid % kTileSyncRows), w_row_of(tid % kTileSyncCols), num_in, num_live_rows,
                        reinterpret_cast<float*>(smem), acc);
