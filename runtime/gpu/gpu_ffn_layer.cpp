@@ -353,7 +353,8 @@ void matmul(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, R
 // launches): inside a graph a launch costs next to nothing, the serial tail does. Fused for
 // every row count and width it also cost 7% at 64 streams and 16% on the 27B (width 5120).
 // Same bits either way (matmul_norm_gpu reproduces rms_norm_gpu), so the choice may follow
-// the load.
+// the load. MoE steps of up to 4 rows do not get here: their fused router takes the norm
+// (ffn_normalises_input), with no serial tail.
 bool fused_norm_enabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("DELTASERVE_GPU_FUSE_NORM");
