@@ -63,13 +63,8 @@ class StatePrecisionTest : public ::testing::TestWithParam<bool> {
     return all;
   }
 
-  // Prompts, then kNewTokens greedy tokens per slot, one row per step.
-  Trace plain(StatePrecision precision) const {
-    GpuBackend b(*model_, cache_config(precision));
-    Trace t;
-    t.tokens.resize(kSeqs);
-    std::vector<int32_t> cached(kSeqs), next(kSeqs);
-    ForwardOutput out;
+  // Every slot's prompt in one forward: cached[s] = its length, next[s] = its greedy token.
+  void prefill_prompts(GpuBackend& b, std::vector<int32_t>& cached, std::vector<int32_t>& next, ForwardOutput& out) const {
     BatchPlan p;
     for (int32_t s = 0; s < kSeqs; ++s) p.sequences.push_back(make_step(s, 0, prompt(s), blocks(s), 1));
     b.forward(p, out);
@@ -77,6 +72,16 @@ class StatePrecisionTest : public ::testing::TestWithParam<bool> {
       cached[s] = static_cast<int32_t>(prompt(s).size());
       next[s] = out.argmax_ids[static_cast<size_t>(out.logit_begin[s])];
     }
+  }
+
+  // Prompts, then kNewTokens greedy tokens per slot, one row per step.
+  Trace plain(StatePrecision precision) const {
+    GpuBackend b(*model_, cache_config(precision));
+    Trace t;
+    t.tokens.resize(kSeqs);
+    std::vector<int32_t> cached(kSeqs), next(kSeqs);
+    ForwardOutput out;
+    prefill_prompts(b, cached, next, out);
     for (int32_t step = 0; step < kNewTokens; ++step) {
       BatchPlan d;
       for (int32_t s = 0; s < kSeqs; ++s) d.sequences.push_back(make_step(s, cached[s], {next[s]}, blocks(s), 1));
@@ -102,13 +107,7 @@ class StatePrecisionTest : public ::testing::TestWithParam<bool> {
     t.tokens.resize(kSeqs);
     std::vector<int32_t> cached(kSeqs), next(kSeqs);
     ForwardOutput out;
-    BatchPlan p;
-    for (int32_t s = 0; s < kSeqs; ++s) p.sequences.push_back(make_step(s, 0, prompt(s), blocks(s), 1));
-    b.forward(p, out);
-    for (int32_t s = 0; s < kSeqs; ++s) {
-      cached[s] = static_cast<int32_t>(prompt(s).size());
-      next[s] = out.argmax_ids[static_cast<size_t>(out.logit_begin[s])];
-    }
+    prefill_prompts(b, cached, next, out);
     const int32_t vocab = static_cast<int32_t>(model_->config.num_vocab);
     for (int32_t step = 0; step < 4 * kNewTokens; ++step) {
       BatchPlan v;
