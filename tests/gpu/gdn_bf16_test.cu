@@ -1,7 +1,7 @@
 // gdn_step_gpu with bf16 delta states (GdnStepArgs::delta_type kBf16):
-// - against the CPU GDN chain started from the bf16-decoded state and rounding its state to
-//   bf16 after every row (kernels/quant.h's BF16 encoder: nearest even): outputs, final
-//   states (in place, to another entry, not written) and ring snapshots;
+// - against the CPU GDN chain (gdn_reference.h) started from the bf16-decoded state and
+//   rounding its state to bf16 after every row (kernels/quant.h's BF16 encoder: nearest even):
+//   outputs, final states (in place, to another entry, not written) and ring snapshots;
 // - a verify step of R rows (ring snapshots) == the same rows run as R one-row steps from the
 //   stored state, BITWISE: outputs, every snapshot (delta and conv) and the final state, so
 //   greedy output with speculation on equals off;
@@ -11,22 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "kernels/conv1d.h"
-#include "kernels/gated_delta_rule.h"
 #include "kernels/gdn_gpu.h"
-#include "kernels/norm.h"
-#include "kernels/quant.h"
+#include "tests/gpu/gdn_reference.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {
 namespace {
 
-constexpr int64_t kKernel = 4, kHistory = 3, kMaxT = 4;
-
-struct Shape {
-  int64_t hk, hv, dk, dv;
-  int64_t dc() const { return 2 * hk * dk + hv * dv; }
-};
+constexpr int64_t kMaxT = 4;
 
 struct SeqPlan {
   int64_t rows;
@@ -34,28 +26,10 @@ struct SeqPlan {
   int mode;  // 0: in place, 1: state_out = another entry, 2: state_out = -1
 };
 
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
-
-std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
-  std::vector<uint16_t> bits(v.size());
-  quantize_row(DType::BF16, v.data(), bits.data(), static_cast<int64_t>(v.size()));
-  return bits;
-}
-std::vector<float> from_bf16(const std::vector<uint16_t>& bits) {
-  std::vector<float> v(bits.size());
-  dequantize_row(DType::BF16, bits.data(), v.data(), static_cast<int64_t>(bits.size()));
-  return v;
-}
-void round_to_bf16(float* v, size_t n) {
-  std::vector<float> x(v, v + n);
-  const std::vector<float> r = from_bf16(to_bf16(x));
-  std::copy(r.begin(), r.end(), v);
-}
-
 // One launch's inputs. Entries: s = sequence s's state, num_seqs + s = its alternate output
 // entry, 2 num_seqs + s kMaxT + t = its ring entry for row t.
 struct Problem {
-  Shape sh;
+  GdnShape sh;
   std::vector<SeqPlan> plan;
   std::vector<int32_t> begin{0}, state_in, state_out, ring_first;
   std::vector<float> qkv, alpha, b, conv_w, ssm_a, dt_bias, conv0;
@@ -63,9 +37,12 @@ struct Problem {
   size_t delta_entry = 0, conv_entry = 0;
   int64_t num_seqs() const { return static_cast<int64_t>(plan.size()); }
   int64_t rows() const { return begin.back(); }
+  GdnHostInputs inputs() const {
+    return {sh, qkv.data(), alpha.data(), b.data(), conv_w.data(), ssm_a.data(), dt_bias.data()};
+  }
 };
 
-Problem make_problem(Context& ctx, const Shape& sh, const std::vector<SeqPlan>& plan) {
+Problem make_problem(Context& ctx, const GdnShape& sh, const std::vector<SeqPlan>& plan) {
   Problem p;
   p.sh = sh;
   p.plan = plan;
@@ -81,69 +58,15 @@ Problem make_problem(Context& ctx, const Shape& sh, const std::vector<SeqPlan>& 
   p.qkv = random_floats(ctx.rng, static_cast<size_t>(rows * dc));
   p.alpha = random_floats(ctx.rng, static_cast<size_t>(rows * sh.hv));
   p.b = random_floats(ctx.rng, p.alpha.size());
-  p.conv_w = random_floats(ctx.rng, static_cast<size_t>(dc * kKernel), 0.5f);
+  p.conv_w = random_floats(ctx.rng, static_cast<size_t>(dc * kGdnConvKernel), 0.5f);
   p.ssm_a = random_floats(ctx.rng, static_cast<size_t>(sh.hv), 0.5f);
   for (float& a : p.ssm_a) a = -std::exp(a);
   p.dt_bias = random_floats(ctx.rng, static_cast<size_t>(sh.hv), 0.5f);
   p.delta_entry = static_cast<size_t>(sh.hv * sh.dk * sh.dv);
-  p.conv_entry = static_cast<size_t>(kHistory * dc);
+  p.conv_entry = static_cast<size_t>(kGdnConvHistory * dc);
   p.delta0 = to_bf16(random_floats(ctx.rng, p.delta_entry * static_cast<size_t>(entries), 0.5f));
   p.conv0 = random_floats(ctx.rng, p.conv_entry * static_cast<size_t>(entries));
   return p;
-}
-
-// The CPU chain over every sequence, one row at a time with the state rounded to bf16 after
-// each row, into decoded copies of the pools (ref_delta: f32 values of the bf16 pool).
-void reference(const Problem& p, std::vector<float>& ref_delta, std::vector<float>& ref_conv, std::vector<float>& ref_out) {
-  const Shape& sh = p.sh;
-  const int64_t dk_all = sh.hk * sh.dk, dc = sh.dc(), dv_all = sh.hv * sh.dv;
-  const float q_scale = 1.0f / std::sqrt(static_cast<float>(sh.dk));
-  ref_delta = from_bf16(p.delta0);
-  ref_conv = p.conv0;
-  ref_out.assign(static_cast<size_t>(p.rows() * dv_all), 0.0f);
-  const std::vector<float> delta0 = ref_delta;
-  for (int64_t s = 0; s < p.num_seqs(); ++s) {
-    const int64_t r0 = p.begin[static_cast<size_t>(s)], t = p.plan[static_cast<size_t>(s)].rows;
-    const auto ds = static_cast<int64_t>(p.delta_entry) * s, cs = static_cast<int64_t>(p.conv_entry) * s;
-    std::vector<float> conv_state(p.conv0.begin() + cs, p.conv0.begin() + cs + static_cast<int64_t>(p.conv_entry));
-    std::vector<float> delta_state(delta0.begin() + ds, delta0.begin() + ds + static_cast<int64_t>(p.delta_entry));
-    std::vector<float> u(static_cast<size_t>(t * dc)), conv_snap(static_cast<size_t>(t) * p.conv_entry);
-    CausalConvArgs conv{p.qkv.data() + r0 * dc, dc, u.data(), dc, conv_state.data(), p.conv_w.data(), t, dc, kKernel,
-                        conv_snap.data()};
-    causal_conv1d_silu_ref(conv, serial_for());
-    std::vector<float> g(static_cast<size_t>(t * sh.hv)), beta(g.size());
-    for (int64_t i = 0; i < t; ++i) {
-      float* row = u.data() + i * dc;
-      for (int64_t h = 0; h < sh.hk; ++h) {
-        l2_norm_ref(row + h * sh.dk, sh.dk, 1e-6f);
-        l2_norm_ref(row + dk_all + h * sh.dk, sh.dk, 1e-6f);
-        for (int64_t e = 0; e < sh.dk; ++e) row[h * sh.dk + e] *= q_scale;
-      }
-      for (int64_t j = 0; j < sh.hv; ++j) {
-        const size_t at = static_cast<size_t>((r0 + i) * sh.hv + j);
-        beta[static_cast<size_t>(i * sh.hv + j)] = 1.0f / (1.0f + std::exp(-p.b[at]));
-        g[static_cast<size_t>(i * sh.hv + j)] = p.ssm_a[static_cast<size_t>(j)] * softplus(p.alpha[at] + p.dt_bias[static_cast<size_t>(j)]);
-      }
-    }
-    const int32_t ring = p.ring_first[static_cast<size_t>(s)];
-    for (int64_t i = 0; i < t; ++i) {  // o from the unrounded state, then the state as stored
-      float* row = u.data() + i * dc;
-      GatedDeltaRuleArgs rule{row, row + dk_all, dc, row + 2 * dk_all, dc, g.data() + i * sh.hv, beta.data() + i * sh.hv,
-                              ref_out.data() + (r0 + i) * dv_all, dv_all, delta_state.data(), 1, sh.hk, sh.hv, sh.dk, sh.dv};
-      gated_delta_rule_ref(rule, serial_for());
-      round_to_bf16(delta_state.data(), delta_state.size());
-      if (ring < 0) continue;
-      const int64_t e = ring + i;
-      std::copy(delta_state.begin(), delta_state.end(), ref_delta.begin() + static_cast<int64_t>(p.delta_entry) * e);
-      std::copy(conv_snap.begin() + static_cast<int64_t>(p.conv_entry) * i,
-                conv_snap.begin() + static_cast<int64_t>(p.conv_entry) * (i + 1),
-                ref_conv.begin() + static_cast<int64_t>(p.conv_entry) * e);
-    }
-    const int32_t out_entry = p.state_out[static_cast<size_t>(s)];
-    if (out_entry < 0) continue;
-    std::copy(delta_state.begin(), delta_state.end(), ref_delta.begin() + static_cast<int64_t>(p.delta_entry) * out_entry);
-    std::copy(conv_state.begin(), conv_state.end(), ref_conv.begin() + static_cast<int64_t>(p.conv_entry) * out_entry);
-  }
 }
 
 struct Device {
@@ -156,16 +79,16 @@ struct Device {
         outs(p.state_out), ring(p.ring_first),
         sync(std::vector<int32_t>(static_cast<size_t>(p.num_seqs() * p.sh.hk), 0)) {}
   GdnStepArgs args(const Problem& p) const {
-    const Shape& sh = p.sh;
+    const GdnShape& sh = p.sh;
     GdnStepArgs g{qkv.get(), sh.dc(), alpha.get(), b.get(), sh.hv, w.get(), a.get(), dt.get(), out.get(), sh.hv * sh.dv,
                   begin.get(), p.num_seqs(), delta.get(), conv.get(), in.get(), outs.get(), ring.get(), sync.get(),
-                  sh.hk, sh.hv, sh.dk, sh.dv, kKernel, 1e-6f};
+                  sh.hk, sh.hv, sh.dk, sh.dv, kGdnConvKernel, 1e-6f};
     g.delta_type = StateType::kBf16;
     return g;
   }
 };
 
-std::string shape_text(const Shape& sh, const std::vector<SeqPlan>& plan) {
+std::string shape_text(const GdnShape& sh, const std::vector<SeqPlan>& plan) {
   std::string s = "Hk=" + std::to_string(sh.hk) + " Hv=" + std::to_string(sh.hv) + " dk=" + std::to_string(sh.dk) +
                   " dv=" + std::to_string(sh.dv) + " T=";
   for (const SeqPlan& q : plan) s += std::to_string(q.rows) + (q.ring ? "r" : "") + ",";
@@ -175,10 +98,10 @@ std::string shape_text(const Shape& sh, const std::vector<SeqPlan>& plan) {
 // Outputs to the f32 chain's tolerance: they read the unrounded state of their row, so they
 // differ from the reference only where an f32 rounding difference flips a bf16 rounding of
 // the state (rare, one bf16 ulp: NMSE far below 1e-7). States: one bf16 rounding's scale.
-void check_against_reference(Context& ctx, const Shape& sh, const std::vector<SeqPlan>& plan) {
+void check_against_reference(Context& ctx, const GdnShape& sh, const std::vector<SeqPlan>& plan) {
   const Problem p = make_problem(ctx, sh, plan);
-  std::vector<float> ref_delta, ref_conv, ref_out;
-  reference(p, ref_delta, ref_conv, ref_out);
+  const GdnReferencePools ref = gdn_reference(p.inputs(), p.begin, p.state_in, p.state_out, p.ring_first,
+                                              from_bf16(p.delta0), p.conv0, GdnRefDeltaState::kBf16AfterEachRow);
   Device d(p);
   d.out.poison();
   CHECK_GPU(gdn_step_gpu(d.args(p), nullptr));
@@ -186,10 +109,10 @@ void check_against_reference(Context& ctx, const Shape& sh, const std::vector<Se
   bool counters_zero = true;
   for (int32_t c : d.sync.download()) counters_zero = counters_zero && c == 0;
   const std::string shape = shape_text(sh, plan);
-  ctx.results.record("gdn_step_gpu(bf16 out)", shape, compare(out.data(), ref_out.data(), out.size()), 1e-7, counters_zero,
+  ctx.results.record("gdn_step_gpu(bf16 out)", shape, compare(out.data(), ref.out.data(), out.size()), 1e-7, counters_zero,
                      counters_zero ? "" : "sync counters left non-zero");
-  ctx.results.record("gdn_step_gpu(bf16 state)", shape, compare(delta.data(), ref_delta.data(), delta.size()), 1e-5);
-  ctx.results.record("gdn_step_gpu(bf16 conv)", shape, compare(conv.data(), ref_conv.data(), conv.size()), 0.0);
+  ctx.results.record("gdn_step_gpu(bf16 state)", shape, compare(delta.data(), ref.delta.data(), delta.size()), 1e-5);
+  ctx.results.record("gdn_step_gpu(bf16 conv)", shape, compare(conv.data(), ref.conv.data(), conv.size()), 0.0);
 }
 
 bool same_bits(const uint16_t* a, const uint16_t* b, size_t n) { return std::memcmp(a, b, n * sizeof(uint16_t)) == 0; }
@@ -198,7 +121,7 @@ bool same_bits(const uint16_t* a, const uint16_t* b, size_t n) { return std::mem
 // alternate entry); then from the same initial pools each sequence runs its rows one launch
 // per row, in place, with no ring. Row t's output, snapshot t (delta and conv) and the final
 // state must equal the one-row steps' bits.
-void check_verify_equals_steps(Context& ctx, const Shape& sh, const std::vector<int64_t>& lengths) {
+void check_verify_equals_steps(Context& ctx, const GdnShape& sh, const std::vector<int64_t>& lengths) {
   std::vector<SeqPlan> plan;
   for (int64_t t : lengths) plan.push_back({t, true, 1});
   const Problem p = make_problem(ctx, sh, plan);
@@ -264,7 +187,7 @@ void check_bad_type(Context& ctx) {
   a.num_k_heads = 1;
   a.num_v_heads = 1;
   a.head_dim_k = a.head_dim_v = 64;
-  a.conv_kernel = kKernel;
+  a.conv_kernel = kGdnConvKernel;
   a.delta_type = static_cast<StateType>(7);
   const gpuError_t err = gdn_step_gpu(a, nullptr);
   (void)gpuGetLastError();

@@ -1,46 +1,36 @@
-// gdn_prefill_gpu against the CPU GDN chain (causal_conv1d_silu_ref, l2_norm_ref + q scale,
-// sigmoid / softplus gates, gated_delta_rule_ref, token by token) per sequence: outputs and
-// final states of sequences of 0..1000 rows (chunk edges 63/64/65) in one launch, state
-// entries in place / to another entry / not written, fast and slow decay, a prefill split
-// over two calls, batch invariance (a sequence alone, bitwise outputs and state), poisoned
-// outputs and workspace. bf16 delta states (delta_type kBf16): against the f32 run from the
-// same (bf16-representable) initial states, and a prefill cut on a 64-row chunk edge into two
-// calls == one call, bitwise (f32 and bf16).
+// gdn_prefill_gpu against the CPU GDN chain (gdn_reference.h, token by token) per sequence:
+// outputs and final states of sequences of 0..1000 rows (chunk edges 63/64/65) in one launch,
+// state entries in place / to another entry / not written, fast and slow decay, a prefill
+// split over two calls, batch invariance (a sequence alone, bitwise outputs and state),
+// poisoned outputs and workspace. bf16 delta states (delta_type kBf16): against the f32 run
+// from the same (bf16-representable) initial states, and a prefill cut on a 64-row chunk edge
+// into two calls == one call, bitwise (f32 and bf16).
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "kernels/conv1d.h"
-#include "kernels/gated_delta_rule.h"
 #include "kernels/gdn_gpu.h"
-#include "kernels/norm.h"
-#include "kernels/quant.h"
+#include "tests/gpu/gdn_reference.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {
 namespace {
 
-constexpr int64_t kKernel = 4, kHistory = 3;
-
-struct Shape {
-  int64_t hk, hv, dk, dv;
-  int64_t dc() const { return 2 * hk * dk + hv * dv; }
-};
-
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
-
 // One problem: every sequence's inputs and the initial pools (entry s: sequence s's state;
 // entry num_seqs + s: its alternate output entry).
 struct Problem {
-  Shape sh;
+  GdnShape sh;
   std::vector<int32_t> begin{0}, state_in, state_out;
   std::vector<float> qkv, alpha, b, conv_w, ssm_a, dt_bias, delta0, conv0;
   size_t delta_entry = 0, conv_entry = 0;
   int64_t rows() const { return begin.back(); }
+  GdnHostInputs inputs() const {
+    return {sh, qkv.data(), alpha.data(), b.data(), conv_w.data(), ssm_a.data(), dt_bias.data()};
+  }
 };
 
-Problem make_problem(Context& ctx, const Shape& sh, const std::vector<int64_t>& lengths, float decay_scale) {
+Problem make_problem(Context& ctx, const GdnShape& sh, const std::vector<int64_t>& lengths, float decay_scale) {
   Problem p;
   p.sh = sh;
   const int64_t num_seqs = static_cast<int64_t>(lengths.size()), dc = sh.dc();
@@ -54,44 +44,15 @@ Problem make_problem(Context& ctx, const Shape& sh, const std::vector<int64_t>& 
   p.qkv = random_floats(ctx.rng, static_cast<size_t>(rows * dc));
   p.alpha = random_floats(ctx.rng, static_cast<size_t>(rows * sh.hv));
   p.b = random_floats(ctx.rng, p.alpha.size());
-  p.conv_w = random_floats(ctx.rng, static_cast<size_t>(dc * kKernel), 0.5f);
+  p.conv_w = random_floats(ctx.rng, static_cast<size_t>(dc * kGdnConvKernel), 0.5f);
   p.ssm_a = random_floats(ctx.rng, static_cast<size_t>(sh.hv), 0.5f);
   for (float& a : p.ssm_a) a = -std::exp(a) * decay_scale;
   p.dt_bias = random_floats(ctx.rng, static_cast<size_t>(sh.hv), 0.5f);
   p.delta_entry = static_cast<size_t>(sh.hv * sh.dk * sh.dv);
-  p.conv_entry = static_cast<size_t>(kHistory * dc);
+  p.conv_entry = static_cast<size_t>(kGdnConvHistory * dc);
   p.delta0 = random_floats(ctx.rng, p.delta_entry * static_cast<size_t>(2 * num_seqs), 0.5f);
   p.conv0 = random_floats(ctx.rng, p.conv_entry * static_cast<size_t>(2 * num_seqs));
   return p;
-}
-
-// The CPU chain over rows [r0, r0 + t) of sequence state (conv, delta), in place; outputs to out.
-void reference_rows(const Problem& p, int64_t r0, int64_t t, float* conv_state, float* delta_state, float* out) {
-  const Shape& sh = p.sh;
-  const int64_t dk_all = sh.hk * sh.dk, dc = sh.dc();
-  const float q_scale = 1.0f / std::sqrt(static_cast<float>(sh.dk));
-  std::vector<float> u(static_cast<size_t>(t * dc));
-  CausalConvArgs conv{p.qkv.data() + r0 * dc, dc, u.data(), dc, conv_state, p.conv_w.data(), t, dc, kKernel};
-  causal_conv1d_silu_ref(conv, serial_for());
-  std::vector<float> g(static_cast<size_t>(t * sh.hv)), beta(g.size());
-  for (int64_t i = 0; i < t; ++i) {
-    float* row = u.data() + i * dc;
-    for (int64_t h = 0; h < sh.hk; ++h) {
-      l2_norm_ref(row + h * sh.dk, sh.dk, 1e-6f);
-      l2_norm_ref(row + dk_all + h * sh.dk, sh.dk, 1e-6f);
-      for (int64_t e = 0; e < sh.dk; ++e) row[h * sh.dk + e] *= q_scale;
-    }
-    for (int64_t j = 0; j < sh.hv; ++j) {
-      const size_t at = static_cast<size_t>((r0 + i) * sh.hv + j);
-      beta[static_cast<size_t>(i * sh.hv + j)] = 1.0f / (1.0f + std::exp(-p.b[at]));
-      g[static_cast<size_t>(i * sh.hv + j)] =
-          p.ssm_a[static_cast<size_t>(j)] * softplus(p.alpha[at] + p.dt_bias[static_cast<size_t>(j)]);
-    }
-  }
-  const int64_t dv_all = sh.hv * sh.dv;
-  GatedDeltaRuleArgs rule{u.data(), u.data() + dk_all, dc, u.data() + 2 * dk_all, dc, g.data(), beta.data(), out, dv_all,
-                          delta_state, t, sh.hk, sh.hv, sh.dk, sh.dv};
-  gated_delta_rule_ref(rule, serial_for());
 }
 
 struct Device {
@@ -106,11 +67,11 @@ struct Device {
 // delta: the delta pool (null: d.delta, f32), of element type `type`.
 gpuError_t run_prefill(const Problem& p, Device& d, const int32_t* begin, int64_t seq0, int64_t seqs, int64_t row0,
                        int64_t rows, float* out, void* delta = nullptr, StateType type = StateType::kF32) {
-  const Shape& sh = p.sh;
+  const GdnShape& sh = p.sh;
   const int64_t dc = sh.dc();
   GdnPrefillArgs a{d.qkv.get() + row0 * dc, dc, d.alpha.get() + row0 * sh.hv, d.b.get() + row0 * sh.hv, sh.hv, d.w.get(),
                    d.a.get(), d.dt.get(), out, sh.hv * sh.dv, begin, seqs, rows, d.delta.get(), d.conv.get(),
-                   d.in.get() + seq0, d.outs.get() + seq0, nullptr, sh.hk, sh.hv, sh.dk, sh.dv, kKernel, 1e-6f};
+                   d.in.get() + seq0, d.outs.get() + seq0, nullptr, sh.hk, sh.hv, sh.dk, sh.dv, kGdnConvKernel, 1e-6f};
   if (delta != nullptr) a.delta_states = delta;
   a.delta_type = type;
   DeviceBuffer<float> ws(static_cast<size_t>(gdn_prefill_workspace_floats(a)));
@@ -121,28 +82,17 @@ gpuError_t run_prefill(const Problem& p, Device& d, const int32_t* begin, int64_
   return err;
 }
 
-std::string shape_text(const Shape& sh, const std::vector<int64_t>& lengths, float decay_scale) {
+std::string shape_text(const GdnShape& sh, const std::vector<int64_t>& lengths, float decay_scale) {
   std::string s = "Hk=" + std::to_string(sh.hk) + " Hv=" + std::to_string(sh.hv) + " dk=" + std::to_string(sh.dk) +
                   " dv=" + std::to_string(sh.dv) + (decay_scale < 1.0f ? " slow" : "") + " T=";
   for (int64_t t : lengths) s += std::to_string(t) + ",";
   return s;
 }
 
-void check_prefill(Context& ctx, const Shape& sh, const std::vector<int64_t>& lengths, float decay_scale) {
+void check_prefill(Context& ctx, const GdnShape& sh, const std::vector<int64_t>& lengths, float decay_scale) {
   const Problem p = make_problem(ctx, sh, lengths, decay_scale);
   const int64_t num_seqs = static_cast<int64_t>(lengths.size()), dv_all = sh.hv * sh.dv;
-  std::vector<float> ref_delta = p.delta0, ref_conv = p.conv0, ref_out(static_cast<size_t>(p.rows() * dv_all));
-  for (int64_t s = 0; s < num_seqs; ++s) {
-    const auto ds = static_cast<int64_t>(p.delta_entry) * s, cs = static_cast<int64_t>(p.conv_entry) * s;
-    std::vector<float> conv_state(p.conv0.begin() + cs, p.conv0.begin() + cs + static_cast<int64_t>(p.conv_entry));
-    std::vector<float> delta_state(p.delta0.begin() + ds, p.delta0.begin() + ds + static_cast<int64_t>(p.delta_entry));
-    const int64_t r0 = p.begin[static_cast<size_t>(s)];
-    reference_rows(p, r0, lengths[static_cast<size_t>(s)], conv_state.data(), delta_state.data(), ref_out.data() + r0 * dv_all);
-    const int32_t e = p.state_out[static_cast<size_t>(s)];
-    if (e < 0) continue;
-    std::copy(delta_state.begin(), delta_state.end(), ref_delta.begin() + static_cast<int64_t>(p.delta_entry) * e);
-    std::copy(conv_state.begin(), conv_state.end(), ref_conv.begin() + static_cast<int64_t>(p.conv_entry) * e);
-  }
+  const GdnReferencePools ref = gdn_reference(p.inputs(), p.begin, p.state_in, p.state_out, {}, p.delta0, p.conv0);
 
   Device d(p);
   d.out.poison();
@@ -169,19 +119,19 @@ void check_prefill(Context& ctx, const Shape& sh, const std::vector<int64_t>& le
     }
   }
   const std::string shape = shape_text(sh, lengths, decay_scale);
-  ctx.results.record("gdn_prefill_gpu(out)", shape, compare(out.data(), ref_out.data(), out.size()), 1e-8,
+  ctx.results.record("gdn_prefill_gpu(out)", shape, compare(out.data(), ref.out.data(), out.size()), 1e-8,
                      launched && invariant, !launched ? "launch refused" : invariant ? "batch-invariant" : "NOT batch-invariant");
-  ctx.results.record("gdn_prefill_gpu(state)", shape, compare(delta.data(), ref_delta.data(), delta.size()), 1e-8, launched);
-  ctx.results.record("gdn_prefill_gpu(conv)", shape, compare(conv.data(), ref_conv.data(), conv.size()), 0.0, launched);
+  ctx.results.record("gdn_prefill_gpu(state)", shape, compare(delta.data(), ref.delta.data(), delta.size()), 1e-8, launched);
+  ctx.results.record("gdn_prefill_gpu(conv)", shape, compare(conv.data(), ref.conv.data(), conv.size()), 0.0, launched);
 }
 
 // One sequence prefilled in two calls (rows [0, split) then the rest, state in place) against
 // the token recurrence over all rows.
-void check_split(Context& ctx, const Shape& sh, int64_t rows, int64_t split) {
+void check_split(Context& ctx, const GdnShape& sh, int64_t rows, int64_t split) {
   Problem p = make_problem(ctx, sh, {rows}, 1.0f);
   const int64_t dv_all = sh.hv * sh.dv;
   std::vector<float> ref_delta = p.delta0, ref_conv = p.conv0, ref_out(static_cast<size_t>(rows * dv_all));
-  reference_rows(p, 0, rows, ref_conv.data(), ref_delta.data(), ref_out.data());
+  gdn_reference_rows(p.inputs(), 0, rows, ref_conv.data(), ref_delta.data(), ref_out.data());
   Device d(p);
   d.out.poison();
   DeviceBuffer<int32_t> first(std::vector<int32_t>{0, static_cast<int32_t>(split)});
@@ -195,21 +145,10 @@ void check_split(Context& ctx, const Shape& sh, int64_t rows, int64_t split) {
   ctx.results.record("gdn_prefill_gpu(conv)", shape, compare(conv.data(), ref_conv.data(), conv.size()), 0.0, launched);
 }
 
-std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
-  std::vector<uint16_t> bits(v.size());
-  quantize_row(DType::BF16, v.data(), bits.data(), static_cast<int64_t>(v.size()));
-  return bits;
-}
-std::vector<float> from_bf16(const std::vector<uint16_t>& bits) {
-  std::vector<float> v(bits.size());
-  dequantize_row(DType::BF16, bits.data(), v.data(), static_cast<int64_t>(bits.size()));
-  return v;
-}
-
 // bf16 pools against f32 pools from the same initial states (rounded to bf16 first): the bf16
 // run rounds its state after every 64-row chunk, so outputs and final states differ by a few
 // bf16 roundings (NMSE ~1e-6 each; tolerance 5e-5). Batch-invariant like the f32 kernel.
-void check_bf16_vs_f32(Context& ctx, const Shape& sh, const std::vector<int64_t>& lengths, float decay_scale) {
+void check_bf16_vs_f32(Context& ctx, const GdnShape& sh, const std::vector<int64_t>& lengths, float decay_scale) {
   Problem p = make_problem(ctx, sh, lengths, decay_scale);
   p.delta0 = from_bf16(to_bf16(p.delta0));
   const int64_t num_seqs = static_cast<int64_t>(lengths.size()), rows = p.rows(), dv_all = sh.hv * sh.dv;
@@ -253,7 +192,7 @@ void check_bf16_vs_f32(Context& ctx, const Shape& sh, const std::vector<int64_t>
 // One sequence in one call, then in two calls cut at `split` (a multiple of 64, state in
 // place): outputs and final delta state bitwise equal, in f32 and in bf16 (whose chunk-end
 // rounding is where the call boundary rounds).
-void check_chunk_edge_split(Context& ctx, const Shape& sh, int64_t rows, int64_t split, StateType type) {
+void check_chunk_edge_split(Context& ctx, const GdnShape& sh, int64_t rows, int64_t split, StateType type) {
   Problem p = make_problem(ctx, sh, {rows}, 1.0f);
   p.delta0 = from_bf16(to_bf16(p.delta0));
   const bool bf16 = type == StateType::kBf16;
@@ -291,7 +230,7 @@ void check_chunk_edge_split(Context& ctx, const Shape& sh, int64_t rows, int64_t
 }  // namespace
 
 void run_gdn_prefill_tests(Context& ctx) {
-  const Shape big{16, 32, 128, 128};  // Qwen3.6-35B-A3B
+  const GdnShape big{16, 32, 128, 128};  // Qwen3.6-35B-A3B
   check_prefill(ctx, {2, 4, 64, 64}, {1, 63, 64, 65, 200, 0, 7}, 1.0f);
   check_prefill(ctx, {1, 3, 128, 96}, {129, 2, 64}, 1.0f);
   check_prefill(ctx, {2, 6, 64, 32}, {300, 5}, 0.02f);

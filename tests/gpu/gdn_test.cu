@@ -1,6 +1,5 @@
-// gdn_step_gpu against the CPU GDN chain (causal_conv1d_silu_ref, l2_norm_ref + q scale,
-// sigmoid / softplus gates, gated_delta_rule_ref) per sequence: outputs, final states (in
-// place, to another entry, or not written), per-row ring snapshots, batch invariance. The
+// gdn_step_gpu against the CPU GDN chain (gdn_reference.h) per sequence: outputs, final states
+// (in place, to another entry, or not written), per-row ring snapshots, batch invariance. The
 // fused gated norm (norm_w set) against gdn_step_gpu followed by gated_rms_norm_gpu: output,
 // states and snapshots bitwise equal, counters left zero, batch-invariant. bf16 delta states:
 // gdn_bf16_test.cu.
@@ -10,28 +9,21 @@
 #include <string>
 #include <vector>
 
-#include "kernels/conv1d.h"
-#include "kernels/gated_delta_rule.h"
 #include "kernels/gdn_gpu.h"
 #include "kernels/norm.h"
 #include "kernels/norm_gpu.h"
+#include "tests/gpu/gdn_reference.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {
 namespace {
 
-constexpr int64_t kKernel = 4, kHistory = 3, kMaxT = 4;
+constexpr int64_t kMaxT = 4;
 
 struct SeqPlan {
   int64_t rows;
   bool ring;
   int mode;  // 0: in place, 1: state_out = another entry, 2: state_out = -1
-};
-
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
-
-struct Shape {
-  int64_t hk, hv, dk, dv;
 };
 
 bool all_zero(const std::vector<int32_t>& v) {
@@ -60,7 +52,7 @@ std::string first_difference(const char* what, const std::vector<float>& fused, 
 // (in place over o, as the GPU GDN layer ran them), bitwise, from the same pools, with every
 // output poisoned first. Then each sequence alone (batch invariance of the fused output), and
 // the fused output against the CPU chain's o through gated_rms_norm_ref (to f32 rounding).
-void check_fused_norm(Context& ctx, const std::string& shape, const GdnStepArgs& base, const Shape& sh,
+void check_fused_norm(Context& ctx, const std::string& shape, const GdnStepArgs& base, const GdnShape& sh,
                       const std::vector<int32_t>& begin, const std::vector<float>& delta0, const std::vector<float>& conv0,
                       const std::vector<float>& ref_o, DeviceBuffer<float>& d_delta, DeviceBuffer<float>& d_conv,
                       DeviceBuffer<int32_t>& d_sync) {
@@ -133,9 +125,9 @@ void check_fused_norm(Context& ctx, const std::string& shape, const GdnStepArgs&
   ctx.results.record("gdn_step_gpu(fused, ref)", shape, compare(out.data(), ref.data(), out.size()), 1e-9);
 }
 
-void check_gdn(Context& ctx, const Shape& sh, const std::vector<SeqPlan>& plan) {
+void check_gdn(Context& ctx, const GdnShape& sh, const std::vector<SeqPlan>& plan) {
   const int64_t num_seqs = static_cast<int64_t>(plan.size());
-  const int64_t dk_all = sh.hk * sh.dk, dc = 2 * dk_all + sh.hv * sh.dv, dv_all = sh.hv * sh.dv;
+  const int64_t dc = sh.dc(), dv_all = sh.hv * sh.dv;
   std::vector<int32_t> begin{0}, state_in, state_out, ring_first;
   const int64_t num_entries = num_seqs * (2 + kMaxT);  // main, alternate, ring entries per sequence
   for (int64_t s = 0; s < num_seqs; ++s) {
@@ -149,66 +141,25 @@ void check_gdn(Context& ctx, const Shape& sh, const std::vector<SeqPlan>& plan) 
   const std::vector<float> qkv = random_floats(ctx.rng, static_cast<size_t>(rows * dc));
   const std::vector<float> alpha = random_floats(ctx.rng, static_cast<size_t>(rows * sh.hv));
   const std::vector<float> b = random_floats(ctx.rng, alpha.size());
-  const std::vector<float> conv_w = random_floats(ctx.rng, static_cast<size_t>(dc * kKernel), 0.5f);
+  const std::vector<float> conv_w = random_floats(ctx.rng, static_cast<size_t>(dc * kGdnConvKernel), 0.5f);
   std::vector<float> ssm_a = random_floats(ctx.rng, static_cast<size_t>(sh.hv), 0.5f);
   for (float& a : ssm_a) a = -std::exp(a);
   const std::vector<float> dt_bias = random_floats(ctx.rng, static_cast<size_t>(sh.hv), 0.5f);
-  const size_t delta_entry = static_cast<size_t>(sh.hv * sh.dk * sh.dv), conv_entry = static_cast<size_t>(kHistory * dc);
+  const size_t delta_entry = static_cast<size_t>(sh.hv * sh.dk * sh.dv), conv_entry = static_cast<size_t>(kGdnConvHistory * dc);
   const std::vector<float> delta0 = random_floats(ctx.rng, delta_entry * static_cast<size_t>(num_entries), 0.5f);
   const std::vector<float> conv0 = random_floats(ctx.rng, conv_entry * static_cast<size_t>(num_entries));
 
-  // CPU reference, sequence by sequence, into copies of the pools.
-  std::vector<float> ref_delta = delta0, ref_conv = conv0, ref_out(static_cast<size_t>(rows * dv_all));
-  const float q_scale = 1.0f / std::sqrt(static_cast<float>(sh.dk));
-  for (int64_t s = 0; s < num_seqs; ++s) {
-    const int64_t r0 = begin[static_cast<size_t>(s)], t = plan[static_cast<size_t>(s)].rows;
-    std::vector<float> conv_state(conv0.begin() + static_cast<int64_t>(conv_entry) * s,
-                                  conv0.begin() + static_cast<int64_t>(conv_entry) * (s + 1));
-    std::vector<float> delta_state(delta0.begin() + static_cast<int64_t>(delta_entry) * s,
-                                   delta0.begin() + static_cast<int64_t>(delta_entry) * (s + 1));
-    std::vector<float> u(static_cast<size_t>(t * dc)), conv_snap(static_cast<size_t>(t) * conv_entry);
-    std::vector<float> delta_snap(static_cast<size_t>(t) * delta_entry);
-    CausalConvArgs conv{qkv.data() + r0 * dc, dc, u.data(), dc, conv_state.data(), conv_w.data(), t, dc, kKernel,
-                        conv_snap.data()};
-    causal_conv1d_silu_ref(conv, serial_for());
-    std::vector<float> g(static_cast<size_t>(t * sh.hv)), beta(g.size());
-    for (int64_t i = 0; i < t; ++i) {
-      float* row = u.data() + i * dc;
-      for (int64_t h = 0; h < sh.hk; ++h) {
-        l2_norm_ref(row + h * sh.dk, sh.dk, 1e-6f);
-        l2_norm_ref(row + dk_all + h * sh.dk, sh.dk, 1e-6f);
-        for (int64_t e = 0; e < sh.dk; ++e) row[h * sh.dk + e] *= q_scale;
-      }
-      for (int64_t j = 0; j < sh.hv; ++j) {
-        const size_t at = static_cast<size_t>((r0 + i) * sh.hv + j);
-        beta[static_cast<size_t>(i * sh.hv + j)] = 1.0f / (1.0f + std::exp(-b[at]));
-        g[static_cast<size_t>(i * sh.hv + j)] = ssm_a[static_cast<size_t>(j)] * softplus(alpha[at] + dt_bias[static_cast<size_t>(j)]);
-      }
-    }
-    GatedDeltaRuleArgs rule{u.data(), u.data() + dk_all, dc, u.data() + 2 * dk_all, dc, g.data(), beta.data(),
-                            ref_out.data() + r0 * dv_all, dv_all, delta_state.data(), t, sh.hk, sh.hv, sh.dk, sh.dv,
-                            delta_snap.data()};
-    gated_delta_rule_ref(rule, serial_for());
-    if (state_out[static_cast<size_t>(s)] >= 0) {
-      const size_t e = static_cast<size_t>(state_out[static_cast<size_t>(s)]);
-      std::copy(delta_state.begin(), delta_state.end(), ref_delta.begin() + static_cast<int64_t>(e * delta_entry));
-      std::copy(conv_state.begin(), conv_state.end(), ref_conv.begin() + static_cast<int64_t>(e * conv_entry));
-    }
-    if (ring_first[static_cast<size_t>(s)] >= 0) {
-      const size_t e = static_cast<size_t>(ring_first[static_cast<size_t>(s)]);
-      std::copy(delta_snap.begin(), delta_snap.end(), ref_delta.begin() + static_cast<int64_t>(e * delta_entry));
-      std::copy(conv_snap.begin(), conv_snap.end(), ref_conv.begin() + static_cast<int64_t>(e * conv_entry));
-    }
-  }
+  const GdnHostInputs inputs{sh, qkv.data(), alpha.data(), b.data(), conv_w.data(), ssm_a.data(), dt_bias.data()};
+  const GdnReferencePools ref = gdn_reference(inputs, begin, state_in, state_out, ring_first, delta0, conv0);
 
   DeviceBuffer<float> d_qkv(qkv), d_alpha(alpha), d_b(b), d_w(conv_w), d_a(ssm_a), d_dt(dt_bias);
-  DeviceBuffer<float> d_delta(delta0), d_conv(conv0), d_out(ref_out.size());
+  DeviceBuffer<float> d_delta(delta0), d_conv(conv0), d_out(ref.out.size());
   DeviceBuffer<int32_t> d_begin(begin), d_in(state_in), d_outs(state_out), d_ring(ring_first);
   DeviceBuffer<int32_t> d_sync(std::vector<int32_t>(static_cast<size_t>(num_seqs * sh.hk), 0));
   d_out.poison();
   GdnStepArgs a{d_qkv.get(), dc, d_alpha.get(), d_b.get(), sh.hv, d_w.get(), d_a.get(), d_dt.get(), d_out.get(), dv_all,
                 d_begin.get(), num_seqs, d_delta.get(), d_conv.get(), d_in.get(), d_outs.get(), d_ring.get(), d_sync.get(),
-                sh.hk, sh.hv, sh.dk, sh.dv, kKernel, 1e-6f};
+                sh.hk, sh.hv, sh.dk, sh.dv, kGdnConvKernel, 1e-6f};
   CHECK_GPU(gdn_step_gpu(a, nullptr));
   const std::vector<float> out = d_out.download(), delta = d_delta.download(), conv = d_conv.download();
   std::vector<int32_t> sync = d_sync.download();
@@ -243,11 +194,11 @@ void check_gdn(Context& ctx, const Shape& sh, const std::vector<SeqPlan>& plan) 
   std::string shape = "Hk=" + std::to_string(sh.hk) + " Hv=" + std::to_string(sh.hv) + " dk=" + std::to_string(sh.dk) +
                       " dv=" + std::to_string(sh.dv) + " T=";
   for (const SeqPlan& p : plan) shape += std::to_string(p.rows) + (p.ring ? "r" : "") + ",";
-  ctx.results.record("gdn_step_gpu(out)", shape, compare(out.data(), ref_out.data(), out.size()), 1e-9, invariant && counters_zero,
+  ctx.results.record("gdn_step_gpu(out)", shape, compare(out.data(), ref.out.data(), out.size()), 1e-9, invariant && counters_zero,
                      invariant ? (counters_zero ? "batch-invariant" : "sync counters left non-zero") : "NOT batch-invariant");
-  ctx.results.record("gdn_step_gpu(state)", shape, compare(delta.data(), ref_delta.data(), delta.size()), 1e-10);
-  ctx.results.record("gdn_step_gpu(conv)", shape, compare(conv.data(), ref_conv.data(), conv.size()), 0.0);
-  check_fused_norm(ctx, shape, a, sh, begin, delta0, conv0, ref_out, d_delta, d_conv, d_sync);
+  ctx.results.record("gdn_step_gpu(state)", shape, compare(delta.data(), ref.delta.data(), delta.size()), 1e-10);
+  ctx.results.record("gdn_step_gpu(conv)", shape, compare(conv.data(), ref.conv.data(), conv.size()), 0.0);
+  check_fused_norm(ctx, shape, a, sh, begin, delta0, conv0, ref.out, d_delta, d_conv, d_sync);
 }
 
 // The fused norm's preconditions: gpuErrorInvalidValue, nothing launched (the pointers are
@@ -266,7 +217,7 @@ void check_fused_norm_preconditions(Context& ctx) {
   a.num_v_heads = 2;
   a.head_dim_k = 128;
   a.head_dim_v = 128;
-  a.conv_kernel = kKernel;
+  a.conv_kernel = kGdnConvKernel;
   a.norm_w = &dummy;
   a.z = &dummy;
   struct Case {
