@@ -6,8 +6,12 @@
 //     --quick    smaller grid (for compute-sanitizer memcheck / racecheck runs)
 //     --bench    per-kernel timings at the Qwen3.6-35B-A3B decode shapes instead of checks
 //     --bench-matvec  only the matrix-vector timings (quick A/B of a matvec change)
+//     --only a,b  only the named suites (matmul, matmul_grouped, matmul_experts_prefill, ops,
+//                 gdn, gdn_prefill, attention, attention_prep, moe_fused): racecheck runs,
+//                 which are slow, take them a few at a time
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "tests/gpu/gpu_test_util.h"
 
@@ -17,13 +21,15 @@ using namespace deltaserve::kernels::gputest;
 int main(int argc, char** argv) {
   Context ctx;
   bool bench = false, bench_matvec = false;
+  std::string only;  // ",a,b," or empty: every suite
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) ctx.quick = true;
     else if (std::strcmp(argv[i], "--verbose") == 0) ctx.results.verbose = true;
     else if (std::strcmp(argv[i], "--bench") == 0) bench = true;
     else if (std::strcmp(argv[i], "--bench-matvec") == 0) bench_matvec = true;
+    else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = "," + std::string(argv[++i]) + ",";
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--verbose] [--bench] [--bench-matvec]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--verbose] [--bench] [--bench-matvec] [--only suite,...]\n", argv[0]);
       return 2;
     }
   }
@@ -37,15 +43,24 @@ int main(int argc, char** argv) {
     else run_benchmarks(ctx);
     return 0;
   }
-  run_matmul_tests(ctx);
-  run_matmul_grouped_tests(ctx);
-  run_matmul_experts_prefill_tests(ctx);
-  run_ops_tests(ctx);
-  run_gdn_tests(ctx);
-  run_gdn_prefill_tests(ctx);
-  run_attention_tests(ctx);
-  run_attention_prep_tests(ctx);
-  run_moe_fused_tests(ctx);
+  const struct {
+    const char* name;
+    void (*run)(Context&);
+  } suites[] = {{"matmul", run_matmul_tests},       {"matmul_grouped", run_matmul_grouped_tests},
+                {"matmul_experts_prefill", run_matmul_experts_prefill_tests},
+                {"ops", run_ops_tests},             {"gdn", run_gdn_tests},
+                {"gdn_prefill", run_gdn_prefill_tests}, {"attention", run_attention_tests},
+                {"attention_prep", run_attention_prep_tests}, {"moe_fused", run_moe_fused_tests}};
+  int suites_run = 0;
+  for (const auto& suite : suites) {
+    if (!only.empty() && only.find("," + std::string(suite.name) + ",") == std::string::npos) continue;
+    suite.run(ctx);
+    ++suites_run;
+  }
+  if (suites_run == 0) {
+    std::fprintf(stderr, "--only %s: no such suite\n", only.c_str());
+    return 2;
+  }
   CHECK_GPU(gpuDeviceSynchronize());
 
   std::printf("\n%-22s %7s %8s %12s %12s\n", "kernel", "checks", "failed", "worst_nmse", "worst_abs");
