@@ -12,6 +12,7 @@
 #include "kernels/gpu_compat.h"
 #include "kernels/gpu_decode.h"
 #include "kernels/matmul_gpu.h"
+#include "kernels/matvec_seg.h"
 #include "kernels/norm_block.h"
 
 namespace deltaserve::kernels {
@@ -24,6 +25,11 @@ using gpu::DecodeQ8_0;
 using gpu::DecodeQ4_0;
 using gpu::DecodeQ4_K;
 using gpu::DecodeQ6_K;
+using matvec::MatvecParams;
+using matvec::MatvecSeg;
+using matvec::kMaxSegs;
+using matvec::norm_epilogue;
+using matvec::segment_of;
 
 constexpr int kThreads = 128;
 constexpr int kOutputsPerBlock = 8;
@@ -34,58 +40,6 @@ constexpr int64_t kMaxGridY = 65535;
 // slices) but the 27B's 4% slower (matrices of 18-100 MB), also when only the first wave of
 // blocks prefetched.
 constexpr size_t kPrefetchMaxMatrixBytes = size_t{16} << 20;
-
-// One weight matrix of a launch. Blocks [block_begin, next segment's block_begin) of grid.x
-// serve it; groups past num_groups exit at once (segments may have different row counts).
-struct MatvecSeg {
-  const uint8_t* w;
-  const uint8_t* w_up;        // gated: y = SiLU(W x) * (W_up x); null otherwise
-  size_t w_row_bytes;
-  int64_t num_in;
-  int64_t num_out;
-  const float* x;
-  int64_t x_stride;
-  float* y;
-  int64_t y_stride;
-  int64_t num_rows;           // rows of y (pairs in expert mode)
-  int64_t num_groups;         // ceil(num_rows / R)
-  int64_t block_begin;
-  const int32_t* expert_ids;  // expert mode (R == 1) when non-null and group_pairs null
-  size_t expert_bytes;
-  // Expert-grouped mode (group_pairs non-null): group g = pairs group_pairs[g][0, R) of
-  // expert group_expert[g]; *group_count groups, walked with a grid-y stride.
-  const int32_t* group_expert;
-  const int32_t* group_pairs;
-  const int32_t* group_count;
-  int group_rows;
-  int64_t pairs_per_x_row;
-  bool accumulate;
-  // Norm epilogue (matmul_norm_gpu; single plain segment): norm_counters non-null.
-  const float* norm_w;
-  float norm_eps;
-  float* norm_out;
-  int64_t norm_out_stride;
-  unsigned* norm_counters;    // [num_groups], zero between launches
-};
-
-constexpr int kMaxSegs = kMaxMatmulSegments;
-struct MatvecParams {
-  MatvecSeg seg[kMaxSegs];
-  int num_segs;
-  int64_t group_offset;  // first row group of this launch (grid.y limit)
-  bool prefetch_weights;  // prefetch_block_weights (DELTASERVE_GPU_PREFETCH=0: off, for side-by-side runs)
-};
-
-// This block's segment, selected with constant indices (a run-time index into the parameter
-// struct would copy it to local memory).
-__device__ __forceinline__ MatvecSeg segment_of(const MatvecParams& p) {
-  MatvecSeg g = p.seg[0];
-#pragma unroll
-  for (int s = 1; s < kMaxSegs; ++s) {
-    if (s < p.num_segs && static_cast<int64_t>(blockIdx.x) >= p.seg[s].block_begin) g = p.seg[s];
-  }
-  return g;
-}
 
 // acc[i][r] += dot(chunk of output i, x row r at x0..x0+3, x1..x1+3), elements in order.
 template <int O, int R>
@@ -120,25 +74,6 @@ __device__ __forceinline__ void prefetch_block_weights(const MatvecSeg& g, const
   const size_t offset = static_cast<size_t>(first) * g.w_row_bytes, bytes = static_cast<size_t>(count) * g.w_row_bytes;
   gpu::prefetch_l2_range(w + offset, bytes);
   if (w_up != nullptr) gpu::prefetch_l2_range(w_up + offset, bytes);
-}
-
-// The norm epilogue: every block of row group `group` counts itself done after its y writes;
-// the last one (all of the group's outputs written) normalises the group's rows into
-// norm_out and resets the group's counter for the next launch (graph replays included).
-__device__ void norm_epilogue(const MatvecSeg& g, int64_t group, int64_t row0, int num_valid, int64_t blocks_per_group) {
-  __shared__ unsigned last;
-  __shared__ float scratch[detail::kNormMaxThreads / kWarpSize];
-  if (gpu::lane_id() == 0) __threadfence();  // the lanes that wrote y: visible device-wide before the count
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(g.norm_counters + group, 1u) == static_cast<unsigned>(blocks_per_group - 1);
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  for (int r = 0; r < num_valid; ++r) {
-    detail::block_rms_norm_as_norm_gpu(g.y + (row0 + r) * g.y_stride, g.norm_w, g.norm_out + (row0 + r) * g.norm_out_stride,
-                                       g.num_out, g.norm_eps, scratch);
-  }
-  if (threadIdx.x == 0) g.norm_counters[group] = 0;
 }
 
 // Lane 0 of each warp: the warp's outputs for the group's valid rows.
@@ -387,8 +322,18 @@ gpuError_t dispatch_as(const MatvecParams& p, DType type, gpuStream_t stream) {
   }
 }
 
-gpuError_t dispatch(const MatvecParams& p, DType type, gpuStream_t stream) {
+gpuError_t dispatch_cuda_cores(const MatvecParams& p, DType type, gpuStream_t stream) {
   return p.seg[0].norm_counters != nullptr ? dispatch_as<true>(p, type, stream) : dispatch_as<false>(p, type, stream);
+}
+
+// Q4_0 under MatvecMath::kTensorCores: launches without expert segments go to the tensor
+// cores; a launch with expert segments (and the shared expert's segments riding in it) stays
+// on the CUDA cores, whose expert walks measured faster (matmul_gpu.h).
+gpuError_t dispatch(const MatvecParams& p, DType type, gpuStream_t stream) {
+  bool experts = false;
+  for (int s = 0; s < p.num_segs; ++s) experts = experts || p.seg[s].expert_ids != nullptr;
+  if (type == DType::Q4_0 && !experts && matvec_math() == MatvecMath::kTensorCores) return matvec::launch_q4_0_mma(p, stream);
+  return dispatch_cuda_cores(p, type, stream);
 }
 
 MatvecSeg seg_of(const MatmulArgs& a) {

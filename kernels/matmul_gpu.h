@@ -26,6 +26,23 @@ namespace deltaserve::kernels {
 
 gpuError_t matmul_gpu(const MatmulArgs& args, gpuStream_t stream);
 
+// Which arithmetic the Q4_0 matrix-vector forms use (matmul_gpu, matmul_norm_gpu, and the
+// plain and gated segments of matmul_segments_gpu), set per calling thread (a backend sets it
+// before each step; default kCudaCores):
+// kCudaCores: the f32 fused multiply-add chain above. kTensorCores (CUDA sm_80 and up; else
+// kCudaCores): exact products on bf16 tensor cores (weights as integers, activations split
+// into three bf16 parts), f32 sums (matmul_mma.cu); the same accuracy against matmul_ref and
+// the same batch invariance, but not the same bits as kCudaCores, so a backend keeps one
+// choice for its lifetime. It applies to launches without expert segments; a launch with an
+// expert segment stays on the CUDA cores with every segment in it (the expert walks of 1-4
+// pairs measured faster there), so under kTensorCores an expert pair is no longer
+// bit-identical to matmul_gpu on the expert's matrix, and a matrix is batch-invariant against
+// itself only when it always goes in the same kind of launch (the backend's layers do so).
+enum class MatvecMath { kCudaCores, kTensorCores };
+void set_matvec_math(MatvecMath math);
+MatvecMath matvec_math();        // the setting, or kCudaCores where the device has no bf16 mma
+bool tensor_matvec_available();  // the current device has bf16 mma (CUDA sm_80 and up)
+
 // Tiled form for prefill chunks (many rows, 64 and up): same contract, preconditions and
 // weight types as matmul_gpu; blocks of 64 rows x 64 outputs decode each weight tile into
 // shared memory once and share it across the 64 rows (weights are read num_rows / 64 times

@@ -19,8 +19,9 @@ namespace {
 constexpr double kMatmulNmse = 1e-8;
 
 std::string shape_text(DType type, int64_t in, int64_t out, int64_t rows) {
+  const char* math = matvec_math() == MatvecMath::kTensorCores ? " tensor-cores" : "";
   return std::string(dtype_name(type)) + " in=" + std::to_string(in) + " out=" + std::to_string(out) +
-         " rows=" + std::to_string(rows);
+         " rows=" + std::to_string(rows) + math;
 }
 
 void check_matmul(Context& ctx, DType type, int64_t num_in, int64_t num_out, int64_t num_rows, bool accumulate) {
@@ -176,7 +177,10 @@ void check_segments(Context& ctx, DType type, int64_t num_in, int64_t num_rows, 
   if (with_experts) segs[2].w_up = dwu2.get();
   CHECK_GPU(matmul_segments_gpu(segs, 3, nullptr));
 
-  // The separate launches.
+  // The separate launches. A launch with expert segments runs every segment on the CUDA cores
+  // (matmul_gpu.h, MatvecMath), so under kTensorCores its separate launches do too.
+  const MatvecMath math = matvec_math();
+  if (with_experts) set_matvec_math(MatvecMath::kCudaCores);
   if (with_experts) {
     CHECK_GPU(matmul_experts_gpu(MatmulExpertsArgs{MatmulArgs{dwg.get(), type, num_in, out_g, rb, dx.get(), 0, num_in, tg.get(), out_g},
                                                    dids.get(), pairs, k}, nullptr));
@@ -193,6 +197,7 @@ void check_segments(Context& ctx, DType type, int64_t num_in, int64_t num_rows, 
     CHECK_GPU(matmul_gpu(MatmulArgs{dwu2.get(), type, num_in, out_g, rb, dx.get(), num_rows, num_in, su.get(), out_g}, nullptr));
     CHECK_GPU(swiglu_gpu(s2.get(), su.get(), s2.get(), num_rows * out_g, nullptr));
   }
+  set_matvec_math(math);
   const std::vector<float> a1 = g1.download(), b1 = tg.download(), a2 = p1.download(), b2 = p2.download();
   const std::vector<float> a3 = s1.download(), b3 = s2.download();
   const bool same = bitwise_equal(a1.data(), b1.data(), a1.size()) && bitwise_equal(a2.data(), b2.data(), a2.size()) &&
@@ -290,6 +295,32 @@ void run_matmul_tests(Context& ctx) {
     }
     check_matmul_norm(ctx, t, 512, 1000, 5, true);
   }
+  // Q4_0 on the tensor cores (where the device has bf16 mma): the same checks, with row counts
+  // across the 8-row tiles and the 64-row groups (1..8 tiles, several groups).
+  set_matvec_math(MatvecMath::kTensorCores);
+  if (matvec_math() == MatvecMath::kTensorCores) {
+    const DType t = DType::Q4_0;
+    const std::vector<int64_t> ins = ctx.quick ? std::vector<int64_t>{224, 2048} : std::vector<int64_t>{32, 96, 224, 768, 4352, 2048};
+    const std::vector<int64_t> tc_rows =
+        ctx.quick ? std::vector<int64_t>{1, 9, 70} : std::vector<int64_t>{1, 2, 7, 8, 9, 16, 17, 31, 33, 64, 65, 130};
+    for (int64_t in : ins) {
+      for (int64_t out : outs) {
+        for (int64_t r : tc_rows) check_matmul(ctx, t, in, out, r, false);
+      }
+    }
+    check_matmul(ctx, t, 2048, 33, 3, true);
+    check_matmul(ctx, t, 2048, 33, 70, true);
+    for (int64_t r : {1, 3, 9, 40}) {
+      check_segments(ctx, t, 2048, r, true);
+      check_segments(ctx, t, 2048, r, false);
+    }
+    for (int64_t r : ctx.quick ? std::vector<int64_t>{1, 9} : std::vector<int64_t>{1, 2, 3, 8, 13, 64, 70}) {
+      check_matmul_norm(ctx, t, 256, 2048, r, true);
+      check_matmul_norm(ctx, t, 64, 100, r, false);
+    }
+    check_matmul_norm(ctx, t, 512, 1000, 5, true);
+  }
+  set_matvec_math(MatvecMath::kCudaCores);
 }
 
 }  // namespace deltaserve::kernels::gputest

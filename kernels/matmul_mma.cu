@@ -1,0 +1,416 @@
+// Q4_0 matrix-vector products on tensor cores (matmul_gpu.h, MatvecMath::kTensorCores): the
+// launches of plain, gated and norm-epilogue segments (no expert segments). The CUDA-core matvec
+// (matmul.cu) spends one fused multiply-add per weight and activation row, so at 64 streams
+// it is bound by instruction issue, not by the weights' bytes; an mma.sync m16n8k16 takes 16
+// weight rows x 8 activation rows x 16 inputs per instruction.
+//
+// Exact products, f32 sums. A Q4_0 weight is d * (q - 8) with q a 4-bit integer: q - 8 is exact
+// in bf16, so the tensor core multiplies the integers and d scales each block's sum. An f32
+// activation x is split into three bf16 parts, x = hi + mid + lo exactly (8 significant bits
+// each), so every product the tensor core forms is exact; what differs from the f32 chain of
+// the CUDA-core kernel is only where the sums round (the tensor core's accumulation, then one
+// fused multiply-add by d per block), the same order of error (NMSE ~1e-13 against matmul_ref).
+//
+// Layout. A row tile is 16 weight rows (plain: 16 outputs; gated: 8 outputs, W rows in A rows
+// 0-7 and W_up rows in 8-15, so a lane holds each output's gate and up side by side). A block
+// of 8 warps takes 8 / S row tiles, S warps each: warp s of a tile walks the s-th of S K
+// slices of the row's 32-element blocks, and the slices' sums are added in slice order
+// through shared memory (S = 4 or 8, from the matrix's shape only: k_slices). A group of up to
+// 8 * NT activation rows is NT column tiles of 8. One Q4_0 block is two k16 steps (low
+// nibbles, then high nibbles); the elements inside a step are permuted so that lane (g =
+// lane / 4, c = lane % 4) finds its fragment in qs bytes 4c..4c+3 of rows g and g + 8, and its
+// activations in the float4s at 4c and 16 + 4c of the block: fragment slots 2c, 2c + 1, 2c + 8,
+// 2c + 9 hold elements 4c .. 4c + 3 (a dot product does not care in which order its terms pair
+// up, only that A and B agree).
+//
+// Batch invariance: an activation row's outputs depend on its own values only: each tile
+// column is its own dot product in the tensor core, the column's mma sequence does not depend
+// on NT or on its neighbours, and the K split depends on the matrix's shape only. Row r alone is
+// bit-identical to row r in any group, as in the CUDA-core kernel, but the two kernels differ
+// from each other in the last bits: the math is chosen per backend (set_matvec_math).
+#include <cstdlib>
+
+#include "kernels/gpu_compat.h"
+#include "kernels/matmul_gpu.h"
+#include "kernels/matvec_seg.h"
+
+namespace deltaserve::kernels {
+namespace {
+
+using matvec::MatvecParams;
+using matvec::MatvecSeg;
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kRowsPerTile = 16;   // weight rows per tile: one mma's M
+constexpr int kColsPerTile = 8;    // activation rows per mma: N
+constexpr int64_t kMaxGridY = 65535;
+constexpr size_t kPrefetchMaxMatrixBytes = size_t{16} << 20;  // as the CUDA-core matvec (matmul.cu)
+
+#if defined(DS_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define DS_MMA_BF16 1
+#endif
+
+#if defined(DS_MMA_BF16)
+constexpr int kQ4_0Bytes = 18;
+
+// Two f32 -> bf16x2, rounded to nearest: `first` in the low half (the lower fragment slot).
+__device__ __forceinline__ uint32_t pack_bf16x2(float first, float second) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(second), "f"(first));
+  return r;
+}
+__device__ __forceinline__ float low_bf16(uint32_t v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float high_bf16(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
+
+// (first, second) = hi + mid + lo exactly: each remainder has at most 16, then 8, significant
+// bits, so the subtractions are exact and the last rounding is too.
+struct SplitPair {
+  uint32_t hi, mid, lo;
+};
+__device__ __forceinline__ SplitPair split_pair(float first, float second) {
+  SplitPair s;
+  s.hi = pack_bf16x2(first, second);
+  const float r0 = __fsub_rn(first, low_bf16(s.hi)), r1 = __fsub_rn(second, high_bf16(s.hi));
+  s.mid = pack_bf16x2(r0, r1);
+  s.lo = pack_bf16x2(__fsub_rn(r0, low_bf16(s.mid)), __fsub_rn(r1, high_bf16(s.mid)));
+  return s;
+}
+
+// Nibble bytes n0..n3 (one per byte) -> bf16x2 (n_first - 8, n_second - 8): the byte goes into
+// the mantissa of 0x4300 (bf16 128 + n, exact), then one fused bf16x2 op subtracts 136.
+__device__ __forceinline__ uint32_t nibbles_to_bf16x2(uint32_t nibbles, uint32_t selector) {
+  const uint32_t biased = __byte_perm(nibbles, 0x43434343u, selector);
+  uint32_t r;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(biased), "r"(0x3f803f80u), "r"(0xc308c308u));
+  return r;
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Tile `tile`'s weight rows for lane rows g and g + 8 (clamped to the last row, so loads stay
+// in the matrix; such outputs are not written).
+struct LaneRows {
+  const uint8_t* row_g;
+  const uint8_t* row_g8;
+  int64_t out_g;   // output of A row g (gated: also of A row g + 8)
+  int64_t out_g8;  // plain: output of A row g + 8
+};
+
+__device__ __forceinline__ LaneRows lane_rows(const MatvecSeg& g, int64_t tile, int lane_group) {
+  const uint8_t* w = g.w;
+  const uint8_t* w_up = g.w_up;
+  LaneRows lr;
+  if (w_up != nullptr) {
+    lr.out_g = tile * (kRowsPerTile / 2) + lane_group;
+    lr.out_g8 = lr.out_g;
+    const size_t o = static_cast<size_t>(min(lr.out_g, g.num_out - 1)) * g.w_row_bytes;
+    lr.row_g = w + o;
+    lr.row_g8 = w_up + o;
+  } else {
+    lr.out_g = tile * kRowsPerTile + lane_group;
+    lr.out_g8 = lr.out_g + 8;
+    lr.row_g = w + static_cast<size_t>(min(lr.out_g, g.num_out - 1)) * g.w_row_bytes;
+    lr.row_g8 = w + static_cast<size_t>(min(lr.out_g8, g.num_out - 1)) * g.w_row_bytes;
+  }
+  return lr;
+}
+
+// L2 prefetch of the block's weight rows before the grid dependency wait (matmul.cu's
+// prefetch_block_weights, same policy).
+__device__ __forceinline__ void prefetch_block_rows(const MatvecSeg& g) {
+  const int64_t block = static_cast<int64_t>(blockIdx.x) - g.block_begin;
+  const int64_t per_block = (g.w_up != nullptr ? kRowsPerTile / 2 : kRowsPerTile) * (kWarps / g.mma_k_slices);
+  const int64_t first = block * per_block;
+  const int64_t count = min(first + per_block, g.num_out) - first;
+  if (count <= 0) return;
+  const size_t offset = static_cast<size_t>(first) * g.w_row_bytes, bytes = static_cast<size_t>(count) * g.w_row_bytes;
+  gpu::prefetch_l2_range(g.w + offset, bytes);
+  if (g.w_up != nullptr) gpu::prefetch_l2_range(g.w_up + offset, bytes);
+}
+
+// Column `col` of row group `group`: its activation row (x and y), or -1 past the rows.
+template <int64_t kGroupRows>
+__device__ __forceinline__ int64_t column_row(const MatvecSeg& g, int64_t group, int col) {
+  const int64_t row = group * kGroupRows + col;
+  return col < kGroupRows && row < g.num_rows ? row : -1;
+}
+
+// One row group of the block's segment. Every thread of the block calls it (barriers inside).
+template <int NT, bool kNorm>
+__device__ __forceinline__ void mma_group(const MatvecSeg& g, int64_t group, float (&partial)[kWarps][NT][32][4]) {
+  constexpr int64_t kGroupRows = NT * kColsPerTile;
+  const int lane = gpu::lane_id(), warp = gpu::warp_id();
+  const int lane_group = lane >> 2, lane_quad = lane & 3;
+  const int64_t row0 = group * kGroupRows;
+  const int num_valid = static_cast<int>(min(kGroupRows, g.num_rows - row0));
+  const int num_tiles = (num_valid + kColsPerTile - 1) / kColsPerTile;
+  // Warp = (row tile, K slice): the block's 8 / S tiles of 16 weight rows, S slices each.
+  const int slices = g.mma_k_slices, tiles_per_block = kWarps / slices;
+  const int row_tile = warp / slices, slice = warp % slices;
+  const int64_t first_tile = (static_cast<int64_t>(blockIdx.x) - g.block_begin) * tiles_per_block;
+
+  const LaneRows lr = lane_rows(g, first_tile + row_tile, lane_group);
+
+  // This lane's activation row in each tile (column lane_group); null past the group's columns.
+  const float* xs[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const int64_t row = column_row<kGroupRows>(g, group, t * kColsPerTile + lane_group);
+    xs[t] = row >= 0 ? g.x + row * g.x_stride + 4 * lane_quad : nullptr;
+  }
+
+  float acc[NT][4];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+
+  const int64_t num_blocks = g.num_in / 32;
+  const int64_t kb_begin = num_blocks * slice / slices, kb_end = num_blocks * (slice + 1) / slices;
+#pragma unroll 2
+  for (int64_t kb = kb_begin; kb < kb_end; ++kb) {
+    const uint8_t* blk_g = lr.row_g + kQ4_0Bytes * kb;
+    const uint8_t* blk_g8 = lr.row_g8 + kQ4_0Bytes * kb;
+    const float d_g = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(blk_g));
+    const float d_g8 = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(blk_g8));
+    const uint32_t q_g = gpu::load_u32_align2(blk_g + 2 + 4 * lane_quad);
+    const uint32_t q_g8 = gpu::load_u32_align2(blk_g8 + 2 + 4 * lane_quad);
+    // A fragments: low nibbles (elements 4c.. of the block), high nibbles (16 + 4c..).
+    const uint32_t lo_g = q_g & 0x0f0f0f0fu, lo_g8 = q_g8 & 0x0f0f0f0fu;
+    const uint32_t hi_g = (q_g >> 4) & 0x0f0f0f0fu, hi_g8 = (q_g8 >> 4) & 0x0f0f0f0fu;
+    const uint32_t a_lo[4] = {nibbles_to_bf16x2(lo_g, 0x4140u), nibbles_to_bf16x2(lo_g8, 0x4140u),
+                              nibbles_to_bf16x2(lo_g, 0x4342u), nibbles_to_bf16x2(lo_g8, 0x4342u)};
+    const uint32_t a_hi[4] = {nibbles_to_bf16x2(hi_g, 0x4140u), nibbles_to_bf16x2(hi_g8, 0x4140u),
+                              nibbles_to_bf16x2(hi_g, 0x4342u), nibbles_to_bf16x2(hi_g8, 0x4342u)};
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      if (t >= num_tiles) continue;
+      float4 xa = make_float4(0.0f, 0.0f, 0.0f, 0.0f), xb = xa;
+      if (xs[t] != nullptr) {
+        xa = *reinterpret_cast<const float4*>(xs[t] + 32 * kb);
+        xb = *reinterpret_cast<const float4*>(xs[t] + 32 * kb + 16);
+      }
+      const SplitPair lo0 = split_pair(xa.x, xa.y), lo1 = split_pair(xa.z, xa.w);
+      const SplitPair hi0 = split_pair(xb.x, xb.y), hi1 = split_pair(xb.z, xb.w);
+      // The block's sum as two independent chains (low and high nibbles, smallest parts
+      // first, so the tensor core's latency overlaps), added, then one fused multiply-add by d.
+      float s_lo[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s_hi[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      mma_bf16(s_lo, a_lo, lo0.lo, lo1.lo);
+      mma_bf16(s_hi, a_hi, hi0.lo, hi1.lo);
+      mma_bf16(s_lo, a_lo, lo0.mid, lo1.mid);
+      mma_bf16(s_hi, a_hi, hi0.mid, hi1.mid);
+      mma_bf16(s_lo, a_lo, lo0.hi, lo1.hi);
+      mma_bf16(s_hi, a_hi, hi0.hi, hi1.hi);
+      acc[t][0] = fmaf(d_g, s_lo[0] + s_hi[0], acc[t][0]);
+      acc[t][1] = fmaf(d_g, s_lo[1] + s_hi[1], acc[t][1]);
+      acc[t][2] = fmaf(d_g8, s_lo[2] + s_hi[2], acc[t][2]);
+      acc[t][3] = fmaf(d_g8, s_lo[3] + s_hi[3], acc[t][3]);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) partial[warp][t][lane][j] = acc[t][j];
+  }
+  __syncthreads();
+
+  // Warps take the (row tile, column tile) items in turn: the K slices' sums added in slice
+  // order, then written.
+  const bool gated = g.w_up != nullptr;
+  for (int item = warp; item < tiles_per_block * num_tiles; item += kWarps) {
+    const int rt = item % tiles_per_block, t = item / tiles_per_block;
+    const LaneRows out = lane_rows(g, first_tile + rt, lane_group);
+    float v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float sum = partial[rt * slices][t][lane][j];
+      for (int k = 1; k < slices; ++k) sum += partial[rt * slices + k][t][lane][j];
+      v[j] = sum;
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int64_t row = column_row<kGroupRows>(g, group, t * kColsPerTile + 2 * lane_quad + j);
+      if (row < 0) continue;
+      float* y = g.y + row * g.y_stride;
+      if (gated) {
+        // swiglu_gpu's expression, as the CUDA-core kernel's gated segments.
+        const float gate = v[j];
+        if (out.out_g < g.num_out) y[out.out_g] = gate / (1.0f + expf(-gate)) * v[2 + j];
+        continue;
+      }
+      if (out.out_g < g.num_out) y[out.out_g] = g.accumulate ? y[out.out_g] + v[j] : v[j];
+      if (out.out_g8 < g.num_out) y[out.out_g8] = g.accumulate ? y[out.out_g8] + v[2 + j] : v[2 + j];
+    }
+  }
+  if constexpr (kNorm) {
+    __threadfence();  // every lane wrote y: visible device-wide before the block counts itself done
+    matvec::norm_epilogue(g, group, row0, num_valid, gridDim.x);
+  }
+}
+#endif
+
+// Block (x, y): x the segment's row tiles, y the row group of 8 * NT activation rows. Register
+// budget by NT (launch bounds): one or two column tiles fit 64 registers, so 4 blocks of 8
+// warps share a multiprocessor (the latency-bound few-row case wants the warps); 4 and 8 tiles
+// take up to 128.
+template <int NT, bool kNorm>
+__global__ void __launch_bounds__(kThreads, NT <= 2 ? 4 : 2) matvec_mma_kernel(const MatvecParams p) {
+#if defined(DS_MMA_BF16)
+  const MatvecSeg g = matvec::segment_of(p);
+  if (p.prefetch_weights && p.group_offset == 0 && blockIdx.y == 0) prefetch_block_rows(g);
+  gpu::begin_kernel();
+  __shared__ float partial[kWarps][NT][32][4];
+  const int64_t group = p.group_offset + blockIdx.y;
+  if (group >= g.num_groups) return;
+  mma_group<NT, kNorm>(g, group, partial);
+#else
+  gpu::begin_kernel();
+  (void)p;  // never launched there: matvec_math() is kCudaCores without bf16 mma
+#endif
+}
+
+// Row tiles of a segment: 16 weight rows each (gated: 8 outputs, their W and W_up rows).
+int64_t row_tiles(const MatvecSeg& g) {
+  const int64_t per_tile = g.w_up != nullptr ? kRowsPerTile / 2 : kRowsPerTile;
+  return (g.num_out + per_tile - 1) / per_tile;
+}
+
+// K slices per row tile, from the matrix's shape only (the slices' sums are added in slice
+// order, so the split must not follow the rows): 8, but 4 past 4,096 tiles (65,536 outputs:
+// the lm head), where the warps are plenty and shorter walks only add reductions. Measured on
+// the H200 against 4 everywhere (bench/RESULTS.md): 8 was faster on every shape at 1 and 64
+// rows but the lm head's single row.
+// DELTASERVE_GPU_MMA_SLICES=4|8 forces S for side-by-side timing runs (the last bits follow the
+// split, so results then differ from the default's, though still batch-invariant).
+int k_slices(const MatvecSeg& g) {
+  static const int forced = [] {
+    const char* env = std::getenv("DELTASERVE_GPU_MMA_SLICES");
+    const int v = env != nullptr ? std::atoi(env) : 0;
+    return v == 4 || v == 8 ? v : 0;
+  }();
+  if (forced != 0) return forced;
+  return row_tiles(g) <= 4096 ? 8 : 4;
+}
+
+int64_t segment_blocks(const MatvecSeg& g) {
+  const int64_t tiles_per_block = kWarps / k_slices(g);
+  return (row_tiles(g) + tiles_per_block - 1) / tiles_per_block;
+}
+
+template <int NT, bool kNorm>
+gpuError_t launch_tiles(MatvecParams p, gpuStream_t stream) {
+  constexpr int64_t kGroupRows = NT * kColsPerTile;
+  int64_t grid_x = 0, num_groups = 0;
+  bool small_matrices = true;
+  for (int s = 0; s < p.num_segs; ++s) {
+    MatvecSeg& g = p.seg[s];
+    g.num_groups = (g.num_rows + kGroupRows - 1) / kGroupRows;
+    g.block_begin = grid_x;
+    g.mma_k_slices = k_slices(g);
+    grid_x += segment_blocks(g);
+    num_groups = g.num_groups > num_groups ? g.num_groups : num_groups;
+    small_matrices = small_matrices && static_cast<size_t>(g.num_out) * g.w_row_bytes <= kPrefetchMaxMatrixBytes;
+  }
+  p.prefetch_weights = gpu::prefetch_enabled() && NT == 1 && num_groups <= 32 && small_matrices;
+  for (int64_t first = 0; first < num_groups; first += kMaxGridY) {
+    p.group_offset = first;
+    const dim3 grid(static_cast<unsigned>(grid_x),
+                    static_cast<unsigned>(num_groups - first < kMaxGridY ? num_groups - first : kMaxGridY));
+    gpu::launch(matvec_mma_kernel<NT, kNorm>, grid, kThreads, 0, stream, p);
+  }
+  return gpuGetLastError();
+}
+
+// Largest tile count per row group: DELTASERVE_GPU_MMA_TILES=1|2|4|8 (default 8) for
+// side-by-side runs; results do not depend on it.
+int max_tiles() {
+  static const int tiles = [] {
+    const char* env = std::getenv("DELTASERVE_GPU_MMA_TILES");
+    const int v = env != nullptr ? std::atoi(env) : 8;
+    return v == 1 || v == 2 || v == 4 ? v : 8;
+  }();
+  return tiles;
+}
+
+int multiprocessors() {
+#if defined(DS_GPU_CUDA)
+  static const int count = [] {
+    int device = 0, n = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 132;
+    }
+    return n;
+  }();
+  return count;
+#else
+  return 64;  // never launched on HIP (matvec_math() is kCudaCores there)
+#endif
+}
+
+// Tiles per row group: enough for the plain segments' rows, halved while the launch would
+// have fewer than two blocks per multiprocessor (a matrix of few outputs at many rows: its
+// weights are then read once per group, from L2). Results do not depend on it.
+template <bool kNorm>
+gpuError_t launch_mma(const MatvecParams& p, gpuStream_t stream) {
+  int64_t n = 0, blocks = 0;
+  for (int s = 0; s < p.num_segs; ++s) {
+    const MatvecSeg& g = p.seg[s];
+    n = g.num_rows > n ? g.num_rows : n;
+    blocks += segment_blocks(g);
+  }
+  int tiles = 1;
+  while (tiles < max_tiles() && tiles * kColsPerTile < n) tiles *= 2;
+  while (tiles > 1 && blocks * ((n + tiles * kColsPerTile - 1) / (tiles * kColsPerTile)) < 2 * multiprocessors()) tiles /= 2;
+  switch (tiles) {
+    case 1: return launch_tiles<1, kNorm>(p, stream);
+    case 2: return launch_tiles<2, kNorm>(p, stream);
+    case 4: return launch_tiles<4, kNorm>(p, stream);
+    default: return launch_tiles<8, kNorm>(p, stream);
+  }
+}
+
+bool device_has_bf16_mma() {
+#if defined(DS_GPU_CUDA)
+  static const bool has = [] {
+    int device = 0, major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return major >= 8;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+// Per thread: a backend is driven by one engine thread and sets its math before each step, so
+// two backends in one process (or a test beside a backend) keep their own.
+thread_local MatvecMath t_math = MatvecMath::kCudaCores;
+
+}  // namespace
+
+void set_matvec_math(MatvecMath math) { t_math = math; }
+
+MatvecMath matvec_math() {
+  return t_math == MatvecMath::kTensorCores && device_has_bf16_mma() ? MatvecMath::kTensorCores : MatvecMath::kCudaCores;
+}
+
+bool tensor_matvec_available() { return device_has_bf16_mma(); }
+
+namespace matvec {
+gpuError_t launch_q4_0_mma(const MatvecParams& p, gpuStream_t stream) {
+  return p.seg[0].norm_counters != nullptr ? launch_mma<true>(p, stream) : launch_mma<false>(p, stream);
+}
+}  // namespace matvec
+
+}  // namespace deltaserve::kernels

@@ -1,0 +1,92 @@
+// The parameter block of the decode matvec launches (matmul_gpu.h's matrix-vector forms),
+// shared by the CUDA-core kernels (matmul.cu) and the tensor-core Q4_0 kernel
+// (matmul_mma.cu), with the pieces both run the same way: the block's segment and the norm
+// epilogue. Internal to kernels/; only for nvcc / hipcc translation units.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/gpu_compat.h"
+#include "kernels/matmul_gpu.h"
+#include "kernels/norm_block.h"
+
+namespace deltaserve::kernels::matvec {
+
+// One weight matrix of a launch. Blocks [block_begin, next segment's block_begin) of grid.x
+// serve it; groups past num_groups exit at once (segments may have different row counts).
+struct MatvecSeg {
+  const uint8_t* w;
+  const uint8_t* w_up;        // gated: y = SiLU(W x) * (W_up x); null otherwise
+  size_t w_row_bytes;
+  int64_t num_in;
+  int64_t num_out;
+  const float* x;
+  int64_t x_stride;
+  float* y;
+  int64_t y_stride;
+  int64_t num_rows;           // rows of y (pairs in expert mode)
+  int64_t num_groups;         // ceil(num_rows / R)
+  int64_t block_begin;
+  const int32_t* expert_ids;  // expert mode (R == 1) when non-null and group_pairs null
+  size_t expert_bytes;
+  // Expert-grouped mode (group_pairs non-null): group g = pairs group_pairs[g][0, R) of
+  // expert group_expert[g]; *group_count groups, walked with a grid-y stride.
+  const int32_t* group_expert;
+  const int32_t* group_pairs;
+  const int32_t* group_count;
+  int group_rows;
+  int64_t pairs_per_x_row;
+  bool accumulate;
+  int mma_k_slices;           // tensor-core launch (matmul_mma.cu): K slices per 16-row tile, 4 or 8
+  // Norm epilogue (matmul_norm_gpu; single plain segment): norm_counters non-null.
+  const float* norm_w;
+  float norm_eps;
+  float* norm_out;
+  int64_t norm_out_stride;
+  unsigned* norm_counters;    // [num_groups], zero between launches
+};
+
+constexpr int kMaxSegs = kMaxMatmulSegments;
+struct MatvecParams {
+  MatvecSeg seg[kMaxSegs];
+  int num_segs;
+  int64_t group_offset;  // first row group of this launch (grid.y limit)
+  bool prefetch_weights;  // prefetch_block_weights (DELTASERVE_GPU_PREFETCH=0: off, for side-by-side runs)
+};
+
+// This block's segment, selected with constant indices (a run-time index into the parameter
+// struct would copy it to local memory).
+__device__ __forceinline__ MatvecSeg segment_of(const MatvecParams& p) {
+  MatvecSeg g = p.seg[0];
+#pragma unroll
+  for (int s = 1; s < kMaxSegs; ++s) {
+    if (s < p.num_segs && static_cast<int64_t>(blockIdx.x) >= p.seg[s].block_begin) g = p.seg[s];
+  }
+  return g;
+}
+
+// The norm epilogue: every block of row group `group` counts itself done after its y writes;
+// the last one (all of the group's outputs written) normalises the group's rows into
+// norm_out and resets the group's counter for the next launch (graph replays included).
+__device__ inline void norm_epilogue(const MatvecSeg& g, int64_t group, int64_t row0, int num_valid, int64_t blocks_per_group) {
+  __shared__ unsigned last;
+  __shared__ float scratch[detail::kNormMaxThreads / gpu::kWarpSize];
+  if (gpu::lane_id() == 0) __threadfence();  // the lanes that wrote y: visible device-wide before the count
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(g.norm_counters + group, 1u) == static_cast<unsigned>(blocks_per_group - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int r = 0; r < num_valid; ++r) {
+    detail::block_rms_norm_as_norm_gpu(g.y + (row0 + r) * g.y_stride, g.norm_w, g.norm_out + (row0 + r) * g.norm_out_stride,
+                                       g.num_out, g.norm_eps, scratch);
+  }
+  if (threadIdx.x == 0) g.norm_counters[group] = 0;
+}
+
+// The tensor-core Q4_0 launch (matmul_mma.cu) of plain segments (gated and norm epilogue
+// included; no expert segments), for matvec_math() == kTensorCores.
+gpuError_t launch_q4_0_mma(const MatvecParams& p, gpuStream_t stream);
+
+}  // namespace deltaserve::kernels::matvec
