@@ -25,7 +25,7 @@ using runtime::LoadedModel;
 
 struct BenchCommand {
   std::string mode;  // "decode" or "prefill"
-  std::string preset, model_path, weights = "q4_0", device = "auto", json_path, state_precision = "f32";
+  std::string preset, model_path, weights = "q4_0", device = "auto", json_path, state_precision = "f32", matvec = "auto";
   int threads = 0;
   BenchOptions o;
 };
@@ -65,6 +65,10 @@ void add_common_options(CLI::App& app, BenchCommand& c) {
   app.add_option("--state-precision", c.state_precision,
                  "Recurrent-state element type: f32, or bf16 (half the state memory and traffic; GPU backend only)")
       ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  app.add_option("--matvec", c.matvec,
+                 "Q4_0 decode matvec on the GPU: fma, tensor (tensor cores), or auto (tensor with 32+ streams)")
+      ->check(CLI::IsMember({"auto", "fma", "tensor"}))
       ->capture_default_str();
   app.add_option("--threads", c.threads, "CPU threads (backend and weight generation; 0 = all)")->check(CLI::Range(0, 4096));
   app.add_option("--json", c.json_path, "Also write the results as JSON to FILE");
@@ -173,6 +177,7 @@ int run_bench(BenchCommand& c) {
                         {"context_tokens", c.o.context_tokens},
                         {"seed", c.o.seed},
                         {"state_precision", runtime::state_precision_name(c.o.state_precision)},
+                        {"matvec", runtime::decode_matvec_name(c.o.decode_matvec)},
                         {"copy_gb_per_s", copy_gb_per_s},
                         {"results", rows_to_json(rows, prefill, copy_gb_per_s)}};
     std::ofstream out(c.json_path);
@@ -232,6 +237,7 @@ int bench_main(int argc, char** argv) {
                  c.state_precision.c_str());
     return 2;
   }
+  c.o.decode_matvec = runtime::parse_decode_matvec(c.matvec).value_or(runtime::DecodeMatvec::kAuto);
   if (c.mode == "prefill") {
     if (prefill->count("--steps") == 0) c.o.num_steps = 3;
     if (prefill->count("--warmup") == 0) c.o.num_warmup = 1;

@@ -199,6 +199,7 @@ runtime::CacheConfig bench_cache_config(const BenchOptions& o, bool prefill) {
   cache.max_verify_rows = prefill ? 1 : o.draft_rows;
   cache.max_step_rows = prefill ? max_streams * o.chunk_tokens : std::max(max_streams * o.draft_rows, o.chunk_tokens);
   cache.state_precision = o.state_precision;
+  cache.decode_matvec = o.decode_matvec;
   return cache;
 }
 

@@ -28,6 +28,28 @@ inline std::optional<StatePrecision> parse_state_precision(std::string_view text
   return std::nullopt;
 }
 
+// How a GPU backend multiplies Q4_0 weights in decode and verify steps (kernels/matmul_gpu.h
+// MatvecMath): kFma, f32 fused multiply-adds on the vector units (fastest for a few streams);
+// kTensor, exact products on the tensor cores with f32 sums (CUDA sm_80 and up; on the H200
+// 1.4-2.2x the throughput at 64 streams, 14-54% slower at one stream). Both are
+// batch-invariant, but they differ from each other in the last bits, so a backend keeps one
+// for its lifetime. kAuto: kTensor where the device has it and the backend has 32 or more
+// state slots (a server sized for throughput), else kFma. The CPU backend runs f32 either way
+// and refuses kTensor.
+enum class DecodeMatvec : int32_t { kAuto, kFma, kTensor };
+
+inline const char* decode_matvec_name(DecodeMatvec m) {
+  return m == DecodeMatvec::kFma ? "fma" : m == DecodeMatvec::kTensor ? "tensor" : "auto";
+}
+// "auto" / "fma" / "tensor"; nullopt for anything else.
+inline std::optional<DecodeMatvec> parse_decode_matvec(std::string_view text) {
+  if (text == "auto") return DecodeMatvec::kAuto;
+  if (text == "fma") return DecodeMatvec::kFma;
+  if (text == "tensor") return DecodeMatvec::kTensor;
+  return std::nullopt;
+}
+inline constexpr int32_t kTensorMatvecMinSlots = 32;  // DecodeMatvec::kAuto's threshold
+
 struct CacheConfig {
   int32_t num_state_slots = 16;   // sequences that can be live at once
   int32_t kv_block_tokens = 16;   // tokens per KV block
@@ -36,6 +58,7 @@ struct CacheConfig {
   int32_t max_step_rows = 0;      // rows one forward may carry (GPU workspaces are sized for it);
                                   // 0: the backend derives a bound (the CPU backend needs none)
   StatePrecision state_precision = StatePrecision::kF32;
+  DecodeMatvec decode_matvec = DecodeMatvec::kAuto;
 };
 
 // Memory a backend holds, for metrics and leak checks. Flat across requests once loaded:

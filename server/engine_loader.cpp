@@ -78,6 +78,7 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   const int32_t blocks = config.kv_blocks > 0 ? config.kv_blocks : slots * blocks_per_stream;
   runtime::CacheConfig cache{slots, block_tokens, blocks, 1 + draft_depth, config.max_batched_tokens};
   cache.state_precision = runtime::parse_state_precision(config.state_precision).value_or(runtime::StatePrecision::kF32);
+  cache.decode_matvec = runtime::parse_decode_matvec(config.matvec).value_or(runtime::DecodeMatvec::kAuto);
   stack->backend = runtime::make_backend(config.device, *stack->model, cache, config.cpu_threads);
   stack->runner = std::make_unique<scheduler::BackendRunner>(*stack->backend, context, draft_depth);
   scheduler::SchedulerConfig sched;

@@ -59,6 +59,7 @@ struct ServerConfig {
   int32_t draft_depth = -1;         // -1 = adaptive, 0 = speculation off
   int32_t cpu_threads = 0;
   std::string state_precision = "f32";  // recurrent (delta) states: f32 | bf16 (GPU backend only)
+  std::string matvec = "auto";           // Q4_0 decode matvec: auto | fma | tensor (runtime::DecodeMatvec)
 
   // Observability.
   bool vllm_metrics = false;        // also export vLLM's metric names

@@ -68,6 +68,14 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
   });
   if (const char* tf32 = std::getenv("DELTASERVE_GPU_PREFILL_TF32"); tf32 != nullptr && std::string(tf32) == "1")
     prefill_math_ = kernels::MatmulMath::kTf32;
+  const bool has_tensor = kernels::tensor_matvec_available();
+  if (cache_.decode_matvec == DecodeMatvec::kTensor && !has_tensor)
+    throw std::runtime_error("GPU backend: decode matvec 'tensor' needs bf16 tensor cores (CUDA sm_80 or newer); device " +
+                             std::to_string(device_) + " has none (use 'fma' or 'auto')");
+  const bool tensor = cache_.decode_matvec == DecodeMatvec::kTensor ||
+                      (cache_.decode_matvec == DecodeMatvec::kAuto && has_tensor &&
+                       cache_.num_state_slots >= kTensorMatvecMinSlots);
+  matvec_math_ = tensor ? kernels::MatvecMath::kTensorCores : kernels::MatvecMath::kCudaCores;
   size_buffers();
   const size_t slots = static_cast<size_t>(cache_.num_state_slots);
   live_entry_.resize(slots);
@@ -98,7 +106,8 @@ std::string GpuBackend::speed_settings() const {
          on(kernels::gpu::dependent_launch_enabled()) + ", L2 prefetch " + on(kernels::gpu::prefetch_enabled()) +
          ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", expert pair groups " +
          gpu::expert_grouping_setting() + ", prefill matmul " +
-         (prefill_math_ == kernels::MatmulMath::kTf32 ? "tf32" : "f32");
+         (prefill_math_ == kernels::MatmulMath::kTf32 ? "tf32" : "f32") + ", Q4_0 matvec " +
+         (matvec_math_ == kernels::MatvecMath::kTensorCores ? "tensor" : "fma");
 }
 
 // The preconditions of the kernels, as clear load-time errors instead of launch failures.

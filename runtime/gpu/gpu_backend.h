@@ -236,6 +236,9 @@ class GpuBackend final : public Backend {
   int64_t launches_last_forward_ = 0;
   // f32 unless DELTASERVE_GPU_PREFILL_TF32=1 (set at construction; set_prefill_math).
   kernels::MatmulMath prefill_math_ = kernels::MatmulMath::kF32;
+  // Q4_0 decode matvec arithmetic (cache_.decode_matvec resolved at start), set on the calling
+  // thread by every forward: the kernels' setting is per thread, the backend's for its lifetime.
+  kernels::MatvecMath matvec_math_ = kernels::MatvecMath::kCudaCores;
   int64_t bytes_to_host_last_forward_ = 0;
 };
 

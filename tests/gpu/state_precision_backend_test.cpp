@@ -3,7 +3,9 @@
 //   keep 1..4 rows and roll back) emits the tokens of plain one-row decoding, in bf16 as in
 //   f32; where f32 gets the plain run's logits and rolled-back states bitwise, bf16 does too;
 // - bf16 logits stay close to f32 logits over the same tokens (loose NMSE); the bf16 pools
-//   take about half the state bytes; read_delta_state returns bf16 values.
+//   take about half the state bytes; read_delta_state returns bf16 values;
+// - the same speculative == plain check on a Q4_0 model with the tensor-core decode matvec
+//   (CacheConfig::decode_matvec kTensor), bitwise, and its logits close to the fma matvec's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,9 +30,10 @@ using deltaserve::testing::random_tokens;
 
 constexpr int32_t kSeqs = 3, kBlocksPerSeq = 4, kDraftRows = 4, kNewTokens = 16;
 
-CacheConfig cache_config(StatePrecision precision) {
+CacheConfig cache_config(StatePrecision precision, DecodeMatvec matvec = DecodeMatvec::kAuto) {
   CacheConfig c{kSeqs, 16, kSeqs * kBlocksPerSeq, kDraftRows, 0};
   c.state_precision = precision;
+  c.decode_matvec = matvec;
   return c;
 }
 
@@ -76,7 +79,7 @@ class StatePrecisionTest : public ::testing::TestWithParam<bool> {
 
   // Prompts, then kNewTokens greedy tokens per slot, one row per step.
   Trace plain(StatePrecision precision) const {
-    GpuBackend b(*model_, cache_config(precision));
+    GpuBackend b(*model_, cache_config(precision, matvec_));
     Trace t;
     t.tokens.resize(kSeqs);
     std::vector<int32_t> cached(kSeqs), next(kSeqs);
@@ -102,7 +105,7 @@ class StatePrecisionTest : public ::testing::TestWithParam<bool> {
   // next tokens with one corrupted at a rotating index (none every 4th step): rows kept by
   // greedy acceptance, rollback, until every slot has kNewTokens tokens.
   Trace speculative(StatePrecision precision, const Trace& oracle) const {
-    GpuBackend b(*model_, cache_config(precision));
+    GpuBackend b(*model_, cache_config(precision, matvec_));
     Trace t;
     t.tokens.resize(kSeqs);
     std::vector<int32_t> cached(kSeqs), next(kSeqs);
@@ -150,6 +153,7 @@ class StatePrecisionTest : public ::testing::TestWithParam<bool> {
   }
 
   std::unique_ptr<LoadedModel> model_;
+  DecodeMatvec matvec_ = DecodeMatvec::kAuto;  // kSeqs slots: auto is the fma matvec
 };
 
 // Whether every logits row and state the speculative run saw is bitwise the plain run's.
@@ -223,6 +227,44 @@ TEST_P(StatePrecisionTest, Bf16LogitsCloseToF32AndHalfTheStateBytes) {
       ASSERT_EQ(bits & 0xffffu, 0u) << "slot " << s << ": not a bf16 value";
     }
   }
+}
+
+// The tensor-core matvec keeps greedy speculation exact: verify rows give the bits of one-row
+// steps (Q4_0 weights, the type it serves), and its tokens follow the fma matvec's closely.
+TEST_P(StatePrecisionTest, TensorMatvecSpeculativeGreedyEqualsPlainGreedy) {
+  model_ = deltaserve::testing::make_synthetic_model(GetParam(), kernels::DType::Q4_0, 58);
+  {
+    GpuBackend probe(*model_, cache_config(StatePrecision::kF32, DecodeMatvec::kTensor));
+    EXPECT_NE(probe.speed_settings().find("Q4_0 matvec tensor"), std::string::npos) << probe.speed_settings();
+  }
+  matvec_ = DecodeMatvec::kTensor;
+  const Trace p = plain(StatePrecision::kF32), s = speculative(StatePrecision::kF32, p);
+  for (int32_t slot = 0; slot < kSeqs; ++slot) EXPECT_EQ(s.tokens[slot], p.tokens[slot]) << "slot " << slot;
+  EXPECT_GT(s.num_partial, 0) << "no verify step rolled back";
+  EXPECT_TRUE(bitwise_as_plain(s, p)) << "tensor matvec: speculative logits/states not bitwise the plain ones";
+  matvec_ = DecodeMatvec::kFma;
+  const Trace f = plain(StatePrecision::kF32);
+  // Compared while both runs fed the same tokens (a near tie may part them later).
+  double worst = 0;
+  int compared = 0;
+  for (int32_t slot = 0; slot < kSeqs; ++slot) {
+    const int32_t start = static_cast<int32_t>(prompt(slot).size());
+    for (int32_t i = 0; i < kNewTokens && p.tokens[slot][i] == f.tokens[slot][i]; ++i, ++compared)
+      worst = std::max(worst, nmse(p.logits.at({slot, start + i}), f.logits.at({slot, start + i})));
+  }
+  EXPECT_GT(compared, 0);
+  EXPECT_LE(worst, 1e-6) << "tensor vs fma matvec logits";
+  std::printf("tensor vs fma matvec: worst logits NMSE %.3g over %d positions\n", worst, compared);
+}
+
+// Auto takes the tensor cores for servers of kTensorMatvecMinSlots+ slots (where the device has them).
+TEST(DecodeMatvecAuto, TensorFromThirtyTwoSlots) {
+  const std::unique_ptr<LoadedModel> model = deltaserve::testing::make_synthetic_model(true, kernels::DType::Q4_0, 59);
+  CacheConfig few{kTensorMatvecMinSlots - 1, 16, 4 * kTensorMatvecMinSlots, 1, 0},
+      many{kTensorMatvecMinSlots, 16, 4 * kTensorMatvecMinSlots, 1, 0};
+  EXPECT_NE(GpuBackend(*model, few).speed_settings().find("Q4_0 matvec fma"), std::string::npos);
+  const std::string want = kernels::tensor_matvec_available() ? "Q4_0 matvec tensor" : "Q4_0 matvec fma";
+  EXPECT_NE(GpuBackend(*model, many).speed_settings().find(want), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, StatePrecisionTest, ::testing::Values(true, false),

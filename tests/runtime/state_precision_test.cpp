@@ -38,5 +38,23 @@ TEST(StatePrecision, CpuBackendRefusesBf16) {
   }
 }
 
+TEST(DecodeMatvec, NamesRoundTripAndTheCpuBackendRefusesTensor) {
+  for (DecodeMatvec m : {DecodeMatvec::kAuto, DecodeMatvec::kFma, DecodeMatvec::kTensor})
+    EXPECT_EQ(parse_decode_matvec(decode_matvec_name(m)), m);
+  for (const char* bad : {"", "cuda", "Tensor", "tensor-cores", "fma "}) EXPECT_FALSE(parse_decode_matvec(bad).has_value()) << bad;
+  EXPECT_EQ(CacheConfig{}.decode_matvec, DecodeMatvec::kAuto);
+  const std::unique_ptr<LoadedModel> model = make_synthetic_model(find_preset("tiny-moe").config, kernels::DType::F32, 5, 1);
+  CacheConfig cache{1, 16, 4};
+  cache.decode_matvec = DecodeMatvec::kFma;
+  EXPECT_NO_THROW(CpuBackend(*model, cache, 1));
+  cache.decode_matvec = DecodeMatvec::kTensor;
+  try {
+    CpuBackend backend(*model, cache, 1);
+    ADD_FAILURE() << "the CPU backend accepted the tensor-core matvec";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'tensor' is supported by the GPU backend only"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace deltaserve::runtime

@@ -82,6 +82,18 @@ TEST(ServerConfig, StatePrecisionIsF32OrBf16) {
   std::remove(file.c_str());
 }
 
+TEST(ServerConfig, MatvecIsAutoFmaOrTensor) {
+  EXPECT_EQ(load({"--fake-engine"}).config.matvec, "auto");
+  EXPECT_EQ(load({"--fake-engine", "--matvec", "tensor"}).config.matvec, "tensor");
+  const std::string file = write_temp(R"({"matvec": "fma"})");
+  EXPECT_EQ(load({"--fake-engine", "--config", file}).config.matvec, "fma");
+  EXPECT_EQ(load({"--fake-engine", "--config", file, "--matvec", "auto"}).config.matvec, "auto");
+  const std::string error = config_error({"--fake-engine", "--matvec", "cuda"});
+  EXPECT_NE(error.find("--matvec"), std::string::npos) << error;
+  EXPECT_NE(error.find("'cuda'"), std::string::npos) << error;
+  std::remove(file.c_str());
+}
+
 TEST(ServerConfig, BadFlagExitsWithUsage) {
   const ServeInvocation inv = load({"--no-such-flag"});
   EXPECT_TRUE(inv.exit_now);
