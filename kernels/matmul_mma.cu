@@ -337,20 +337,25 @@ int max_tiles() {
   return tiles;
 }
 
+#if defined(DS_GPU_CUDA)
+// An attribute of the calling thread's device, or `fallback` where it cannot be read (no
+// device yet: the caller's own calls report that).
+int device_attribute(cudaDeviceAttr attribute, int fallback) {
+  int device = 0, value = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&value, attribute, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return fallback;
+  }
+  return value;
+}
+#endif
+
 int multiprocessors() {
 #if defined(DS_GPU_CUDA)
-  static const int count = [] {
-    int device = 0, n = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 132;
-    }
-    return n;
-  }();
+  static const int count = device_attribute(cudaDevAttrMultiProcessorCount, 132);
   return count;
 #else
-  return 64;  // never launched on HIP (matvec_math() is kCudaCores there)
+  return 64;  // HIP: never launched (matvec_math() is kCudaCores there)
 #endif
 }
 
@@ -378,15 +383,7 @@ gpuError_t launch_mma(const MatvecParams& p, gpuStream_t stream) {
 
 bool device_has_bf16_mma() {
 #if defined(DS_GPU_CUDA)
-  static const bool has = [] {
-    int device = 0, major = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    return major >= 8;
-  }();
+  static const bool has = device_attribute(cudaDevAttrComputeCapabilityMajor, 0) >= 8;
   return has;
 #else
   return false;
