@@ -5,7 +5,8 @@
 # later ones. Usage, from the repository root on the GPU host:
 #   scripts/gpu_host_checks.sh BUNDLE_DIR LOG_DIR [stage...]
 # stages: kernels backend kbench decode_tiny decode_35b decode_35b_eager decode_35b_fused_norm verify_35b serve soak sanitize
-#         sanitize_serve speculation prefill_35b prefill_35b_tf32 decode_27b trace_35b
+#         sanitize_serve speculation prefill_35b prefill_35b_tf32 decode_27b trace_35b matvec_ab
+# (matvec_ab: 35B-A3B and 27B decode with --matvec fma and --matvec tensor, side by side)
 # (decode_35b_eager: decode_35b with the step graphs off, DELTASERVE_GPU_GRAPHS=0;
 #  decode_35b_fused_norm: decode_35b with DELTASERVE_GPU_FUSE_NORM=1, graphs on and off)
 # (default: all but soak and sanitize)
@@ -102,6 +103,13 @@ for stage in "${stages[@]}"; do
       for rows in 1 2 3 4; do
         run_stage "verify_35b_rows$rows" 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 \
           --device cuda --batch 1,64 --context 512 --steps 10 --draft-rows "$rows" --accept "$rows"
+      done ;;
+    matvec_ab)  # the Q4_0 decode matvec on the CUDA cores and on the tensor cores, one binary
+      for m in fma tensor; do
+        run_stage "decode_35b_$m" 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda \
+          --batch 1,4,16,64 --context 1024 --steps 10 --matvec "$m"
+        run_stage "decode_27b_$m" 150 "$cli" bench decode --preset qwen3.6-27b --weights q4_0 --device cuda \
+          --batch 1,64 --context 512 --steps 10 --matvec "$m"
       done ;;
     *) echo "unknown stage $stage" ;;
   esac
