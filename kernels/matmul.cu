@@ -27,6 +27,8 @@ using gpu::DecodeQ4_K;
 using gpu::DecodeQ6_K;
 using matvec::MatvecParams;
 using matvec::MatvecSeg;
+using matvec::kPrefetchMaxMatrixBytes;
+using matvec::prefetch_block_weights;
 using matvec::kMaxSegs;
 using matvec::norm_epilogue;
 using matvec::segment_of;
@@ -35,11 +37,6 @@ constexpr int kThreads = 128;
 constexpr int kOutputsPerBlock = 8;
 constexpr int kMaxRowsPerGroup = 8;
 constexpr int64_t kMaxGridY = 65535;
-// Largest matrix (one segment; one expert) whose rows the matvec prefetches: on the H200 the
-// prefetch made the 35B-A3B's batch-1 step 5-7% faster (matrices <= 9.4 MB, and the expert
-// slices) but the 27B's 4% slower (matrices of 18-100 MB), also when only the first wave of
-// blocks prefetched.
-constexpr size_t kPrefetchMaxMatrixBytes = size_t{16} << 20;
 
 // acc[i][r] += dot(chunk of output i, x row r at x0..x0+3, x1..x1+3), elements in order.
 template <int O, int R>
@@ -56,24 +53,6 @@ __device__ __forceinline__ void multiply_chunk(const float (&wv)[O][8], const fl
       for (int e = 0; e < 8; ++e) acc[i][r] = fmaf(wv[i][e], xv[e], acc[i][r]);
     }
   }
-}
-
-// Asks L2 for the block's weight rows [first, first + count) of w (and of w_up when gated),
-// so the chunk walk's loads, each a round trip the lane waits for, hit L2 instead of HBM.
-// Plain segments call it before the grid dependency wait (gpu::prefetch_l2), so the fetch
-// overlaps the previous kernel's tail; expert segments after it, once the expert ids are
-// visible. Measured on the H200 with dependent launches (bench/RESULTS.md): 35B-A3B batch 1
-// -5 to -7% per step; slower on large matrices and at 64 streams, hence the limits in
-// launch_groups.
-// w / w_up: the segment's matrices, or for an expert segment this pair's expert's.
-__device__ __forceinline__ void prefetch_block_weights(const MatvecSeg& g, const uint8_t* w, const uint8_t* w_up) {
-  const int64_t per_block = w_up != nullptr ? kOutputsPerBlock / 2 : kOutputsPerBlock;
-  const int64_t first = (static_cast<int64_t>(blockIdx.x) - g.block_begin) * per_block;
-  const int64_t count = min(first + per_block, g.num_out) - first;
-  if (count <= 0) return;
-  const size_t offset = static_cast<size_t>(first) * g.w_row_bytes, bytes = static_cast<size_t>(count) * g.w_row_bytes;
-  gpu::prefetch_l2_range(w + offset, bytes);
-  if (w_up != nullptr) gpu::prefetch_l2_range(w_up + offset, bytes);
 }
 
 // Lane 0 of each warp: the warp's outputs for the group's valid rows.
@@ -146,7 +125,7 @@ __device__ __forceinline__ void matvec_group(const MatvecSeg& g, int64_t group, 
     w += e;
     if (gated) w_up += e;
     xs[0] = g.x + (group / g.pairs_per_x_row) * g.x_stride;
-    if (prefetch) prefetch_block_weights(g, w, w_up);
+    if (prefetch) prefetch_block_weights(g, w, w_up, kOutputsPerBlock);
   } else {
 #pragma unroll
     for (int r = 0; r < R; ++r) xs[r] = g.x + (row0 + (r < num_valid ? r : 0)) * g.x_stride;
@@ -213,7 +192,7 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const MatvecParams p) 
   const MatvecSeg g = segment_of(p);
   // Plain segments: the first row group fetches (the others read the same rows).
   const bool prefetch = p.prefetch_weights && p.group_offset == 0;
-  if (prefetch && g.expert_ids == nullptr && blockIdx.y == 0) prefetch_block_weights(g, g.w, g.w_up);
+  if (prefetch && g.expert_ids == nullptr && blockIdx.y == 0) prefetch_block_weights(g, g.w, g.w_up, kOutputsPerBlock);
   gpu::begin_kernel();
   if constexpr (kGrouped) {
     if (g.group_pairs != nullptr) {

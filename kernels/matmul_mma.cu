@@ -45,7 +45,6 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kRowsPerTile = 16;   // weight rows per tile: one mma's M
 constexpr int kColsPerTile = 8;    // activation rows per mma: N
 constexpr int64_t kMaxGridY = 65535;
-constexpr size_t kPrefetchMaxMatrixBytes = size_t{16} << 20;  // as the CUDA-core matvec (matmul.cu)
 
 #if defined(DS_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define DS_MMA_BF16 1
@@ -120,19 +119,6 @@ __device__ __forceinline__ LaneRows lane_rows(const MatvecSeg& g, int64_t tile, 
     lr.row_g8 = w + static_cast<size_t>(min(lr.out_g8, g.num_out - 1)) * g.w_row_bytes;
   }
   return lr;
-}
-
-// L2 prefetch of the block's weight rows before the grid dependency wait (matmul.cu's
-// prefetch_block_weights, same policy).
-__device__ __forceinline__ void prefetch_block_rows(const MatvecSeg& g) {
-  const int64_t block = static_cast<int64_t>(blockIdx.x) - g.block_begin;
-  const int64_t per_block = (g.w_up != nullptr ? kRowsPerTile / 2 : kRowsPerTile) * (kWarps / g.mma_k_slices);
-  const int64_t first = block * per_block;
-  const int64_t count = min(first + per_block, g.num_out) - first;
-  if (count <= 0) return;
-  const size_t offset = static_cast<size_t>(first) * g.w_row_bytes, bytes = static_cast<size_t>(count) * g.w_row_bytes;
-  gpu::prefetch_l2_range(g.w + offset, bytes);
-  if (g.w_up != nullptr) gpu::prefetch_l2_range(g.w_up + offset, bytes);
 }
 
 // Column `col` of row group `group`: its activation row (x and y), or -1 past the rows.
@@ -262,7 +248,8 @@ template <int NT, bool kNorm>
 __global__ void __launch_bounds__(kThreads, NT <= 2 ? 4 : 2) matvec_mma_kernel(const MatvecParams p) {
 #if defined(DS_MMA_BF16)
   const MatvecSeg g = matvec::segment_of(p);
-  if (p.prefetch_weights && p.group_offset == 0 && blockIdx.y == 0) prefetch_block_rows(g);
+  if (p.prefetch_weights && p.group_offset == 0 && blockIdx.y == 0)
+    matvec::prefetch_block_weights(g, g.w, g.w_up, kRowsPerTile * (kWarps / g.mma_k_slices));
   gpu::begin_kernel();
   __shared__ float partial[kWarps][NT][32][4];
   const int64_t group = p.group_offset + blockIdx.y;
@@ -314,7 +301,7 @@ gpuError_t launch_tiles(MatvecParams p, gpuStream_t stream) {
     g.mma_k_slices = k_slices(g);
     grid_x += segment_blocks(g);
     num_groups = g.num_groups > num_groups ? g.num_groups : num_groups;
-    small_matrices = small_matrices && static_cast<size_t>(g.num_out) * g.w_row_bytes <= kPrefetchMaxMatrixBytes;
+    small_matrices = small_matrices && static_cast<size_t>(g.num_out) * g.w_row_bytes <= matvec::kPrefetchMaxMatrixBytes;
   }
   p.prefetch_weights = gpu::prefetch_enabled() && NT == 1 && num_groups <= 32 && small_matrices;
   for (int64_t first = 0; first < num_groups; first += kMaxGridY) {

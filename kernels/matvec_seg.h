@@ -47,6 +47,12 @@ struct MatvecSeg {
   unsigned* norm_counters;    // [num_groups], zero between launches
 };
 
+// Largest matrix (one segment; one expert) whose rows the matvec prefetches: on the H200 the
+// prefetch made the 35B-A3B's batch-1 step 5-7% faster (matrices <= 9.4 MB, and the expert
+// slices) but the 27B's 4% slower (matrices of 18-100 MB), also when only the first wave of
+// blocks prefetched.
+inline constexpr size_t kPrefetchMaxMatrixBytes = size_t{16} << 20;
+
 constexpr int kMaxSegs = kMaxMatmulSegments;
 struct MatvecParams {
   MatvecSeg seg[kMaxSegs];
@@ -83,6 +89,27 @@ __device__ inline void norm_epilogue(const MatvecSeg& g, int64_t group, int64_t 
                                        g.num_out, g.norm_eps, scratch);
   }
   if (threadIdx.x == 0) g.norm_counters[group] = 0;
+}
+
+// Asks L2 for the block's weight rows [first, first + count) of w (and of w_up when gated),
+// so the chunk walk's loads, each a round trip the lane waits for, hit L2 instead of HBM.
+// Plain segments call it before the grid dependency wait (gpu::prefetch_l2), so the fetch
+// overlaps the previous kernel's tail; expert segments after it, once the expert ids are
+// visible. Measured on the H200 with dependent launches (bench/RESULTS.md): 35B-A3B batch 1
+// -5 to -7% per step; slower on large matrices and at 64 streams, hence the limits in
+// the launchers (kPrefetchMaxMatrixBytes).
+// w / w_up: the segment's matrices, or for an expert segment this pair's expert's;
+// rows_per_block: the weight rows each block walks (a gated block's outputs are half of them:
+// one W row and one W_up row each).
+__device__ __forceinline__ void prefetch_block_weights(const MatvecSeg& g, const uint8_t* w, const uint8_t* w_up,
+                                                       int64_t rows_per_block) {
+  const int64_t per_block = w_up != nullptr ? rows_per_block / 2 : rows_per_block;
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) - g.block_begin) * per_block;
+  const int64_t count = min(first + per_block, g.num_out) - first;
+  if (count <= 0) return;
+  const size_t offset = static_cast<size_t>(first) * g.w_row_bytes, bytes = static_cast<size_t>(count) * g.w_row_bytes;
+  gpu::prefetch_l2_range(w + offset, bytes);
+  if (w_up != nullptr) gpu::prefetch_l2_range(w_up + offset, bytes);
 }
 
 // The tensor-core Q4_0 launch (matmul_mma.cu) of plain segments (gated and norm epilogue
