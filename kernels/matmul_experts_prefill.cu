@@ -25,10 +25,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/gpu_compat.h"
 #include "kernels/gpu_decode.h"
 #include "kernels/matmul_tile.h"
+#include "kernels/matmul_tile_exact.h"
 
 namespace deltaserve::kernels {
 namespace {
@@ -46,7 +48,8 @@ constexpr int64_t kMaxGridY = 65535;
 // Pairs per tile: an expert gets ~num_pairs * k / num_experts pairs per chunk (16 for 512
 // rows of the 35B-A3B), so small tiles waste little; f32 keeps 32 (its thread tile needs 2
 // rows per thread to stay ahead of shared-memory bandwidth), TF32 takes one mma row block.
-constexpr int tile_pairs(bool tf32) { return gpu::tile_rows(tf32 ? 16 : 32); }
+// The exact tensor-core tile (Q4_0) takes 16 too.
+constexpr int tile_pairs(MatmulMath math) { return gpu::tile_rows(math == MatmulMath::kF32 ? 32 : 16); }
 
 __global__ void __launch_bounds__(kPlanThreads)
     plan_kernel(const int32_t* ids, int64_t num_pairs, int32_t* offsets, int32_t* sorted) {
@@ -123,7 +126,7 @@ __device__ __forceinline__ bool find_tile(const TiledParams& p, int64_t slot, in
   return true;
 }
 
-template <class D, int kTilePairs, bool kTf32>
+template <class D, int kTilePairs, MatmulMath kMath>
 __global__ void __launch_bounds__(kThreads) experts_tiled_kernel(const TiledParams p) {
   gpu::begin_kernel();
   extern __shared__ __align__(128) unsigned char smem[];
@@ -150,7 +153,11 @@ __global__ void __launch_bounds__(kThreads) experts_tiled_kernel(const TiledPara
   const size_t stack_bytes = static_cast<size_t>(p.num_experts) * p.expert_bytes;
   const gpu::TileWeightEnds ends{p.w + stack_bytes, gated ? p.w_up + stack_bytes : p.w + stack_bytes,
                                  gated ? cols_per_block : gpu::kTileCols};
-  gpu::tile_run<D, kTilePairs, kTf32>(x_row_of, w_row_of, p.num_in, num, p.w_aligned16, ends, smem);
+  if constexpr (kMath == MatmulMath::kTensorExact) {
+    gpu::tile_run_exact<kTilePairs>(x_row_of, w_row_of, p.num_in, num, p.w_aligned16, ends, smem);
+  } else {
+    gpu::tile_run<D, kTilePairs, kMath == MatmulMath::kTf32>(x_row_of, w_row_of, p.num_in, num, p.w_aligned16, ends, smem);
+  }
 
   // Coalesced epilogue over (pair, output); gated: swiglu_gpu's expression on the two sums,
   // bit-identical to the unfused pair.
@@ -169,13 +176,14 @@ __global__ void __launch_bounds__(kThreads) experts_tiled_kernel(const TiledPara
   }
 }
 
-template <class D, bool kTf32>
+template <class D, MatmulMath kMath>
 gpuError_t launch_math(TiledParams p, int64_t num_pairs, gpuStream_t stream) {
-  constexpr int kTilePairs = tile_pairs(kTf32);
+  constexpr int kTilePairs = tile_pairs(kMath);
   const int64_t num_slots = num_pairs / kTilePairs + p.num_experts;  // see the slot note above
-  constexpr size_t kSmemBytes = gpu::tile_smem_bytes<D, kTilePairs>();
+  constexpr size_t kSmemBytes =
+      kMath == MatmulMath::kTensorExact ? gpu::tile_exact_smem_bytes<kTilePairs>() : gpu::tile_smem_bytes<D, kTilePairs>();
 #if defined(DS_GPU_CUDA)
-  const cudaError_t err = cudaFuncSetAttribute(experts_tiled_kernel<D, kTilePairs, kTf32>,
+  const cudaError_t err = cudaFuncSetAttribute(experts_tiled_kernel<D, kTilePairs, kMath>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes));
   if (err != cudaSuccess) return err;
 #endif
@@ -184,20 +192,24 @@ gpuError_t launch_math(TiledParams p, int64_t num_pairs, gpuStream_t stream) {
   for (int64_t first = 0; first < num_slots; first += kMaxGridY) {
     p.slot_offset = first;
     const dim3 grid(grid_x, static_cast<unsigned>(num_slots - first < kMaxGridY ? num_slots - first : kMaxGridY));
-    gpu::launch(experts_tiled_kernel<D, kTilePairs, kTf32>, grid, kThreads, kSmemBytes, stream, p);
+    gpu::launch(experts_tiled_kernel<D, kTilePairs, kMath>, grid, kThreads, kSmemBytes, stream, p);
   }
   return gpuGetLastError();
 }
 
-// HIP has no TF32 form: kTf32 runs the f32 kernel there (one instantiation).
+// HIP has no TF32 or bf16 mma form: they run the f32 kernel there (one instantiation); so do
+// kTensorExact for weights other than Q4_0 and devices without bf16 mma.
 template <class D>
 gpuError_t launch_tiled(const TiledParams& p, int64_t num_pairs, MatmulMath math, gpuStream_t stream) {
 #if defined(DS_GPU_CUDA)
-  if (math == MatmulMath::kTf32) return launch_math<D, true>(p, num_pairs, stream);
+  if constexpr (std::is_same_v<D, DecodeQ4_0>) {
+    if (math == MatmulMath::kTensorExact && tensor_exact_available()) return launch_math<D, MatmulMath::kTensorExact>(p, num_pairs, stream);
+  }
+  if (math == MatmulMath::kTf32) return launch_math<D, MatmulMath::kTf32>(p, num_pairs, stream);
 #else
   (void)math;
 #endif
-  return launch_math<D, false>(p, num_pairs, stream);
+  return launch_math<D, MatmulMath::kF32>(p, num_pairs, stream);
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }

@@ -58,7 +58,14 @@ bool tensor_matvec_available();  // the current device has bf16 mma (CUDA sm_80 
 // instead of ~1e-13, so a caller picks it per use (e.g. prefill-only projections). Measured on
 // an H200 it is no faster yet (Q4_0 8192x2048, 512 rows: 865 us vs 834 us f32): the tile is
 // bound by staging (per-row uncoalesced x and weight loads, decode, barriers), not by the FMAs.
-enum class MatmulMath { kF32, kTf32 };
+// kTensorExact: Q4_0 weights on bf16 tensor cores with exact products (matmul_tile_exact.h: the
+// weight as the integer q - 8, the activation as three bf16 parts; the tensor core sums each
+// block's products, one fused multiply-add by the block's scale), CUDA sm_80 and up; other
+// weight types, HIP and older targets run kF32. Batch-invariant like the others, NMSE ~1e-13
+// against matmul_ref (the f32 tile's order of error), but its own bits. tensor_exact_available()
+// says whether the current device runs it.
+enum class MatmulMath { kF32, kTf32, kTensorExact };
+bool tensor_exact_available();
 gpuError_t matmul_prefill_gpu(const MatmulArgs& args, gpuStream_t stream, MatmulMath math = MatmulMath::kF32);
 
 // matmul_gpu followed by an RMS norm of the finished rows, in one launch (the decode step's

@@ -33,12 +33,17 @@
 #include "kernels/gpu_compat.h"
 #include "kernels/matmul_gpu.h"
 #include "kernels/matvec_seg.h"
+#include "kernels/mma_bf16.h"
 
 namespace deltaserve::kernels {
 namespace {
 
 using matvec::MatvecParams;
 using matvec::MatvecSeg;
+#if defined(DS_MMA_BF16)
+using gpu::mma::Q4_0Fragments;
+using gpu::mma::SplitPair;
+#endif
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
@@ -46,52 +51,8 @@ constexpr int kRowsPerTile = 16;   // weight rows per tile: one mma's M
 constexpr int kColsPerTile = 8;    // activation rows per mma: N
 constexpr int64_t kMaxGridY = 65535;
 
-#if defined(DS_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define DS_MMA_BF16 1
-#endif
-
 #if defined(DS_MMA_BF16)
 constexpr int kQ4_0Bytes = 18;
-
-// Two f32 -> bf16x2, rounded to nearest: `first` in the low half (the lower fragment slot).
-__device__ __forceinline__ uint32_t pack_bf16x2(float first, float second) {
-  uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(second), "f"(first));
-  return r;
-}
-__device__ __forceinline__ float low_bf16(uint32_t v) { return __uint_as_float(v << 16); }
-__device__ __forceinline__ float high_bf16(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
-
-// (first, second) = hi + mid + lo exactly: each remainder has at most 16, then 8, significant
-// bits, so the subtractions are exact and the last rounding is too.
-struct SplitPair {
-  uint32_t hi, mid, lo;
-};
-__device__ __forceinline__ SplitPair split_pair(float first, float second) {
-  SplitPair s;
-  s.hi = pack_bf16x2(first, second);
-  const float r0 = __fsub_rn(first, low_bf16(s.hi)), r1 = __fsub_rn(second, high_bf16(s.hi));
-  s.mid = pack_bf16x2(r0, r1);
-  s.lo = pack_bf16x2(__fsub_rn(r0, low_bf16(s.mid)), __fsub_rn(r1, high_bf16(s.mid)));
-  return s;
-}
-
-// Nibble bytes n0..n3 (one per byte) -> bf16x2 (n_first - 8, n_second - 8): the byte goes into
-// the mantissa of 0x4300 (bf16 128 + n, exact), then one fused bf16x2 op subtracts 136.
-__device__ __forceinline__ uint32_t nibbles_to_bf16x2(uint32_t nibbles, uint32_t selector) {
-  const uint32_t biased = __byte_perm(nibbles, 0x43434343u, selector);
-  uint32_t r;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(biased), "r"(0x3f803f80u), "r"(0xc308c308u));
-  return r;
-}
-
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 // Tile `tile`'s weight rows for lane rows g and g + 8 (clamped to the last row, so loads stay
 // in the matrix; such outputs are not written).
@@ -166,13 +127,7 @@ __device__ __forceinline__ void mma_group(const MatvecSeg& g, int64_t group, flo
     const float d_g8 = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(blk_g8));
     const uint32_t q_g = gpu::load_u32_align2(blk_g + 2 + 4 * lane_quad);
     const uint32_t q_g8 = gpu::load_u32_align2(blk_g8 + 2 + 4 * lane_quad);
-    // A fragments: low nibbles (elements 4c.. of the block), high nibbles (16 + 4c..).
-    const uint32_t lo_g = q_g & 0x0f0f0f0fu, lo_g8 = q_g8 & 0x0f0f0f0fu;
-    const uint32_t hi_g = (q_g >> 4) & 0x0f0f0f0fu, hi_g8 = (q_g8 >> 4) & 0x0f0f0f0fu;
-    const uint32_t a_lo[4] = {nibbles_to_bf16x2(lo_g, 0x4140u), nibbles_to_bf16x2(lo_g8, 0x4140u),
-                              nibbles_to_bf16x2(lo_g, 0x4342u), nibbles_to_bf16x2(lo_g8, 0x4342u)};
-    const uint32_t a_hi[4] = {nibbles_to_bf16x2(hi_g, 0x4140u), nibbles_to_bf16x2(hi_g8, 0x4140u),
-                              nibbles_to_bf16x2(hi_g, 0x4342u), nibbles_to_bf16x2(hi_g8, 0x4342u)};
+    const Q4_0Fragments a = gpu::mma::q4_0_fragments(q_g, q_g8);
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       if (t >= num_tiles) continue;
@@ -181,21 +136,11 @@ __device__ __forceinline__ void mma_group(const MatvecSeg& g, int64_t group, flo
         xa = *reinterpret_cast<const float4*>(xs[t] + 32 * kb);
         xb = *reinterpret_cast<const float4*>(xs[t] + 32 * kb + 16);
       }
-      const SplitPair lo0 = split_pair(xa.x, xa.y), lo1 = split_pair(xa.z, xa.w);
-      const SplitPair hi0 = split_pair(xb.x, xb.y), hi1 = split_pair(xb.z, xb.w);
-      // The block's sum as two independent chains (low and high nibbles, smallest parts
-      // first, so the tensor core's latency overlaps), added, then one fused multiply-add by d.
-      float s_lo[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s_hi[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      mma_bf16(s_lo, a_lo, lo0.lo, lo1.lo);
-      mma_bf16(s_hi, a_hi, hi0.lo, hi1.lo);
-      mma_bf16(s_lo, a_lo, lo0.mid, lo1.mid);
-      mma_bf16(s_hi, a_hi, hi0.mid, hi1.mid);
-      mma_bf16(s_lo, a_lo, lo0.hi, lo1.hi);
-      mma_bf16(s_hi, a_hi, hi0.hi, hi1.hi);
-      acc[t][0] = fmaf(d_g, s_lo[0] + s_hi[0], acc[t][0]);
-      acc[t][1] = fmaf(d_g, s_lo[1] + s_hi[1], acc[t][1]);
-      acc[t][2] = fmaf(d_g8, s_lo[2] + s_hi[2], acc[t][2]);
-      acc[t][3] = fmaf(d_g8, s_lo[3] + s_hi[3], acc[t][3]);
+      const SplitPair lo0 = gpu::mma::split_pair(xa.x, xa.y), lo1 = gpu::mma::split_pair(xa.z, xa.w);
+      const SplitPair hi0 = gpu::mma::split_pair(xb.x, xb.y), hi1 = gpu::mma::split_pair(xb.z, xb.w);
+      const uint32_t b_lo[3][2] = {{lo0.lo, lo1.lo}, {lo0.mid, lo1.mid}, {lo0.hi, lo1.hi}};
+      const uint32_t b_hi[3][2] = {{hi0.lo, hi1.lo}, {hi0.mid, hi1.mid}, {hi0.hi, hi1.hi}};
+      gpu::mma::q4_0_block_mma(acc[t], a, b_lo, b_hi, d_g, d_g8);
     }
   }
 #pragma unroll

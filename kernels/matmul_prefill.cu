@@ -4,16 +4,20 @@
 // the per-element arithmetic does not depend on the tile, so its pairs get the same bits as
 // this kernel on that expert's matrix). Each weight tile is decoded into shared memory once
 // per 64 rows; each y[r][o] is one fused multiply-add chain over k, k ascending
-// (MatmulMath::kTf32 on CUDA sm_80+: TF32 mma.sync steps of 8 over k, k ascending).
+// (MatmulMath::kTf32 on CUDA sm_80+: TF32 mma.sync steps of 8 over k, k ascending;
+// kTensorExact, Q4_0 weights: matmul_tile_exact.h's exact bf16 products, per 32-element block).
 //
-// Shared memory: tile_smem_bytes (dynamic, <= 100,352 bytes; CUDA raises the limit).
+// Shared memory: tile_smem_bytes / tile_exact_smem_bytes (dynamic, <= 100,352 bytes; CUDA
+// raises the limit).
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/gpu_compat.h"
 #include "kernels/gpu_decode.h"
 #include "kernels/matmul_gpu.h"
 #include "kernels/matmul_tile.h"
+#include "kernels/matmul_tile_exact.h"
 
 namespace deltaserve::kernels {
 namespace {
@@ -31,7 +35,7 @@ constexpr int kTileRows = gpu::tile_rows(64);
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-template <class D, bool kTf32>
+template <class D, MatmulMath kMath>
 __global__ void __launch_bounds__(kThreads) matmul_tiled_kernel(const MatmulArgs a, bool w_aligned16) {
   gpu::begin_kernel();
   extern __shared__ __align__(128) unsigned char smem[];
@@ -46,8 +50,12 @@ __global__ void __launch_bounds__(kThreads) matmul_tiled_kernel(const MatmulArgs
     return static_cast<const uint8_t*>(a.w) + static_cast<size_t>(min(out0 + c, a.num_out - 1)) * a.w_row_bytes;
   };
   const uint8_t* w_end = static_cast<const uint8_t*>(a.w) + static_cast<size_t>(a.num_out) * a.w_row_bytes;
-  gpu::tile_run<D, kTileRows, kTf32>(x_row_of, w_row_of, a.num_in, num_live_rows, w_aligned16,
-                                     gpu::TileWeightEnds{w_end, w_end, gpu::kTileCols}, smem);
+  const gpu::TileWeightEnds ends{w_end, w_end, gpu::kTileCols};
+  if constexpr (kMath == MatmulMath::kTensorExact) {
+    gpu::tile_run_exact<kTileRows>(x_row_of, w_row_of, a.num_in, num_live_rows, w_aligned16, ends, smem);
+  } else {
+    gpu::tile_run<D, kTileRows, kMath == MatmulMath::kTf32>(x_row_of, w_row_of, a.num_in, num_live_rows, w_aligned16, ends, smem);
+  }
 
   // Coalesced epilogue: consecutive threads write consecutive outputs of a row.
   const float* c = gpu::tile_c(smem);
@@ -61,29 +69,34 @@ __global__ void __launch_bounds__(kThreads) matmul_tiled_kernel(const MatmulArgs
   }
 }
 
-template <class D, bool kTf32>
+template <class D, MatmulMath kMath>
 gpuError_t launch_math(const MatmulArgs& a, gpuStream_t stream) {
-  constexpr size_t kSmemBytes = gpu::tile_smem_bytes<D, kTileRows>();
+  constexpr size_t kSmemBytes =
+      kMath == MatmulMath::kTensorExact ? gpu::tile_exact_smem_bytes<kTileRows>() : gpu::tile_smem_bytes<D, kTileRows>();
 #if defined(DS_GPU_CUDA)
-  const cudaError_t err = cudaFuncSetAttribute(matmul_tiled_kernel<D, kTf32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  const cudaError_t err = cudaFuncSetAttribute(matmul_tiled_kernel<D, kMath>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(kSmemBytes));
   if (err != cudaSuccess) return err;
 #endif
   const dim3 grid(static_cast<unsigned>((a.num_out + kTileOut - 1) / kTileOut),
                   static_cast<unsigned>((a.num_rows + kTileRows - 1) / kTileRows));
-  gpu::launch(matmul_tiled_kernel<D, kTf32>, grid, kThreads, kSmemBytes, stream, a, aligned16(a.w));
+  gpu::launch(matmul_tiled_kernel<D, kMath>, grid, kThreads, kSmemBytes, stream, a, aligned16(a.w));
   return gpuGetLastError();
 }
 
-// HIP has no TF32 form: kTf32 runs the f32 kernel there (one instantiation).
+// HIP has no TF32 or bf16 mma form: they run the f32 kernel there (one instantiation); so do
+// kTensorExact for weights other than Q4_0 and devices without bf16 mma.
 template <class D>
 gpuError_t launch(const MatmulArgs& a, MatmulMath math, gpuStream_t stream) {
 #if defined(DS_GPU_CUDA)
-  if (math == MatmulMath::kTf32) return launch_math<D, true>(a, stream);
+  if constexpr (std::is_same_v<D, DecodeQ4_0>) {
+    if (math == MatmulMath::kTensorExact && tensor_exact_available()) return launch_math<D, MatmulMath::kTensorExact>(a, stream);
+  }
+  if (math == MatmulMath::kTf32) return launch_math<D, MatmulMath::kTf32>(a, stream);
 #else
   (void)math;
 #endif
-  return launch_math<D, false>(a, stream);
+  return launch_math<D, MatmulMath::kF32>(a, stream);
 }
 
 bool valid(const MatmulArgs& a) {
@@ -98,6 +111,8 @@ bool valid(const MatmulArgs& a) {
 }
 
 }  // namespace
+
+bool tensor_exact_available() { return tensor_matvec_available(); }
 
 gpuError_t matmul_prefill_gpu(const MatmulArgs& a, gpuStream_t stream, MatmulMath math) {
   if (!valid(a) || a.num_rows > int64_t{65535} * kTileRows) return gpuErrorInvalidValue;

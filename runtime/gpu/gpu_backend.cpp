@@ -18,6 +18,28 @@
 namespace deltaserve::runtime {
 namespace {
 
+// The tiled prefill products: the exact bf16 tensor-core form for Q4_0 where the device has
+// bf16 mma (its bits are as close to the f32 reference as the f32 tiles', and on the H200 it is
+// several times faster), else f32. DELTASERVE_GPU_PREFILL_MATH=f32|tf32|exact overrides it for
+// side-by-side runs (exact falls back to f32 where it cannot run); DELTASERVE_GPU_PREFILL_TF32=1
+// is the older name for tf32.
+kernels::MatmulMath default_prefill_math() {
+  if (const char* v = std::getenv("DELTASERVE_GPU_PREFILL_MATH"); v != nullptr) {
+    const std::string s(v);
+    if (s == "f32") return kernels::MatmulMath::kF32;
+    if (s == "tf32") return kernels::MatmulMath::kTf32;
+    if (s == "exact") return kernels::MatmulMath::kTensorExact;
+    std::fprintf(stderr, "deltaserve: DELTASERVE_GPU_PREFILL_MATH='%s' is not f32, tf32 or exact; using the default\n", v);
+  }
+  if (const char* tf32 = std::getenv("DELTASERVE_GPU_PREFILL_TF32"); tf32 != nullptr && std::string(tf32) == "1")
+    return kernels::MatmulMath::kTf32;
+  return kernels::tensor_exact_available() ? kernels::MatmulMath::kTensorExact : kernels::MatmulMath::kF32;
+}
+
+const char* prefill_math_name(kernels::MatmulMath m) {
+  return m == kernels::MatmulMath::kTf32 ? "tf32" : m == kernels::MatmulMath::kTensorExact ? "exact-tensor (Q4_0)" : "f32";
+}
+
 [[noreturn]] void unsupported(const std::string& what) {
   throw std::runtime_error("GPU backend: model shape not supported by the GPU kernels: " + what);
 }
@@ -66,8 +88,7 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
   weights_ = std::make_unique<gpu::GpuWeights>(config_, model_.weights, [this](const std::string& line) {
     std::fprintf(stderr, "deltaserve: %s backend, device %d: %s\n", name().c_str(), device_, line.c_str());
   });
-  if (const char* tf32 = std::getenv("DELTASERVE_GPU_PREFILL_TF32"); tf32 != nullptr && std::string(tf32) == "1")
-    prefill_math_ = kernels::MatmulMath::kTf32;
+  prefill_math_ = default_prefill_math();
   const bool has_tensor = kernels::tensor_matvec_available();
   if (cache_.decode_matvec == DecodeMatvec::kTensor && !has_tensor)
     throw std::runtime_error("GPU backend: decode matvec 'tensor' needs bf16 tensor cores (CUDA sm_80 or newer); device " +
@@ -105,8 +126,7 @@ std::string GpuBackend::speed_settings() const {
   return std::string("step graphs ") + on(graphs_enabled()) + ", dependent launches " +
          on(kernels::gpu::dependent_launch_enabled()) + ", L2 prefetch " + on(kernels::gpu::prefetch_enabled()) +
          ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", expert pair groups " +
-         gpu::expert_grouping_setting() + ", prefill matmul " +
-         (prefill_math_ == kernels::MatmulMath::kTf32 ? "tf32" : "f32") + ", Q4_0 matvec " +
+         gpu::expert_grouping_setting() + ", prefill matmul " + prefill_math_name(prefill_math_) + ", Q4_0 matvec " +
          (matvec_math_ == kernels::MatvecMath::kTensorCores ? "tensor" : "fma");
 }
 

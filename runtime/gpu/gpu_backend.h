@@ -105,12 +105,13 @@ class GpuBackend final : public Backend {
   void rollback(int32_t slot, int32_t num_rows_kept) override;
   BackendMemoryStats memory_stats() const override;
   int32_t prefill_chunk_align() const override { return kPrefillChunkAlign; }
-  // Products of the tiled prefill matmuls: f32 FMA (default) or TF32 tensor cores (CUDA
-  // sm_80+; the kernels fall back to f32 elsewhere), also chosen by the environment
-  // variable DELTASERVE_GPU_PREFILL_TF32=1. TF32 is ~1.3x faster on a 512-token prefill of
-  // the 35B-A3B (bench/RESULTS.md) but rounds x and the weights to 11 bits: on the embedded
-  // trained model the first decode logits after a TF32 prefill differ from the f32 CPU's by
-  // NMSE ~7e-4 (f32: < 1e-5). Decode and verify rows are unaffected either way.
+  // Products of the tiled prefill matmuls: by default the exact bf16 tensor-core form for Q4_0
+  // weights where the device has bf16 mma (kernels::MatmulMath::kTensorExact: exact products,
+  // f32 sums; the other weight types run f32 FMA), else f32 FMA; the environment variable
+  // DELTASERVE_GPU_PREFILL_MATH=f32|tf32|exact overrides it (DELTASERVE_GPU_PREFILL_TF32=1: tf32).
+  // TF32 rounds x and the weights to 11 bits: on the embedded trained model the first decode
+  // logits after a TF32 prefill differ from the f32 CPU's by NMSE ~7e-4 (f32: < 1e-5). Decode and
+  // verify rows are unaffected either way.
   void set_prefill_math(kernels::MatmulMath math) { prefill_math_ = math; }
   // Kernels launched since construction (a graph replay counts its kernel nodes).
   int64_t kernel_launches() const override { return launches_; }
@@ -234,7 +235,7 @@ class GpuBackend final : public Backend {
   mutable gpu::KernelTrace trace_;           // fed by DS_GPU_LAUNCH through context() while on
   bool graphs_after_trace_ = false;          // the graph setting to restore when tracing stops
   int64_t launches_last_forward_ = 0;
-  // f32 unless DELTASERVE_GPU_PREFILL_TF32=1 (set at construction; set_prefill_math).
+  // Set at construction (see set_prefill_math).
   kernels::MatmulMath prefill_math_ = kernels::MatmulMath::kF32;
   // Q4_0 decode matvec arithmetic (cache_.decode_matvec resolved at start), set on the calling
   // thread by every forward: the kernels' setting is per thread, the backend's for its lifetime.

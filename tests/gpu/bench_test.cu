@@ -139,6 +139,11 @@ void bench_matmul(DType type, int64_t in, int64_t out, int64_t rows, const char*
          us, static_cast<double>(bytes) + 4.0 * rows * (in + out));
 }
 
+// "<kernel>_gpu ", "<kernel>_tf32 " or "<kernel>_exact " by the tile's math.
+std::string math_label(MatmulMath math, const char* kernel) {
+  return std::string(kernel) + (math == MatmulMath::kTf32 ? "_tf32 " : math == MatmulMath::kTensorExact ? "_exact " : "_gpu ");
+}
+
 // Prefill: rows x out x in multiply-adds; GB/s column shows TFLOP/s x 1000 here (2 flops each).
 void bench_prefill(DType type, int64_t in, int64_t out, int64_t rows, const char* what, MatmulMath math = MatmulMath::kF32) {
   const size_t bytes = dtype_row_bytes(type, in) * static_cast<size_t>(out);
@@ -150,7 +155,7 @@ void bench_prefill(DType type, int64_t in, int64_t out, int64_t rows, const char
     MatmulArgs a{w.get(), type, in, out, dtype_row_bytes(type, in), x.get(), rows, in, y.get(), out};
     CHECK_GPU(matmul_prefill_gpu(a, nullptr, math));
   });
-  report(std::string(math == MatmulMath::kTf32 ? "matmul_prefill_tf32 " : "matmul_prefill_gpu ") + std::string(dtype_name(type)),
+  report(std::string(math_label(math, "matmul_prefill")) + std::string(dtype_name(type)),
          std::string(what) + " " + std::to_string(out) + "x" + std::to_string(in) + " rows=" + std::to_string(rows) + " (GFLOP/s)",
          us, 2.0 * static_cast<double>(rows) * static_cast<double>(out) * static_cast<double>(in));
 }
@@ -212,9 +217,8 @@ void bench_experts_prefill(DType type, int64_t in, int64_t out, int64_t experts,
   const double flops = (gated ? 4.0 : 2.0) * static_cast<double>(pairs) * static_cast<double>(out) * static_cast<double>(in);
   const std::string shape = std::string(down ? "down " : gated ? "gate*up " : "gate ") + std::to_string(out) + "x" +
                             std::to_string(in) + " E=" + std::to_string(experts) + " pairs=" + std::to_string(pairs) + " (GFLOP/s)";
-  report(std::string(math == MatmulMath::kTf32 ? "experts_prefill_tf32 " : "experts_prefill ") + std::string(dtype_name(type)), shape,
-         us_grouped, flops);
-  if (math == MatmulMath::kTf32) return;
+  report(std::string(math_label(math, "experts_prefill")) + std::string(dtype_name(type)), shape, us_grouped, flops);
+  if (math != MatmulMath::kF32) return;
   const double us_matvec = time_us([&](int) {
     if (!gated) {
       CHECK_GPU(matmul_experts_gpu(ea, nullptr));
@@ -325,6 +329,18 @@ void bench_prefill_attention(int64_t before, int64_t rows) {
 
 }  // namespace
 
+// The tiled prefill products side by side: f32, TF32 and the exact bf16 tensor-core form (Q4_0),
+// dense at 512 and 2048 rows, the 35B-A3B's experts at 512 tokens x top 8.
+void run_prefill_math_benchmarks() {
+  for (MatmulMath m : {MatmulMath::kF32, MatmulMath::kTf32, MatmulMath::kTensorExact}) {
+    bench_prefill(DType::Q4_0, 2048, 8192, 512, "qkv", m);
+    bench_prefill(DType::Q4_0, 4096, 2048, 512, "out", m);
+    bench_prefill(DType::Q4_0, 2048, 8192, 2048, "qkv", m);
+    bench_experts_prefill(DType::Q4_0, 2048, 512, 256, 512, 8, false, true, m);
+    bench_experts_prefill(DType::Q4_0, 512, 2048, 256, 512, 8, true, false, m);
+  }
+}
+
 void run_matvec_benchmarks(Context&) {
   std::printf("| kernel | shape | us/launch | GB/s |\n|---|---|---|---|\n");
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::BF16}) {
@@ -385,6 +401,7 @@ void run_benchmarks(Context& ctx) {
   bench_experts_prefill(DType::Q4_0, 512, 2048, 256, 512, 8, true, false, MatmulMath::kTf32);
   bench_prefill(DType::Q4_0, 2048, 8192, 512, "qkv", MatmulMath::kTf32);
   bench_prefill(DType::BF16, 2048, 8192, 512, "qkv", MatmulMath::kTf32);
+  run_prefill_math_benchmarks();
   bench_gdn(1, 1, false);
   bench_gdn(1, 4, true);
   bench_gdn(64, 1, false);

@@ -156,5 +156,6 @@ void run_attention_prep_tests(Context& ctx);
 void run_moe_fused_tests(Context& ctx);
 void run_benchmarks(Context& ctx);
 void run_matvec_benchmarks(Context& ctx);
+void run_prefill_math_benchmarks();  // --bench-prefill
 
 }  // namespace deltaserve::kernels::gputest

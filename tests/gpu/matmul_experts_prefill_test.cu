@@ -4,7 +4,9 @@
 // swiglu_gpu, a pair alone == the same pair in the big call (batch invariance), and pairs with
 // ids outside [0, num_experts) are left unwritten. Pair counts 1, 7, 64, 65 and 4096 (256
 // experts, top-8, skewed: a hot expert over several tiles, most experts with few or no pairs).
-// The same for MatmulMath::kTf32, and matmul_prefill_gpu's kTf32 against matmul_ref.
+// The same for MatmulMath::kTf32 and kTensorExact, and matmul_prefill_gpu's kTf32 and
+// kTensorExact against matmul_ref (the exact form: Q4_0 only, other types run f32; it also has
+// to give exactly the f32 tile's bits where it falls back, and NMSE at the f32 tile's level).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -52,10 +54,12 @@ struct Case {
   MatmulMath math = MatmulMath::kF32;
 };
 
+const char* math_suffix(MatmulMath m) { return m == MatmulMath::kTf32 ? "_tf32" : m == MatmulMath::kTensorExact ? "_exact" : ""; }
+
 std::string case_text(const Case& c) {
   return std::string(dtype_name(c.type)) + " in=" + std::to_string(c.num_in) + " out=" + std::to_string(c.num_out) +
          " pairs=" + std::to_string(c.num_pairs) + " E=" + std::to_string(c.num_experts) + " k=" +
-         std::to_string(c.pairs_per_x_row) + (c.bad_ids ? " bad-ids" : "") + (c.math == MatmulMath::kTf32 ? " tf32" : "");
+         std::to_string(c.pairs_per_x_row) + (c.bad_ids ? " bad-ids" : "") + (c.math == MatmulMath::kTf32 ? " tf32" : c.math == MatmulMath::kTensorExact ? " exact" : "");
 }
 
 // One call of matmul_experts_prefill_gpu into a fresh workspace.
@@ -123,7 +127,7 @@ void check_case(Context& ctx, const Case& c) {
     }
   }
   const ErrorStats e = compare(got_valid.data(), ref_valid.data(), got_valid.size());
-  const std::string kernel = std::string(c.math == MatmulMath::kTf32 ? "experts_prefill_tf32" : "experts_prefill") +
+  const std::string kernel = std::string("experts_prefill") + math_suffix(c.math) +
                              (c.gated ? "(gated)" : c.accumulate ? "(acc)" : "");
   ctx.results.record(kernel, case_text(c), e, c.math == MatmulMath::kTf32 ? kNmseTf32 : kNmse, skipped_kept, skipped_kept ? "skipped pairs untouched" : "skipped pair WRITTEN");
   if (c.accumulate) return;
@@ -196,9 +200,9 @@ void check_case(Context& ctx, const Case& c) {
                                                                              : "batch-invariant");
 }
 
-// matmul_prefill_gpu with MatmulMath::kTf32 against matmul_ref; rows 0, 64 and the last alone
-// bit-identical to the batch.
-void check_prefill_tf32(Context& ctx, DType type, int64_t num_in, int64_t num_out, int64_t num_rows) {
+// matmul_prefill_gpu with MatmulMath `math` (kTf32, kTensorExact) against matmul_ref; rows 0, 64
+// and the last alone bit-identical to the batch.
+void check_prefill_math(Context& ctx, MatmulMath math, DType type, int64_t num_in, int64_t num_out, int64_t num_rows) {
   const std::vector<uint8_t> w = random_weights(ctx.rng, type, num_in, num_out);
   const int64_t x_stride = num_in + 4;
   const std::vector<float> x = random_floats(ctx.rng, static_cast<size_t>(num_rows * x_stride));
@@ -211,21 +215,29 @@ void check_prefill_tf32(Context& ctx, DType type, int64_t num_in, int64_t num_ou
   dy.poison();
   MatmulArgs g = a;
   g.w = dw.get(), g.x = dx.get(), g.y = dy.get();
-  CHECK_GPU(matmul_prefill_gpu(g, nullptr, MatmulMath::kTf32));
+  CHECK_GPU(matmul_prefill_gpu(g, nullptr, math));
   const std::vector<float> got = dy.download();
   bool invariant = true;
   for (int64_t r : {int64_t{0}, std::min<int64_t>(64, num_rows - 1), num_rows - 1}) {
     one.poison();
     MatmulArgs s = g;
     s.x = dx.get() + r * x_stride, s.num_rows = 1, s.y = one.get();
-    CHECK_GPU(matmul_prefill_gpu(s, nullptr, MatmulMath::kTf32));
+    CHECK_GPU(matmul_prefill_gpu(s, nullptr, math));
     const std::vector<float> alone = one.download();
     invariant = invariant && bitwise_equal(alone.data(), got.data() + r * num_out, static_cast<size_t>(num_out));
   }
-  ctx.results.record("matmul_prefill_tf32", std::string(dtype_name(type)) + " in=" + std::to_string(num_in) + " out=" +
-                                                std::to_string(num_out) + " rows=" + std::to_string(num_rows),
-                     compare(got.data(), ref.data(), got.size()), kNmseTf32, invariant,
-                     invariant ? "batch-invariant" : "NOT batch-invariant");
+  const std::string shape =
+      std::string(dtype_name(type)) + " in=" + std::to_string(num_in) + " out=" + std::to_string(num_out) + " rows=" + std::to_string(num_rows);
+  ctx.results.record(std::string("matmul_prefill") + math_suffix(math), shape, compare(got.data(), ref.data(), got.size()),
+                     math == MatmulMath::kTf32 ? kNmseTf32 : kNmse, invariant, invariant ? "batch-invariant" : "NOT batch-invariant");
+  if (math != MatmulMath::kTensorExact || (type == DType::Q4_0 && tensor_exact_available())) return;
+  // Where the exact form falls back (other weight types, no bf16 mma): the f32 tile's bits.
+  one.poison();
+  DeviceBuffer<float> f32(ref.size());
+  g.y = f32.get();
+  CHECK_GPU(matmul_prefill_gpu(g, nullptr, MatmulMath::kF32));
+  const bool same = bitwise_equal(f32.download().data(), got.data(), got.size());
+  ctx.results.record_exact("matmul_prefill_exact fallback", shape, same, same ? "== f32 tile" : "differs from the f32 tile");
 }
 
 // Quantised weights 2 bytes past a 16-byte boundary (raw copies by plain 2-byte loads instead
@@ -311,19 +323,28 @@ void run_matmul_experts_prefill_tests(Context& ctx) {
       check_case(ctx, Case{t, k_quant ? 256 : 128, 72, 256, 4096, 8});               // 512 rows x top-8
       check_case(ctx, Case{t, k_quant ? 256 : 128, 72, 256, 4096, 8, false, true});  // gated
     }
-    // TF32 tensor-core form (CUDA sm_80+; elsewhere it is the f32 form and passes trivially).
-    const MatmulMath tf32 = MatmulMath::kTf32;
-    check_case(ctx, Case{t, in, 72, 6, 65, 3, false, false, false, tf32});
-    check_case(ctx, Case{t, in, 72, 6, 65, 1, true, false, false, tf32});
-    check_case(ctx, Case{t, in, 72, 6, 130, 2, false, true, false, tf32});
-    if (!ctx.quick) check_case(ctx, Case{t, k_quant ? 256 : 128, 72, 256, 4096, 8, false, true, false, tf32});
-    for (int64_t rows : ctx.quick ? std::vector<int64_t>{1, 70} : std::vector<int64_t>{1, 65, 200}) {
-      check_prefill_tf32(ctx, t, k_quant ? 2048 : in, 129, rows);
+    // Tensor-core forms (CUDA sm_80+; elsewhere the f32 form, which passes trivially): TF32, and
+    // the exact bf16 products (Q4_0; other types fall back to f32).
+    for (MatmulMath math : {MatmulMath::kTf32, MatmulMath::kTensorExact}) {
+      check_case(ctx, Case{t, in, 72, 6, 65, 3, false, false, false, math});
+      check_case(ctx, Case{t, in, 72, 6, 65, 1, true, false, false, math});
+      check_case(ctx, Case{t, in, 72, 6, 130, 2, false, true, false, math});
+      if (!ctx.quick) check_case(ctx, Case{t, k_quant ? 256 : 128, 72, 256, 4096, 8, false, true, false, math});
+      for (int64_t rows : ctx.quick ? std::vector<int64_t>{1, 70} : std::vector<int64_t>{1, 65, 200}) {
+        check_prefill_math(ctx, math, t, k_quant ? 2048 : in, 129, rows);
+      }
     }
     if (t != DType::F32 && t != DType::F16 && t != DType::BF16) check_unaligned_and_plan(ctx, t, in);
   }
   // The 35B-A3B down shape (in 512, out 2048) at a few hundred pairs.
   check_case(ctx, Case{DType::Q4_0, 512, 2048, 256, ctx.quick ? 64 : 520, 1});
+  check_case(ctx, Case{DType::Q4_0, 512, 2048, 256, ctx.quick ? 64 : 520, 1, false, false, false, MatmulMath::kTensorExact});
+  // The exact tile on odd shapes: inputs 32 (one block), 96 and 4128 (short last windows),
+  // outputs 1, 63 and 65 (partial weight tiles), rows past one and several 64-row tiles.
+  for (int64_t in : {32, 96, 4128}) {
+    for (int64_t out : {1, 63, 65}) check_prefill_math(ctx, MatmulMath::kTensorExact, DType::Q4_0, in, out, in == 96 ? 200 : 67);
+  }
+  check_case(ctx, Case{DType::Q4_0, 96, 65, 7, 200, 4, false, true, false, MatmulMath::kTensorExact});  // gated, odd outputs
 }
 
 }  // namespace deltaserve::kernels::gputest
