@@ -48,8 +48,15 @@ constexpr int64_t kMaxGridY = 65535;
 // Pairs per tile: an expert gets ~num_pairs * k / num_experts pairs per chunk (16 for 512
 // rows of the 35B-A3B), so small tiles waste little; f32 keeps 32 (its thread tile needs 2
 // rows per thread to stay ahead of shared-memory bandwidth), TF32 takes one mma row block.
-// The exact tensor-core tile (Q4_0) takes 16 too.
+// The exact tensor-core tile (Q4_0) takes 16 too, with 128 weight columns (kColsOf; the others
+// 64): each staged and split activation window then serves twice the weight rows.
 constexpr int tile_pairs(MatmulMath math) { return gpu::tile_rows(math == MatmulMath::kF32 ? 32 : 16); }
+template <MatmulMath kMath>
+inline constexpr int kColsOf = kMath == MatmulMath::kTensorExact ? 128 : gpu::kTileCols;
+template <MatmulMath kMath>
+inline constexpr int kCStrideOf = kColsOf<kMath> + 4;
+static_assert(kCStrideOf<MatmulMath::kF32> == gpu::kTileCStride &&
+              kCStrideOf<MatmulMath::kTensorExact> == gpu::ExactTile<16, 128>::kCStride);
 
 __global__ void __launch_bounds__(kPlanThreads)
     plan_kernel(const int32_t* ids, int64_t num_pairs, int32_t* offsets, int32_t* sorted) {
@@ -136,13 +143,14 @@ __global__ void __launch_bounds__(kThreads) experts_tiled_kernel(const TiledPara
   if (!find_tile<kTilePairs>(p, p.slot_offset + blockIdx.y, expert, first, num)) return;  // uniform per block
   const int tid = static_cast<int>(threadIdx.x);
   const bool gated = p.w_up != nullptr;
-  const int cols_per_block = gated ? gpu::kTileCols / 2 : gpu::kTileCols;
+  constexpr int kCols = kColsOf<kMath>, kCStride = kCStrideOf<kMath>;
+  const int cols_per_block = gated ? kCols / 2 : kCols;
   const int64_t out0 = static_cast<int64_t>(blockIdx.x) * cols_per_block;
   if (tid < kTilePairs) pair_of[tid] = tid < num ? p.sorted[first + tid] : 0;
   __syncthreads();
 
-  // Gated: the 64 weight columns are W rows out0.. (columns 0..31) and the same W_up rows
-  // (columns 32..63), so one staged x tile serves both sums.
+  // Gated: the kCols weight columns are W rows out0.. (columns 0..kCols/2-1) and the same W_up
+  // rows (the other half), so one staged x tile serves both sums.
   const size_t expert_base = static_cast<size_t>(expert) * p.expert_bytes;
   auto x_row_of = [&](int r) -> const float* { return r < num ? p.x + (pair_of[r] / p.pairs_per_x_row) * p.x_stride : nullptr; };
   auto w_row_of = [&](int c) -> const uint8_t* {
@@ -152,9 +160,9 @@ __global__ void __launch_bounds__(kThreads) experts_tiled_kernel(const TiledPara
   };
   const size_t stack_bytes = static_cast<size_t>(p.num_experts) * p.expert_bytes;
   const gpu::TileWeightEnds ends{p.w + stack_bytes, gated ? p.w_up + stack_bytes : p.w + stack_bytes,
-                                 gated ? cols_per_block : gpu::kTileCols};
+                                 gated ? cols_per_block : kCols};
   if constexpr (kMath == MatmulMath::kTensorExact) {
-    gpu::tile_run_exact<kTilePairs>(x_row_of, w_row_of, p.num_in, num, p.w_aligned16, ends, smem);
+    gpu::tile_run_exact<kTilePairs, kCols>(x_row_of, w_row_of, p.num_in, num, p.w_aligned16, ends, smem);
   } else {
     gpu::tile_run<D, kTilePairs, kMath == MatmulMath::kTf32>(x_row_of, w_row_of, p.num_in, num, p.w_aligned16, ends, smem);
   }
@@ -167,9 +175,9 @@ __global__ void __launch_bounds__(kThreads) experts_tiled_kernel(const TiledPara
     const int64_t o = out0 + col;
     if (r >= num || o >= p.num_out) continue;
     float* y = p.y + static_cast<int64_t>(pair_of[r]) * p.y_stride + o;
-    const float v = c[r * gpu::kTileCStride + col];
+    const float v = c[r * kCStride + col];
     if (gated) {
-      *y = v / (1.0f + expf(-v)) * c[r * gpu::kTileCStride + cols_per_block + col];
+      *y = v / (1.0f + expf(-v)) * c[r * kCStride + cols_per_block + col];
     } else {
       *y = p.accumulate ? *y + v : v;
     }
@@ -181,13 +189,13 @@ gpuError_t launch_math(TiledParams p, int64_t num_pairs, gpuStream_t stream) {
   constexpr int kTilePairs = tile_pairs(kMath);
   const int64_t num_slots = num_pairs / kTilePairs + p.num_experts;  // see the slot note above
   constexpr size_t kSmemBytes =
-      kMath == MatmulMath::kTensorExact ? gpu::tile_exact_smem_bytes<kTilePairs>() : gpu::tile_smem_bytes<D, kTilePairs>();
+      kMath == MatmulMath::kTensorExact ? gpu::tile_exact_smem_bytes<kTilePairs, kColsOf<kMath>>() : gpu::tile_smem_bytes<D, kTilePairs>();
 #if defined(DS_GPU_CUDA)
   const cudaError_t err = cudaFuncSetAttribute(experts_tiled_kernel<D, kTilePairs, kMath>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes));
   if (err != cudaSuccess) return err;
 #endif
-  const int64_t cols_per_block = p.w_up != nullptr ? gpu::kTileCols / 2 : gpu::kTileCols;
+  const int64_t cols_per_block = p.w_up != nullptr ? kColsOf<kMath> / 2 : kColsOf<kMath>;
   const unsigned grid_x = static_cast<unsigned>((p.num_out + cols_per_block - 1) / cols_per_block);
   for (int64_t first = 0; first < num_slots; first += kMaxGridY) {
     p.slot_offset = first;

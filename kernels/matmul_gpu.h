@@ -50,7 +50,7 @@ bool tensor_matvec_available();  // the current device has bf16 mma (CUDA sm_80 
 // independent of the other rows: batch-invariant (row r alone == row r in any batch), but not
 // bit-identical to matmul_gpu (different summation order), so a backend that must give the
 // same bits for a token whether it came in a prefill chunk or a decode step uses one form for
-// both. Extra precondition: num_rows <= 65535 * 64.
+// both.
 // math: kF32 (default) plain f32 FMA. kTf32: the tile's products on TF32 tensor cores (x and
 // weights rounded to nearest TF32, 10-bit mantissas; f32 accumulation in k steps of 8, k
 // ascending), CUDA sm_80 and up; HIP and older targets run kF32. Still batch-invariant (each

@@ -1,5 +1,6 @@
 // Tiled matmul for many activation rows (matmul_gpu.h, matmul_prefill_gpu): a block computes
-// a 64-row x 64-output tile of y with 256 threads through matmul_tile.h's tile_run (the
+// a 64-row x 64-output tile of y with 256 threads through matmul_tile.h's tile_run (kTensorExact:
+// 32 rows x 128 outputs through matmul_tile_exact.h's tile_run_exact) (the
 // expert-grouped matmul_experts_prefill_gpu runs the same tile code on smaller pair tiles;
 // the per-element arithmetic does not depend on the tile, so its pairs get the same bits as
 // this kernel on that expert's matrix). Each weight tile is decoded into shared memory once
@@ -30,17 +31,35 @@ using gpu::DecodeQ6_K;
 using gpu::DecodeQ8_0;
 
 constexpr int kThreads = gpu::kTileThreads;
-constexpr int kTileOut = gpu::kTileCols;
 constexpr int kTileRows = gpu::tile_rows(64);
+constexpr int64_t kMaxGridY = 65535;
+
+// Rows x outputs of a block's tile, and the C tile's row stride: tile_run's 64 x 64, or the exact
+// tile's 32 x 128 (matmul_tile_exact.h: 128 weight rows per staged activation window; 32 rows
+// keep the next window's activations in registers without spilling).
+template <MatmulMath kMath>
+struct Tile {
+  static constexpr int kRows = kTileRows, kOut = gpu::kTileCols, kCStride = gpu::kTileCStride;
+  static constexpr size_t smem_bytes(size_t tile_run_bytes) { return tile_run_bytes; }
+};
+#if defined(DS_GPU_CUDA)  // HIP never runs the exact tile
+template <>
+struct Tile<MatmulMath::kTensorExact> {
+  static constexpr int kRows = 32, kOut = 128, kCStride = gpu::ExactTile<32, 128>::kCStride;
+  static constexpr size_t smem_bytes(size_t) { return gpu::tile_exact_smem_bytes<32, 128>(); }
+};
+#endif
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// Block (x, y): outputs x * kOut.., rows (first_row_tile + y) * kRows.. .
 template <class D, MatmulMath kMath>
-__global__ void __launch_bounds__(kThreads) matmul_tiled_kernel(const MatmulArgs a, bool w_aligned16) {
+__global__ void __launch_bounds__(kThreads) matmul_tiled_kernel(const MatmulArgs a, bool w_aligned16, int64_t first_row_tile) {
   gpu::begin_kernel();
   extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int kTileRows = Tile<kMath>::kRows, kTileOut = Tile<kMath>::kOut;
   const int tid = static_cast<int>(threadIdx.x);
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTileRows;
+  const int64_t row0 = (first_row_tile + static_cast<int64_t>(blockIdx.y)) * kTileRows;
   const int64_t out0 = static_cast<int64_t>(blockIdx.x) * kTileOut;
   const int num_live_rows = static_cast<int>(min(static_cast<int64_t>(kTileRows), a.num_rows - row0));
   // Rows past num_rows are padding (nullptr: zeros); outputs past num_out decode the last row
@@ -50,9 +69,9 @@ __global__ void __launch_bounds__(kThreads) matmul_tiled_kernel(const MatmulArgs
     return static_cast<const uint8_t*>(a.w) + static_cast<size_t>(min(out0 + c, a.num_out - 1)) * a.w_row_bytes;
   };
   const uint8_t* w_end = static_cast<const uint8_t*>(a.w) + static_cast<size_t>(a.num_out) * a.w_row_bytes;
-  const gpu::TileWeightEnds ends{w_end, w_end, gpu::kTileCols};
+  const gpu::TileWeightEnds ends{w_end, w_end, kTileOut};
   if constexpr (kMath == MatmulMath::kTensorExact) {
-    gpu::tile_run_exact<kTileRows>(x_row_of, w_row_of, a.num_in, num_live_rows, w_aligned16, ends, smem);
+    gpu::tile_run_exact<kTileRows, kTileOut>(x_row_of, w_row_of, a.num_in, num_live_rows, w_aligned16, ends, smem);
   } else {
     gpu::tile_run<D, kTileRows, kMath == MatmulMath::kTf32>(x_row_of, w_row_of, a.num_in, num_live_rows, w_aligned16, ends, smem);
   }
@@ -64,23 +83,25 @@ __global__ void __launch_bounds__(kThreads) matmul_tiled_kernel(const MatmulArgs
     const int64_t o = out0 + col;
     if (r >= num_live_rows || o >= a.num_out) continue;
     float* y = a.y + (row0 + r) * a.y_stride + o;
-    const float v = c[r * gpu::kTileCStride + col];
+    const float v = c[r * Tile<kMath>::kCStride + col];
     *y = a.accumulate ? *y + v : v;
   }
 }
 
 template <class D, MatmulMath kMath>
 gpuError_t launch_math(const MatmulArgs& a, gpuStream_t stream) {
-  constexpr size_t kSmemBytes =
-      kMath == MatmulMath::kTensorExact ? gpu::tile_exact_smem_bytes<kTileRows>() : gpu::tile_smem_bytes<D, kTileRows>();
+  constexpr size_t kSmemBytes = Tile<kMath>::smem_bytes(gpu::tile_smem_bytes<D, kTileRows>());
 #if defined(DS_GPU_CUDA)
   const cudaError_t err = cudaFuncSetAttribute(matmul_tiled_kernel<D, kMath>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(kSmemBytes));
   if (err != cudaSuccess) return err;
 #endif
-  const dim3 grid(static_cast<unsigned>((a.num_out + kTileOut - 1) / kTileOut),
-                  static_cast<unsigned>((a.num_rows + kTileRows - 1) / kTileRows));
-  gpu::launch(matmul_tiled_kernel<D, kMath>, grid, kThreads, kSmemBytes, stream, a, aligned16(a.w));
+  const int64_t row_tiles = (a.num_rows + Tile<kMath>::kRows - 1) / Tile<kMath>::kRows;
+  for (int64_t first = 0; first < row_tiles; first += kMaxGridY) {
+    const dim3 grid(static_cast<unsigned>((a.num_out + Tile<kMath>::kOut - 1) / Tile<kMath>::kOut),
+                    static_cast<unsigned>(row_tiles - first < kMaxGridY ? row_tiles - first : kMaxGridY));
+    gpu::launch(matmul_tiled_kernel<D, kMath>, grid, kThreads, kSmemBytes, stream, a, aligned16(a.w), first);
+  }
   return gpuGetLastError();
 }
 
@@ -115,7 +136,7 @@ bool valid(const MatmulArgs& a) {
 bool tensor_exact_available() { return tensor_matvec_available(); }
 
 gpuError_t matmul_prefill_gpu(const MatmulArgs& a, gpuStream_t stream, MatmulMath math) {
-  if (!valid(a) || a.num_rows > int64_t{65535} * kTileRows) return gpuErrorInvalidValue;
+  if (!valid(a)) return gpuErrorInvalidValue;
   if (a.num_rows <= 0 || a.num_out <= 0) return gpuSuccess;
   switch (a.w_type) {
     case DType::F32: return launch<DecodeF32>(a, math, stream);

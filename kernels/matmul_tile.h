@@ -174,12 +174,13 @@ __device__ __forceinline__ TileSpan tile_span(int64_t k0, int kw) {
 // it (a matrix's last row's last bytes) is copied by 2-byte loads: a cp.async with a shorter
 // source size reads only that size, but compute-sanitizer's memcheck counts all 16 bytes (it
 // reported reads past the end of the weights' allocation), so none is issued past an end.
-template <class D>
+// kRows: the W rows of the tile (matmul_tile_exact.h's wider tiles stage 128).
+template <class D, int kRows = kTileCols>
 __device__ __forceinline__ void tile_stage_raw(const uint8_t* const* w_tab, unsigned char* stage, int64_t k0, int kw,
                                                bool aligned16, const TileWeightEnds& ends) {
   constexpr int kRs = TileRaw<D>::kRowStride, kUnits = kRs / 16;
   const TileSpan sp = tile_span<D>(k0, kw);
-  for (int u = static_cast<int>(threadIdx.x); u < kTileCols * kUnits; u += kTileThreads) {
+  for (int u = static_cast<int>(threadIdx.x); u < kRows * kUnits; u += kTileThreads) {
     const int n = u / kUnits, j = u - n * kUnits;
     const uint8_t* start = w_tab[n] + sp.byte_off;
     const int pad = static_cast<int>(reinterpret_cast<uintptr_t>(start) & 15u);

@@ -1,6 +1,9 @@
 // The tile product of matmul_tile.h (tile_run's contract: C[r][c] = dot(x row r, W row c) for BM
-// activation rows x kTileCols weight rows, left in shared memory for the caller's epilogue) for
-// Q4_0 weights on bf16 tensor cores with exact products: MatmulMath::kTensorExact.
+// activation rows x kCols weight rows, left in shared memory for the caller's epilogue, here
+// with row stride kCols + 4) for Q4_0 weights on bf16 tensor cores with exact products:
+// MatmulMath::kTensorExact. kCols is 128 (the callers' tiles): twice tile_run's 64, so each
+// staged and split activation window serves twice the weight rows (measured on the H200: the
+// 64-column tile ran the 35B-A3B's qkv at 512 rows at 58 TFLOP/s, the TF32 tile's speed).
 //
 // Arithmetic (mma_bf16.h, the same per-block steps as the tensor-core decode matvec): a weight
 // enters as the integer q - 8 (exact in bf16), an activation as three bf16 parts hi + mid + lo
@@ -13,7 +16,7 @@
 // Only the rounding of the sums differs from the f32 tile (NMSE ~1e-13 against matmul_ref).
 //
 // Layout: 8 warps; warp w takes kWm tiles of 16 weight rows (mma M) x kWn tiles of 8 activation
-// rows (mma N). Per 128-element window: the raw Q4_0 bytes of the 64 weight rows (tile_stage_raw,
+// rows (mma N). Per 128-element window: the raw Q4_0 bytes of the kCols weight rows (tile_stage_raw,
 // cp.async, double-buffered), and the activations, loaded into registers one window ahead,
 // split into the three bf16 parts and stored as three planes [BM][kExactPlaneStride]. A lane
 // reads its A fragments as qs bytes 4c..4c+3 of rows g and g + 8 (c = lane % 4), and its B
@@ -36,25 +39,30 @@ namespace deltaserve::kernels::gpu {
 // of a half warp (rows g = 0..3, c = 0..3) fall in distinct banks.
 inline constexpr int kExactPlaneStride = kTileWindow + 16;
 
-template <int BM>
+template <int BM, int kCols>
 struct ExactTile {
-  static_assert(BM == 16 || BM == 32 || BM == 64, "BM: 16, 32 or 64");
-  static constexpr int kWm = BM == 16 ? 1 : 2;            // 16-row weight tiles per warp
-  static constexpr int kWn = BM == 64 ? 2 : 1;            // 8-row activation tiles per warp
-  static constexpr int kMGroups = (kTileCols / 16) / kWm;  // warps along the weight rows
+  static_assert((BM == 16 || BM == 32 || BM == 64) && (kCols == 64 || kCols == 128), "BM: 16, 32 or 64; kCols: 64 or 128");
+  // 16-row weight tiles and 8-row activation tiles per warp: (kCols / 16) x (BM / 8) tiles over
+  // 8 warps, at most 2 x 2 each (registers: the activations of the next window stay in them).
+  static constexpr int kTilesPerWarp = (kCols / 16) * (BM / 8) / 8;
+  static_assert(kTilesPerWarp >= 1 && kTilesPerWarp <= 4, "2 x 2 tiles per warp at most");
+  static constexpr int kWm = kTilesPerWarp == 1 ? 1 : 2;
+  static constexpr int kWn = kTilesPerWarp / kWm;
+  static constexpr int kCStride = kCols + 4;           // floats per row of the result tile
+  static constexpr int kMGroups = (kCols / 16) / kWm;  // warps along the weight rows
   static_assert(kMGroups * ((BM / 8) / kWn) == kTileThreads / 32, "the warps cover the tile");
   static constexpr int kXUnits = BM * (kTileWindow / 4) / kTileThreads;  // float4s of x per thread per window
   static constexpr size_t kPlane = sizeof(uint16_t) * BM * kExactPlaneStride;
   static constexpr size_t kPlanes = 3 * kPlane;  // lo, mid, hi
-  static constexpr size_t kRaw = size_t{2} * kTileCols * TileRaw<DecodeQ4_0>::kRowStride;
-  static constexpr size_t kTables = sizeof(void*) * (BM + kTileCols);
+  static constexpr size_t kRaw = size_t{2} * kCols * TileRaw<DecodeQ4_0>::kRowStride;
+  static constexpr size_t kTables = sizeof(void*) * (BM + kCols);
   static constexpr size_t kBytes = kPlanes + kRaw + kTables;
-  static_assert(sizeof(float) * BM * kTileCStride <= kPlanes, "the C tile reuses the planes");
+  static_assert(sizeof(float) * BM * kCStride <= kPlanes, "the C tile reuses the planes");
 };
 
-template <int BM>
+template <int BM, int kCols>
 constexpr size_t tile_exact_smem_bytes() {
-  return ExactTile<BM>::kBytes;
+  return ExactTile<BM, kCols>::kBytes;
 }
 
 #if defined(DS_MMA_BF16)
@@ -67,9 +75,9 @@ __device__ __forceinline__ uint32_t smem_u32_align2(const unsigned char* p) {
 // The activations of window (k0, kw) this thread stages: kXUnits float4s, zeros for padding
 // rows and k >= kw.
 template <int BM>
-__device__ __forceinline__ void exact_load_x(const float* const* x_tab, int64_t k0, int kw, float4 (&v)[ExactTile<BM>::kXUnits]) {
+__device__ __forceinline__ void exact_load_x(const float* const* x_tab, int64_t k0, int kw, float4 (&v)[ExactTile<BM, 64>::kXUnits]) {
 #pragma unroll
-  for (int i = 0; i < ExactTile<BM>::kXUnits; ++i) {
+  for (int i = 0; i < ExactTile<BM, 64>::kXUnits; ++i) {
     const int u = static_cast<int>(threadIdx.x) + kTileThreads * i;
     const int r = u / (kTileWindow / 4), j = u % (kTileWindow / 4);
     const float* xr = x_tab[r];
@@ -79,26 +87,27 @@ __device__ __forceinline__ void exact_load_x(const float* const* x_tab, int64_t 
 
 // Those float4s split into (lo, mid, hi) bf16 parts, into the three planes.
 template <int BM>
-__device__ __forceinline__ void exact_store_planes(const float4 (&v)[ExactTile<BM>::kXUnits], unsigned char* planes) {
+__device__ __forceinline__ void exact_store_planes(const float4 (&v)[ExactTile<BM, 64>::kXUnits], unsigned char* planes) {
 #pragma unroll
-  for (int i = 0; i < ExactTile<BM>::kXUnits; ++i) {
+  for (int i = 0; i < ExactTile<BM, 64>::kXUnits; ++i) {
     const int u = static_cast<int>(threadIdx.x) + kTileThreads * i;
     const int r = u / (kTileWindow / 4), j = u % (kTileWindow / 4);
     const mma::SplitPair a = mma::split_pair(v[i].x, v[i].y), b = mma::split_pair(v[i].z, v[i].w);
     const size_t at = sizeof(uint16_t) * (static_cast<size_t>(r) * kExactPlaneStride + 4 * j);
     *reinterpret_cast<uint2*>(planes + at) = make_uint2(a.lo, b.lo);
-    *reinterpret_cast<uint2*>(planes + ExactTile<BM>::kPlane + at) = make_uint2(a.mid, b.mid);
-    *reinterpret_cast<uint2*>(planes + 2 * ExactTile<BM>::kPlane + at) = make_uint2(a.hi, b.hi);
+    *reinterpret_cast<uint2*>(planes + ExactTile<BM, 64>::kPlane + at) = make_uint2(a.mid, b.mid);
+    *reinterpret_cast<uint2*>(planes + 2 * ExactTile<BM, 64>::kPlane + at) = make_uint2(a.hi, b.hi);
   }
 }
 #endif
 
-// tile_run's contract for D = DecodeQ4_0 (matmul_tile.h), on tensor cores with exact products.
-template <int BM, class XRowOf, class WRowOf>
+// tile_run's contract for D = DecodeQ4_0 (matmul_tile.h) and kCols weight rows, on tensor cores
+// with exact products; the C tile's row stride is ExactTile<BM, kCols>::kCStride.
+template <int BM, int kCols, class XRowOf, class WRowOf>
 __device__ __forceinline__ void tile_run_exact(XRowOf x_row_of, WRowOf w_row_of, int64_t num_in, int num_live_rows,
                                                bool w_aligned16, const TileWeightEnds& ends, unsigned char* smem) {
 #if defined(DS_MMA_BF16)
-  using L = ExactTile<BM>;
+  using L = ExactTile<BM, kCols>;
   using Raw = TileRaw<DecodeQ4_0>;
   const int tid = static_cast<int>(threadIdx.x);
   unsigned char* planes = smem;
@@ -106,7 +115,7 @@ __device__ __forceinline__ void tile_run_exact(XRowOf x_row_of, WRowOf w_row_of,
   const float** x_tab = reinterpret_cast<const float**>(raw + L::kRaw);
   const uint8_t** w_tab = reinterpret_cast<const uint8_t**>(x_tab + BM);
   if (tid < BM) x_tab[tid] = x_row_of(tid);
-  if (tid < kTileCols) w_tab[tid] = w_row_of(tid);
+  if (tid < kCols) w_tab[tid] = w_row_of(tid);
   __syncthreads();
 
   const int lane = tid % 32, warp = tid / 32, g = lane / 4, c = lane % 4;
@@ -122,7 +131,7 @@ __device__ __forceinline__ void tile_run_exact(XRowOf x_row_of, WRowOf w_row_of,
 
   const int num_windows = static_cast<int>((num_in + kTileWindow - 1) / kTileWindow);
   auto window_len = [&](int w) { return static_cast<int>(min(static_cast<int64_t>(kTileWindow), num_in - int64_t{kTileWindow} * w)); };
-  tile_stage_raw<DecodeQ4_0>(w_tab, raw, 0, window_len(0), w_aligned16, ends);
+  tile_stage_raw<DecodeQ4_0, kCols>(w_tab, raw, 0, window_len(0), w_aligned16, ends);
   tile_async_commit();
   float4 xv[L::kXUnits];
   exact_load_x<BM>(x_tab, 0, window_len(0), xv);
@@ -134,8 +143,8 @@ __device__ __forceinline__ void tile_run_exact(XRowOf x_row_of, WRowOf w_row_of,
     __syncthreads();  // everyone is done with the planes and with the other raw stage
     exact_store_planes<BM>(xv, planes);
     if (more) {
-      tile_stage_raw<DecodeQ4_0>(w_tab, raw + ((w + 1) & 1) * (kTileCols * Raw::kRowStride), k0 + kTileWindow, window_len(w + 1),
-                                 w_aligned16, ends);
+      tile_stage_raw<DecodeQ4_0, kCols>(w_tab, raw + ((w + 1) & 1) * (kCols * Raw::kRowStride), k0 + kTileWindow,
+                                        window_len(w + 1), w_aligned16, ends);
       tile_async_commit();
       exact_load_x<BM>(x_tab, k0 + kTileWindow, window_len(w + 1), xv);  // in flight during the math
       tile_async_wait<1>();  // raw window w (w + 1 may still be in flight)
@@ -146,7 +155,7 @@ __device__ __forceinline__ void tile_run_exact(XRowOf x_row_of, WRowOf w_row_of,
     if (!live) continue;
 
     // This window's raw rows g and g + 8 of each weight tile: where the span starts in the stage.
-    const unsigned char* stage = raw + (w & 1) * (kTileCols * Raw::kRowStride);
+    const unsigned char* stage = raw + (w & 1) * (kCols * Raw::kRowStride);
     const int64_t byte_off = (k0 / 32) * 18;
     const unsigned char* row_g[L::kWm];
     const unsigned char* row_g8[L::kWm];
@@ -191,10 +200,10 @@ __device__ __forceinline__ void tile_run_exact(XRowOf x_row_of, WRowOf w_row_of,
       for (int n = 0; n < L::kWn; ++n) {
         // c0, c1: weight row g, activation rows 2c, 2c + 1; c2, c3: weight row g + 8.
         const int col = m0 + 16 * i + g, row = n0 + 8 * n + 2 * c;
-        ct[row * kTileCStride + col] = acc[i][n][0];
-        ct[(row + 1) * kTileCStride + col] = acc[i][n][1];
-        ct[row * kTileCStride + col + 8] = acc[i][n][2];
-        ct[(row + 1) * kTileCStride + col + 8] = acc[i][n][3];
+        ct[row * L::kCStride + col] = acc[i][n][0];
+        ct[(row + 1) * L::kCStride + col] = acc[i][n][1];
+        ct[row * L::kCStride + col + 8] = acc[i][n][2];
+        ct[(row + 1) * L::kCStride + col + 8] = acc[i][n][3];
       }
     }
   }
