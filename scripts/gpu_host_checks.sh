@@ -4,7 +4,7 @@
 # GPU backend. Each stage has its own time limit and log; a failing stage does not stop the
 # later ones. Usage, from the repository root on the GPU host:
 #   scripts/gpu_host_checks.sh BUNDLE_DIR LOG_DIR [stage...]
-# stages: kernels backend kbench decode_tiny decode_35b decode_35b_eager decode_35b_fused_norm verify_35b serve soak sanitize
+# stages: kernels backend kbench decode_tiny decode_35b decode_35b_eager decode_35b_fused_norm verify_35b prefill_35b prefill_35b_f32 prefill_35b_tf32 serve soak sanitize
 #         sanitize_serve speculation prefill_35b prefill_35b_tf32 decode_27b trace_35b matvec_ab
 # (matvec_ab: 35B-A3B and 27B decode with --matvec fma and --matvec tensor, side by side)
 # (decode_35b_eager: decode_35b with the step graphs off, DELTASERVE_GPU_GRAPHS=0;
@@ -68,7 +68,8 @@ for stage in "${stages[@]}"; do
     decode_tiny) run_stage decode_tiny 60 "$cli" bench decode --preset tiny-moe --weights q8_0 --device cuda --batch 1,4,16,64 --steps 50 ;;
     decode_35b) run_stage decode_35b 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 20 ;;
     prefill_35b) run_stage prefill_35b 150 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512,2048 --steps 3 ;;
-    prefill_35b_tf32) DELTASERVE_GPU_PREFILL_TF32=1 run_stage prefill_35b_tf32 150 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512,2048 --steps 3 ;;
+    prefill_35b_f32) DELTASERVE_GPU_PREFILL_MATH=f32 run_stage prefill_35b_f32 150 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512,2048 --steps 3 ;;
+    prefill_35b_tf32) DELTASERVE_GPU_PREFILL_MATH=tf32 run_stage prefill_35b_tf32 150 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512,2048 --steps 3 ;;
     decode_27b) run_stage decode_27b "${DECODE27_S:-300}" "$cli" bench decode --preset qwen3.6-27b --weights q4_0 --device cuda --batch 1,64 --context 512 --steps 10 ;;
     decode_35b_fused_norm)
       DELTASERVE_GPU_FUSE_NORM=1 run_stage decode_35b_fused_norm 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,64 --context 1024 --steps 10
