@@ -9,7 +9,7 @@
 // block also writes offsets[num_experts] (valid pairs in all). The plan does not depend on
 // the tile size, so one plan serves gate/up and down.
 //
-// tile slots (P pairs per tile, tile_pairs()): expert e's tiles (ceil(count_e / P)) take the
+// tile slots (P pairs per tile, kTilePairsOf): expert e's tiles (ceil(count_e / P)) take the
 // slots from start(e) = offsets[e] / P + e on. start() is strictly increasing and its tiles
 // never reach start(e + 1) (floor(o / P) + ceil(c / P) <= floor((o + c) / P) + 1), and the
 // last slot is below num_pairs / P + num_experts, so the grid is sized from host values alone
@@ -50,7 +50,9 @@ constexpr int64_t kMaxGridY = 65535;
 // rows per thread to stay ahead of shared-memory bandwidth), TF32 takes one mma row block.
 // The exact tensor-core tile (Q4_0) takes 16 too, with 128 weight columns (kColsOf; the others
 // 64): each staged and split activation window then serves twice the weight rows.
-constexpr int tile_pairs(MatmulMath math) { return gpu::tile_rows(math == MatmulMath::kF32 ? 32 : 16); }
+template <MatmulMath kMath>
+inline constexpr int kTilePairsOf = gpu::tile_rows(kMath == MatmulMath::kF32 ? 32 : 16);
+constexpr int64_t kSmallTileMaxPairsPerExpert = 4;  // the exact tile's 8-pair form: up to 4 pairs per expert on average
 template <MatmulMath kMath>
 inline constexpr int kColsOf = kMath == MatmulMath::kTensorExact ? 128 : gpu::kTileCols;
 template <MatmulMath kMath>
@@ -184,9 +186,8 @@ __global__ void __launch_bounds__(kThreads) experts_tiled_kernel(const TiledPara
   }
 }
 
-template <class D, MatmulMath kMath>
+template <class D, MatmulMath kMath, int kTilePairs = kTilePairsOf<kMath>>
 gpuError_t launch_math(TiledParams p, int64_t num_pairs, gpuStream_t stream) {
-  constexpr int kTilePairs = tile_pairs(kMath);
   const int64_t num_slots = num_pairs / kTilePairs + p.num_experts;  // see the slot note above
   constexpr size_t kSmemBytes =
       kMath == MatmulMath::kTensorExact ? gpu::tile_exact_smem_bytes<kTilePairs, kColsOf<kMath>>() : gpu::tile_smem_bytes<D, kTilePairs>();
@@ -211,7 +212,14 @@ template <class D>
 gpuError_t launch_tiled(const TiledParams& p, int64_t num_pairs, MatmulMath math, gpuStream_t stream) {
 #if defined(DS_GPU_CUDA)
   if constexpr (std::is_same_v<D, DecodeQ4_0>) {
-    if (math == MatmulMath::kTensorExact && tensor_exact_available()) return launch_math<D, MatmulMath::kTensorExact>(p, num_pairs, stream);
+    if (math == MatmulMath::kTensorExact && tensor_exact_available()) {
+      // Decode-sized calls (a few pairs per expert: 64 streams x top 8 over 256 experts) take
+      // 8-pair tiles: half the tensor-core work and staging of 16 on pairs that are mostly
+      // padding. Same bits either way (the tile height never changes an element's steps).
+      if (num_pairs <= kSmallTileMaxPairsPerExpert * p.num_experts)
+        return launch_math<D, MatmulMath::kTensorExact, 8>(p, num_pairs, stream);
+      return launch_math<D, MatmulMath::kTensorExact>(p, num_pairs, stream);
+    }
   }
   if (math == MatmulMath::kTf32) return launch_math<D, MatmulMath::kTf32>(p, num_pairs, stream);
 #else

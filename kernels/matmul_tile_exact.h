@@ -39,9 +39,17 @@ namespace deltaserve::kernels::gpu {
 // of a half warp (rows g = 0..3, c = 0..3) fall in distinct banks.
 inline constexpr int kExactPlaneStride = kTileWindow + 16;
 
+// The staged activations of a window: kXUnits float4s per thread, three planes of BM rows.
+template <int BM>
+struct ExactPlanes {
+  static constexpr int kXUnits = BM * (kTileWindow / 4) / kTileThreads;
+  static_assert(kXUnits >= 1, "a float4 per thread at least");
+  static constexpr size_t kPlane = sizeof(uint16_t) * BM * kExactPlaneStride;
+};
+
 template <int BM, int kCols>
 struct ExactTile {
-  static_assert((BM == 16 || BM == 32 || BM == 64) && (kCols == 64 || kCols == 128), "BM: 16, 32 or 64; kCols: 64 or 128");
+  static_assert((BM == 8 || BM == 16 || BM == 32 || BM == 64) && (kCols == 64 || kCols == 128), "BM: 8 to 64; kCols: 64 or 128");
   // 16-row weight tiles and 8-row activation tiles per warp: (kCols / 16) x (BM / 8) tiles over
   // 8 warps, at most 2 x 2 each (registers: the activations of the next window stay in them).
   static constexpr int kTilesPerWarp = (kCols / 16) * (BM / 8) / 8;
@@ -51,8 +59,7 @@ struct ExactTile {
   static constexpr int kCStride = kCols + 4;           // floats per row of the result tile
   static constexpr int kMGroups = (kCols / 16) / kWm;  // warps along the weight rows
   static_assert(kMGroups * ((BM / 8) / kWn) == kTileThreads / 32, "the warps cover the tile");
-  static constexpr int kXUnits = BM * (kTileWindow / 4) / kTileThreads;  // float4s of x per thread per window
-  static constexpr size_t kPlane = sizeof(uint16_t) * BM * kExactPlaneStride;
+  static constexpr size_t kPlane = ExactPlanes<BM>::kPlane;
   static constexpr size_t kPlanes = 3 * kPlane;  // lo, mid, hi
   static constexpr size_t kRaw = size_t{2} * kCols * TileRaw<DecodeQ4_0>::kRowStride;
   static constexpr size_t kTables = sizeof(void*) * (BM + kCols);
@@ -75,9 +82,9 @@ __device__ __forceinline__ uint32_t smem_u32_align2(const unsigned char* p) {
 // The activations of window (k0, kw) this thread stages: kXUnits float4s, zeros for padding
 // rows and k >= kw.
 template <int BM>
-__device__ __forceinline__ void exact_load_x(const float* const* x_tab, int64_t k0, int kw, float4 (&v)[ExactTile<BM, 64>::kXUnits]) {
+__device__ __forceinline__ void exact_load_x(const float* const* x_tab, int64_t k0, int kw, float4 (&v)[ExactPlanes<BM>::kXUnits]) {
 #pragma unroll
-  for (int i = 0; i < ExactTile<BM, 64>::kXUnits; ++i) {
+  for (int i = 0; i < ExactPlanes<BM>::kXUnits; ++i) {
     const int u = static_cast<int>(threadIdx.x) + kTileThreads * i;
     const int r = u / (kTileWindow / 4), j = u % (kTileWindow / 4);
     const float* xr = x_tab[r];
@@ -87,16 +94,16 @@ __device__ __forceinline__ void exact_load_x(const float* const* x_tab, int64_t 
 
 // Those float4s split into (lo, mid, hi) bf16 parts, into the three planes.
 template <int BM>
-__device__ __forceinline__ void exact_store_planes(const float4 (&v)[ExactTile<BM, 64>::kXUnits], unsigned char* planes) {
+__device__ __forceinline__ void exact_store_planes(const float4 (&v)[ExactPlanes<BM>::kXUnits], unsigned char* planes) {
 #pragma unroll
-  for (int i = 0; i < ExactTile<BM, 64>::kXUnits; ++i) {
+  for (int i = 0; i < ExactPlanes<BM>::kXUnits; ++i) {
     const int u = static_cast<int>(threadIdx.x) + kTileThreads * i;
     const int r = u / (kTileWindow / 4), j = u % (kTileWindow / 4);
     const mma::SplitPair a = mma::split_pair(v[i].x, v[i].y), b = mma::split_pair(v[i].z, v[i].w);
     const size_t at = sizeof(uint16_t) * (static_cast<size_t>(r) * kExactPlaneStride + 4 * j);
     *reinterpret_cast<uint2*>(planes + at) = make_uint2(a.lo, b.lo);
-    *reinterpret_cast<uint2*>(planes + ExactTile<BM, 64>::kPlane + at) = make_uint2(a.mid, b.mid);
-    *reinterpret_cast<uint2*>(planes + 2 * ExactTile<BM, 64>::kPlane + at) = make_uint2(a.hi, b.hi);
+    *reinterpret_cast<uint2*>(planes + ExactPlanes<BM>::kPlane + at) = make_uint2(a.mid, b.mid);
+    *reinterpret_cast<uint2*>(planes + 2 * ExactPlanes<BM>::kPlane + at) = make_uint2(a.hi, b.hi);
   }
 }
 #endif
@@ -133,7 +140,7 @@ __device__ __forceinline__ void tile_run_exact(XRowOf x_row_of, WRowOf w_row_of,
   auto window_len = [&](int w) { return static_cast<int>(min(static_cast<int64_t>(kTileWindow), num_in - int64_t{kTileWindow} * w)); };
   tile_stage_raw<DecodeQ4_0, kCols>(w_tab, raw, 0, window_len(0), w_aligned16, ends);
   tile_async_commit();
-  float4 xv[L::kXUnits];
+  float4 xv[ExactPlanes<BM>::kXUnits];
   exact_load_x<BM>(x_tab, 0, window_len(0), xv);
 
   for (int w = 0; w < num_windows; ++w) {

@@ -97,6 +97,12 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
                       (cache_.decode_matvec == DecodeMatvec::kAuto && has_tensor &&
                        cache_.num_state_slots >= kTensorMatvecMinSlots);
   matvec_math_ = tensor ? kernels::MatvecMath::kTensorCores : kernels::MatvecMath::kCudaCores;
+  // With the tensor matvec the routed experts of decode and verify rows run on the exact
+  // tensor-core tile (grouped by expert) too: on the H200 35B-A3B at 64 streams 42.7 -> 28.8 ms
+  // per step, 64 x 4 verify rows 140.7 -> 69.3, but one stream 3.8 -> 6.5 (bench/RESULTS.md).
+  // DELTASERVE_GPU_TILED_DECODE_EXPERTS=0 keeps them on the matvec (side-by-side runs).
+  const char* tiled_env = std::getenv("DELTASERVE_GPU_TILED_DECODE_EXPERTS");
+  tiled_decode_experts_ = tensor && kernels::tensor_exact_available() && !(tiled_env != nullptr && std::string(tiled_env) == "0");
   size_buffers();
   const size_t slots = static_cast<size_t>(cache_.num_state_slots);
   live_entry_.resize(slots);
@@ -127,7 +133,8 @@ std::string GpuBackend::speed_settings() const {
          on(kernels::gpu::dependent_launch_enabled()) + ", L2 prefetch " + on(kernels::gpu::prefetch_enabled()) +
          ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", expert pair groups " +
          gpu::expert_grouping_setting() + ", prefill matmul " + prefill_math_name(prefill_math_) + ", Q4_0 matvec " +
-         (matvec_math_ == kernels::MatvecMath::kTensorCores ? "tensor" : "fma");
+         (matvec_math_ == kernels::MatvecMath::kTensorCores ? "tensor" : "fma") +
+         (tiled_decode_experts_ ? ", decode experts tiled" : "");
 }
 
 // The preconditions of the kernels, as clear load-time errors instead of launch failures.

@@ -190,7 +190,8 @@ class GpuBackend final : public Backend {
   void enqueue_trunk(const gpu::StepRowsView& rows, size_t hidden_at, int64_t num_hidden, size_t logit_at,
                      int64_t num_logits);
   gpu::GpuLayerContext context() const {
-    return {config_, stream_, cache_.kv_block_tokens, ws_, &launches_, trace_.enabled() ? &trace_ : nullptr, prefill_math_};
+    return {config_, stream_, cache_.kv_block_tokens, ws_, &launches_, trace_.enabled() ? &trace_ : nullptr, prefill_math_,
+            tiled_decode_experts_};
   }
   template <class T>
   const T* device(size_t staging_offset) const {
@@ -237,6 +238,7 @@ class GpuBackend final : public Backend {
   int64_t launches_last_forward_ = 0;
   // Set at construction (see set_prefill_math).
   kernels::MatmulMath prefill_math_ = kernels::MatmulMath::kF32;
+  bool tiled_decode_experts_ = false;  // GpuLayerContext::tiled_decode_experts, set at construction
   // Q4_0 decode matvec arithmetic (cache_.decode_matvec resolved at start), set on the calling
   // thread by every forward: the kernels' setting is per thread, the backend's for its lifetime.
   kernels::MatvecMath matvec_math_ = kernels::MatvecMath::kCudaCores;

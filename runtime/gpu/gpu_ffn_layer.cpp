@@ -120,7 +120,8 @@ void gated_product(const GpuLayerContext& ctx, const DeviceTensor& gate, const D
 // expert through the tiled kernel (gated with w_up: SiLU(W x) * (W_up x)).
 // plan_ready: an earlier call of this layer grouped the same ids (one launch instead of two).
 void experts_tiled(const GpuLayerContext& ctx, const DeviceTensor& w, const void* w_up, const float* x, const int32_t* ids,
-                   int64_t num_pairs, int64_t pairs_per_x_row, float* y, bool plan_ready) {
+                   int64_t num_pairs, int64_t pairs_per_x_row, float* y, bool plan_ready,
+                   kernels::MatmulMath math) {
   kernels::MatmulExpertsPrefillArgs a{};
   a.experts.base = matmul_args(w, x, num_pairs, y);
   a.experts.expert_ids = ids;
@@ -129,7 +130,7 @@ void experts_tiled(const GpuLayerContext& ctx, const DeviceTensor& w, const void
   a.num_experts = ctx.config.num_experts;
   a.w_up = w_up;
   a.workspace = ctx.ws.expert_prefill_ws;
-  a.math = ctx.prefill_math;
+  a.math = math;
   a.plan_ready = plan_ready;
   DS_GPU_LAUNCH(ctx, plan_ready ? 1 : 2, kernels::matmul_experts_prefill_gpu(a, ctx.stream),
                 "matmul_experts_prefill %s (%s)%s: %lld pairs, in %lld, out %lld", w.name.c_str(),
@@ -251,16 +252,21 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
   // Pairs p = row * k + rank (moe_route's [row][rank] order): gate/up read x row p / k.
   // Decode pairs [0, nd * k) per pair (matvec); prefill pairs grouped by expert (tiled).
   const bool experts_gated = same_layout(w.gate_exps, w.up_exps);
-  // Decode pairs: one per matvec row group, or, when the step has enough pairs per expert,
-  // grouped by expert (expert_pair_groups) so pairs of one expert share its weight loads.
-  const kernels::ExpertPairGroups groups = expert_pair_groups(ctx, nd * k);
+  // Decode pairs through the exact tensor-core tile (ctx.tiled_decode_experts, gated experts);
+  // else one per matvec row group, or, when the step has enough pairs per expert, grouped by
+  // expert (expert_pair_groups) so pairs of one expert share its weight loads.
+  const bool decode_tiled = ctx.tiled_decode_experts && experts_gated && nd > 0;
+  const kernels::ExpertPairGroups groups = decode_tiled ? kernels::ExpertPairGroups{} : expert_pair_groups(ctx, nd * k);
   auto pairs_segment = [&](const DeviceTensor& wt, const float* x, int64_t per_x_row, float* y) {
     kernels::MatmulSegment s = expert_segment(wt, x, ws.expert_ids, nd * k, per_x_row, y);
     s.groups = groups;
     return s;
   };
   std::vector<kernels::MatmulSegment> up_segs;
-  if (nd > 0 && experts_gated) {
+  if (decode_tiled) {
+    experts_tiled(ctx, w.gate_exps, w.up_exps.data, b, ws.expert_ids, nd * k, k, ws.exp_g, false,
+                  kernels::MatmulMath::kTensorExact);
+  } else if (nd > 0 && experts_gated) {
     up_segs.push_back(gated(pairs_segment(w.gate_exps, b, k, ws.exp_g), w.up_exps));
   } else if (nd > 0) {
     up_segs.push_back(pairs_segment(w.gate_exps, b, k, ws.exp_g));
@@ -284,10 +290,10 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
     const float* bp = b + nd * c.num_embd;
     const int32_t* ids = ws.expert_ids + nd * k;
     if (experts_gated) {
-      experts_tiled(ctx, w.gate_exps, w.up_exps.data, bp, ids, np * k, k, ws.exp_g + nd * k * ie, false);
+      experts_tiled(ctx, w.gate_exps, w.up_exps.data, bp, ids, np * k, k, ws.exp_g + nd * k * ie, false, ctx.prefill_math);
     } else {
-      experts_tiled(ctx, w.gate_exps, nullptr, bp, ids, np * k, k, ws.exp_g + nd * k * ie, false);
-      experts_tiled(ctx, w.up_exps, nullptr, bp, ids, np * k, k, ws.exp_u + nd * k * ie, true);
+      experts_tiled(ctx, w.gate_exps, nullptr, bp, ids, np * k, k, ws.exp_g + nd * k * ie, false, ctx.prefill_math);
+      experts_tiled(ctx, w.up_exps, nullptr, bp, ids, np * k, k, ws.exp_u + nd * k * ie, true, ctx.prefill_math);
       DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(ws.exp_g + nd * k * ie, ws.exp_u + nd * k * ie, ws.exp_g + nd * k * ie,
                                                 np * k * ie, ctx.stream),
                     "expert swiglu %lld prefill pairs", static_cast<long long>(np * k));
@@ -297,14 +303,20 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
     DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(ws.sh_g, ws.sh_u, ws.sh_g, nd * w.gate_shexp.ne1, ctx.stream),
                   "shared swiglu %lld rows", static_cast<long long>(nd));
   if (rows.num_prefill_rows() > 0) gated_product_tiled(ctx, w.gate_shexp, w.up_shexp, b, nd, rows.num_prefill_rows(), ws.sh_g, ws.sh_u);
-  if (nd > 0)
+  if (decode_tiled) {
+    // The plan of the decode pairs is still in the workspace unless prefill pairs replaced it.
+    experts_tiled(ctx, w.down_exps, nullptr, ws.exp_g, ws.expert_ids, nd * k, 1, ws.exp_out, /*plan_ready=*/np == 0,
+                  kernels::MatmulMath::kTensorExact);
+    launch_segments(ctx, {segment(w.down_shexp, ws.sh_g, nd, ws.sh_out)}, "moe down");
+  } else if (nd > 0) {
     launch_segments(ctx,
                     {pairs_segment(w.down_exps, ws.exp_g, 1, ws.exp_out),
                      segment(w.down_shexp, ws.sh_g, nd, ws.sh_out)},
                     "moe down");
+  }
   if (np > 0)
     experts_tiled(ctx, w.down_exps, nullptr, ws.exp_g + nd * k * ie, ws.expert_ids + nd * k, np * k, 1,
-                  ws.exp_out + nd * k * c.num_embd, /*plan_ready=*/true);
+                  ws.exp_out + nd * k * c.num_embd, /*plan_ready=*/!decode_tiled, ctx.prefill_math);
   if (rows.num_prefill_rows() > 0) matmul_tiled(ctx, w.down_shexp, ws.sh_g, nd, rows.num_prefill_rows(), ws.sh_out, false);
   // Every launch reading b ran before this one: next.out may be b.
   kernels::MoeCombineArgs combine{ws.exp_out, ws.expert_weights, ws.sh_out, ws.sh_gate, y, n, k, c.num_embd};

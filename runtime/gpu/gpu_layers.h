@@ -88,6 +88,9 @@ struct GpuLayerContext {
   int64_t* launches;  // kernel launch counter: every enqueued kernel adds one (DS_GPU_LAUNCH)
   KernelTrace* trace = nullptr;  // non-null only while tracing (GpuBackend::set_trace)
   kernels::MatmulMath prefill_math = kernels::MatmulMath::kF32;  // tiled prefill products
+  // Decode and verify rows' routed-expert products through the expert-grouped exact tensor-core
+  // tile instead of the matvec (a backend-lifetime choice, so a row's bits never follow the load).
+  bool tiled_decode_experts = false;
 };
 
 // DS_GPU_LAUNCH(ctx, num_kernels, call, "shapes", ...): DS_GPU_CHECK of a kernel entry point
