@@ -52,7 +52,6 @@ constexpr int64_t kMaxGridY = 65535;
 // 64): each staged and split activation window then serves twice the weight rows.
 template <MatmulMath kMath>
 inline constexpr int kTilePairsOf = gpu::tile_rows(kMath == MatmulMath::kF32 ? 32 : 16);
-constexpr int64_t kSmallTileMaxPairsPerExpert = 4;  // the exact tile's 8-pair form: up to 4 pairs per expert on average
 template <MatmulMath kMath>
 inline constexpr int kColsOf = kMath == MatmulMath::kTensorExact ? 128 : gpu::kTileCols;
 template <MatmulMath kMath>
@@ -216,6 +215,7 @@ gpuError_t launch_tiled(const TiledParams& p, int64_t num_pairs, MatmulMath math
       // Decode-sized calls (a few pairs per expert: 64 streams x top 8 over 256 experts) take
       // 8-pair tiles: half the tensor-core work and staging of 16 on pairs that are mostly
       // padding. Same bits either way (the tile height never changes an element's steps).
+      constexpr int64_t kSmallTileMaxPairsPerExpert = 4;
       if (num_pairs <= kSmallTileMaxPairsPerExpert * p.num_experts)
         return launch_math<D, MatmulMath::kTensorExact, 8>(p, num_pairs, stream);
       return launch_math<D, MatmulMath::kTensorExact>(p, num_pairs, stream);
