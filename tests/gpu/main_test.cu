@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
                 {"matmul_experts_prefill", run_matmul_experts_prefill_tests},
                 {"ops", run_ops_tests},             {"gdn", run_gdn_tests},
                 {"gdn_prefill", run_gdn_prefill_tests}, {"attention", run_attention_tests},
-                {"attention_prep", run_attention_prep_tests}, {"moe_fused", run_moe_fused_tests}};
+                {"attention_prep", run_attention_prep_tests}, {"moe_fused", run_moe_fused_tests},
+                {"exact_tile", run_exact_tile_tests}};
   int suites_run = 0;
   for (const auto& suite : suites) {
     if (!only.empty() && only.find("," + std::string(suite.name) + ",") == std::string::npos) continue;

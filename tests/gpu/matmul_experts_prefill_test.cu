@@ -347,4 +347,14 @@ void run_matmul_experts_prefill_tests(Context& ctx) {
   check_case(ctx, Case{DType::Q4_0, 96, 65, 7, 200, 4, false, true, false, MatmulMath::kTensorExact});  // gated, odd outputs
 }
 
+// A few small cases of the exact tensor-core tile alone (`--only exact_tile`): quick enough for
+// compute-sanitizer's racecheck, which the whole suite outlasts. Two windows (one short), the
+// dense 32 x 128 tile over partial row and column tiles, expert tiles of 8 and 16 pairs, gated.
+void run_exact_tile_tests(Context& ctx) {
+  const MatmulMath exact = MatmulMath::kTensorExact;
+  check_prefill_math(ctx, exact, DType::Q4_0, 224, 129, 40);
+  check_case(ctx, Case{DType::Q4_0, 224, 72, 6, 7, 3, false, false, false, exact});      // 8-pair tiles
+  check_case(ctx, Case{DType::Q4_0, 224, 72, 2, 40, 2, false, true, false, exact});     // 16-pair tiles, gated
+}
+
 }  // namespace deltaserve::kernels::gputest
