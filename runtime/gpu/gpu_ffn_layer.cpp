@@ -241,8 +241,10 @@ kernels::ExpertPairGroups expert_pair_groups(const GpuLayerContext& ctx, int64_t
 // gate logit and the top-k routing (one launch), expert and shared gate*up (one launch when
 // the types agree), expert and shared down, combine (with next's norm as its epilogue). Prefill
 // rows take the shared expert through the tiled kernel and the routed experts through the
-// expert-grouped tiled kernel (each expert's weights read once per 64 pairs routed to it);
-// router and combine cover every row.
+// expert-grouped tiled kernel (each expert's weights read once per tile of pairs routed to it);
+// router and combine cover every row. In tensor mode (ctx.tiled_decode_experts) the decode
+// rows' routed experts take the expert-grouped exact tile as well (a grouping plan, gate*up,
+// down), and the shared expert stays in the matvec launches.
 void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y,
                  const NextNorm& next, const FfnInputNorm& in) {
   const ModelConfig& c = ctx.config;
@@ -250,7 +252,7 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
   const int64_t k = c.num_experts_used, n = rows.num_rows, nd = rows.num_decode_rows;
   moe_router(ctx, w, b, y, n, in);
   // Pairs p = row * k + rank (moe_route's [row][rank] order): gate/up read x row p / k.
-  // Decode pairs [0, nd * k) per pair (matvec); prefill pairs grouped by expert (tiled).
+  // Decode pairs [0, nd * k) by the matvec (or the exact tile); prefill pairs grouped by expert (tiled).
   const bool experts_gated = same_layout(w.gate_exps, w.up_exps);
   // Decode pairs through the exact tensor-core tile (ctx.tiled_decode_experts, gated experts);
   // else one per matvec row group, or, when the step has enough pairs per expert, grouped by
