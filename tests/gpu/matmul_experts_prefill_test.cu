@@ -242,8 +242,9 @@ void check_prefill_math(Context& ctx, MatmulMath math, DType type, int64_t num_i
 
 // Quantised weights 2 bytes past a 16-byte boundary (raw copies by plain 2-byte loads instead
 // of cp.async): matmul_prefill_gpu and the expert kernel bit-identical to the aligned call; and
-// plan_ready: a second call on the first call's workspace skips the plan, same bits.
-void check_unaligned_and_plan(Context& ctx, DType type, int64_t num_in) {
+// plan_ready: a second call on the first call's workspace skips the plan, same bits. With
+// `math` (the exact tile reads its raw bytes at the same in-stage offsets as the f32 tile).
+void check_unaligned_and_plan(Context& ctx, DType type, int64_t num_in, MatmulMath math = MatmulMath::kF32) {
   const int64_t num_out = 72, num_experts = 6, num_pairs = 130, k = 2;
   const size_t row_bytes = dtype_row_bytes(type, num_in);
   const std::vector<uint8_t> w = random_weights(ctx.rng, type, num_in, num_out * num_experts);
@@ -256,12 +257,13 @@ void check_unaligned_and_plan(Context& ctx, DType type, int64_t num_in) {
   DeviceBuffer<float> dx(x), y0(static_cast<size_t>(num_x_rows * num_out)), y1(y0.size());
   DeviceBuffer<int32_t> dids(ids);
   MatmulArgs a{dw.get(), type, num_in, num_out, row_bytes, dx.get(), num_x_rows, x_stride, y0.get(), num_out};
-  CHECK_GPU(matmul_prefill_gpu(a, nullptr));
+  CHECK_GPU(matmul_prefill_gpu(a, nullptr, math));
   a.w = dws.get() + 2, a.y = y1.get();
-  CHECK_GPU(matmul_prefill_gpu(a, nullptr));
+  CHECK_GPU(matmul_prefill_gpu(a, nullptr, math));
   bool same = bitwise_equal(y0.download().data(), y1.download().data(), y0.size());
 
-  const Case c{type, num_in, num_out, num_experts, num_pairs, k};
+  Case c{type, num_in, num_out, num_experts, num_pairs, k};
+  c.math = math;
   DeviceBuffer<float> e0(static_cast<size_t>(num_pairs * num_out)), e1(e0.size()), e2(e0.size());
   run_kernel(c, dw.get(), nullptr, dx.get(), x_stride, dids.get(), num_pairs, k, e0.get(), false);
   run_kernel(c, dws.get() + 2, nullptr, dx.get(), x_stride, dids.get(), num_pairs, k, e1.get(), false);
@@ -270,13 +272,14 @@ void check_unaligned_and_plan(Context& ctx, DType type, int64_t num_in) {
   MatmulExpertsPrefillArgs pa{
       MatmulExpertsArgs{MatmulArgs{dw.get(), type, num_in, num_out, row_bytes, dx.get(), 0, x_stride, e2.get(), num_out}, dids.get(),
                         num_pairs, k},
-      num_experts, dw.get(), ws.get()};  // gated call: writes the plan
+      num_experts, dw.get(), ws.get(), math};  // gated call: writes the plan
   CHECK_GPU(matmul_experts_prefill_gpu(pa, nullptr));
   e2.poison();
   pa.w_up = nullptr, pa.plan_ready = true;
   CHECK_GPU(matmul_experts_prefill_gpu(pa, nullptr));
   same = same && bitwise_equal(e0.download().data(), e2.download().data(), e0.size());
-  ctx.results.record_exact("experts_prefill unaligned/plan", std::string(dtype_name(type)) + " in=" + std::to_string(num_in), same,
+  ctx.results.record_exact(std::string("experts_prefill") + math_suffix(math) + " unaligned/plan",
+                           std::string(dtype_name(type)) + " in=" + std::to_string(num_in), same,
                            same ? "== aligned call, plan reused" : "differs");
 }
 
@@ -335,6 +338,7 @@ void run_matmul_experts_prefill_tests(Context& ctx) {
       }
     }
     if (t != DType::F32 && t != DType::F16 && t != DType::BF16) check_unaligned_and_plan(ctx, t, in);
+    if (t == DType::Q4_0) check_unaligned_and_plan(ctx, t, in, MatmulMath::kTensorExact);
   }
   // The 35B-A3B down shape (in 512, out 2048) at a few hundred pairs.
   check_case(ctx, Case{DType::Q4_0, 512, 2048, 256, ctx.quick ? 64 : 520, 1});
