@@ -144,45 +144,49 @@ ApiError GenerationStream::failure_error(const std::string& message) const {
 
 void GenerationStream::finish_stream(const StepOutput& out) {
   if (out.finish_reason) {
+    count_end(std::string_view(out.finish_reason) == "length" ? ResponseEnd::Length : ResponseEnd::Stop);
     write_chunk(sse_event(formatter_.finish_chunk(out.finish_reason)));
     if (job_.include_usage) write_chunk(sse_event(formatter_.usage_chunk(generation_.usage())));
     write_chunk(std::string(kSseDone));
-    end(std::string_view(out.finish_reason) == "length" ? ResponseEnd::Length : ResponseEnd::Stop);
   } else {
     const ApiError error = failure_error(*out.error);
     spdlog::error("[{}] stream ended with an error: {}", job_.spec.external_id, *out.error);
     state_.metrics().on_error(error.type);
+    count_end(ResponseEnd::Error);
     write_chunk(sse_event(error.body()));
     write_chunk(std::string(kSseDone));
-    end(ResponseEnd::Error);
   }
+  close_response();
 }
 
 void GenerationStream::finish_body(const StepOutput& out) {
   HttpRequest request_shape{http::verb::post, "/", http_version_};
   request_shape.keep_alive(keep_alive_);
+  std::ostringstream text;
   if (out.finish_reason) {
+    count_end(std::string_view(out.finish_reason) == "length" ? ResponseEnd::Length : ResponseEnd::Stop);
     const nlohmann::json body = formatter_.final_body(gathered_, out.finish_reason, generation_.usage());
-    HttpResponse res = json_response(http::status::ok, json_text(body), request_shape, state_);
-    std::ostringstream text;
-    text << res;
-    session_->write_stream(std::move(text).str(), /*bounded=*/false);
-    end(std::string_view(out.finish_reason) == "length" ? ResponseEnd::Length : ResponseEnd::Stop);
+    text << json_response(http::status::ok, json_text(body), request_shape, state_);
   } else {
     spdlog::error("[{}] request failed: {}", job_.spec.external_id, *out.error);
-    HttpResponse res = error_response(failure_error(*out.error), &request_shape, state_);
-    std::ostringstream text;
-    text << res;
-    session_->write_stream(std::move(text).str(), /*bounded=*/false);
-    end(ResponseEnd::Error);
+    count_end(ResponseEnd::Error);
+    text << error_response(failure_error(*out.error), &request_shape, state_);
   }
+  session_->write_stream(std::move(text).str(), /*bounded=*/false);
+  close_response();
 }
 
-void GenerationStream::end(ResponseEnd how) {
-  if (job_.stream && chunked_) session_->write_stream("0\r\n\r\n");
+// Counted before the response's last bytes go out: the socket write may happen at once, and a
+// client that has read the whole response must find it in /metrics (counted after the write, the
+// e2e load test's scrape right after its last response saw one 'stop' fewer than it completed).
+void GenerationStream::count_end(ResponseEnd how) {
   ended_ = true;
   keepalive_timer_.cancel();
   state_.metrics().on_response_finished(how);
+}
+
+void GenerationStream::close_response() {
+  if (job_.stream && chunked_) session_->write_stream("0\r\n\r\n");
   session_->end_response(keep_alive_);
 }
 

@@ -51,7 +51,8 @@ class GenerationStream : public std::enable_shared_from_this<GenerationStream> {
   // Keep-alive: (re)arms the timer for the time left until a comment is due.
   void keepalive_arm(std::chrono::steady_clock::duration wait);
   void on_keepalive(boost::system::error_code ec);
-  void end(ResponseEnd how);
+  void count_end(ResponseEnd how);  // marks the stream ended and counts it in the metrics
+  void close_response();            // the last chunk (chunked streams) and the session's end
   ApiError failure_error(const std::string& message) const;
 
   std::shared_ptr<HttpSession> session_;
