@@ -12,7 +12,7 @@
 // multiply-add by the block's scale adds them to the element's f32 accumulator; blocks go in
 // ascending k. The steps of an element depend on its x row, its W row and num_in only, not on
 // BM, the tile or its position there, so every BM gives the same bits (the expert kernel's pair
-// tiles equal matmul_prefill_gpu's 64-row tiles) and a row alone equals that row in any batch.
+// tiles of 8 and 16 equal matmul_prefill_gpu's 32-row tiles) and a row alone equals it in any batch.
 // Only the rounding of the sums differs from the f32 tile (NMSE ~1e-13 against matmul_ref).
 //
 // Layout: 8 warps; warp w takes kWm tiles of 16 weight rows (mma M) x kWn tiles of 8 activation
