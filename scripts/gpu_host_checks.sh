@@ -5,7 +5,7 @@
 # later ones. Usage, from the repository root on the GPU host:
 #   scripts/gpu_host_checks.sh BUNDLE_DIR LOG_DIR [stage...]
 # stages: kernels backend kbench decode_tiny decode_35b decode_35b_eager decode_35b_fused_norm verify_35b prefill_35b prefill_35b_f32 prefill_35b_tf32 serve soak sanitize
-#         sanitize_serve speculation prefill_35b prefill_35b_tf32 decode_27b trace_35b matvec_ab
+#         sanitize_serve speculation prefill_35b prefill_35b_tf32 decode_27b trace_35b matvec_ab tiled_experts_ab
 # (matvec_ab: 35B-A3B and 27B decode with --matvec fma and --matvec tensor, side by side)
 # (decode_35b_eager: decode_35b with the step graphs off, DELTASERVE_GPU_GRAPHS=0;
 #  decode_35b_fused_norm: decode_35b with DELTASERVE_GPU_FUSE_NORM=1, graphs on and off)
@@ -111,6 +111,11 @@ for stage in "${stages[@]}"; do
           --batch 1,4,16,64 --context 1024 --steps 10 --matvec "$m"
         run_stage "decode_27b_$m" 150 "$cli" bench decode --preset qwen3.6-27b --weights q4_0 --device cuda \
           --batch 1,64 --context 512 --steps 10 --matvec "$m"
+      done ;;
+    tiled_experts_ab)  # tensor mode with the routed experts on the matvec (0) and on the exact tile (1), one binary
+      for t in 0 1; do
+        DELTASERVE_GPU_TILED_DECODE_EXPERTS=$t run_stage "decode_35b_tensor_tiled$t" 150 "$cli" bench decode \
+          --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,16,32,64 --context 1024 --steps 10 --matvec tensor
       done ;;
     *) echo "unknown stage $stage" ;;
   esac
