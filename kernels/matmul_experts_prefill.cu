@@ -53,11 +53,11 @@ constexpr int64_t kMaxGridY = 65535;
 template <MatmulMath kMath>
 inline constexpr int kTilePairsOf = gpu::tile_rows(kMath == MatmulMath::kF32 ? 32 : 16);
 template <MatmulMath kMath>
-inline constexpr int kColsOf = kMath == MatmulMath::kTensorExact ? 128 : gpu::kTileCols;
+inline constexpr int kColsOf = kMath == MatmulMath::kTensorExact ? gpu::kExactTileCols : gpu::kTileCols;
 template <MatmulMath kMath>
 inline constexpr int kCStrideOf = kColsOf<kMath> + 4;
 static_assert(kCStrideOf<MatmulMath::kF32> == gpu::kTileCStride &&
-              kCStrideOf<MatmulMath::kTensorExact> == gpu::ExactTile<16, 128>::kCStride);
+              kCStrideOf<MatmulMath::kTensorExact> == gpu::ExactTile<16, gpu::kExactTileCols>::kCStride);
 
 __global__ void __launch_bounds__(kPlanThreads)
     plan_kernel(const int32_t* ids, int64_t num_pairs, int32_t* offsets, int32_t* sorted) {

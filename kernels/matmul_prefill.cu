@@ -45,8 +45,8 @@ struct Tile {
 #if defined(DS_GPU_CUDA)  // HIP never runs the exact tile
 template <>
 struct Tile<MatmulMath::kTensorExact> {
-  static constexpr int kRows = 32, kOut = 128, kCStride = gpu::ExactTile<32, 128>::kCStride;
-  static constexpr size_t smem_bytes(size_t) { return gpu::tile_exact_smem_bytes<32, 128>(); }
+  static constexpr int kRows = 32, kOut = gpu::kExactTileCols, kCStride = gpu::ExactTile<kRows, kOut>::kCStride;
+  static constexpr size_t smem_bytes(size_t) { return gpu::tile_exact_smem_bytes<kRows, kOut>(); }
 };
 #endif
 

@@ -35,6 +35,9 @@
 
 namespace deltaserve::kernels::gpu {
 
+// Weight rows of the callers' exact tiles (dense and expert): twice tile_run's 64 (see above).
+inline constexpr int kExactTileCols = 128;
+
 // bf16 per staged activation row of one part: 128 + 16, 288 bytes, so the 8-byte fragment loads
 // of a half warp (rows g = 0..3, c = 0..3) fall in distinct banks.
 inline constexpr int kExactPlaneStride = kTileWindow + 16;

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <sstream>
+#include <string_view>
 
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
@@ -10,6 +11,14 @@
 #include "server/router.h"
 
 namespace deltaserve::server {
+namespace {
+
+// How a response that finished with `finish_reason` ended for its client.
+ResponseEnd end_of(std::string_view finish_reason) {
+  return finish_reason == "length" ? ResponseEnd::Length : ResponseEnd::Stop;
+}
+
+}  // namespace
 
 GenerationStream::GenerationStream(std::shared_ptr<HttpSession> session, GenerationJob job,
                                    ServerState& state, const ModelService& service,
@@ -144,7 +153,7 @@ ApiError GenerationStream::failure_error(const std::string& message) const {
 
 void GenerationStream::finish_stream(const StepOutput& out) {
   if (out.finish_reason) {
-    count_end(std::string_view(out.finish_reason) == "length" ? ResponseEnd::Length : ResponseEnd::Stop);
+    count_end(end_of(out.finish_reason));
     write_chunk(sse_event(formatter_.finish_chunk(out.finish_reason)));
     if (job_.include_usage) write_chunk(sse_event(formatter_.usage_chunk(generation_.usage())));
     write_chunk(std::string(kSseDone));
@@ -164,7 +173,7 @@ void GenerationStream::finish_body(const StepOutput& out) {
   request_shape.keep_alive(keep_alive_);
   std::ostringstream text;
   if (out.finish_reason) {
-    count_end(std::string_view(out.finish_reason) == "length" ? ResponseEnd::Length : ResponseEnd::Stop);
+    count_end(end_of(out.finish_reason));
     const nlohmann::json body = formatter_.final_body(gathered_, out.finish_reason, generation_.usage());
     text << json_response(http::status::ok, json_text(body), request_shape, state_);
   } else {

@@ -102,7 +102,7 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
   // per step, 64 x 4 verify rows 140.7 -> 69.3, but one stream 3.8 -> 6.5 (bench/RESULTS.md).
   // DELTASERVE_GPU_TILED_DECODE_EXPERTS=0 keeps them on the matvec (side-by-side runs).
   const char* tiled_env = std::getenv("DELTASERVE_GPU_TILED_DECODE_EXPERTS");
-  tiled_decode_experts_ = tensor && kernels::tensor_exact_available() && !(tiled_env != nullptr && std::string(tiled_env) == "0");
+  tiled_decode_experts_ = tensor && !(tiled_env != nullptr && std::string(tiled_env) == "0");  // tensor: bf16 mma is there
   size_buffers();
   const size_t slots = static_cast<size_t>(cache_.num_state_slots);
   live_entry_.resize(slots);
