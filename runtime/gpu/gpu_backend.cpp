@@ -103,6 +103,15 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
   // DELTASERVE_GPU_TILED_DECODE_EXPERTS=0 keeps them on the matvec (side-by-side runs).
   const char* tiled_env = std::getenv("DELTASERVE_GPU_TILED_DECODE_EXPERTS");
   tiled_decode_experts_ = tensor && !(tiled_env != nullptr && std::string(tiled_env) == "0");  // tensor: bf16 mma is there
+  // So do their plain Q4_0 products with very wide matrices (the LM head): there the exact
+  // tile (~67 TFLOP/s) beats the tensor-core matvec (~39 at 64 rows); the others stay on the
+  // matvec (gpu::kTiledDecodeMinOutputs). DELTASERVE_GPU_TILED_DECODE_MIN_OUTPUTS=N moves the
+  // line (0: every product on the matvec; 1: every Q4_0 product on the tile), for side-by-side
+  // runs and for tests on small models.
+  const char* min_env = std::getenv("DELTASERVE_GPU_TILED_DECODE_MIN_OUTPUTS");
+  const int64_t min_outputs = min_env != nullptr && *min_env != '\0' ? std::max<int64_t>(0, std::atoll(min_env))
+                                                                      : gpu::kTiledDecodeMinOutputs;
+  tiled_decode_min_outputs_ = tensor ? min_outputs : 0;
   size_buffers();
   const size_t slots = static_cast<size_t>(cache_.num_state_slots);
   live_entry_.resize(slots);
@@ -134,7 +143,9 @@ std::string GpuBackend::speed_settings() const {
          ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", expert pair groups " +
          gpu::expert_grouping_setting() + ", prefill matmul " + prefill_math_name(prefill_math_) + ", Q4_0 matvec " +
          (matvec_math_ == kernels::MatvecMath::kTensorCores ? "tensor" : "fma") +
-         (tiled_decode_experts_ ? ", decode experts tiled" : "");
+         (tiled_decode_experts_ ? ", decode experts tiled" : "") + (tiled_decode_min_outputs_ > 0
+              ? ", decode products of " + std::to_string(tiled_decode_min_outputs_) + "+ outputs tiled"
+              : std::string());
 }
 
 // The preconditions of the kernels, as clear load-time errors instead of launch failures.

@@ -87,6 +87,23 @@ void matmul_tiled(const GpuLayerContext& ctx, const DeviceTensor& w, const float
                 static_cast<long long>(w.ne0), static_cast<long long>(w.ne1));
 }
 
+// Whether decode rows' product with w runs on the exact tile (tensor mode: plain Q4_0 products
+// of matrices with at least ctx.tiled_decode_min_outputs outputs).
+bool decode_tiled(const GpuLayerContext& ctx, const DeviceTensor& w) {
+  return ctx.tiled_decode_min_outputs > 0 && w.type == kernels::DType::Q4_0 && w.ne1 >= ctx.tiled_decode_min_outputs;
+}
+
+// Decode rows [0, num_rows) of a product on the exact tile (decode_tiled).
+void matmul_decode_tiled(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, int64_t num_rows, float* y,
+                         bool accumulate) {
+  kernels::MatmulArgs args = matmul_args(w, x, num_rows, y);
+  args.accumulate = accumulate;
+  DS_GPU_LAUNCH(ctx, 1, kernels::matmul_prefill_gpu(args, ctx.stream, kernels::MatmulMath::kTensorExact),
+                "matmul %s (%s) tiled: %lld rows, in %lld, out %lld", w.name.c_str(),
+                std::string(kernels::dtype_name(w.type)).c_str(), static_cast<long long>(num_rows),
+                static_cast<long long>(w.ne0), static_cast<long long>(w.ne1));
+}
+
 // Rows [first, first + count) of g = SiLU(gate x) * (up x) through the tiled kernel.
 void gated_product_tiled(const GpuLayerContext& ctx, const DeviceTensor& gate, const DeviceTensor& up, const float* x,
                          int64_t first, int64_t count, float* g, float* u) {
@@ -104,7 +121,12 @@ void gated_product(const GpuLayerContext& ctx, const DeviceTensor& gate, const D
                    RowSplit rows, float* g, float* u) {
   const int64_t nd = rows.num_decode_rows, np = rows.num_prefill_rows(), width = gate.ne1;
   if (nd > 0) {
-    if (same_layout(gate, up)) {
+    if (decode_tiled(ctx, gate) && decode_tiled(ctx, up)) {
+      matmul_decode_tiled(ctx, gate, x, nd, g, false);
+      matmul_decode_tiled(ctx, up, x, nd, u, false);
+      DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(g, u, g, nd * width, ctx.stream), "swiglu %lld x %lld",
+                    static_cast<long long>(nd), static_cast<long long>(width));
+    } else if (same_layout(gate, up)) {
       launch_segments(ctx, {gated(segment(gate, x, nd, g), up)}, "gate*up");
     } else {
       matmul(ctx, gate, x, nd, g);
@@ -257,15 +279,15 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
   // Decode pairs through the exact tensor-core tile (ctx.tiled_decode_experts, gated experts);
   // else one per matvec row group, or, when the step has enough pairs per expert, grouped by
   // expert (expert_pair_groups) so pairs of one expert share its weight loads.
-  const bool decode_tiled = ctx.tiled_decode_experts && experts_gated && nd > 0;
-  const kernels::ExpertPairGroups groups = decode_tiled ? kernels::ExpertPairGroups{} : expert_pair_groups(ctx, nd * k);
+  const bool experts_decode_tiled = ctx.tiled_decode_experts && experts_gated && nd > 0;
+  const kernels::ExpertPairGroups groups = experts_decode_tiled ? kernels::ExpertPairGroups{} : expert_pair_groups(ctx, nd * k);
   auto pairs_segment = [&](const DeviceTensor& wt, const float* x, int64_t per_x_row, float* y) {
     kernels::MatmulSegment s = expert_segment(wt, x, ws.expert_ids, nd * k, per_x_row, y);
     s.groups = groups;
     return s;
   };
   std::vector<kernels::MatmulSegment> up_segs;
-  if (decode_tiled) {
+  if (experts_decode_tiled) {
     experts_tiled(ctx, w.gate_exps, w.up_exps.data, b, ws.expert_ids, nd * k, k, ws.exp_g, false,
                   kernels::MatmulMath::kTensorExact);
   } else if (nd > 0 && experts_gated) {
@@ -275,7 +297,14 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
     up_segs.push_back(pairs_segment(w.up_exps, b, k, ws.exp_u));
   }
   const bool shared_gated = same_layout(w.gate_shexp, w.up_shexp);
-  if (nd > 0) {
+  // Tensor mode: the shared expert's decode rows on the exact tile too (tiled_decode_dense).
+  const bool shared_tiled = decode_tiled(ctx, w.gate_shexp) && decode_tiled(ctx, w.up_shexp) && decode_tiled(ctx, w.down_shexp);
+  if (nd > 0 && shared_tiled) {
+    matmul_decode_tiled(ctx, w.gate_shexp, b, nd, ws.sh_g, false);
+    matmul_decode_tiled(ctx, w.up_shexp, b, nd, ws.sh_u, false);
+    DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(ws.sh_g, ws.sh_u, ws.sh_g, nd * w.gate_shexp.ne1, ctx.stream),
+                  "shared swiglu %lld rows", static_cast<long long>(nd));
+  } else if (nd > 0) {
     if (shared_gated) {
       up_segs.push_back(gated(segment(w.gate_shexp, b, nd, ws.sh_g), w.up_shexp));
     } else {
@@ -301,24 +330,27 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
                     "expert swiglu %lld prefill pairs", static_cast<long long>(np * k));
     }
   }
-  if (nd > 0 && !shared_gated)
+  if (nd > 0 && !shared_gated && !shared_tiled)
     DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(ws.sh_g, ws.sh_u, ws.sh_g, nd * w.gate_shexp.ne1, ctx.stream),
                   "shared swiglu %lld rows", static_cast<long long>(nd));
   if (rows.num_prefill_rows() > 0) gated_product_tiled(ctx, w.gate_shexp, w.up_shexp, b, nd, rows.num_prefill_rows(), ws.sh_g, ws.sh_u);
-  if (decode_tiled) {
+  if (experts_decode_tiled) {
     // The plan of the decode pairs is still in the workspace unless prefill pairs replaced it.
     experts_tiled(ctx, w.down_exps, nullptr, ws.exp_g, ws.expert_ids, nd * k, 1, ws.exp_out, /*plan_ready=*/np == 0,
                   kernels::MatmulMath::kTensorExact);
-    launch_segments(ctx, {segment(w.down_shexp, ws.sh_g, nd, ws.sh_out)}, "moe down");
   } else if (nd > 0) {
-    launch_segments(ctx,
-                    {pairs_segment(w.down_exps, ws.exp_g, 1, ws.exp_out),
-                     segment(w.down_shexp, ws.sh_g, nd, ws.sh_out)},
-                    "moe down");
+    std::vector<kernels::MatmulSegment> down_segs{pairs_segment(w.down_exps, ws.exp_g, 1, ws.exp_out)};
+    if (!shared_tiled) down_segs.push_back(segment(w.down_shexp, ws.sh_g, nd, ws.sh_out));
+    launch_segments(ctx, std::move(down_segs), "moe down");
+  }
+  if (nd > 0 && shared_tiled) {
+    matmul_decode_tiled(ctx, w.down_shexp, ws.sh_g, nd, ws.sh_out, false);
+  } else if (nd > 0 && experts_decode_tiled) {
+    launch_segments(ctx, {segment(w.down_shexp, ws.sh_g, nd, ws.sh_out)}, "moe down");
   }
   if (np > 0)
     experts_tiled(ctx, w.down_exps, nullptr, ws.exp_g + nd * k * ie, ws.expert_ids + nd * k, np * k, 1,
-                  ws.exp_out + nd * k * c.num_embd, /*plan_ready=*/!decode_tiled, ctx.prefill_math);
+                  ws.exp_out + nd * k * c.num_embd, /*plan_ready=*/!experts_decode_tiled, ctx.prefill_math);
   if (rows.num_prefill_rows() > 0) matmul_tiled(ctx, w.down_shexp, ws.sh_g, nd, rows.num_prefill_rows(), ws.sh_out, false);
   // Every launch reading b ran before this one: next.out may be b.
   kernels::MoeCombineArgs combine{ws.exp_out, ws.expert_weights, ws.sh_out, ws.sh_gate, y, n, k, c.num_embd};
@@ -339,6 +371,7 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
 
 void matmul(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, int64_t num_rows, float* y,
             bool accumulate) {
+  if (decode_tiled(ctx, w)) return matmul_decode_tiled(ctx, w, x, num_rows, y, accumulate);
   kernels::MatmulArgs args = matmul_args(w, x, num_rows, y);
   args.accumulate = accumulate;
   DS_GPU_LAUNCH(ctx, 1, kernels::matmul_gpu(args, ctx.stream), "matmul %s (%s): %lld rows, in %lld, out %lld",
@@ -385,7 +418,7 @@ void matmul_then_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const f
                       const NextNorm& next) {
   if (next.w == nullptr) return matmul(ctx, w, x, rows, y, /*accumulate=*/true);
   const int64_t nd = rows.num_decode_rows, np = rows.num_prefill_rows(), h = next.w->ne0;
-  if (nd == 0 || !fuse_norm_into_matvec(nd, h)) {  // one norm launch over every row
+  if (nd == 0 || decode_tiled(ctx, w) || !fuse_norm_into_matvec(nd, h)) {  // one norm launch over every row
     matmul(ctx, w, x, rows, y, /*accumulate=*/true);
     rms_norm(ctx, *next.w, y, rows.num_rows, next.out, next.out_stride);
     return;
@@ -407,8 +440,14 @@ void matmul_many(const GpuLayerContext& ctx, const DeviceTensor* const* ws, floa
                  RowSplit rows) {
   if (rows.num_decode_rows > 0) {
     std::vector<kernels::MatmulSegment> segs;
-    for (int i = 0; i < count; ++i) segs.push_back(segment(*ws[i], x, rows.num_decode_rows, ys[i]));
-    launch_segments(ctx, std::move(segs), ws[0]->name.c_str());
+    for (int i = 0; i < count; ++i) {
+      if (decode_tiled(ctx, *ws[i])) {
+        matmul_decode_tiled(ctx, *ws[i], x, rows.num_decode_rows, ys[i], false);
+      } else {
+        segs.push_back(segment(*ws[i], x, rows.num_decode_rows, ys[i]));
+      }
+    }
+    if (!segs.empty()) launch_segments(ctx, std::move(segs), ws[0]->name.c_str());
   }
   if (rows.num_prefill_rows() > 0)
     for (int i = 0; i < count; ++i) matmul_tiled(ctx, *ws[i], x, rows.num_decode_rows, rows.num_prefill_rows(), ys[i], false);

@@ -91,7 +91,20 @@ struct GpuLayerContext {
   // Decode and verify rows' routed-expert products through the expert-grouped exact tensor-core
   // tile instead of the matvec (a backend-lifetime choice, so a row's bits never follow the load).
   bool tiled_decode_experts = false;
+  // Decode and verify rows' plain Q4_0 products with matrices of at least this many outputs
+  // through the exact tile as well (matmul_prefill_gpu, kTensorExact) instead of the
+  // tensor-core matvec; 0: none. Same backend-lifetime rule (kTiledDecodeMinOutputs says why).
+  int64_t tiled_decode_min_outputs = 0;
 };
+
+// Tensor mode's tiled_decode_min_outputs: the LM head's width class. The exact tile splits a
+// matrix by 128 outputs and 32 rows, never along K, so at decode row counts a narrow matrix
+// gives too few blocks for the GPU. Measured on the H200 (tensor mode): every Q4_0 projection
+// of the 35B-A3B on the tile took a 64-stream step from 26.9 to 37.3 ms; the LM head alone
+// (248,320 outputs) 26.9 -> 26.2, one stream unchanged; with the 27B's FFN gate/up (17,408
+// outputs) too, the 27B went 121.6 -> 109.3 ms at 64 streams but 15.8 -> 23.5 at one, so the
+// line is drawn above them. A rule on the matrix's shape only: a row's bits never follow the load.
+inline constexpr int64_t kTiledDecodeMinOutputs = 65536;
 
 // DS_GPU_LAUNCH(ctx, num_kernels, call, "shapes", ...): DS_GPU_CHECK of a kernel entry point
 // that launches num_kernels kernels, counted in *ctx.launches. Every launch of the backend

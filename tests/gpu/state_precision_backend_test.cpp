@@ -5,11 +5,13 @@
 // - bf16 logits stay close to f32 logits over the same tokens (loose NMSE); the bf16 pools
 //   take about half the state bytes; read_delta_state returns bf16 values;
 // - the same speculative == plain check on a Q4_0 model with the tensor-core decode matvec
-//   (CacheConfig::decode_matvec kTensor), bitwise, and its logits close to the fma matvec's.
+//   (CacheConfig::decode_matvec kTensor), bitwise, and its logits close to the fma matvec's;
+//   likewise with every Q4_0 decode product on the exact tile (DELTASERVE_GPU_TILED_DECODE_MIN_OUTPUTS).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -255,6 +257,60 @@ TEST_P(StatePrecisionTest, TensorMatvecSpeculativeGreedyEqualsPlainGreedy) {
   EXPECT_GT(compared, 0);
   EXPECT_LE(worst, 1e-6) << "tensor vs fma matvec logits";
   std::printf("tensor vs fma matvec: worst logits NMSE %.3g over %d positions\n", worst, compared);
+}
+
+// An environment variable set for one scope (the backend reads its speed switches at construction).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+// Tensor mode with every Q4_0 decode product on the exact tile (the default line,
+// gpu::kTiledDecodeMinOutputs, takes only LM-head-wide matrices there, wider than any of this
+// model's): verify rows still give the bits of one-row steps, and the tile's logits stay close
+// to the matvec's.
+TEST_P(StatePrecisionTest, TiledDecodeProductsSpeculativeGreedyEqualsPlainGreedy) {
+  model_ = deltaserve::testing::make_synthetic_model(GetParam(), kernels::DType::Q4_0, 58);
+  matvec_ = DecodeMatvec::kTensor;
+  const Trace m = plain(StatePrecision::kF32);  // every dense product on the tensor-core matvec
+  const ScopedEnv all_tiled("DELTASERVE_GPU_TILED_DECODE_MIN_OUTPUTS", "1");
+  {
+    GpuBackend probe(*model_, cache_config(StatePrecision::kF32, DecodeMatvec::kTensor));
+    EXPECT_NE(probe.speed_settings().find("decode products of 1+ outputs tiled"), std::string::npos)
+        << probe.speed_settings();
+  }
+  const Trace p = plain(StatePrecision::kF32), s = speculative(StatePrecision::kF32, p);
+  for (int32_t slot = 0; slot < kSeqs; ++slot) EXPECT_EQ(s.tokens[slot], p.tokens[slot]) << "slot " << slot;
+  EXPECT_GT(s.num_partial, 0) << "no verify step rolled back";
+  EXPECT_TRUE(bitwise_as_plain(s, p)) << "tiled decode products: speculative logits/states not bitwise the plain ones";
+  double worst = 0;
+  int compared = 0;
+  bool any_different = false;
+  for (int32_t slot = 0; slot < kSeqs; ++slot) {
+    const int32_t start = static_cast<int32_t>(prompt(slot).size());
+    for (int32_t i = 0; i < kNewTokens && p.tokens[slot][i] == m.tokens[slot][i]; ++i, ++compared) {
+      const std::vector<float>&a = p.logits.at({slot, start + i}), &b = m.logits.at({slot, start + i});
+      worst = std::max(worst, nmse(a, b));
+      any_different = any_different || !same_bits(a, b);
+    }
+  }
+  EXPECT_GT(compared, 0);
+  EXPECT_TRUE(any_different) << "the tile's logits equal the matvec's bitwise: was the tile used?";
+  EXPECT_LE(worst, 1e-6) << "tiled vs matvec decode products: logits";
+  std::printf("tiled vs matvec decode products: worst logits NMSE %.3g over %d positions\n", worst, compared);
 }
 
 // Auto takes the tensor cores for servers of kTensorMatvecMinSlots+ slots (where the device has them).
