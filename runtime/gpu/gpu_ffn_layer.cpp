@@ -297,7 +297,8 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
     up_segs.push_back(pairs_segment(w.up_exps, b, k, ws.exp_u));
   }
   const bool shared_gated = same_layout(w.gate_shexp, w.up_shexp);
-  // Tensor mode: the shared expert's decode rows on the exact tile too (tiled_decode_dense).
+  // Tensor mode: the shared expert's decode rows on the exact tile too where decode_tiled takes
+  // all three of its matrices (never with the default line on the 35B-A3B: 512 and 2,048 outputs).
   const bool shared_tiled = decode_tiled(ctx, w.gate_shexp) && decode_tiled(ctx, w.up_shexp) && decode_tiled(ctx, w.down_shexp);
   if (nd > 0 && shared_tiled) {
     matmul_decode_tiled(ctx, w.gate_shexp, b, nd, ws.sh_g, false);
