@@ -67,7 +67,7 @@ void add_common_options(CLI::App& app, BenchCommand& c) {
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   app.add_option("--matvec", c.matvec,
-                 "Q4_0 decode products on the GPU: fma, tensor (tensor cores; routed MoE experts grouped by expert), or auto (tensor with 32+ streams)")
+                 "Q4_0 decode products on the GPU: fma, tensor (tensor cores; routed MoE experts grouped by expert, LM head tiled), or auto (tensor with 32+ streams)")
       ->check(CLI::IsMember({"auto", "fma", "tensor"}))
       ->capture_default_str();
   app.add_option("--threads", c.threads, "CPU threads (backend and weight generation; 0 = all)")->check(CLI::Range(0, 4096));

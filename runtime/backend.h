@@ -31,8 +31,9 @@ inline std::optional<StatePrecision> parse_state_precision(std::string_view text
 // How a GPU backend multiplies Q4_0 weights in decode and verify steps (kernels/matmul_gpu.h
 // MatvecMath): kFma, f32 fused multiply-adds on the vector units (fastest for a few streams);
 // kTensor, exact products on the tensor cores with f32 sums, the dense matrices by the tensor-core
-// matvec and the routed experts by the expert-grouped exact tile (CUDA sm_80 and up; on the
-// H200 35B-A3B 2.0x the throughput at 64 streams, half the tokens/s at one stream). Both are
+// matvec, the routed experts by the expert-grouped exact tile and the LM head by the exact tile
+// (CUDA sm_80 and up; on the H200 35B-A3B 2.2x the throughput at 64 streams, half the tokens/s
+// at one stream). Both are
 // batch-invariant, but they differ from each other in the last bits, so a backend keeps one
 // for its lifetime. kAuto: kTensor where the device has it and the backend has 32 or more
 // state slots (a server sized for throughput), else kFma. The CPU backend runs f32 either way
