@@ -104,6 +104,16 @@ void matmul_decode_tiled(const GpuLayerContext& ctx, const DeviceTensor& w, cons
                 static_cast<long long>(w.ne0), static_cast<long long>(w.ne1));
 }
 
+// Decode rows [0, num_rows) of g = SiLU(gate x) * (up x) on the exact tile (decode_tiled of
+// both matrices), u: scratch like g.
+void gated_product_decode_tiled(const GpuLayerContext& ctx, const DeviceTensor& gate, const DeviceTensor& up, const float* x,
+                                int64_t num_rows, float* g, float* u, const char* what) {
+  matmul_decode_tiled(ctx, gate, x, num_rows, g, false);
+  matmul_decode_tiled(ctx, up, x, num_rows, u, false);
+  DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(g, u, g, num_rows * gate.ne1, ctx.stream), "swiglu %s: %lld rows x %lld", what,
+                static_cast<long long>(num_rows), static_cast<long long>(gate.ne1));
+}
+
 // Rows [first, first + count) of g = SiLU(gate x) * (up x) through the tiled kernel.
 void gated_product_tiled(const GpuLayerContext& ctx, const DeviceTensor& gate, const DeviceTensor& up, const float* x,
                          int64_t first, int64_t count, float* g, float* u) {
@@ -122,10 +132,7 @@ void gated_product(const GpuLayerContext& ctx, const DeviceTensor& gate, const D
   const int64_t nd = rows.num_decode_rows, np = rows.num_prefill_rows(), width = gate.ne1;
   if (nd > 0) {
     if (decode_tiled(ctx, gate) && decode_tiled(ctx, up)) {
-      matmul_decode_tiled(ctx, gate, x, nd, g, false);
-      matmul_decode_tiled(ctx, up, x, nd, u, false);
-      DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(g, u, g, nd * width, ctx.stream), "swiglu %lld x %lld",
-                    static_cast<long long>(nd), static_cast<long long>(width));
+      gated_product_decode_tiled(ctx, gate, up, x, nd, g, u, "ffn");
     } else if (same_layout(gate, up)) {
       launch_segments(ctx, {gated(segment(gate, x, nd, g), up)}, "gate*up");
     } else {
@@ -301,10 +308,7 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
   // all three of its matrices (never with the default line on the 35B-A3B: 512 and 2,048 outputs).
   const bool shared_tiled = decode_tiled(ctx, w.gate_shexp) && decode_tiled(ctx, w.up_shexp) && decode_tiled(ctx, w.down_shexp);
   if (nd > 0 && shared_tiled) {
-    matmul_decode_tiled(ctx, w.gate_shexp, b, nd, ws.sh_g, false);
-    matmul_decode_tiled(ctx, w.up_shexp, b, nd, ws.sh_u, false);
-    DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(ws.sh_g, ws.sh_u, ws.sh_g, nd * w.gate_shexp.ne1, ctx.stream),
-                  "shared swiglu %lld rows", static_cast<long long>(nd));
+    gated_product_decode_tiled(ctx, w.gate_shexp, w.up_shexp, b, nd, ws.sh_g, ws.sh_u, "shared expert");
   } else if (nd > 0) {
     if (shared_gated) {
       up_segs.push_back(gated(segment(w.gate_shexp, b, nd, ws.sh_g), w.up_shexp));
@@ -335,20 +339,18 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
     DS_GPU_LAUNCH(ctx, 1, kernels::swiglu_gpu(ws.sh_g, ws.sh_u, ws.sh_g, nd * w.gate_shexp.ne1, ctx.stream),
                   "shared swiglu %lld rows", static_cast<long long>(nd));
   if (rows.num_prefill_rows() > 0) gated_product_tiled(ctx, w.gate_shexp, w.up_shexp, b, nd, rows.num_prefill_rows(), ws.sh_g, ws.sh_u);
+  // Decode rows' down products: each of the routed experts and the shared expert on its tile,
+  // or both in one segment launch.
   if (experts_decode_tiled) {
     // The plan of the decode pairs is still in the workspace unless prefill pairs replaced it.
     experts_tiled(ctx, w.down_exps, nullptr, ws.exp_g, ws.expert_ids, nd * k, 1, ws.exp_out, /*plan_ready=*/np == 0,
                   kernels::MatmulMath::kTensorExact);
-  } else if (nd > 0) {
-    std::vector<kernels::MatmulSegment> down_segs{pairs_segment(w.down_exps, ws.exp_g, 1, ws.exp_out)};
-    if (!shared_tiled) down_segs.push_back(segment(w.down_shexp, ws.sh_g, nd, ws.sh_out));
-    launch_segments(ctx, std::move(down_segs), "moe down");
   }
-  if (nd > 0 && shared_tiled) {
-    matmul_decode_tiled(ctx, w.down_shexp, ws.sh_g, nd, ws.sh_out, false);
-  } else if (nd > 0 && experts_decode_tiled) {
-    launch_segments(ctx, {segment(w.down_shexp, ws.sh_g, nd, ws.sh_out)}, "moe down");
-  }
+  if (nd > 0 && shared_tiled) matmul_decode_tiled(ctx, w.down_shexp, ws.sh_g, nd, ws.sh_out, false);
+  std::vector<kernels::MatmulSegment> down_segs;
+  if (nd > 0 && !experts_decode_tiled) down_segs.push_back(pairs_segment(w.down_exps, ws.exp_g, 1, ws.exp_out));
+  if (nd > 0 && !shared_tiled) down_segs.push_back(segment(w.down_shexp, ws.sh_g, nd, ws.sh_out));
+  if (!down_segs.empty()) launch_segments(ctx, std::move(down_segs), "moe down");
   if (np > 0)
     experts_tiled(ctx, w.down_exps, nullptr, ws.exp_g + nd * k * ie, ws.expert_ids + nd * k, np * k, 1,
                   ws.exp_out + nd * k * c.num_embd, /*plan_ready=*/!experts_decode_tiled, ctx.prefill_math);
