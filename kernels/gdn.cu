@@ -22,6 +22,7 @@
 // instead spilled at dk = dv = 128), so R rows in one launch give the bits of R launches of one
 // row. The f32 instantiation has no extra instruction (same PTX as before the option).
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/gdn_gpu.h"
 #include "kernels/gdn_state_elem.h"
@@ -69,6 +70,54 @@ __device__ __forceinline__ void block_sum2(float& a, float& b, float* scratch) {
 
 __device__ __forceinline__ float softplusf_(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
+#if defined(DS_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define DS_GDN_CP_ASYNC 1
+#endif
+
+// 16 bytes global -> shared without holding registers (cp.async on sm_80 and up; elsewhere a
+// plain copy), and the group commit / wait around them.
+__device__ __forceinline__ void copy16_async(void* dst, const void* src) {
+#if defined(DS_GDN_CP_ASYNC)
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+#else
+  *static_cast<uint4*>(dst) = *static_cast<const uint4*>(src);
+#endif
+}
+__device__ __forceinline__ void async_commit() {
+#if defined(DS_GDN_CP_ASYNC)
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int kPending>
+__device__ __forceinline__ void async_wait() {
+#if defined(DS_GDN_CP_ASYNC)
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+
+// A block's state slice (DK rows x kCols columns) staged in shared memory (kStaged below):
+// rows padded by 32 bytes, so the 4 parts of a warp's 8 columns read distinct banks (f32:
+// 160-byte rows, bf16: 96-byte rows).
+template <class StateT>
+struct StateStage {
+  static constexpr int kRowBytes = kCols * static_cast<int>(sizeof(StateT)) + 32;
+  static constexpr int kUnitsPerRow = kCols * static_cast<int>(sizeof(StateT)) / 16;
+};
+
+// Starts copying a block's state slice into `stage`: entry_head points at value head j's rows of
+// the entry, the slice is their columns tile * kCols..; every thread of the block takes part.
+template <int DK, class StateT>
+__device__ __forceinline__ void stage_state_async(unsigned char* stage, const StateT* entry_head, int64_t dv, int64_t tile) {
+  using L = StateStage<StateT>;
+  for (int u = static_cast<int>(threadIdx.x); u < DK * L::kUnitsPerRow; u += kThreads) {
+    const int row = u / L::kUnitsPerRow, unit = u % L::kUnitsPerRow;
+    const StateT* src = entry_head + row * dv + tile * kCols + unit * (16 / static_cast<int>(sizeof(StateT)));
+    copy16_async(stage + row * L::kRowBytes + 16 * unit, src);
+  }
+  async_commit();
+}
+
 using detail::from_state;  // delta-state elements: kernels/gdn_state_elem.h
 using detail::to_state;
 
@@ -85,7 +134,12 @@ constexpr int kMinBlocksFixedDv = 4;
 // DV > 0: head_dim_v == DV, fixed at compile time (the state offsets become immediates, which
 // is what brings the registers down); DV == 0: any multiple of kCols. Same arithmetic either way.
 // StateT: the delta pools' element type (float, or uint16_t = bf16 bits).
-template <int DK, int DV, class StateT>
+// kStaged: the state slice comes in through shared memory, 16-byte cp.async units (8 per
+// thread), instead of 32 scalar loads per thread straight into registers: measured on the H200
+// (bench/RESULTS.md), 35B-A3B one sequence -3% per step (the few blocks of a small grid wait on
+// fewer, wider loads), but 64 sequences +0.5% (where many blocks already overlap their loads);
+// launch_step picks it for few sequences. Same values, same arithmetic.
+template <int DK, int DV, class StateT, bool kStaged>
 __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_step_kernel(const GdnStepArgs a) {
   gpu::begin_kernel();
   static_assert(DK % kParts == 0 && DK <= kThreads && DV % kCols == 0);
@@ -94,6 +148,7 @@ __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_
   __shared__ float scratch[2 * gpu::kMaxWarpsPerBlock];
   __shared__ float gate_s[2];  // decay, beta
   __shared__ int last_reader_s, norm_last_s;
+  __shared__ __align__(16) unsigned char stage[kStaged ? DK * StateStage<StateT>::kRowBytes : 16];
 
   const int tid = static_cast<int>(threadIdx.x);
   const int part = tid % kParts, col = tid / kParts;
@@ -117,9 +172,13 @@ __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_
   // The state first: its loads are in flight during the conv loads and the counter atomics.
   constexpr bool kBf16 = sizeof(StateT) == 2;
   float S[kRowsPerPart];
-  const StateT* state_src = static_cast<const StateT*>(a.delta_states) + state_in * delta_entry + j * DK * dv + c;
+  const StateT* state_head = static_cast<const StateT*>(a.delta_states) + state_in * delta_entry + j * DK * dv;
+  if constexpr (kStaged) {
+    stage_state_async<DK>(stage, state_head, dv, tile);
+  } else {
 #pragma unroll
-  for (int ii = 0; ii < kRowsPerPart; ++ii) S[ii] = from_state(state_src[(kParts * ii + part) * dv]);
+    for (int ii = 0; ii < kRowsPerPart; ++ii) S[ii] = from_state(state_head[(kParts * ii + part) * dv + c]);
+  }
 
   // Channels this thread convolves: q and k channel `tid` of key head kh, v channel `tid`.
   const bool has_qk = tid < DK, has_v = tid < kCols;
@@ -137,6 +196,14 @@ __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_
   for (int h = 0; h < kConvKernel; ++h) {
     if (has_qk) w_q[h] = a.conv_w[ch_q * kConvKernel + h], w_k[h] = a.conv_w[ch_k * kConvKernel + h];
     if (has_v) w_v[h] = a.conv_w[ch_v * kConvKernel + h];
+  }
+
+  if constexpr (kStaged) {  // the slice: every thread's copies done, then visible to the block
+    async_wait<0>();
+    __syncthreads();
+#pragma unroll
+    for (int ii = 0; ii < kRowsPerPart; ++ii)
+      S[ii] = from_state(reinterpret_cast<const StateT*>(stage + (kParts * ii + part) * StateStage<StateT>::kRowBytes)[col]);
   }
 
   const float q_scale = 1.0f / sqrtf(static_cast<float>(DK));
@@ -267,18 +334,35 @@ __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_
   }
 }
 
-template <class StateT>
-gpuError_t launch_step(const GdnStepArgs& a, gpuStream_t stream) {
+// Launches of at most this many sequences stage the state (kStaged): one sequence measured
+// faster staged, 16 equal, 64 slower (bench/RESULTS.md). DELTASERVE_GPU_GDN_STAGED_SEQS=N for
+// side-by-side runs (0: never); values do not depend on it.
+int64_t staged_max_seqs() {
+  static const int64_t n = [] {
+    const char* env = std::getenv("DELTASERVE_GPU_GDN_STAGED_SEQS");
+    return env != nullptr && *env != '\0' ? static_cast<int64_t>(std::atoll(env)) : int64_t{8};
+  }();
+  return n;
+}
+
+template <class StateT, bool kStaged>
+void launch_as(const GdnStepArgs& a, gpuStream_t stream) {
   const dim3 grid(static_cast<unsigned>(a.head_dim_v / kCols), static_cast<unsigned>(a.num_v_heads),
                   static_cast<unsigned>(a.num_seqs));
   const bool dv_is_dk = a.head_dim_v == a.head_dim_k;
   if (a.head_dim_k == 64) {
-    if (dv_is_dk) gpu::launch(gdn_step_kernel<64, 64, StateT>, grid, kThreads, 0, stream, a);
-    else gpu::launch(gdn_step_kernel<64, 0, StateT>, grid, kThreads, 0, stream, a);
+    if (dv_is_dk) gpu::launch(gdn_step_kernel<64, 64, StateT, kStaged>, grid, kThreads, 0, stream, a);
+    else gpu::launch(gdn_step_kernel<64, 0, StateT, kStaged>, grid, kThreads, 0, stream, a);
   } else {
-    if (dv_is_dk) gpu::launch(gdn_step_kernel<128, 128, StateT>, grid, kThreads, 0, stream, a);
-    else gpu::launch(gdn_step_kernel<128, 0, StateT>, grid, kThreads, 0, stream, a);
+    if (dv_is_dk) gpu::launch(gdn_step_kernel<128, 128, StateT, kStaged>, grid, kThreads, 0, stream, a);
+    else gpu::launch(gdn_step_kernel<128, 0, StateT, kStaged>, grid, kThreads, 0, stream, a);
   }
+}
+
+template <class StateT>
+gpuError_t launch_step(const GdnStepArgs& a, gpuStream_t stream) {
+  if (a.num_seqs <= staged_max_seqs()) launch_as<StateT, true>(a, stream);
+  else launch_as<StateT, false>(a, stream);
   return gpuGetLastError();
 }
 

@@ -43,6 +43,19 @@ void set_matvec_math(MatvecMath math);
 MatvecMath matvec_math();        // the setting, or kCudaCores where the device has no bf16 mma
 bool tensor_matvec_available();  // the current device has bf16 mma (CUDA sm_80 and up)
 
+// Device scratch for kTensorCores launches of many rows, set per calling thread like the math
+// (a backend sets it before each step; default none): such a launch first splits each of its
+// activation matrices into bf16 parts there, once, instead of in every 16-row weight tile
+// (matmul_mma.cu). Results are the same bits with or without it; a launch whose activations
+// do not fit splits as it goes. The scratch must stay valid, and untouched by other work on
+// the stream, while launches that use it run (captured graphs included).
+// Only launches of at least min_macs multiply-adds (weights x rows over the segments) pre-split;
+// min_macs < 0: the default, measured on the H200 (matmul_mma.cu; tests pass 1 to pre-split
+// every launch). matvec_split_scratch_bytes: the bytes one activation matrix of num_rows x
+// num_in takes.
+void set_matvec_split_scratch(void* device_bytes, size_t bytes, int64_t min_macs = -1);
+size_t matvec_split_scratch_bytes(int64_t num_rows, int64_t num_in);
+
 // Tiled form for prefill chunks (many rows, 64 and up): same contract, preconditions and
 // weight types as matmul_gpu; blocks of 64 rows x 64 outputs decode each weight tile into
 // shared memory once and share it across the 64 rows (weights are read num_rows / 64 times

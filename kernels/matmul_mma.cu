@@ -23,12 +23,22 @@
 // 2c + 9 hold elements 4c .. 4c + 3 (a dot product does not care in which order its terms pair
 // up, only that A and B agree).
 //
+// Pre-split activations (set_matvec_split_scratch): splitting x into its bf16 parts is most of
+// the kernel's work when every 16-row tile splits it again (Nsight Compute, 35B-A3B qkv at 64
+// rows: the splits' FADD / F2FP / shifts were ~55% of 36 M instructions, and the loads that fed
+// them half the stall samples). Launches of many rows therefore first split each activation
+// matrix once (split_x_kernel) into a scratch laid out in fragment order, [row][block][lane
+// quad c][part lo, mid, hi][8 bf16: elements 4c..4c+3, 16+4c..16+4c+3], so a lane's B fragments
+// of a block are three 16-byte loads. The parts are the same bits either way (split_pair), so
+// results do not depend on whether a launch pre-split.
+//
 // Batch invariance: an activation row's outputs depend on its own values only: each tile
 // column is its own dot product in the tensor core, the column's mma sequence does not depend
 // on NT or on its neighbours, and the K split depends on the matrix's shape only. Row r alone is
 // bit-identical to row r in any group, as in the CUDA-core kernel, but the two kernels differ
 // from each other in the last bits: the math is chosen per backend (set_matvec_math).
 #include <cstdlib>
+#include <limits>
 
 #include "kernels/gpu_compat.h"
 #include "kernels/matmul_gpu.h"
@@ -90,7 +100,7 @@ __device__ __forceinline__ int64_t column_row(const MatvecSeg& g, int64_t group,
 }
 
 // One row group of the block's segment. Every thread of the block calls it (barriers inside).
-template <int NT, bool kNorm>
+template <int NT, bool kNorm, bool kSplit>
 __device__ __forceinline__ void mma_group(const MatvecSeg& g, int64_t group, float (&partial)[kWarps][NT][32][4]) {
   constexpr int64_t kGroupRows = NT * kColsPerTile;
   const int lane = gpu::lane_id(), warp = gpu::warp_id();
@@ -105,19 +115,27 @@ __device__ __forceinline__ void mma_group(const MatvecSeg& g, int64_t group, flo
 
   const LaneRows lr = lane_rows(g, first_tile + row_tile, lane_group);
 
+  const int64_t num_blocks = g.num_in / 32;
   // This lane's activation row in each tile (column lane_group); null past the group's columns.
+  // kSplit: its parts in the pre-split scratch instead (12 uint4 per row and block, 3 per lane
+  // quad), from one pointer (rows t * 8 apart), live for tiles whose row is below num_valid.
   const float* xs[NT];
+  const uint4* xp = nullptr;
+  const int64_t xp_tile_stride = 8 * num_blocks * 12;
+  if constexpr (kSplit) {
+    xp = static_cast<const uint4*>(g.x_split) + (row0 + lane_group) * num_blocks * 12 + 3 * lane_quad;
+  } else {
 #pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    const int64_t row = column_row<kGroupRows>(g, group, t * kColsPerTile + lane_group);
-    xs[t] = row >= 0 ? g.x + row * g.x_stride + 4 * lane_quad : nullptr;
+    for (int t = 0; t < NT; ++t) {
+      const int64_t row = column_row<kGroupRows>(g, group, t * kColsPerTile + lane_group);
+      xs[t] = row >= 0 ? g.x + row * g.x_stride + 4 * lane_quad : nullptr;
+    }
   }
 
   float acc[NT][4];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
 
-  const int64_t num_blocks = g.num_in / 32;
   const int64_t kb_begin = num_blocks * slice / slices, kb_end = num_blocks * (slice + 1) / slices;
 #pragma unroll 2
   for (int64_t kb = kb_begin; kb < kb_end; ++kb) {
@@ -131,15 +149,26 @@ __device__ __forceinline__ void mma_group(const MatvecSeg& g, int64_t group, flo
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       if (t >= num_tiles) continue;
-      float4 xa = make_float4(0.0f, 0.0f, 0.0f, 0.0f), xb = xa;
-      if (xs[t] != nullptr) {
-        xa = *reinterpret_cast<const float4*>(xs[t] + 32 * kb);
-        xb = *reinterpret_cast<const float4*>(xs[t] + 32 * kb + 16);
+      uint32_t b_lo[3][2], b_hi[3][2];
+      if constexpr (kSplit) {
+        uint4 part[3] = {make_uint4(0u, 0u, 0u, 0u), make_uint4(0u, 0u, 0u, 0u), make_uint4(0u, 0u, 0u, 0u)};
+        if (t * kColsPerTile + lane_group < num_valid) {
+          const uint4* at = xp + t * xp_tile_stride + 12 * kb;
+          part[0] = at[0], part[1] = at[1], part[2] = at[2];
+        }
+#pragma unroll
+        for (int q = 0; q < 3; ++q) b_lo[q][0] = part[q].x, b_lo[q][1] = part[q].y, b_hi[q][0] = part[q].z, b_hi[q][1] = part[q].w;
+      } else {
+        float4 xa = make_float4(0.0f, 0.0f, 0.0f, 0.0f), xb = xa;
+        if (xs[t] != nullptr) {
+          xa = *reinterpret_cast<const float4*>(xs[t] + 32 * kb);
+          xb = *reinterpret_cast<const float4*>(xs[t] + 32 * kb + 16);
+        }
+        const SplitPair lo0 = gpu::mma::split_pair(xa.x, xa.y), lo1 = gpu::mma::split_pair(xa.z, xa.w);
+        const SplitPair hi0 = gpu::mma::split_pair(xb.x, xb.y), hi1 = gpu::mma::split_pair(xb.z, xb.w);
+        b_lo[0][0] = lo0.lo, b_lo[0][1] = lo1.lo, b_lo[1][0] = lo0.mid, b_lo[1][1] = lo1.mid, b_lo[2][0] = lo0.hi, b_lo[2][1] = lo1.hi;
+        b_hi[0][0] = hi0.lo, b_hi[0][1] = hi1.lo, b_hi[1][0] = hi0.mid, b_hi[1][1] = hi1.mid, b_hi[2][0] = hi0.hi, b_hi[2][1] = hi1.hi;
       }
-      const SplitPair lo0 = gpu::mma::split_pair(xa.x, xa.y), lo1 = gpu::mma::split_pair(xa.z, xa.w);
-      const SplitPair hi0 = gpu::mma::split_pair(xb.x, xb.y), hi1 = gpu::mma::split_pair(xb.z, xb.w);
-      const uint32_t b_lo[3][2] = {{lo0.lo, lo1.lo}, {lo0.mid, lo1.mid}, {lo0.hi, lo1.hi}};
-      const uint32_t b_hi[3][2] = {{hi0.lo, hi1.lo}, {hi0.mid, hi1.mid}, {hi0.hi, hi1.hi}};
       gpu::mma::q4_0_block_mma(acc[t], a, b_lo, b_hi, d_g, d_g8);
     }
   }
@@ -185,12 +214,18 @@ __device__ __forceinline__ void mma_group(const MatvecSeg& g, int64_t group, flo
 }
 #endif
 
-// Block (x, y): x the segment's row tiles, y the row group of 8 * NT activation rows. Register
-// budget by NT (launch bounds): one or two column tiles fit 64 registers, so 4 blocks of 8
-// warps share a multiprocessor (the latency-bound few-row case wants the warps); 4 and 8 tiles
-// take up to 128.
-template <int NT, bool kNorm>
-__global__ void __launch_bounds__(kThreads, NT <= 2 ? 4 : 2) matvec_mma_kernel(const MatvecParams p) {
+// Blocks per multiprocessor the register budget allows (launch bounds): one or two column tiles
+// fit 64 registers, so 4 blocks of 8 warps share a multiprocessor (the latency-bound few-row
+// case wants the warps); 4 and 8 tiles take up to 128, but 4 tiles with pre-split activations
+// (no split temporaries) fit 80, 3 blocks (8 tiles would spill there).
+template <int NT, bool kSplit>
+constexpr int min_blocks_per_sm() {
+  return NT <= 2 ? 4 : (kSplit && NT == 4 ? 3 : 2);
+}
+
+// Block (x, y): x the segment's row tiles, y the row group of 8 * NT activation rows.
+template <int NT, bool kNorm, bool kSplit>
+__global__ void __launch_bounds__(kThreads, (min_blocks_per_sm<NT, kSplit>())) matvec_mma_kernel(const MatvecParams p) {
 #if defined(DS_MMA_BF16)
   const MatvecSeg g = matvec::segment_of(p);
   if (p.prefetch_weights && p.group_offset == 0 && blockIdx.y == 0)
@@ -199,10 +234,33 @@ __global__ void __launch_bounds__(kThreads, NT <= 2 ? 4 : 2) matvec_mma_kernel(c
   __shared__ float partial[kWarps][NT][32][4];
   const int64_t group = p.group_offset + blockIdx.y;
   if (group >= g.num_groups) return;
-  mma_group<NT, kNorm>(g, group, partial);
+  mma_group<NT, kNorm, kSplit>(g, group, partial);
 #else
   gpu::begin_kernel();
   (void)p;  // never launched there: matvec_math() is kCudaCores without bf16 mma
+#endif
+}
+
+// Activation rows [0, num_rows) of x split into bf16 parts, in the scratch layout above: thread
+// (row, block, lane quad c) splits the 8 elements lane c of an mma reads (4c.., 16 + 4c..).
+__global__ void __launch_bounds__(256) split_x_kernel(const float* x, int64_t x_stride, int64_t num_rows, int64_t num_blocks,
+                                                      uint4* out) {
+  gpu::begin_kernel();
+#if defined(DS_MMA_BF16)
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= num_rows * num_blocks * 4) return;
+  const int c = static_cast<int>(i & 3);
+  const int64_t row_block = i >> 2, row = row_block / num_blocks, kb = row_block % num_blocks;
+  const float* at = x + row * x_stride + 32 * kb + 4 * c;
+  const float4 xa = *reinterpret_cast<const float4*>(at), xb = *reinterpret_cast<const float4*>(at + 16);
+  const SplitPair lo0 = gpu::mma::split_pair(xa.x, xa.y), lo1 = gpu::mma::split_pair(xa.z, xa.w);
+  const SplitPair hi0 = gpu::mma::split_pair(xb.x, xb.y), hi1 = gpu::mma::split_pair(xb.z, xb.w);
+  uint4* o = out + row_block * 12 + 3 * c;
+  o[0] = make_uint4(lo0.lo, lo1.lo, hi0.lo, hi1.lo);
+  o[1] = make_uint4(lo0.mid, lo1.mid, hi0.mid, hi1.mid);
+  o[2] = make_uint4(lo0.hi, lo1.hi, hi0.hi, hi1.hi);
+#else
+  (void)x, (void)x_stride, (void)num_rows, (void)num_blocks, (void)out;  // never launched there
 #endif
 }
 
@@ -234,7 +292,7 @@ int64_t segment_blocks(const MatvecSeg& g) {
   return (row_tiles(g) + tiles_per_block - 1) / tiles_per_block;
 }
 
-template <int NT, bool kNorm>
+template <int NT, bool kNorm, bool kSplit>
 gpuError_t launch_tiles(MatvecParams p, gpuStream_t stream) {
   constexpr int64_t kGroupRows = NT * kColsPerTile;
   int64_t grid_x = 0, num_groups = 0;
@@ -253,7 +311,7 @@ gpuError_t launch_tiles(MatvecParams p, gpuStream_t stream) {
     p.group_offset = first;
     const dim3 grid(static_cast<unsigned>(grid_x),
                     static_cast<unsigned>(num_groups - first < kMaxGridY ? num_groups - first : kMaxGridY));
-    gpu::launch(matvec_mma_kernel<NT, kNorm>, grid, kThreads, 0, stream, p);
+    gpu::launch(matvec_mma_kernel<NT, kNorm, kSplit>, grid, kThreads, 0, stream, p);
   }
   return gpuGetLastError();
 }
@@ -291,25 +349,97 @@ int multiprocessors() {
 #endif
 }
 
+// The calling thread's pre-split scratch (set_matvec_split_scratch): like the math, per thread.
+struct SplitScratch {
+  void* at = nullptr;
+  size_t bytes = 0;
+  int64_t min_macs = 0;  // launches of fewer multiply-adds split as they go
+};
+thread_local SplitScratch t_split_scratch;
+
+// Launches of at least this many multiply-adds (weights x activation rows, over the segments)
+// pre-split: the split launch costs a few microseconds, which small launches do not earn back.
+// Measured on the H200 (bench/RESULTS.md) with every launch of 9+ rows pre-split: the 27B at 64
+// rows -11% per step and the 35B-A3B's 64 x 4 verify rows -4%, but the 35B-A3B at 16 and 64
+// rows +3% and +1% (its launches of 64 rows have up to 1.6 G multiply-adds), hence a line of
+// 2^31 between them. The rule reads the launch's shape only. DELTASERVE_GPU_MMA_PRESPLIT_MACS=N for side-by-side runs (0: never);
+// results do not depend on it.
+int64_t default_presplit_min_macs() {
+  static const int64_t macs = [] {
+    const char* env = std::getenv("DELTASERVE_GPU_MMA_PRESPLIT_MACS");
+    if (env == nullptr) return int64_t{1} << 31;
+    const long long v = std::atoll(env);
+    return v <= 0 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(v);
+  }();
+  return macs;
+}
+
+// Splits each segment's activations into the scratch (segments that share x, num_in and rows
+// share one split) and points the segments at them; false, with nothing launched, when the
+// scratch is missing or too small for the launch (the kernel then splits as it goes).
+bool presplit(MatvecParams& p, gpuStream_t stream) {
+  const SplitScratch scratch = t_split_scratch;
+  if (scratch.at == nullptr) return false;
+  size_t used = 0;
+  int first_with[matvec::kMaxSegs];  // the segment whose split segment s reuses, or s
+  for (int s = 0; s < p.num_segs; ++s) {
+    const MatvecSeg& g = p.seg[s];
+    first_with[s] = s;
+    for (int t = 0; t < s; ++t) {
+      const MatvecSeg& h = p.seg[t];
+      if (h.x == g.x && h.x_stride == g.x_stride && h.num_in == g.num_in && h.num_rows == g.num_rows) {
+        first_with[s] = t;
+        break;
+      }
+    }
+    if (first_with[s] == s) used += matvec_split_scratch_bytes(g.num_rows, g.num_in);
+  }
+  if (used > scratch.bytes) return false;
+  unsigned char* next = static_cast<unsigned char*>(scratch.at);
+  for (int s = 0; s < p.num_segs; ++s) {
+    MatvecSeg& g = p.seg[s];
+    if (first_with[s] != s) {
+      g.x_split = p.seg[first_with[s]].x_split;
+      continue;
+    }
+    g.x_split = next;
+    const int64_t num_blocks = g.num_in / 32, threads = g.num_rows * num_blocks * 4;
+    gpu::launch(split_x_kernel, dim3(static_cast<unsigned>((threads + 255) / 256)), 256, 0, stream, g.x, g.x_stride, g.num_rows,
+                num_blocks, reinterpret_cast<uint4*>(next));
+    next += matvec_split_scratch_bytes(g.num_rows, g.num_in);
+  }
+  return true;
+}
+
 // Tiles per row group: enough for the plain segments' rows, halved while the launch would
 // have fewer than two blocks per multiprocessor (a matrix of few outputs at many rows: its
 // weights are then read once per group, from L2). Results do not depend on it.
 template <bool kNorm>
 gpuError_t launch_mma(const MatvecParams& p, gpuStream_t stream) {
-  int64_t n = 0, blocks = 0;
+  int64_t n = 0, blocks = 0, macs = 0;
   for (int s = 0; s < p.num_segs; ++s) {
     const MatvecSeg& g = p.seg[s];
     n = g.num_rows > n ? g.num_rows : n;
     blocks += segment_blocks(g);
+    macs += g.num_out * g.num_in * g.num_rows * (g.w_up != nullptr ? 2 : 1);
   }
   int tiles = 1;
   while (tiles < max_tiles() && tiles * kColsPerTile < n) tiles *= 2;
   while (tiles > 1 && blocks * ((n + tiles * kColsPerTile - 1) / (tiles * kColsPerTile)) < 2 * multiprocessors()) tiles /= 2;
+  MatvecParams q = p;
+  if (macs >= t_split_scratch.min_macs && presplit(q, stream)) {
+    switch (tiles) {
+      case 1: return launch_tiles<1, kNorm, true>(q, stream);
+      case 2: return launch_tiles<2, kNorm, true>(q, stream);
+      case 4: return launch_tiles<4, kNorm, true>(q, stream);
+      default: return launch_tiles<8, kNorm, true>(q, stream);
+    }
+  }
   switch (tiles) {
-    case 1: return launch_tiles<1, kNorm>(p, stream);
-    case 2: return launch_tiles<2, kNorm>(p, stream);
-    case 4: return launch_tiles<4, kNorm>(p, stream);
-    default: return launch_tiles<8, kNorm>(p, stream);
+    case 1: return launch_tiles<1, kNorm, false>(p, stream);
+    case 2: return launch_tiles<2, kNorm, false>(p, stream);
+    case 4: return launch_tiles<4, kNorm, false>(p, stream);
+    default: return launch_tiles<8, kNorm, false>(p, stream);
   }
 }
 
@@ -329,6 +459,14 @@ thread_local MatvecMath t_math = MatvecMath::kCudaCores;
 }  // namespace
 
 void set_matvec_math(MatvecMath math) { t_math = math; }
+
+size_t matvec_split_scratch_bytes(int64_t num_rows, int64_t num_in) {
+  return static_cast<size_t>(num_rows) * static_cast<size_t>(num_in / 32) * 192;
+}
+
+void set_matvec_split_scratch(void* device_bytes, size_t bytes, int64_t min_macs) {
+  t_split_scratch = SplitScratch{device_bytes, bytes, min_macs >= 0 ? min_macs : default_presplit_min_macs()};
+}
 
 MatvecMath matvec_math() {
   return t_math == MatvecMath::kTensorCores && device_has_bf16_mma() ? MatvecMath::kTensorCores : MatvecMath::kCudaCores;

@@ -39,6 +39,7 @@ struct MatvecSeg {
   int64_t pairs_per_x_row;
   bool accumulate;
   int mma_k_slices;           // tensor-core launch (matmul_mma.cu): K slices per 16-row tile, 4 or 8
+  const void* x_split;        // tensor-core launch: x's pre-split bf16 parts, or null (matmul_mma.cu)
   // Norm epilogue (matmul_norm_gpu; single plain segment): norm_counters non-null.
   const float* norm_w;
   float norm_eps;

@@ -121,6 +121,7 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
 }
 
 GpuBackend::~GpuBackend() {
+  kernels::set_matvec_split_scratch(nullptr, 0);  // the scratch goes with the arena; the next forward sets its own
   if (stream_ != nullptr) {
     (void)gpuSetDevice(device_);
     (void)gpuStreamSynchronize(stream_);
@@ -269,6 +270,15 @@ void GpuBackend::size_buffers() {
   }
   if (weights_->has_mtp) w.add(ws_.mtp_cat, R * 2 * H);
   w.add(ws_.lm_in, max_logit_rows_ * H);
+  if (matvec_math_ == kernels::MatvecMath::kTensorCores) {
+    // The tensor-core matvec's pre-split activations (kernels::set_matvec_split_scratch): two
+    // matrices of every decode and verify row at the widest input of any product; a launch
+    // that does not fit (prefill-sized rows) splits as it goes.
+    const int64_t widest = std::max({2 * H, c.num_heads * c.head_dim, c.ssm_value_dim(), c.ffn_dim, c.shared_ffn_dim,
+                                     c.expert_ffn_dim});
+    matvec_split_bytes_ = 2 * kernels::matvec_split_scratch_bytes(std::min(R, S * std::max<int64_t>(1, Rv)), widest);
+    w.add_bytes(matvec_split_scratch_, matvec_split_bytes_);
+  }
 
   // Staging: 12 int32 arrays (+16 bytes of alignment each) and the MTP hidden inputs.
   const int64_t ints = 4 * R + 3 * S + (S + 1) + S * cache_.num_kv_blocks + 2 * R + 2 * S + 1 + 12 * 4;

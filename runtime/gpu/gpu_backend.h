@@ -243,6 +243,8 @@ class GpuBackend final : public Backend {
   // Q4_0 decode matvec arithmetic (cache_.decode_matvec resolved at start), set on the calling
   // thread by every forward: the kernels' setting is per thread, the backend's for its lifetime.
   kernels::MatvecMath matvec_math_ = kernels::MatvecMath::kCudaCores;
+  void* matvec_split_scratch_ = nullptr;  // kernels::set_matvec_split_scratch's, set with the math
+  size_t matvec_split_bytes_ = 0;
   int64_t bytes_to_host_last_forward_ = 0;
 };
 

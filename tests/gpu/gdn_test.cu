@@ -250,6 +250,11 @@ void run_gdn_tests(Context& ctx) {
   check_gdn(ctx, {2, 6, 64, 32}, decode);
   check_gdn(ctx, {1, 3, 128, 96}, mixed);
   check_gdn(ctx, {1, 7, 64, 64}, mixed);  // the fused norm's widest counter (7 value heads per key head)
+  // More sequences than gdn.cu stages the state for (kStaged: launches of few sequences), so the
+  // two load paths meet: each sequence alone (staged) must equal its row of this launch.
+  std::vector<SeqPlan> many;
+  for (size_t i = 0; i < 13; ++i) many.push_back(mixed[i % mixed.size()]);
+  check_gdn(ctx, {2, 4, 128, 128}, many);
   if (!ctx.quick) {
     check_gdn(ctx, {16, 32, 128, 128}, mixed);
     check_gdn(ctx, {16, 32, 128, 128}, decode);

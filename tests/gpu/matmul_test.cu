@@ -250,6 +250,45 @@ void check_matmul_norm(Context& ctx, DType type, int64_t num_in, int64_t num_out
                      !same ? "differs from matmul_gpu + rms_norm_gpu" : (zero ? "== matmul_gpu + rms_norm_gpu" : "counters not reset"));
 }
 
+// Tensor-core launches with pre-split activations (set_matvec_split_scratch) == the same
+// launches splitting as they go, bit for bit: three segments (plain, gated, plain on a second
+// activation matrix), with the scratch large enough, and too small for both matrices (the
+// launch must then fall back, not overrun it).
+void check_presplit(Context& ctx, int64_t num_in, int64_t num_rows) {
+  const DType type = DType::Q4_0;
+  const int64_t out_p = 70, out_g = 37;
+  const size_t rb = dtype_row_bytes(type, num_in);
+  const std::vector<uint8_t> wp = random_weights(ctx.rng, type, num_in, out_p), wg = random_weights(ctx.rng, type, num_in, out_g);
+  const std::vector<uint8_t> wu = random_weights(ctx.rng, type, num_in, out_g);
+  const std::vector<float> x1 = random_floats(ctx.rng, static_cast<size_t>(num_rows * num_in));
+  const std::vector<float> x2 = random_floats(ctx.rng, static_cast<size_t>(num_rows * num_in));
+  DeviceBuffer<uint8_t> dwp(wp), dwg(wg), dwu(wu);
+  DeviceBuffer<float> dx1(x1), dx2(x2);
+  const size_t one = matvec_split_scratch_bytes(num_rows, num_in);
+  DeviceBuffer<uint8_t> scratch(2 * one + 256);
+  std::vector<std::vector<float>> results;  // per setting: the three outputs, concatenated
+  for (size_t bytes : {size_t{0}, 2 * one, one}) {
+    set_matvec_split_scratch(bytes > 0 ? scratch.get() : nullptr, bytes, 1);
+    DeviceBuffer<float> y1(static_cast<size_t>(num_rows * out_p)), y2(static_cast<size_t>(num_rows * out_g)), y3(y1.size());
+    y1.poison(), y2.poison(), y3.poison();
+    MatmulSegment segs[3]{};
+    segs[0].args = MatmulArgs{dwp.get(), type, num_in, out_p, rb, dx1.get(), num_rows, num_in, y1.get(), out_p};
+    segs[1].args = MatmulArgs{dwg.get(), type, num_in, out_g, rb, dx1.get(), num_rows, num_in, y2.get(), out_g};
+    segs[1].w_up = dwu.get();
+    segs[2].args = MatmulArgs{dwp.get(), type, num_in, out_p, rb, dx2.get(), num_rows, num_in, y3.get(), out_p};
+    CHECK_GPU(matmul_segments_gpu(segs, 3, nullptr));
+    std::vector<float> all = y1.download();
+    for (const std::vector<float>& v : {y2.download(), y3.download()}) all.insert(all.end(), v.begin(), v.end());
+    results.push_back(all);
+  }
+  set_matvec_split_scratch(nullptr, 0);
+  const bool same = bitwise_equal(results[0].data(), results[1].data(), results[0].size()) &&
+                    bitwise_equal(results[0].data(), results[2].data(), results[0].size());
+  ctx.results.record("matmul_segments_gpu(pre-split)", shape_text(type, num_in, out_p, num_rows),
+                     compare(results[1].data(), results[0].data(), results[0].size()), kMatmulNmse, same,
+                     same ? "== splitting in the kernel (scratch large, too small)" : "differs from splitting in the kernel");
+}
+
 }  // namespace
 
 void run_matmul_tests(Context& ctx) {
@@ -296,9 +335,16 @@ void run_matmul_tests(Context& ctx) {
     check_matmul_norm(ctx, t, 512, 1000, 5, true);
   }
   // Q4_0 on the tensor cores (where the device has bf16 mma): the same checks, with row counts
-  // across the 8-row tiles and the 64-row groups (1..8 tiles, several groups).
+  // across the 8-row tiles and the 64-row groups (1..8 tiles, several groups), every launch
+  // pre-split (check_presplit holds both paths to the same bits).
   set_matvec_math(MatvecMath::kTensorCores);
   if (matvec_math() == MatvecMath::kTensorCores) {
+    for (int64_t r : ctx.quick ? std::vector<int64_t>{9, 70} : std::vector<int64_t>{9, 16, 64, 65, 130}) {
+      check_presplit(ctx, 2048, r);
+      check_presplit(ctx, 96, r);
+    }
+    DeviceBuffer<uint8_t> scratch(2 * matvec_split_scratch_bytes(130, 4352));
+    set_matvec_split_scratch(scratch.get(), scratch.size(), 1);
     const DType t = DType::Q4_0;
     const std::vector<int64_t> ins = ctx.quick ? std::vector<int64_t>{224, 2048} : std::vector<int64_t>{32, 96, 224, 768, 4352, 2048};
     const std::vector<int64_t> tc_rows =
@@ -319,6 +365,7 @@ void run_matmul_tests(Context& ctx) {
       check_matmul_norm(ctx, t, 64, 100, r, false);
     }
     check_matmul_norm(ctx, t, 512, 1000, 5, true);
+    set_matvec_split_scratch(nullptr, 0);
   }
   set_matvec_math(MatvecMath::kCudaCores);
 }
