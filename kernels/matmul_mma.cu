@@ -26,8 +26,8 @@
 // Pre-split activations (set_matvec_split_scratch): splitting x into its bf16 parts is most of
 // the kernel's work when every 16-row tile splits it again (Nsight Compute, 35B-A3B qkv at 64
 // rows: the splits' FADD / F2FP / shifts were ~55% of 36 M instructions, and the loads that fed
-// them half the stall samples). Launches of many rows therefore first split each activation
-// matrix once (split_x_kernel) into a scratch laid out in fragment order, [row][block][lane
+// them half the stall samples). Launches of many multiply-adds therefore first split each
+// activation matrix once (split_x_kernel) into a scratch laid out in fragment order, [row][block][lane
 // quad c][part lo, mid, hi][8 bf16: elements 4c..4c+3, 16+4c..16+4c+3], so a lane's B fragments
 // of a block are three 16-byte loads. The parts are the same bits either way (split_pair), so
 // results do not depend on whether a launch pre-split.
@@ -362,8 +362,8 @@ thread_local SplitScratch t_split_scratch;
 // Measured on the H200 (bench/RESULTS.md) with every launch of 9+ rows pre-split: the 27B at 64
 // rows -11% per step and the 35B-A3B's 64 x 4 verify rows -4%, but the 35B-A3B at 16 and 64
 // rows +3% and +1% (its launches of 64 rows have up to 1.6 G multiply-adds), hence a line of
-// 2^31 between them. The rule reads the launch's shape only. DELTASERVE_GPU_MMA_PRESPLIT_MACS=N for side-by-side runs (0: never);
-// results do not depend on it.
+// 2^31 between them. The rule reads the launch's shape only.
+// DELTASERVE_GPU_MMA_PRESPLIT_MACS=N for side-by-side runs (0: never); results do not depend on it.
 int64_t default_presplit_min_macs() {
   static const int64_t macs = [] {
     const char* env = std::getenv("DELTASERVE_GPU_MMA_PRESPLIT_MACS");
