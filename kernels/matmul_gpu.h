@@ -55,6 +55,9 @@ bool tensor_matvec_available();  // the current device has bf16 mma (CUDA sm_80 
 // num_in takes.
 void set_matvec_split_scratch(void* device_bytes, size_t bytes, int64_t min_macs = -1);
 size_t matvec_split_scratch_bytes(int64_t num_rows, int64_t num_in);
+// The split launches the calling thread made since the last call (and resets the count): a
+// caller that counts kernel launches adds them to the matvec's own.
+int64_t take_matvec_split_launches();
 
 // Tiled form for prefill chunks (many rows, 64 and up): same contract, preconditions and
 // weight types as matmul_gpu; blocks of 64 rows x 64 outputs decode each weight tile into

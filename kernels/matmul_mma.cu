@@ -356,6 +356,7 @@ struct SplitScratch {
   int64_t min_macs = 0;  // launches of fewer multiply-adds split as they go
 };
 thread_local SplitScratch t_split_scratch;
+thread_local int64_t t_split_launches = 0;  // take_matvec_split_launches
 
 // Launches of at least this many multiply-adds (weights x activation rows, over the segments)
 // pre-split: the split launch costs a few microseconds, which small launches do not earn back.
@@ -406,6 +407,7 @@ bool presplit(MatvecParams& p, gpuStream_t stream) {
     const int64_t num_blocks = g.num_in / 32, threads = g.num_rows * num_blocks * 4;
     gpu::launch(split_x_kernel, dim3(static_cast<unsigned>((threads + 255) / 256)), 256, 0, stream, g.x, g.x_stride, g.num_rows,
                 num_blocks, reinterpret_cast<uint4*>(next));
+    ++t_split_launches;
     next += matvec_split_scratch_bytes(g.num_rows, g.num_in);
   }
   return true;
@@ -462,6 +464,12 @@ void set_matvec_math(MatvecMath math) { t_math = math; }
 
 size_t matvec_split_scratch_bytes(int64_t num_rows, int64_t num_in) {
   return static_cast<size_t>(num_rows) * static_cast<size_t>(num_in / 32) * 192;
+}
+
+int64_t take_matvec_split_launches() {
+  const int64_t n = t_split_launches;
+  t_split_launches = 0;
+  return n;
 }
 
 void set_matvec_split_scratch(void* device_bytes, size_t bytes, int64_t min_macs) {

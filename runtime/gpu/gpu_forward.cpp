@@ -277,6 +277,7 @@ void GpuBackend::enqueue_trunk(const gpu::StepRowsView& rows, size_t hidden_at, 
 void GpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
   kernels::set_matvec_math(matvec_math_);
   kernels::set_matvec_split_scratch(matvec_split_scratch_, matvec_split_bytes_);
+  (void)kernels::take_matvec_split_launches();  // splits launched outside this backend's calls are not its own
   check_plan(plan);
   DS_GPU_CHECK(gpuSetDevice(device_), "device %d", device_);
   staging_->clear();
@@ -363,6 +364,7 @@ void GpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
 void GpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
   kernels::set_matvec_math(matvec_math_);
   kernels::set_matvec_split_scratch(matvec_split_scratch_, matvec_split_bytes_);
+  (void)kernels::take_matvec_split_launches();  // splits launched outside this backend's calls are not its own
   if (!weights_->has_mtp) throw std::logic_error("this model has no MTP head");
   const ModelConfig& c = config_;
   const int64_t h = c.num_embd;

@@ -107,17 +107,20 @@ struct GpuLayerContext {
 inline constexpr int64_t kTiledDecodeMinOutputs = 65536;
 
 // DS_GPU_LAUNCH(ctx, num_kernels, call, "shapes", ...): DS_GPU_CHECK of a kernel entry point
-// that launches num_kernels kernels, counted in *ctx.launches. Every launch of the backend
-// goes through it, so the count equals the node count of a captured step graph. While
-// tracing, an event pair brackets the call, classed by the shape format (its literal starts
-// with the op name; KernelTrace, kernel_class()); off, the hook costs one branch on null.
-#define DS_GPU_LAUNCH(ctx, num_kernels, call, ...)                                  \
-  do {                                                                              \
-    ::deltaserve::runtime::gpu::KernelTrace* const ds_gpu_trace_ = (ctx).trace;     \
-    if (ds_gpu_trace_ != nullptr) ds_gpu_trace_->begin((ctx).stream, __VA_ARGS__); \
-    DS_GPU_CHECK(call, __VA_ARGS__);                                                \
-    if (ds_gpu_trace_ != nullptr) ds_gpu_trace_->end((ctx).stream, (num_kernels));  \
-    *(ctx).launches += (num_kernels);                                               \
+// that launches num_kernels kernels, plus the activation splits a tensor-core matvec launched
+// first (kernels::take_matvec_split_launches; zero elsewhere), counted in *ctx.launches. Every
+// launch of the backend goes through it, so the count equals the node count of a captured step
+// graph. While tracing, an event pair brackets the call, classed by the shape format (its
+// literal starts with the op name; KernelTrace, kernel_class()); off, the hook costs one
+// branch on null.
+#define DS_GPU_LAUNCH(ctx, num_kernels, call, ...)                                         \
+  do {                                                                                     \
+    ::deltaserve::runtime::gpu::KernelTrace* const ds_gpu_trace_ = (ctx).trace;            \
+    if (ds_gpu_trace_ != nullptr) ds_gpu_trace_->begin((ctx).stream, __VA_ARGS__);        \
+    DS_GPU_CHECK(call, __VA_ARGS__);                                                       \
+    const int64_t ds_gpu_count_ = (num_kernels) + ::deltaserve::kernels::take_matvec_split_launches(); \
+    if (ds_gpu_trace_ != nullptr) ds_gpu_trace_->end((ctx).stream, ds_gpu_count_);         \
+    *(ctx).launches += ds_gpu_count_;                                                      \
   } while (0)
 
 // One GDN layer's state pools: entries of [Hv][dk][dv] delta_type and [Kc-1][Dc] floats.
