@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "kernels/async_copy.h"
 #include "kernels/gdn_gpu.h"
 #include "kernels/gdn_state_elem.h"
 #include "kernels/gpu_compat.h"
@@ -70,32 +71,6 @@ __device__ __forceinline__ void block_sum2(float& a, float& b, float* scratch) {
 
 __device__ __forceinline__ float softplusf_(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
-#if defined(DS_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define DS_GDN_CP_ASYNC 1
-#endif
-
-// 16 bytes global -> shared without holding registers (cp.async on sm_80 and up; elsewhere a
-// plain copy), and the group commit / wait around them.
-__device__ __forceinline__ void copy16_async(void* dst, const void* src) {
-#if defined(DS_GDN_CP_ASYNC)
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-#else
-  *static_cast<uint4*>(dst) = *static_cast<const uint4*>(src);
-#endif
-}
-__device__ __forceinline__ void async_commit() {
-#if defined(DS_GDN_CP_ASYNC)
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-template <int kPending>
-__device__ __forceinline__ void async_wait() {
-#if defined(DS_GDN_CP_ASYNC)
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-#endif
-}
-
 // A block's state slice (DK rows x kCols columns) staged in shared memory (kStaged below):
 // rows padded by 32 bytes, so the 4 parts of a warp's 8 columns read distinct banks (f32:
 // 160-byte rows, bf16: 96-byte rows).
@@ -113,9 +88,9 @@ __device__ __forceinline__ void stage_state_async(unsigned char* stage, const St
   for (int u = static_cast<int>(threadIdx.x); u < DK * L::kUnitsPerRow; u += kThreads) {
     const int row = u / L::kUnitsPerRow, unit = u % L::kUnitsPerRow;
     const StateT* src = entry_head + row * dv + tile * kCols + unit * (16 / static_cast<int>(sizeof(StateT)));
-    copy16_async(stage + row * L::kRowBytes + 16 * unit, src);
+    gpu::async_copy16(stage + row * L::kRowBytes + 16 * unit, src);
   }
-  async_commit();
+  gpu::async_commit();
 }
 
 using detail::from_state;  // delta-state elements: kernels/gdn_state_elem.h
@@ -199,7 +174,7 @@ __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_
   }
 
   if constexpr (kStaged) {  // the slice: every thread's copies done, then visible to the block
-    async_wait<0>();
+    gpu::async_wait<0>();
     __syncthreads();
 #pragma unroll
     for (int ii = 0; ii < kRowsPerPart; ++ii)

@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/async_copy.h"
 #include "kernels/gpu_compat.h"
 #include "kernels/gpu_decode.h"
 #include "kernels/matmul_tile_sync.h"
@@ -129,19 +130,6 @@ __device__ __forceinline__ void tile_copy_unit(void* dst, const uint8_t* src, in
   for (int b = lo; b < hi; b += 2) {
     reinterpret_cast<uint16_t*>(dst)[b / 2] = *reinterpret_cast<const uint16_t*>(src + b);
   }
-}
-
-__device__ __forceinline__ void tile_async_commit() {
-#if DS_TILE_SM80
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-
-template <int kPending>
-__device__ __forceinline__ void tile_async_wait() {
-#if DS_TILE_SM80
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-#endif
 }
 
 // Where the weight bytes of a tile's columns end: columns [0, second_first_col) read one
@@ -373,27 +361,27 @@ __device__ __forceinline__ void tile_run(XRowOf x_row_of, WRowOf w_row_of, int64
   auto window_len = [&](int w) { return static_cast<int>(min(static_cast<int64_t>(kTileWindow), num_in - int64_t{kTileWindow} * w)); };
   if constexpr (kStaged) {
     tile_stage_raw<D>(w_tab, raw, 0, window_len(0), w_aligned16, ends);
-    tile_async_commit();
+    async_commit();
   }
   for (int w = 0; w < num_windows; ++w) {
     const int64_t k0 = int64_t{kTileWindow} * w;
     const int kw = window_len(w);
     unsigned char* stage = raw + (w & 1) * (kTileCols * TileRaw<D>::kRowStride);
-    tile_async_wait<0>();  // raw window w (issued one iteration ago)
+    async_wait<0>();  // raw window w (issued one iteration ago)
     __syncthreads();       // ... visible to all; everyone is done with Xs, Ws and the other stage
     tile_stage_x<BM>(x_tab, xs, k0, kw);
-    tile_async_commit();
+    async_commit();
     const bool more = kStaged && w + 1 < num_windows;
     if constexpr (kStaged) {
       if (more) {
         tile_stage_raw<D>(w_tab, raw + ((w + 1) & 1) * (kTileCols * TileRaw<D>::kRowStride), k0 + kTileWindow,
                           window_len(w + 1), w_aligned16, ends);
-        tile_async_commit();
+        async_commit();
       }
     }
     tile_decode<D>(my_w, stage, k0, kw, ws);
-    if (more) tile_async_wait<1>();  // x window w (raw w + 1 may still be in flight)
-    else tile_async_wait<0>();
+    if (more) async_wait<1>();  // x window w (raw w + 1 may still be in flight)
+    else async_wait<0>();
     __syncthreads();
     math.window(xs, ws, kw, num_live_rows);
   }

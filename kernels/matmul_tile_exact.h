@@ -192,7 +192,7 @@ __device__ __forceinline__ void tile_run_exact(XRowOf x_row_of, WRowOf w_row_of,
     }
   };
   stage_raw(raw, 0);
-  tile_async_commit();
+  async_commit();
   float4 xv[ExactPlanes<BM>::kXUnits];
   exact_load_x<BM>(x_tab, 0, window_len(0), xv);
 
@@ -204,11 +204,11 @@ __device__ __forceinline__ void tile_run_exact(XRowOf x_row_of, WRowOf w_row_of,
     exact_store_planes<BM>(xv, planes);
     if (more) {
       stage_raw(raw + ((w + 1) & 1) * (kCols * Raw::kRowStride), w + 1);
-      tile_async_commit();
+      async_commit();
       exact_load_x<BM>(x_tab, k0 + kTileWindow, window_len(w + 1), xv);  // in flight during the math
-      tile_async_wait<1>();  // raw window w (w + 1 may still be in flight)
+      async_wait<1>();  // raw window w (w + 1 may still be in flight)
     } else {
-      tile_async_wait<0>();
+      async_wait<0>();
     }
     __syncthreads();
     if (!live) continue;
