@@ -1,5 +1,5 @@
-// MoE routing (moe_gpu.h). moe_route_gpu: one warp per row; probabilities in shared memory;
-// k rounds of a warp (probability, id) argmax. moe_router_gpu: the router's dot products
+// MoE routing (moe_gpu.h). moe_route_gpu: one warp per row; probabilities in registers (up to
+// 256 experts; shared memory beyond); k rounds of a warp (probability, id) argmax. moe_router_gpu: the router's dot products
 // spread over (output block, row group) blocks, one warp per output as matmul_gpu's matvec
 // computes it; the block that finishes last for its row group (a counter per group) routes
 // the group's rows with the same warp routine as moe_route_gpu, one warp per row. With the input norm, each block
@@ -72,6 +72,70 @@ __device__ void route_row_warp(float* probs, int ne, int num_used, int32_t* ids,
   }
 }
 
+// Experts per lane route_row_warp_registers holds (rows of up to kWarpSize x this many experts).
+constexpr int kRoutedPerLane = 8;
+
+// route_row_warp with the row's probabilities in registers (lane l holds experts l, l + W, ...,
+// the elements route_row_warp's lane l owns), for ne <= kWarpSize * kRoutedPerLane: the same
+// operations in the same order on the same values, so the same ids and weights bit for bit,
+// without a shared-memory round trip per element and round. load(e) returns logit e; all
+// loads go out together (the fused router's last block waited on L2 once per element,
+// ~7 us of its ~14 per launch at one row on the H200).
+template <class Load>
+__device__ void route_row_warp_registers(Load load, int ne, int num_used, int32_t* ids, float* weights) {
+  const int lane = gpu::lane_id();
+  float p[kRoutedPerLane];
+#pragma unroll
+  for (int j = 0; j < kRoutedPerLane; ++j) {
+    const int e = lane + j * kWarpSize;
+    p[j] = e < ne ? load(e) : -INFINITY;
+  }
+  float m = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < kRoutedPerLane; ++j) {
+    if (lane + j * kWarpSize < ne) m = fmaxf(m, p[j]);
+  }
+  m = gpu::warp_max(m);
+  float partial = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kRoutedPerLane; ++j) {
+    if (lane + j * kWarpSize < ne) {
+      p[j] = expf(p[j] - m);
+      partial += p[j];
+    }
+  }
+  const float total = gpu::warp_sum(partial);
+#pragma unroll
+  for (int j = 0; j < kRoutedPerLane; ++j) {
+    if (lane + j * kWarpSize < ne) p[j] /= total;
+  }
+
+  float chosen_p = 0.0f;
+  int chosen_e = 0;
+  for (int k = 0; k < num_used; ++k) {
+    float v = -INFINITY;
+    int i = 0x7fffffff;
+#pragma unroll
+    for (int j = 0; j < kRoutedPerLane; ++j) {
+      const int e = lane + j * kWarpSize;
+      if (e < ne && gpu::arg_better(p[j], e, v, i)) v = p[j], i = e;
+    }
+    gpu::warp_argmax(v, i);
+    const bool found = i < ne;  // false only when every remaining probability is NaN
+    if (lane == k) chosen_p = found ? v : 0.0f, chosen_e = found ? i : 0;
+#pragma unroll
+    for (int j = 0; j < kRoutedPerLane; ++j) {
+      if (found && lane + j * kWarpSize == i) p[j] = -1.0f;
+    }
+  }
+  float selected = 0.0f;
+  for (int k = 0; k < num_used; ++k) selected += gpu::shuffle(chosen_p, k);
+  if (lane < num_used) {
+    ids[lane] = chosen_e;
+    weights[lane] = chosen_p / selected;
+  }
+}
+
 // One block of one warp per row (the routing is one warp's work).
 __global__ void __launch_bounds__(kWarpSize) moe_route_kernel(const MoeRouteArgs a) {
   gpu::begin_kernel();
@@ -79,6 +143,11 @@ __global__ void __launch_bounds__(kWarpSize) moe_route_kernel(const MoeRouteArgs
   const int64_t r = blockIdx.x;
   const int ne = static_cast<int>(a.num_experts);
   const float* logits = a.logits + r * a.num_experts;
+  if (ne <= kWarpSize * kRoutedPerLane) {
+    route_row_warp_registers([logits](int e) { return logits[e]; }, ne, static_cast<int>(a.num_used),
+                             a.expert_ids + r * a.num_used, a.weights + r * a.num_used);
+    return;
+  }
   for (int e = threadIdx.x; e < ne; e += blockDim.x) probs[e] = logits[e];
   route_row_warp(probs, ne, static_cast<int>(a.num_used), a.expert_ids + r * a.num_used, a.weights + r * a.num_used);
 }
@@ -91,46 +160,66 @@ __host__ __device__ constexpr int router_parallel_rows(int rows_per_group, int64
   return static_cast<int64_t>(rows) * num_experts * 4 <= (int64_t{16} << 10) ? rows : 1;
 }
 
+// Weight chunks per lane a router warp loads before the input norm (c = lane + u * W, u <
+// kRouterHoist: every chunk of a 2,048-wide row), so their round trip overlaps the norm.
+constexpr int kRouterHoist = 8;
+
+__device__ __forceinline__ void load_router_chunks(const float* w, int64_t num_in, float (&pre)[kRouterHoist][8]) {
+  const int lane = gpu::lane_id();
+  const int64_t num_chunks = num_in / 8;
+#pragma unroll
+  for (int u = 0; u < kRouterHoist; ++u) {
+    const int64_t c = lane + u * kWarpSize;
+    int64_t x0, x1;
+    if (c < num_chunks) gpu::DecodeF32::decode(reinterpret_cast<const uint8_t*>(w), c, pre[u], x0, x1);
+  }
+}
+
+// acc[r] += chunk (w8) times x row r at elements 8c .. 8c + 7, in element order.
+template <int R>
+__device__ __forceinline__ void router_fma_chunk(const float (&w8)[8], const float* const* xs, int64_t c, float (&acc)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float4 xa = *reinterpret_cast<const float4*>(xs[r] + 8 * c);
+    const float4 xb = *reinterpret_cast<const float4*>(xs[r] + 8 * c + 4);
+    const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[r] = fmaf(w8[e], xv[e], acc[r]);
+  }
+}
+
 // acc[r] = dot(weight row, x row r) for R rows: lane l takes 8-element chunks l, l + W, ...,
 // fused multiply-adds in element order, chunks in increasing order, then the warp butterfly:
-// matmul_gpu's F32 matvec sequence for one output, so the logits are its bits.
-template <int R>
-__device__ void router_dot(const float* w, const float* const* xs, int64_t num_in, float (&acc)[R]) {
+// matmul_gpu's F32 matvec sequence for one output, so the logits are its bits. kHoisted: the
+// lane's first kRouterHoist chunks are already in pre (load_router_chunks).
+template <int R, bool kHoisted>
+__device__ __forceinline__ void router_dot(const float* w, const float* const* xs, int64_t num_in,
+                                           const float (&pre)[kRouterHoist][8], float (&acc)[R]) {
   const int lane = gpu::lane_id();
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
   const uint8_t* row = reinterpret_cast<const uint8_t*>(w);
   const int64_t num_chunks = num_in / 8;
   int64_t c = lane;
+  if constexpr (kHoisted) {
+#pragma unroll
+    for (int u = 0; u < kRouterHoist; ++u, c += kWarpSize) {
+      if (c < num_chunks) router_fma_chunk<R>(pre[u], xs, c, acc);
+    }
+  }
   for (; c + (kRouterUnroll - 1) * kWarpSize < num_chunks; c += kRouterUnroll * kWarpSize) {
     float wv[kRouterUnroll][8];
-    int64_t x0[kRouterUnroll], x1[kRouterUnroll];
+    int64_t x0, x1;
 #pragma unroll
-    for (int u = 0; u < kRouterUnroll; ++u) gpu::DecodeF32::decode(row, c + u * kWarpSize, wv[u], x0[u], x1[u]);
+    for (int u = 0; u < kRouterUnroll; ++u) gpu::DecodeF32::decode(row, c + u * kWarpSize, wv[u], x0, x1);
 #pragma unroll
-    for (int u = 0; u < kRouterUnroll; ++u) {
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const float4 xa = *reinterpret_cast<const float4*>(xs[r] + x0[u]);
-        const float4 xb = *reinterpret_cast<const float4*>(xs[r] + x1[u]);
-        const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[r] = fmaf(wv[u][e], xv[e], acc[r]);
-      }
-    }
+    for (int u = 0; u < kRouterUnroll; ++u) router_fma_chunk<R>(wv[u], xs, c + u * kWarpSize, acc);
   }
   for (; c < num_chunks; c += kWarpSize) {
     float wv[8];
-    int64_t x0 = 0, x1 = 0;
+    int64_t x0, x1;
     gpu::DecodeF32::decode(row, c, wv, x0, x1);
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const float4 xa = *reinterpret_cast<const float4*>(xs[r] + x0);
-      const float4 xb = *reinterpret_cast<const float4*>(xs[r] + x1);
-      const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[r] = fmaf(wv[e], xv[e], acc[r]);
-    }
+    router_fma_chunk<R>(wv, xs, c, acc);
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = gpu::warp_sum(acc[r]);
@@ -161,11 +250,24 @@ __global__ void __launch_bounds__(kThreads) moe_router_kernel(const MoeRouterArg
   // [router_parallel_rows][num_experts] probabilities (one buffer per routing warp).
   extern __shared__ float smem[];
   __shared__ bool is_last;
+  const int64_t ne = a.num_experts;
+  const int64_t num_out = ne + (a.shared_gate_w != nullptr ? 1 : 0);
+  // Output o's weight row (expert rows, then the shared gate row).
+  const auto weight_row = [&](int64_t o) {
+    return o < ne ? reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(a.router_w) + o * a.w_row_bytes)
+                  : a.shared_gate_w;
+  };
+  // This warp's first output's first chunks, loaded before the input norm, for groups of one
+  // or two rows (the latency-bound shapes; with 4 or 8 rows the registers would halve the
+  // blocks per multiprocessor).
+  constexpr bool kHoist = R <= 2;
+  const int first_j = gpu::warp_id();
+  const int64_t first_o = static_cast<int64_t>(blockIdx.x) * kRouterOutputsPerBlock + first_j;
+  float pre[kRouterHoist][8];
+  if (kHoist && first_j < kRouterOutputsPerBlock && first_o < num_out) load_router_chunks(weight_row(first_o), a.num_in, pre);
   const int64_t group = blockIdx.y;
   const int64_t row0 = group * R;
   const int num_valid = static_cast<int>(min(static_cast<int64_t>(R), a.num_rows - row0));
-  const int64_t ne = a.num_experts;
-  const int64_t num_out = ne + (a.shared_gate_w != nullptr ? 1 : 0);
   float* const probs = smem + (kNorm ? R * a.num_in : 0);
   const float* xs[R];
   if constexpr (kNorm) {
@@ -199,10 +301,12 @@ __global__ void __launch_bounds__(kThreads) moe_router_kernel(const MoeRouterArg
   for (int j = gpu::warp_id(); j < kRouterOutputsPerBlock; j += num_warps) {
     const int64_t o = static_cast<int64_t>(blockIdx.x) * kRouterOutputsPerBlock + j;
     if (o >= num_out) break;
-    const float* w = o < ne ? reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(a.router_w) + o * a.w_row_bytes)
-                            : a.shared_gate_w;
     float acc[R];
-    router_dot<R>(w, xs, a.num_in, acc);
+    if (kHoist && j == first_j) {
+      router_dot<R, true>(weight_row(o), xs, a.num_in, pre, acc);
+    } else {
+      router_dot<R, false>(weight_row(o), xs, a.num_in, pre, acc);
+    }
     if (gpu::lane_id() == 0) {
       for (int r = 0; r < num_valid; ++r) {
         if (o < ne) {
@@ -219,10 +323,20 @@ __global__ void __launch_bounds__(kThreads) moe_router_kernel(const MoeRouterArg
   __syncthreads();
   if (!is_last) return;
   __threadfence();  // acquire side: the other blocks' logits before this block reads them
+  const int warp = gpu::warp_id();
+  if (ne <= kWarpSize * kRoutedPerLane) {  // warp w routes rows w, w + warps, ... in registers
+    for (int r = warp; r < num_valid; r += num_warps) {
+      const int64_t row = row0 + r;
+      const float* logits = a.logits + row * ne;  // written by other blocks: read from L2
+      route_row_warp_registers([logits](int e) { return detail::load_from_other_block(logits + e); }, static_cast<int>(ne),
+                               static_cast<int>(a.num_used), a.expert_ids + row * a.num_used, a.weights + row * a.num_used);
+    }
+    if (threadIdx.x == 0) a.sync_counters[group] = 0;  // ready for the next launch (graph replays too)
+    return;
+  }
   // Warp w routes rows w, w + P, ... of the group (P = router_parallel_rows), each row in its
   // own probability buffer: the rows side by side instead of one after another.
   const int parallel = router_parallel_rows(R, ne);
-  const int warp = gpu::warp_id();
   if (warp < parallel) {
     float* const mine = probs + warp * ne;
     for (int r = warp; r < num_valid; r += parallel) {

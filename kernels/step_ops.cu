@@ -1,5 +1,6 @@
 // Row gather and MoE combine (step_ops_gpu.h): one thread per output element; the combine
-// with the norm epilogue in blocks of one row, the row's last block normalising it.
+// with the norm epilogue either a row per block (rows of up to 8 x 256 elements, up to 8
+// ranks) or in blocks of one row's elements, the row's last block normalising it.
 #include <cstdint>
 
 #include "kernels/gpu_compat.h"
@@ -30,18 +31,49 @@ __global__ void __launch_bounds__(kThreads) gather_rows_kernel(const float* src,
   }
 }
 
+// Ranks a combine keeps in registers (every load issued before the first add: one round trip
+// to L2, not one per rank); more ranks run the rolled loop. Either way the same operations in
+// the same order, so the same bits.
+constexpr int kUnrolledRanks = 8;
+
+// acc of element (r, c) (before the residual), from its loaded inputs, in rank order.
+__device__ __forceinline__ float combine_sum(const MoeCombineArgs& a, const float (&w)[kUnrolledRanks],
+                                             const float (&e)[kUnrolledRanks], float gate, float shared) {
+  float acc = 0.0f;
+#pragma unroll
+  for (int rank = 0; rank < kUnrolledRanks; ++rank) {
+    if (rank < a.num_used) acc = __fadd_rn(acc, __fmul_rn(w[rank], e[rank]));
+  }
+  if (a.shared != nullptr) acc = __fadd_rn(acc, __fmul_rn(gate, shared));
+  return acc;
+}
+
+__device__ __forceinline__ float shared_gate(const MoeCombineArgs& a, int64_t r) {
+  return a.shared != nullptr ? 1.0f / (1.0f + expf(-a.shared_gate_logit[r])) : 0.0f;
+}
+
 // Element (r, c) of the combine, written to y; both kernels run this one sequence.
 __device__ __forceinline__ void combine_element(const MoeCombineArgs& a, int64_t r, int64_t c) {
+  float* y = a.y + r * a.n + c;
+  if (a.num_used <= kUnrolledRanks) {
+    float w[kUnrolledRanks], e[kUnrolledRanks];
+#pragma unroll
+    for (int rank = 0; rank < kUnrolledRanks; ++rank) {
+      const bool used = rank < a.num_used;
+      w[rank] = used ? a.weights[r * a.num_used + rank] : 0.0f;
+      e[rank] = used ? a.expert_out[(r * a.num_used + rank) * a.n + c] : 0.0f;
+    }
+    const float shared = a.shared != nullptr ? a.shared[r * a.n + c] : 0.0f;
+    const float acc = combine_sum(a, w, e, shared_gate(a, r), shared);
+    *y = a.accumulate ? *y + acc : acc;
+    return;
+  }
   float acc = 0.0f;
   for (int64_t rank = 0; rank < a.num_used; ++rank) {
     const float w = a.weights[r * a.num_used + rank];
     acc = __fadd_rn(acc, __fmul_rn(w, a.expert_out[(r * a.num_used + rank) * a.n + c]));
   }
-  if (a.shared != nullptr) {
-    const float gate = 1.0f / (1.0f + expf(-a.shared_gate_logit[r]));
-    acc = __fadd_rn(acc, __fmul_rn(gate, a.shared[r * a.n + c]));
-  }
-  float* y = a.y + r * a.n + c;
+  if (a.shared != nullptr) acc = __fadd_rn(acc, __fmul_rn(shared_gate(a, r), a.shared[r * a.n + c]));
   *y = a.accumulate ? *y + acc : acc;
 }
 
@@ -79,6 +111,63 @@ __global__ void __launch_bounds__(kThreads) moe_combine_norm_kernel(const MoeCom
   if (threadIdx.x == 0) a.norm_counters[r] = 0;
 }
 
+// The norm epilogue with a row in one block (norm_rows_cacheable(n), at most kUnrolledRanks
+// ranks): block = norm_threads_for(n) threads, thread t owning elements t + k * T as
+// rms_norm_gpu's thread t does; each thread issues every load of its elements (ranks, shared
+// expert, residual) before the first add, keeps the sums in registers for the norm, and the
+// block reduces as rms_norm_gpu does. No cross-block handshake: on the H200 at one row the
+// 8-block form spent ~5 us of its ~9 in the last block's two passes over y from L2.
+__global__ void __launch_bounds__(detail::kNormMaxThreads) moe_combine_norm_row_kernel(const MoeCombineArgs a) {
+  if (blockIdx.x == 0) gpu::prefetch_l2_range(a.norm_w, static_cast<size_t>(a.n) * sizeof(float));
+  gpu::begin_kernel();
+  constexpr int K = detail::kNormRowsCached;
+  constexpr int kWarpsMax = detail::kNormMaxThreads / gpu::kWarpSize;
+  __shared__ float scratch[kWarpsMax];
+  const int64_t r = blockIdx.x;
+  const int T = static_cast<int>(blockDim.x);
+  const int t = static_cast<int>(threadIdx.x);
+  const int64_t n = a.n;
+  float w[kUnrolledRanks];
+#pragma unroll
+  for (int rank = 0; rank < kUnrolledRanks; ++rank) w[rank] = rank < a.num_used ? a.weights[r * a.num_used + rank] : 0.0f;
+  const float gate = shared_gate(a, r);
+  float e[K][kUnrolledRanks], sh[K], y0[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t i = t + static_cast<int64_t>(k) * T;
+    const bool valid = i < n;
+#pragma unroll
+    for (int rank = 0; rank < kUnrolledRanks; ++rank) {
+      e[k][rank] = valid && rank < a.num_used ? a.expert_out[(r * a.num_used + rank) * n + i] : 0.0f;
+    }
+    sh[k] = valid && a.shared != nullptr ? a.shared[r * n + i] : 0.0f;
+    y0[k] = valid && a.accumulate ? a.y[r * n + i] : 0.0f;
+  }
+  float v[K];
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t i = t + static_cast<int64_t>(k) * T;
+    const float acc = combine_sum(a, w, e[k], gate, sh[k]);
+    v[k] = a.accumulate ? y0[k] + acc : acc;
+    if (i < n) {
+      a.y[r * n + i] = v[k];
+      sum = fmaf(v[k], v[k], sum);
+    }
+  }
+  sum = gpu::warp_sum(sum);
+  if (gpu::lane_id() == 0) scratch[gpu::warp_id()] = sum;
+  __syncthreads();
+  float total = 0.0f;
+  for (int vw = 0; vw < T / gpu::kWarpSize; ++vw) total += scratch[vw];
+  const float scale = 1.0f / sqrtf(total / static_cast<float>(n) + a.norm_eps);
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t i = t + static_cast<int64_t>(k) * T;
+    if (i < n) a.norm_out[r * a.norm_out_stride + i] = __fmul_rn(v[k], scale) * a.norm_w[i];
+  }
+}
+
 }  // namespace
 
 gpuError_t gather_rows_gpu(const float* src, int64_t src_stride, const int32_t* rows, int64_t num_rows,
@@ -99,7 +188,9 @@ gpuError_t moe_combine_gpu(const MoeCombineArgs& a, gpuStream_t stream) {
     return gpuErrorInvalidValue;
   if (!norm && a.norm_out != nullptr) return gpuErrorInvalidValue;
   if (a.num_rows == 0 || a.n == 0) return gpuSuccess;
-  if (norm) {
+  if (norm && a.num_used <= kUnrolledRanks && detail::norm_rows_cacheable(a.n)) {
+    gpu::launch(moe_combine_norm_row_kernel, static_cast<unsigned>(a.num_rows), detail::norm_threads_for(a.n), 0, stream, a);
+  } else if (norm) {
     const dim3 grid(static_cast<unsigned>((a.n + kThreads - 1) / kThreads), static_cast<unsigned>(a.num_rows));
     gpu::launch(moe_combine_norm_kernel, grid, kThreads, 0, stream, a);
   } else {

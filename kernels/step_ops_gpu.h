@@ -24,9 +24,10 @@ gpuError_t gather_rows_gpu(const float* src, int64_t src_stride, const int32_t* 
 // add_gpu(y, combine) after a plain combine).
 // Norm epilogue (norm_w set): also norm_out[r][i] = RMSNorm(y row r)[i] * norm_w[i] of the
 // final y rows (after the accumulate), bit-identical to rms_norm_gpu over y with norm_w and
-// norm_eps (the next layer's input norm fused in: one launch instead of two). The combine runs
-// on blocks of 256 elements of a row; the last block of a row to finish (norm_counters[row],
-// which it resets to zero) normalises it. norm_out must not overlap y or the inputs;
+// norm_eps (the next layer's input norm fused in: one launch instead of two). A row of up to
+// 2,048 elements (8 per thread of rms_norm_gpu's block) with up to 8 ranks runs in one block;
+// otherwise the combine runs on blocks of 256 elements of a row and the last block of a row to
+// finish (norm_counters[row], which it resets to zero) normalises it. norm_out must not overlap y or the inputs;
 // norm_out_stride >= n; n > 0; num_rows <= 65535; norm_counters non-null.
 struct MoeCombineArgs {
   const float* expert_out;         // [num_rows * num_used][n]

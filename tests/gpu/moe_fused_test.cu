@@ -408,6 +408,7 @@ void run_moe_fused_tests(Context& ctx) {
   check_router(ctx, 7, 72, 60, 4, true, 4);     // 9 chunks: the unrolled loop and its tail
   check_router(ctx, 3, 520, 129, 1, false, 0);  // no shared gate, an output block of one
   check_router(ctx, 9, 1024, 7, 7, true, 8);    // k == E
+  check_router(ctx, 3, 256, 300, 8, true, 0);   // past the register routing (256 experts)
   check_router_refusals(ctx);
   // The input norm: 35B-A3B decode/verify row counts (8 rows exceed shared memory: refused),
   // odd widths (norm blocks narrower than the router's 256 threads, a chunk tail), padded
@@ -421,13 +422,16 @@ void run_moe_fused_tests(Context& ctx) {
   check_router_norm_refusals(ctx);
 
   // 35B-A3B decode (H 2048, top 8, shared expert, the residual add), prefill-sized row
-  // counts, widths below, at and above one norm block, and a padded out stride.
+  // counts, widths below, at and above one norm block, a padded out stride, and the shapes
+  // past the one-block row form (more than 8 ranks, more than 8 x 256 elements).
   for (int64_t rows : {1, 3, 8}) check_combine_norm(ctx, rows, 8, 2048, true, true, 0);
   if (!ctx.quick) check_combine_norm(ctx, 257, 8, 2048, true, true, 0);
   check_combine_norm(ctx, 5, 1, 64, false, false, 0);
   check_combine_norm(ctx, 7, 4, 100, true, true, 4);
   check_combine_norm(ctx, 2, 2, 300, false, true, 0);
   check_combine_norm(ctx, 3, 8, 1000, true, false, 24);
+  check_combine_norm(ctx, 3, 10, 2048, true, true, 0);  // more ranks than the one-block row form
+  check_combine_norm(ctx, 2, 8, 2304, true, true, 8);   // wider than 8 x 256: the multi-block form
   check_combine_norm_refusals(ctx);
 }
 

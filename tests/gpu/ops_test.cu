@@ -243,6 +243,8 @@ void run_ops_tests(Context& ctx) {
   check_moe_route(ctx, 5, 256, 8);
   check_moe_route(ctx, 8, 60, 4);
   check_moe_route(ctx, 3, 7, 1);
+  check_moe_route(ctx, 2, 96, 32);   // k at its limit: every lane's pick
+  check_moe_route(ctx, 3, 300, 8);   // past the register form (256 experts): shared memory
   check_argmax(ctx, 1, 248320);
   check_argmax(ctx, 4, 1000);
   check_argmax(ctx, 3, 37);
@@ -251,6 +253,7 @@ void run_ops_tests(Context& ctx) {
   check_greedy_verify(ctx, 37);
   check_combine_accumulate(ctx, 1, 8, 2048);
   check_combine_accumulate(ctx, 5, 3, 100);
+  check_combine_accumulate(ctx, 2, 10, 100);  // more ranks than the unrolled form: the rolled loop
 }
 
 }  // namespace deltaserve::kernels::gputest
