@@ -277,12 +277,12 @@ __global__ void __launch_bounds__(kThreads, 1) attention_chunk_kernel(const Page
   // Last block done: every thread fences its own partial stores (release), then one arrival per
   // block; the block that completes the count combines and leaves the counter at zero.
   uint32_t* counter = a.sync_counters + r * a.num_kv_heads + kvh;
-  __threadfence();
+  gpu::fence_acq_rel_device();
   __syncthreads();  // also: every thread is done with q_s, p_s and m_s
   if (tid == 0) last_s = atomicAdd(counter, 1u) == static_cast<uint32_t>(used - 1);
   __syncthreads();
   if (last_s == 0) return;
-  __threadfence();  // acquire: the other blocks' partials were stored before their arrivals
+  gpu::fence_acq_rel_device();  // acquire: the other blocks' partials were stored before their arrivals
   combine_group<kGroup>(a, grid_chunks, r, kvh, group, used, p_s, reinterpret_cast<float*>(q_s), m_s);
   if (tid == 0) *counter = 0;  // every chunk block has arrived: ready for the next launch
 }

@@ -270,10 +270,10 @@ __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_
   // trip and its fences then wait on nothing but this block's o stores. Counted at the start
   // (arrival) and after the state stores (done, every thread fencing), the two round trips and
   // the store drain took a third of the stalls of a 64-sequence step (H200, Nsight Compute).
-  if (fused_norm && part == 0) __threadfence();  // release this thread's o stores
+  if (fused_norm && part == 0) gpu::fence_acq_rel_device();  // release this thread's o stores
   __syncthreads();
   if (tid == 0) {
-    __threadfence();  // release: the block's reads of the old conv state, and its o stores
+    gpu::fence_acq_rel_device();  // release: the block's reads of the old conv state, and its o stores
     const int blocks_per_key_head = static_cast<int>((hv / hk) * (dv / kCols));
     const int arrival_mask = fused_norm ? (1 << kArrivalBits) - 1 : 0x7fffffff;
     const int shift = kDoneShift + kDoneBits * static_cast<int>(j / hk);
@@ -283,7 +283,7 @@ __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_
     const bool norm_last = fused_norm && ((old >> shift) & ((1 << kDoneBits) - 1)) + 1 == tiles;
     const int reset = (last_reader ? blocks_per_key_head : 0) + (norm_last ? tiles << shift : 0);
     if (reset != 0) atomicSub(counter, reset);
-    __threadfence();  // acquire: the other blocks' reads and o stores came before their counts
+    gpu::fence_acq_rel_device();  // acquire: the other blocks' reads and o stores came before their counts
     last_reader_s = last_reader;
     norm_last_s = norm_last;
   }
@@ -302,7 +302,7 @@ __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_
   }
   // Fused gated norm: the last column block of value head j normalises j's groups in place.
   if (norm_last_s == 0) return;
-  __threadfence();  // acquire (every thread): the other column blocks' o stores came before their counts
+  gpu::fence_acq_rel_device();  // acquire (every thread): the other column blocks' o stores came before their counts
   for (int64_t r = row_begin; r < row_end; ++r) {
     float* o = a.out + r * a.out_stride + j * dv;
     detail::block_gated_rms_norm(o, a.z + r * a.z_stride + j * dv, a.norm_w, o, dv, a.norm_eps, scratch);

@@ -211,6 +211,18 @@ __device__ __forceinline__ void begin_kernel() {
 #endif
 }
 
+// The device-scope fence of the last-block handshakes: a block's stores, then this fence, then
+// its arrival (atomicAdd) release them; the last block's observed count, then this fence, then
+// its loads acquire them (PTX's fence-fence synchronisation). __threadfence() is membar.gl, a
+// sequentially consistent fence, stronger than a handshake needs. HIP: __threadfence().
+__device__ __forceinline__ void fence_acq_rel_device() {
+#if defined(DS_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#else
+  __threadfence();
+#endif
+}
+
 // Asks L2 for the 128-byte line holding p: no data reaches the thread and nothing waits, and
 // L2 is the device's point of coherence, so it is safe before begin_kernel() on any address
 // (the line fills with whatever the previous kernel has written by then; later loads see

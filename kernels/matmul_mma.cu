@@ -208,7 +208,7 @@ __device__ __forceinline__ void mma_group(const MatvecSeg& g, int64_t group, flo
     }
   }
   if constexpr (kNorm) {
-    __threadfence();  // every lane wrote y: visible device-wide before the block counts itself done
+    gpu::fence_acq_rel_device();  // every lane wrote y: visible device-wide before the block counts itself done
     matvec::norm_epilogue(g, group, row0, num_valid, gridDim.x);
   }
 }

@@ -79,12 +79,12 @@ __device__ __forceinline__ MatvecSeg segment_of(const MatvecParams& p) {
 __device__ inline void norm_epilogue(const MatvecSeg& g, int64_t group, int64_t row0, int num_valid, int64_t blocks_per_group) {
   __shared__ unsigned last;
   __shared__ float scratch[detail::kNormMaxThreads / gpu::kWarpSize];
-  if (gpu::lane_id() == 0) __threadfence();  // the lanes that wrote y: visible device-wide before the count
+  if (gpu::lane_id() == 0) gpu::fence_acq_rel_device();  // the lanes that wrote y: visible device-wide before the count
   __syncthreads();
   if (threadIdx.x == 0) last = atomicAdd(g.norm_counters + group, 1u) == static_cast<unsigned>(blocks_per_group - 1);
   __syncthreads();
   if (!last) return;
-  __threadfence();
+  gpu::fence_acq_rel_device();
   for (int r = 0; r < num_valid; ++r) {
     detail::block_rms_norm_as_norm_gpu(g.y + (row0 + r) * g.y_stride, g.norm_w, g.norm_out + (row0 + r) * g.norm_out_stride,
                                        g.num_out, g.norm_eps, scratch);

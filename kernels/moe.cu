@@ -315,14 +315,14 @@ __global__ void __launch_bounds__(kThreads) moe_router_kernel(const MoeRouterArg
           a.shared_gate_logits[row0 + r] = acc[r];
         }
       }
-      __threadfence();  // this warp's logits are visible device-wide before the count says so
+      gpu::fence_acq_rel_device();  // this warp's logits are visible device-wide before the count says so
     }
   }
   __syncthreads();
   if (threadIdx.x == 0) is_last = atomicAdd(a.sync_counters + group, 1) == static_cast<int>(gridDim.x) - 1;
   __syncthreads();
   if (!is_last) return;
-  __threadfence();  // acquire side: the other blocks' logits before this block reads them
+  gpu::fence_acq_rel_device();  // acquire side: the other blocks' logits before this block reads them
   const int warp = gpu::warp_id();
   if (ne <= kWarpSize * kRoutedPerLane) {  // warp w routes rows w, w + warps, ... in registers
     for (int r = warp; r < num_valid; r += num_warps) {

@@ -96,12 +96,12 @@ __global__ void __launch_bounds__(kSplitThreads) argmax_split_kernel(const Argma
   if (threadIdx.x == 0) {
     seg_v[seg] = v;
     seg_i[seg] = i;
-    __threadfence();  // the partial is visible device-wide before the count says so
+    gpu::fence_acq_rel_device();  // the partial is visible device-wide before the count says so
     is_last = atomicAdd(counter, 1u) == static_cast<uint32_t>(num_segs - 1);
   }
   __syncthreads();
   if (!is_last) return;
-  __threadfence();
+  gpu::fence_acq_rel_device();
   v = nan_f();
   i = 0x7fffffff;
   for (int64_t s = threadIdx.x; s < num_segs; s += kSplitThreads) {

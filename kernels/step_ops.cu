@@ -99,13 +99,13 @@ __global__ void __launch_bounds__(kThreads) moe_combine_norm_kernel(const MoeCom
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (c < a.n) {
     combine_element(a, r, c);
-    __threadfence();  // this element visible device-wide before the row's count
+    gpu::fence_acq_rel_device();  // this element visible device-wide before the row's count
   }
   __syncthreads();
   if (threadIdx.x == 0) last = atomicAdd(a.norm_counters + r, 1u) == gridDim.x - 1;
   __syncthreads();
   if (!last) return;
-  __threadfence();
+  gpu::fence_acq_rel_device();
   detail::block_rms_norm_as_norm_gpu(a.y + r * a.n, a.norm_w, a.norm_out + r * a.norm_out_stride, a.n, a.norm_eps,
                                      scratch);
   if (threadIdx.x == 0) a.norm_counters[r] = 0;
