@@ -72,6 +72,24 @@ __device__ void route_row_warp(float* probs, int ne, int num_used, int32_t* ids,
   }
 }
 
+// gpu::warp_argmax's result (the warp's best (v, i) by gpu::arg_better; no lane holds a NaN
+// here): on sm_80+ by two warp reductions (the largest order key, then the lowest id holding
+// it) instead of a five-step butterfly of shuffles and compares. Order key: larger is better,
+// -0 and +0 alike (they compare equal, so the id decides, as in arg_better).
+__device__ __forceinline__ void warp_argmax_fast(float& v, int& i) {
+#if defined(DS_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const uint32_t bits = __float_as_uint(v == 0.0f ? 0.0f : v);
+  const uint32_t key = (bits & 0x80000000u) != 0 ? ~bits : (bits | 0x80000000u);
+  const uint32_t best = __reduce_max_sync(0xffffffffu, key);
+  const int winner = static_cast<int>(__reduce_min_sync(0xffffffffu, key == best ? static_cast<uint32_t>(i) : 0xffffffffu));
+  const float winner_v = __shfl_sync(0xffffffffu, v, winner & (kWarpSize - 1));
+  v = winner_v;  // the winner lane holds (v, winner); INT_MAX: every lane holds (-inf, INT_MAX)
+  i = winner;
+#else
+  gpu::warp_argmax(v, i);
+#endif
+}
+
 // Experts per lane route_row_warp_registers holds (rows of up to kWarpSize x this many experts).
 constexpr int kRoutedPerLane = 8;
 
@@ -113,14 +131,29 @@ __device__ void route_row_warp_registers(Load load, int ne, int num_used, int32_
   float chosen_p = 0.0f;
   int chosen_e = 0;
   for (int k = 0; k < num_used; ++k) {
-    float v = -INFINITY;
-    int i = 0x7fffffff;
+    // The lane's best (value, id) by gpu::arg_better, a strict total order with NaN last, so a
+    // tree over its elements, then the empty start (-inf, INT_MAX), picks what the rolled scan
+    // from that start picks: a 3-deep tree instead of an 8-long chain, on the path of one warp
+    // that the whole MoE layer waits for.
+    float tv[kRoutedPerLane];
+    int ti[kRoutedPerLane];
 #pragma unroll
     for (int j = 0; j < kRoutedPerLane; ++j) {
       const int e = lane + j * kWarpSize;
-      if (e < ne && gpu::arg_better(p[j], e, v, i)) v = p[j], i = e;
+      tv[j] = e < ne ? p[j] : -INFINITY;
+      ti[j] = e < ne ? e : 0x7fffffff;
     }
-    gpu::warp_argmax(v, i);
+#pragma unroll
+    for (int width = kRoutedPerLane / 2; width > 0; width /= 2) {
+#pragma unroll
+      for (int j = 0; j < width; ++j) {
+        if (gpu::arg_better(tv[j + width], ti[j + width], tv[j], ti[j])) tv[j] = tv[j + width], ti[j] = ti[j + width];
+      }
+    }
+    float v = -INFINITY;
+    int i = 0x7fffffff;
+    if (gpu::arg_better(tv[0], ti[0], v, i)) v = tv[0], i = ti[0];
+    warp_argmax_fast(v, i);
     const bool found = i < ne;  // false only when every remaining probability is NaN
     if (lane == k) chosen_p = found ? v : 0.0f, chosen_e = found ? i : 0;
 #pragma unroll

@@ -1,6 +1,7 @@
 // Norms, RoPE, SwiGLU, residual add, embedding, MoE routing, argmax and greedy verification
 // against their CPU references; the MoE combine's fused residual add against combine + add.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -115,8 +116,13 @@ void check_embedding(Context& ctx, DType type, int64_t num_embd, int64_t vocab, 
                            bitwise_equal(got.data(), ref.data(), got.size()), "bitwise");
 }
 
-void check_moe_route(Context& ctx, int64_t rows, int64_t experts, int64_t k) {
-  const std::vector<float> logits = random_floats(ctx.rng, static_cast<size_t>(rows * experts), 2.0f);
+// ties: logits rounded to whole numbers, so many experts share a probability and the lower
+// id must win every tie, as in moe_route_ref.
+void check_moe_route(Context& ctx, int64_t rows, int64_t experts, int64_t k, bool ties = false) {
+  std::vector<float> logits = random_floats(ctx.rng, static_cast<size_t>(rows * experts), 2.0f);
+  if (ties) {
+    for (float& v : logits) v = std::round(v);
+  }
   std::vector<int32_t> ids(static_cast<size_t>(rows * k));
   std::vector<float> weights(ids.size());
   moe_route_ref({logits.data(), rows, experts, k, ids.data(), weights.data()});
@@ -128,7 +134,7 @@ void check_moe_route(Context& ctx, int64_t rows, int64_t experts, int64_t k) {
   const std::vector<int32_t> got_ids = dids.download();
   const std::vector<float> got_w = dw.download();
   const bool same_ids = got_ids == ids;
-  ctx.results.record("moe_route_gpu", dims({{"rows", rows}, {"E", experts}, {"k", k}}),
+  ctx.results.record("moe_route_gpu", dims({{"rows", rows}, {"E", experts}, {"k", k}}) + (ties ? " ties" : ""),
                      compare(got_w.data(), weights.data(), got_w.size()), 1e-12, same_ids, same_ids ? "ids equal" : "ids differ");
 }
 
@@ -245,6 +251,8 @@ void run_ops_tests(Context& ctx) {
   check_moe_route(ctx, 3, 7, 1);
   check_moe_route(ctx, 2, 96, 32);   // k at its limit: every lane's pick
   check_moe_route(ctx, 3, 300, 8);   // past the register form (256 experts): shared memory
+  check_moe_route(ctx, 4, 256, 8, true);
+  check_moe_route(ctx, 2, 300, 8, true);
   check_argmax(ctx, 1, 248320);
   check_argmax(ctx, 4, 1000);
   check_argmax(ctx, 3, 37);
