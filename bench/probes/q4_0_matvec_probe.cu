@@ -2,9 +2,11 @@
 // activation row on an NVIDIA GPU. Kernels: the GGUF layout walked like kernels/matmul.cu
 // (a lane per 8-element chunk, O outputs per warp), the same with the weights' integers made
 // exact floats without the int-to-float instruction ("magic"), the same plus a per-chunk partial
-// sum scaled once by the block's d ("partial"), and a split layout (16-byte-aligned qs, scales
-// apart) with E elements per lane. Weights rotate past the L2. bench/RESULTS.md ("Batch-1 Q4_0
-// matvec probes") has the H200 table and what it ruled out.
+// sum scaled once by the block's d ("partial"), a split layout (16-byte-aligned qs, scales
+// apart) with E elements per lane, and the split layout with the "partial" math, a whole block
+// (one 16-byte load) per lane and output, U blocks per lane in flight ("split partial", not yet
+// run on a device). Weights rotate past the L2. bench/RESULTS.md ("Batch-1 Q4_0 matvec probes")
+// has the H200 table and what it ruled out.
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o q4_0_matvec_probe bench/probes/q4_0_matvec_probe.cu
 //   ./q4_0_matvec_probe          # the table
 //   ./q4_0_matvec_probe ncu      # one shape (27B gate), for Nsight Compute
@@ -130,6 +132,61 @@ __global__ void __launch_bounds__(128) k_split(const uint8_t* qs, const uint16_t
   for (int i = 0; i < O; ++i) { const float s = wsum(acc[i]); if (lane == 0 && o0 + i < n_out) y[o0 + i] = s; }
 }
 
+// split layout, whole 32-element block per lane (one 16-byte qs load per output), the "partial"
+// math (magic conversion, per-block partial sum scaled once by d); U blocks per lane in flight.
+template <int O, int U>
+__global__ void __launch_bounds__(128) k_split_partial(const uint8_t* qs, const uint16_t* ds, const float* x, float* y, int n_in, int n_out) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int o0 = (blockIdx.x * 4 + warp) * O;
+  const int nb = n_in / 32;
+  float acc[O] = {};
+  for (int b0 = lane; b0 < nb; b0 += 32 * U) {
+    uint4 q[U][O];
+    float d[U][O];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int b = min(b0 + 32 * u, nb - 1);
+#pragma unroll
+      for (int i = 0; i < O; ++i) {
+        const size_t r = size_t(min(o0 + i, n_out - 1));
+        q[u][i] = *reinterpret_cast<const uint4*>(qs + (r * nb + b) * 16);
+        d[u][i] = h2f(ds[r * nb + b]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int b = b0 + 32 * u;
+      if (b >= nb) break;
+      float xv[32];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float4 v = *reinterpret_cast<const float4*>(x + 32 * b + 4 * j);
+        xv[4 * j] = v.x; xv[4 * j + 1] = v.y; xv[4 * j + 2] = v.z; xv[4 * j + 3] = v.w;
+      }
+#pragma unroll
+      for (int i = 0; i < O; ++i) {
+        const uint32_t words[4] = {q[u][i].x, q[u][i].y, q[u][i].z, q[u][i].w};
+        float s = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          const uint32_t lo = words[w] & 0x0f0f0f0fu, hi = (words[w] >> 4) & 0x0f0f0f0fu;
+          s = fmaf(__fsub_rn(bbyte<0>(lo), 8388616.0f), xv[4 * w + 0], s);
+          s = fmaf(__fsub_rn(bbyte<1>(lo), 8388616.0f), xv[4 * w + 1], s);
+          s = fmaf(__fsub_rn(bbyte<2>(lo), 8388616.0f), xv[4 * w + 2], s);
+          s = fmaf(__fsub_rn(bbyte<3>(lo), 8388616.0f), xv[4 * w + 3], s);
+          s = fmaf(__fsub_rn(bbyte<0>(hi), 8388616.0f), xv[16 + 4 * w + 0], s);
+          s = fmaf(__fsub_rn(bbyte<1>(hi), 8388616.0f), xv[16 + 4 * w + 1], s);
+          s = fmaf(__fsub_rn(bbyte<2>(hi), 8388616.0f), xv[16 + 4 * w + 2], s);
+          s = fmaf(__fsub_rn(bbyte<3>(hi), 8388616.0f), xv[16 + 4 * w + 3], s);
+        }
+        acc[i] = fmaf(d[u][i], s, acc[i]);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < O; ++i) { const float s = wsum(acc[i]); if (lane == 0 && o0 + i < n_out) y[o0 + i] = s; }
+}
+
 template <class F>
 float time_us(F f, int copies) {
   cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
@@ -176,6 +233,10 @@ void shape(const char* name, int n_in, int n_out) {
   rep("split E=32 O=1", time_us([&](int c) { k_split<32, 1><<<(n_out + 3) / 4, 128>>>(qs[c], ds[c], x, y, n_in, n_out); }, copies));
   rep("split E=16 O=1", time_us([&](int c) { k_split<16, 1><<<(n_out + 3) / 4, 128>>>(qs[c], ds[c], x, y, n_in, n_out); }, copies));
   rep("split E=32 O=4", time_us([&](int c) { k_split<32, 4><<<(n_out + 15) / 16, 128>>>(qs[c], ds[c], x, y, n_in, n_out); }, copies));
+  rep("split partial O=1", time_us([&](int c) { k_split_partial<1, 1><<<(n_out + 3) / 4, 128>>>(qs[c], ds[c], x, y, n_in, n_out); }, copies));
+  rep("split partial O=2", time_us([&](int c) { k_split_partial<2, 1><<<(n_out + 7) / 8, 128>>>(qs[c], ds[c], x, y, n_in, n_out); }, copies));
+  rep("split partial O=1 U=2", time_us([&](int c) { k_split_partial<1, 2><<<(n_out + 3) / 4, 128>>>(qs[c], ds[c], x, y, n_in, n_out); }, copies));
+  rep("split partial O=2 U=2", time_us([&](int c) { k_split_partial<2, 2><<<(n_out + 7) / 8, 128>>>(qs[c], ds[c], x, y, n_in, n_out); }, copies));
   for (int c = 0; c < copies; ++c) { cudaFree(w[c]); cudaFree(qs[c]); cudaFree(ds[c]); }
   cudaFree(x); cudaFree(y);
 }
