@@ -1,5 +1,6 @@
 // `deltaserve bench decode|prefill`: a model (a preset with synthetic weights, or a file) on a
 // backend, timed over hand-made batch plans; prints a table and optionally writes JSON.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -51,7 +52,8 @@ double proc_status_bytes(const std::string& key) {
 void add_common_options(CLI::App& app, BenchCommand& c) {
   app.add_option("--preset", c.preset, "Model shapes: a built-in preset name (see --list-presets) or a preset .json file");
   app.add_option("--model", c.model_path, "A GGUF file or HF directory instead of a preset (real weights)");
-  app.add_option("--weights", c.weights, "Synthetic weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k")->capture_default_str();
+  app.add_option("--weights,--quant", c.weights, "Synthetic weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k")
+      ->capture_default_str();
   app.add_option("--seed", c.o.seed, "Seed of the synthetic weights and of the token ids")->capture_default_str();
   app.add_option("--device", c.device, "cpu, cuda[:N], hip[:N], gpu[:N] or auto")->capture_default_str();
   app.add_option("--batch", c.o.batch_sizes, "Streams per run, comma-separated")->delimiter(',')->check(CLI::Range(1, 4096));
@@ -140,9 +142,13 @@ int run_bench(BenchCommand& c) {
   std::printf("plan       %s: context %d tokens/stream, %d timed %s (+%d warmup)", c.mode.c_str(), c.o.context_tokens,
               c.o.num_steps, prefill ? "repetitions" : "steps", c.o.num_warmup);
   if (!prefill) {
-    std::printf(", %d row(s)/stream/step", c.o.draft_rows);
-    if (c.o.draft_rows > 1)
-      std::printf(" (verify with row states, rollback to %d)", c.o.accept_rows > 0 ? c.o.accept_rows : c.o.draft_rows);
+    std::string rows;
+    for (int32_t r : c.o.rows_per_step) rows += (rows.empty() ? "" : ",") + std::to_string(r);
+    std::printf(", %s row(s)/stream/step", rows.c_str());
+    if (*std::max_element(c.o.rows_per_step.begin(), c.o.rows_per_step.end()) > 1) {
+      std::printf(" (more than one: a verify step with row states, then a rollback keeping %s)",
+                  c.o.accept_rows > 0 ? (std::to_string(c.o.accept_rows) + " row(s)").c_str() : "every row");
+    }
   }
   std::printf("\n");
   // set_kernel_trace(false) is a probe: true only for a backend that can trace.
@@ -209,9 +215,13 @@ int bench_main(int argc, char** argv) {
   CLI::App* prefill = app.add_subcommand("prefill", "Prompt processing in chunks");
   add_common_options(*decode, c);
   decode->add_option("--steps", c.o.num_steps, "Timed steps per batch size")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  decode->add_option("--draft-rows", c.o.draft_rows, "Rows per stream and step (1 + drafts, verified with row states)")
-      ->check(CLI::Range(1, 64))->capture_default_str();
-  decode->add_option("--accept", c.o.accept_rows, "Rows kept per stream after a verify step (default: all)")
+  decode->add_option("--rows,--draft-rows", c.o.rows_per_step,
+                     "Rows per stream and step, comma-separated, a run each (1 + drafts; more than one: a verify step "
+                     "with row states)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  decode->add_option("--accept", c.o.accept_rows, "Rows kept per stream after a verify step (default: all; at most every --rows value)")
       ->check(CLI::Range(1, 64));
   add_common_options(*prefill, c);
   prefill->add_option("--steps", c.o.num_steps, "Timed repetitions per prompt length")->check(CLI::Range(1, 1 << 20));
@@ -251,8 +261,10 @@ int bench_main(int argc, char** argv) {
                  c.mode.c_str());
     return 2;
   }
-  if (c.o.accept_rows > c.o.draft_rows) {
-    std::fprintf(stderr, "deltaserve bench decode: --accept %d exceeds --draft-rows %d\n", c.o.accept_rows, c.o.draft_rows);
+  if (c.o.rows_per_step.empty()) c.o.rows_per_step = {1};
+  const int32_t min_rows = *std::min_element(c.o.rows_per_step.begin(), c.o.rows_per_step.end());
+  if (c.o.accept_rows > min_rows) {
+    std::fprintf(stderr, "deltaserve bench decode: --accept %d exceeds --rows %d\n", c.o.accept_rows, min_rows);
     return 2;
   }
   try {

@@ -37,7 +37,7 @@ int32_t max_of(const std::vector<int32_t>& v) { return v.empty() ? 0 : *std::max
 int64_t max_stream_tokens(const BenchOptions& o, bool prefill) {
   if (prefill) return int64_t{o.context_tokens} + max_of(o.prompt_tokens);
   const int32_t traced = o.trace ? kTraceDecodeSteps : 0;
-  return int64_t{o.context_tokens} + int64_t{o.num_warmup + o.num_steps + traced + 1} * o.draft_rows;
+  return int64_t{o.context_tokens} + int64_t{o.num_warmup + o.num_steps + traced + 1} * max_of(o.rows_per_step);
 }
 
 int32_t blocks_per_stream(const BenchOptions& o, bool prefill) {
@@ -97,24 +97,24 @@ double fill_streams(Backend& backend, const StreamPlanner& planner, const BenchO
   return static_cast<double>(num_streams) * o.context_tokens / (ms / 1e3);
 }
 
-// One decode step of every stream at its position (verify rows when draft_rows > 1).
-BatchPlan decode_plan(const StreamPlanner& planner, const BenchOptions& o, const std::vector<int64_t>& position) {
+// One decode step of every stream at its position, rows rows each (verify rows when rows > 1).
+BatchPlan decode_plan(const StreamPlanner& planner, int32_t rows, const std::vector<int64_t>& position) {
   BatchPlan plan;
   for (size_t s = 0; s < position.size(); ++s) {
-    SequenceStep step = planner.step(static_cast<int32_t>(s), position[s], o.draft_rows);
-    step.num_logits = o.draft_rows;  // a verify step samples every row
-    step.keep_row_states = o.draft_rows > 1;
+    SequenceStep step = planner.step(static_cast<int32_t>(s), position[s], rows);
+    step.num_logits = rows;  // a verify step samples every row
+    step.keep_row_states = rows > 1;
     step.logits_to_host = false;  // greedy serving: only the argmax ids leave the device
     plan.sequences.push_back(std::move(step));
   }
   return plan;
 }
 
-// The forward, then the rollbacks of a verify step; returns ms.
-double decode_step(Backend& backend, const BenchOptions& o, const BatchPlan& plan, int32_t kept, ForwardOutput& out) {
+// The forward, then the rollbacks of a verify step (rows > 1); returns ms.
+double decode_step(Backend& backend, int32_t rows, const BatchPlan& plan, int32_t kept, ForwardOutput& out) {
   const auto t0 = Clock::now();
   backend.forward(plan, out);
-  if (o.draft_rows > 1) {
+  if (rows > 1) {
     for (size_t s = 0; s < plan.sequences.size(); ++s) backend.rollback(static_cast<int32_t>(s), kept);
   }
   return ms_since(t0);
@@ -141,12 +141,12 @@ int64_t prompt_forwards(Backend& backend, const StreamPlanner& planner, const Be
 }
 
 // The traced decode pass: kTraceDecodeSteps more steps with the kernel trace on, each taken.
-BenchTrace trace_decode(Backend& backend, const StreamPlanner& planner, const BenchOptions& o, std::vector<int64_t>& position,
+BenchTrace trace_decode(Backend& backend, const StreamPlanner& planner, int32_t rows, std::vector<int64_t>& position,
                         int32_t kept, ForwardOutput& out) {
   BenchTrace trace;
   if (!runtime::set_kernel_trace(backend, true)) return trace;
   for (int32_t i = 0; i < kTraceDecodeSteps; ++i) {
-    trace.wall_ms += decode_step(backend, o, decode_plan(planner, o, position), kept, out);
+    trace.wall_ms += decode_step(backend, rows, decode_plan(planner, rows, position), kept, out);
     add_trace(trace, runtime::take_kernel_trace(backend));
     for (int64_t& p : position) p += kept;
   }
@@ -196,8 +196,9 @@ runtime::CacheConfig bench_cache_config(const BenchOptions& o, bool prefill) {
   cache.num_state_slots = max_streams;
   cache.kv_block_tokens = o.kv_block_tokens;
   cache.num_kv_blocks = max_streams * blocks_per_stream(o, prefill);
-  cache.max_verify_rows = prefill ? 1 : o.draft_rows;
-  cache.max_step_rows = prefill ? max_streams * o.chunk_tokens : std::max(max_streams * o.draft_rows, o.chunk_tokens);
+  const int32_t max_rows = max_of(o.rows_per_step);
+  cache.max_verify_rows = prefill ? 1 : max_rows;
+  cache.max_step_rows = prefill ? max_streams * o.chunk_tokens : std::max(max_streams * max_rows, o.chunk_tokens);
   cache.state_precision = o.state_precision;
   cache.decode_matvec = o.decode_matvec;
   return cache;
@@ -205,31 +206,33 @@ runtime::CacheConfig bench_cache_config(const BenchOptions& o, bool prefill) {
 
 std::vector<BenchRow> run_decode(Backend& backend, const BenchOptions& o) {
   const StreamPlanner planner(backend, o, false);
-  const int32_t kept = o.accept_rows > 0 ? o.accept_rows : o.draft_rows;
   ForwardOutput out;
   std::vector<BenchRow> rows;
   for (int32_t num_streams : o.batch_sizes) {
-    BenchRow row;
-    row.num_streams = num_streams;
-    row.rows_per_stream = o.draft_rows;
-    row.kept_per_stream = kept;
-    row.fill_tokens_per_s = fill_streams(backend, planner, o, num_streams, out);
-    std::vector<int64_t> position(static_cast<size_t>(num_streams), o.context_tokens);
-    std::optional<int64_t> launches_before;
-    for (int32_t i = 0; i < o.num_warmup + o.num_steps; ++i) {
-      if (i == o.num_warmup) launches_before = launch_count(backend);
-      const double ms = decode_step(backend, o, decode_plan(planner, o, position), kept, out);
-      for (int64_t& p : position) p += kept;
-      if (i >= o.num_warmup) {
-        row.times.ms.push_back(ms);
-        ++row.num_forward_calls;
+    for (int32_t rows_per_step : o.rows_per_step) {
+      const int32_t kept = o.accept_rows > 0 ? o.accept_rows : rows_per_step;
+      BenchRow row;
+      row.num_streams = num_streams;
+      row.rows_per_stream = rows_per_step;
+      row.kept_per_stream = kept;
+      row.fill_tokens_per_s = fill_streams(backend, planner, o, num_streams, out);
+      std::vector<int64_t> position(static_cast<size_t>(num_streams), o.context_tokens);
+      std::optional<int64_t> launches_before;
+      for (int32_t i = 0; i < o.num_warmup + o.num_steps; ++i) {
+        if (i == o.num_warmup) launches_before = launch_count(backend);
+        const double ms = decode_step(backend, rows_per_step, decode_plan(planner, rows_per_step, position), kept, out);
+        for (int64_t& p : position) p += kept;
+        if (i >= o.num_warmup) {
+          row.times.ms.push_back(ms);
+          ++row.num_forward_calls;
+        }
       }
+      const std::optional<int64_t> launches_after = launch_count(backend);
+      if (launches_before && launches_after && o.num_steps > 0)
+        row.launches_per_step = static_cast<double>(*launches_after - *launches_before) / o.num_steps;
+      if (o.trace) row.trace = trace_decode(backend, planner, rows_per_step, position, kept, out);
+      rows.push_back(std::move(row));
     }
-    const std::optional<int64_t> launches_after = launch_count(backend);
-    if (launches_before && launches_after && o.num_steps > 0)
-      row.launches_per_step = static_cast<double>(*launches_after - *launches_before) / o.num_steps;
-    if (o.trace) row.trace = trace_decode(backend, planner, o, position, kept, out);
-    rows.push_back(std::move(row));
   }
   return rows;
 }

@@ -24,8 +24,8 @@ struct BenchOptions {
   int32_t context_tokens = 0;        // cached in each stream before timing (filled untimed)
   int32_t num_steps = 32;            // timed steps (decode) or timed repetitions (prefill)
   int32_t num_warmup = 2;            // untimed steps / repetitions first
-  int32_t draft_rows = 1;            // decode: rows per stream and step (1 + drafts)
-  int32_t accept_rows = 0;           // decode: rows kept after a verify step (0 = all)
+  std::vector<int32_t> rows_per_step = {1};  // decode: rows per stream and step (1 + drafts), a run each
+  int32_t accept_rows = 0;           // decode: rows kept after a verify step (0 = all; <= every rows value)
   std::vector<int32_t> prompt_tokens;  // prefill: prompt lengths
   int32_t chunk_tokens = 512;        // prefill and context fill: tokens per stream and forward
   int32_t kv_block_tokens = 16;
@@ -57,7 +57,7 @@ struct StepTimes {
 // One table row.
 struct BenchRow {
   int32_t num_streams = 0;
-  int32_t rows_per_stream = 0;      // decode: draft_rows; prefill: chunk tokens
+  int32_t rows_per_stream = 0;      // decode: the run's rows per stream and step; prefill: chunk tokens
   int32_t kept_per_stream = 0;      // decode: tokens a step adds per stream
   int32_t prompt_tokens = 0;        // prefill only
   int64_t num_forward_calls = 0;    // timed forwards (a prefill repetition is several)
