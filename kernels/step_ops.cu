@@ -52,7 +52,8 @@ __device__ __forceinline__ float shared_gate(const MoeCombineArgs& a, int64_t r)
   return a.shared != nullptr ? 1.0f / (1.0f + expf(-a.shared_gate_logit[r])) : 0.0f;
 }
 
-// Element (r, c) of the combine, written to y; both kernels run this one sequence.
+// Element (r, c) of the combine, written to y: the plain and the multi-block norm kernels run
+// this; the one-block row form runs combine_sum on the same loaded values.
 __device__ __forceinline__ void combine_element(const MoeCombineArgs& a, int64_t r, int64_t c) {
   float* y = a.y + r * a.n + c;
   if (a.num_used <= kUnrolledRanks) {
