@@ -95,32 +95,19 @@ __host__ __device__ constexpr bool norm_rows_cacheable(int64_t n) {
   return n > 0 && n <= kNormRowsCached * static_cast<int64_t>(norm_threads_for(n));
 }
 
-// rms_norm_gpu's bits (as block_rms_norm_as_norm_gpu) for rows [0, num_rows) of x (num_rows
-// <= R) into y, every row at once: a thread's loads of all rows go out together and its
-// elements stay in registers for the scaling pass, so the block waits on L2 once, not twice
-// per row (the fused router's prologue: 4 rows one after another cost ~11 us per MoE layer on
-// the H200). Thread t < T = norm_threads_for(n) is rms_norm_gpu's thread t (the same
-// elements, fmaf order and warp totals). Requires blockDim.x >= T and norm_rows_cacheable(n);
-// x may have been written by other blocks of this launch; y must not alias x. scratch: R *
-// kNormMaxThreads / warp width floats of shared memory. Every thread of the block must call
-// it; y is complete after the caller's next barrier.
+// rms_norm_gpu's bits for rows [0, num_rows) (num_rows <= R) whose elements the block's
+// threads already hold: thread t < T = norm_threads_for(n) holds v[r][k] = element t + k * T of
+// row r (any value past n; threads t >= T hold nothing used), as rms_norm_gpu's thread t sums
+// them (fmaf order, warp totals). Writes y[r * y_stride + i] = x_i / rms * w_i. Requires
+// blockDim.x >= T and norm_rows_cacheable(n). scratch: R * kNormMaxThreads / warp width floats
+// of shared memory. Every thread of the block must call it (one barrier inside).
 template <int R>
-__device__ __forceinline__ void block_rms_norm_rows_as_norm_gpu(const float* __restrict__ x, int64_t x_stride, int num_rows,
-                                                               const float* __restrict__ w, float* __restrict__ y,
-                                                               int64_t y_stride, int64_t n, float eps, float* scratch) {
+__device__ __forceinline__ void block_rms_norm_held_rows(const float (&v)[R][kNormRowsCached], int num_rows,
+                                                         const float* __restrict__ w, float* __restrict__ y,
+                                                         int64_t y_stride, int64_t n, float eps, float* scratch) {
   constexpr int kWarpsMax = kNormMaxThreads / gpu::kWarpSize;
   const int T = static_cast<int>(norm_threads_for(n));
   const int t = static_cast<int>(threadIdx.x);
-  const bool owner = t < T;
-  float v[R][kNormRowsCached];
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-#pragma unroll
-    for (int k = 0; k < kNormRowsCached; ++k) {
-      const int64_t i = t + static_cast<int64_t>(k) * T;
-      v[r][k] = owner && r < num_rows && i < n ? load_from_other_block(x + r * x_stride + i) : 0.0f;
-    }
-  }
   const int vwarps = T / gpu::kWarpSize;
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -133,7 +120,7 @@ __device__ __forceinline__ void block_rms_norm_rows_as_norm_gpu(const float* __r
     if (gpu::lane_id() == 0 && gpu::warp_id() < vwarps) scratch[r * kWarpsMax + gpu::warp_id()] = sum;
   }
   __syncthreads();
-  if (!owner) return;
+  if (t >= T) return;
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if (r < num_rows) {
@@ -147,6 +134,34 @@ __device__ __forceinline__ void block_rms_norm_rows_as_norm_gpu(const float* __r
       }
     }
   }
+}
+
+// rms_norm_gpu's bits (as block_rms_norm_as_norm_gpu) for rows [0, num_rows) of x (num_rows
+// <= R) into y, every row at once: a thread's loads of all rows go out together and its
+// elements stay in registers for the scaling pass (block_rms_norm_held_rows), so the block
+// waits on L2 once, not twice per row (the fused router's prologue: 4 rows one after another
+// cost ~11 us per MoE layer on the H200). Thread t < T = norm_threads_for(n) is rms_norm_gpu's
+// thread t (the same elements, fmaf order and warp totals). Requires blockDim.x >= T and
+// norm_rows_cacheable(n); x may have been written by other blocks of this launch; y must not
+// alias x. scratch: R * kNormMaxThreads / warp width floats of shared memory. Every thread of
+// the block must call it; y is complete after the caller's next barrier.
+template <int R>
+__device__ __forceinline__ void block_rms_norm_rows_as_norm_gpu(const float* __restrict__ x, int64_t x_stride, int num_rows,
+                                                               const float* __restrict__ w, float* __restrict__ y,
+                                                               int64_t y_stride, int64_t n, float eps, float* scratch) {
+  const int T = static_cast<int>(norm_threads_for(n));
+  const int t = static_cast<int>(threadIdx.x);
+  const bool owner = t < T;
+  float v[R][kNormRowsCached];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int k = 0; k < kNormRowsCached; ++k) {
+      const int64_t i = t + static_cast<int64_t>(k) * T;
+      v[r][k] = owner && r < num_rows && i < n ? load_from_other_block(x + r * x_stride + i) : 0.0f;
+    }
+  }
+  block_rms_norm_held_rows<R>(v, num_rows, w, y, y_stride, n, eps, scratch);
 }
 
 }  // namespace deltaserve::kernels::detail

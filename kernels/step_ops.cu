@@ -122,8 +122,7 @@ __global__ void __launch_bounds__(detail::kNormMaxThreads) moe_combine_norm_row_
   if (blockIdx.x == 0) gpu::prefetch_l2_range(a.norm_w, static_cast<size_t>(a.n) * sizeof(float));
   gpu::begin_kernel();
   constexpr int K = detail::kNormRowsCached;
-  constexpr int kWarpsMax = detail::kNormMaxThreads / gpu::kWarpSize;
-  __shared__ float scratch[kWarpsMax];
+  __shared__ float scratch[detail::kNormMaxThreads / gpu::kWarpSize];
   const int64_t r = blockIdx.x;
   const int T = static_cast<int>(blockDim.x);
   const int t = static_cast<int>(threadIdx.x);
@@ -144,29 +143,15 @@ __global__ void __launch_bounds__(detail::kNormMaxThreads) moe_combine_norm_row_
     sh[k] = valid && a.shared != nullptr ? a.shared[r * n + i] : 0.0f;
     y0[k] = valid && a.accumulate ? a.y[r * n + i] : 0.0f;
   }
-  float v[K];
-  float sum = 0.0f;
+  float v[1][K];
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int64_t i = t + static_cast<int64_t>(k) * T;
     const float acc = combine_sum(a, w, e[k], gate, sh[k]);
-    v[k] = a.accumulate ? y0[k] + acc : acc;
-    if (i < n) {
-      a.y[r * n + i] = v[k];
-      sum = fmaf(v[k], v[k], sum);
-    }
+    v[0][k] = a.accumulate ? y0[k] + acc : acc;
+    if (i < n) a.y[r * n + i] = v[0][k];
   }
-  sum = gpu::warp_sum(sum);
-  if (gpu::lane_id() == 0) scratch[gpu::warp_id()] = sum;
-  __syncthreads();
-  float total = 0.0f;
-  for (int vw = 0; vw < T / gpu::kWarpSize; ++vw) total += scratch[vw];
-  const float scale = 1.0f / sqrtf(total / static_cast<float>(n) + a.norm_eps);
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int64_t i = t + static_cast<int64_t>(k) * T;
-    if (i < n) a.norm_out[r * a.norm_out_stride + i] = __fmul_rn(v[k], scale) * a.norm_w[i];
-  }
+  detail::block_rms_norm_held_rows<1>(v, 1, a.norm_w, a.norm_out + r * a.norm_out_stride, 0, n, a.norm_eps, scratch);
 }
 
 }  // namespace
