@@ -307,11 +307,18 @@ gpuError_t dispatch_cuda_cores(const MatvecParams& p, DType type, gpuStream_t st
 
 // Q4_0 under MatvecMath::kTensorCores: launches without expert segments go to the tensor
 // cores; a launch with expert segments (and the shared expert's segments riding in it) stays
-// on the CUDA cores, whose expert walks measured faster (matmul_gpu.h).
+// on the CUDA cores, whose expert walks measured faster (matmul_gpu.h). kStaged: every launch
+// where its shape rule holds.
+// kStaged takes expert segments too (one pair per row group, like the CUDA cores' walk), but
+// not expert-grouped ones (staged_shapes).
 gpuError_t dispatch(const MatvecParams& p, DType type, gpuStream_t stream) {
   bool experts = false;
   for (int s = 0; s < p.num_segs; ++s) experts = experts || p.seg[s].expert_ids != nullptr;
-  if (type == DType::Q4_0 && !experts && matvec_math() == MatvecMath::kTensorCores) return matvec::launch_q4_0_mma(p, stream);
+  if (type == DType::Q4_0) {
+    const MatvecMath math = matvec_math();
+    if (math == MatvecMath::kTensorCores && !experts) return matvec::launch_q4_0_mma(p, stream);
+    if (math == MatvecMath::kStaged && matvec::staged_shapes(p)) return matvec::launch_q4_0_staged(p, stream);
+  }
   return dispatch_cuda_cores(p, type, stream);
 }
 

@@ -38,7 +38,15 @@ gpuError_t matmul_gpu(const MatmulArgs& args, gpuStream_t stream);
 // pairs measured faster there), so under kTensorCores an expert pair is no longer
 // bit-identical to matmul_gpu on the expert's matrix, and a matrix is batch-invariant against
 // itself only when it always goes in the same kind of launch (the backend's layers do so).
-enum class MatvecMath { kCudaCores, kTensorCores };
+// kStaged (CUDA sm_80 and up; else kCudaCores): for a few activation rows. Launches whose
+// matrices all have 16-byte aligned rows of a multiple of 256 inputs (all of 1,024, or none),
+// expert segments included but no expert-grouped ones, stage the weights in shared memory and
+// multiply on tensor cores with exact products, the activation's three bf16 parts in the mma's
+// columns (matmul_mma_staged.cu); other launches as kCudaCores. Again the same accuracy and
+// batch invariance, its own last bits; an expert pair is bit-identical to a one-row matmul_gpu
+// on its expert's matrix, and a caller that groups pairs by expert (ExpertPairGroups) under
+// kStaged gets CUDA-core bits for them, so the backend does not group there.
+enum class MatvecMath { kCudaCores, kTensorCores, kStaged };
 void set_matvec_math(MatvecMath math);
 MatvecMath matvec_math();        // the setting, or kCudaCores where the device has no bf16 mma
 bool tensor_matvec_available();  // the current device has bf16 mma (CUDA sm_80 and up)

@@ -476,9 +476,7 @@ void set_matvec_split_scratch(void* device_bytes, size_t bytes, int64_t min_macs
   t_split_scratch = SplitScratch{device_bytes, bytes, min_macs >= 0 ? min_macs : default_presplit_min_macs()};
 }
 
-MatvecMath matvec_math() {
-  return t_math == MatvecMath::kTensorCores && device_has_bf16_mma() ? MatvecMath::kTensorCores : MatvecMath::kCudaCores;
-}
+MatvecMath matvec_math() { return device_has_bf16_mma() ? t_math : MatvecMath::kCudaCores; }
 
 bool tensor_matvec_available() { return device_has_bf16_mma(); }
 

@@ -117,4 +117,11 @@ __device__ __forceinline__ void prefetch_block_weights(const MatvecSeg& g, const
 // included; no expert segments), for matvec_math() == kTensorCores.
 gpuError_t launch_q4_0_mma(const MatvecParams& p, gpuStream_t stream);
 
+// The staged tensor-core Q4_0 launch (matmul_mma_staged.cu) for matvec_math() == kStaged, when
+// staged_shapes(p) holds: no expert-grouped segment, every matrix's rows a multiple of 256
+// inputs (all of 1,024 or none) and 16-byte aligned. The rule reads the launch's matrices only,
+// so a matrix in the same launch always takes the same kernel and K walk whatever the rows.
+bool staged_shapes(const MatvecParams& p);
+gpuError_t launch_q4_0_staged(const MatvecParams& p, gpuStream_t stream);
+
 }  // namespace deltaserve::kernels::matvec

@@ -35,19 +35,23 @@ inline std::optional<StatePrecision> parse_state_precision(std::string_view text
 // (CUDA sm_80 and up; on the H200 35B-A3B 2.2x the throughput at 64 streams, half the tokens/s
 // at one stream). Both are
 // batch-invariant, but they differ from each other in the last bits, so a backend keeps one
-// for its lifetime. kAuto: kTensor where the device has it and the backend has 32 or more
-// state slots (a server sized for throughput), else kFma. The CPU backend runs f32 either way
-// and refuses kTensor.
-enum class DecodeMatvec : int32_t { kAuto, kFma, kTensor };
+// for its lifetime. kStaged: for a few streams, the dense matrices' products staged through
+// shared memory onto the tensor cores, exact products with the activation's parts in the
+// mma's columns (matmul_mma_staged.cu), the experts and the LM head as kFma (CUDA sm_80 and
+// up); its own last bits again. kAuto: kTensor where the device has it and the backend has 32
+// or more state slots (a server sized for throughput), else kFma. The CPU backend runs f32
+// either way and refuses kTensor and kStaged.
+enum class DecodeMatvec : int32_t { kAuto, kFma, kTensor, kStaged };
 
 inline const char* decode_matvec_name(DecodeMatvec m) {
-  return m == DecodeMatvec::kFma ? "fma" : m == DecodeMatvec::kTensor ? "tensor" : "auto";
+  return m == DecodeMatvec::kFma ? "fma" : m == DecodeMatvec::kTensor ? "tensor" : m == DecodeMatvec::kStaged ? "staged" : "auto";
 }
-// "auto" / "fma" / "tensor"; nullopt for anything else.
+// "auto" / "fma" / "tensor" / "staged"; nullopt for anything else.
 inline std::optional<DecodeMatvec> parse_decode_matvec(std::string_view text) {
   if (text == "auto") return DecodeMatvec::kAuto;
   if (text == "fma") return DecodeMatvec::kFma;
   if (text == "tensor") return DecodeMatvec::kTensor;
+  if (text == "staged") return DecodeMatvec::kStaged;
   return std::nullopt;
 }
 inline constexpr int32_t kTensorMatvecMinSlots = 32;  // DecodeMatvec::kAuto's threshold

@@ -26,8 +26,9 @@ CpuBackend::CpuBackend(const LoadedModel& model, const CacheConfig& cache, int n
   if (cache_.state_precision != StatePrecision::kF32)
     throw std::invalid_argument(std::string("recurrent-state precision ") + state_precision_name(cache_.state_precision) +
                                 " is supported by the GPU backend only (the CPU backend keeps f32 states)");
-  if (cache_.decode_matvec == DecodeMatvec::kTensor)
-    throw std::invalid_argument("decode matvec 'tensor' is supported by the GPU backend only (the CPU backend multiplies in f32)");
+  if (cache_.decode_matvec == DecodeMatvec::kTensor || cache_.decode_matvec == DecodeMatvec::kStaged)
+    throw std::invalid_argument(std::string("decode matvec '") + decode_matvec_name(cache_.decode_matvec) +
+                                "' is supported by the GPU backend only (the CPU backend multiplies in f32)");
   verify_rows_.assign(static_cast<size_t>(cache_.num_state_slots), 0);
   const ModelConfig& c = config_;
   const size_t slots = static_cast<size_t>(cache_.num_state_slots);

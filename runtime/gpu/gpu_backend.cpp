@@ -90,13 +90,16 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
   });
   prefill_math_ = default_prefill_math();
   const bool has_tensor = kernels::tensor_matvec_available();
-  if (cache_.decode_matvec == DecodeMatvec::kTensor && !has_tensor)
-    throw std::runtime_error("GPU backend: decode matvec 'tensor' needs bf16 tensor cores (CUDA sm_80 or newer); device " +
-                             std::to_string(device_) + " has none (use 'fma' or 'auto')");
+  if ((cache_.decode_matvec == DecodeMatvec::kTensor || cache_.decode_matvec == DecodeMatvec::kStaged) && !has_tensor)
+    throw std::runtime_error(std::string("GPU backend: decode matvec '") + decode_matvec_name(cache_.decode_matvec) +
+                             "' needs bf16 tensor cores (CUDA sm_80 or newer); device " + std::to_string(device_) +
+                             " has none (use 'fma' or 'auto')");
   const bool tensor = cache_.decode_matvec == DecodeMatvec::kTensor ||
                       (cache_.decode_matvec == DecodeMatvec::kAuto && has_tensor &&
                        cache_.num_state_slots >= kTensorMatvecMinSlots);
-  matvec_math_ = tensor ? kernels::MatvecMath::kTensorCores : kernels::MatvecMath::kCudaCores;
+  matvec_math_ = tensor ? kernels::MatvecMath::kTensorCores
+                 : cache_.decode_matvec == DecodeMatvec::kStaged ? kernels::MatvecMath::kStaged
+                                                                 : kernels::MatvecMath::kCudaCores;
   // With the tensor matvec the routed experts of decode and verify rows run on the exact
   // tensor-core tile (grouped by expert) too: on the H200 35B-A3B at 64 streams 42.7 -> 28.8 ms
   // per step, 64 x 4 verify rows 140.7 -> 69.3, but one stream 3.8 -> 6.5 (bench/RESULTS.md).
@@ -143,7 +146,9 @@ std::string GpuBackend::speed_settings() const {
          on(kernels::gpu::dependent_launch_enabled()) + ", L2 prefetch " + on(kernels::gpu::prefetch_enabled()) +
          ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", expert pair groups " +
          gpu::expert_grouping_setting() + ", prefill matmul " + prefill_math_name(prefill_math_) + ", Q4_0 matvec " +
-         (matvec_math_ == kernels::MatvecMath::kTensorCores ? "tensor" : "fma") +
+         (matvec_math_ == kernels::MatvecMath::kTensorCores ? "tensor"
+          : matvec_math_ == kernels::MatvecMath::kStaged    ? "staged"
+                                                             : "fma") +
          (tiled_decode_experts_ ? ", decode experts tiled" : "") + (tiled_decode_min_outputs_ > 0
               ? ", decode products of " + std::to_string(tiled_decode_min_outputs_) + "+ outputs tiled"
               : std::string());

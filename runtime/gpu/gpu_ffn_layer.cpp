@@ -248,11 +248,14 @@ int expert_group_rows(const ModelConfig& c, int64_t num_pairs) {
 
 // Groups the step's decode pairs by expert (one moe_group_pairs_gpu launch) when
 // expert_group_rows says so; returns the groups for the expert segments (rows 0: per pair).
+// Never under the staged matvec (kernels::MatvecMath::kStaged): grouped launches go to the
+// CUDA cores there, so grouping, which follows the load, would change a pair's bits with it.
 kernels::ExpertPairGroups expert_pair_groups(const GpuLayerContext& ctx, int64_t num_pairs) {
   const ModelConfig& c = ctx.config;
   const GpuWorkspace& ws = ctx.ws;
   kernels::ExpertPairGroups g{};
-  const int rows = num_pairs > 0 ? expert_group_rows(c, num_pairs) : 0;
+  const bool staged = kernels::matvec_math() == kernels::MatvecMath::kStaged;
+  const int rows = num_pairs > 0 && !staged ? expert_group_rows(c, num_pairs) : 0;
   if (rows == 0) return g;
   const kernels::MoeGroupPairsArgs a{ws.expert_ids, num_pairs, c.num_experts, rows,
                                      ws.pair_group_expert, ws.pair_group_pairs, ws.pair_group_count};

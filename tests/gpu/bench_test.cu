@@ -133,7 +133,9 @@ void bench_matmul(DType type, int64_t in, int64_t out, int64_t rows, const char*
     MatmulArgs a{ws[static_cast<size_t>(i % copies)].get(), type, in, out, dtype_row_bytes(type, in), x.get(), rows, in, y.get(), out};
     CHECK_GPU(matmul_gpu(a, nullptr));
   });
-  const char* math = matvec_math() == MatvecMath::kTensorCores ? " (tensor cores)" : "";
+  const char* math = matvec_math() == MatvecMath::kTensorCores ? " (tensor cores)"
+                     : matvec_math() == MatvecMath::kStaged    ? " (staged)"
+                                                                : "";
   report("matmul_gpu " + std::string(dtype_name(type)) + math, std::string(what) + " " + std::to_string(out) + "x" + std::to_string(in) +
                                                             " rows=" + std::to_string(rows),
          us, static_cast<double>(bytes) + 4.0 * rows * (in + out));
@@ -368,18 +370,20 @@ void run_matvec_benchmarks(Context&) {
   bench_experts(DType::Q4_0, 2048, 512, 256, 8, "gate");
   bench_experts(DType::Q4_0, 512, 2048, 256, 8, "down");
   bench_experts(DType::Q8_0, 2048, 512, 256, 8, "gate");
-  // Q4_0 on the CUDA cores and on the tensor cores, side by side (matmul_gpu.h, MatvecMath).
+  // Q4_0 on the CUDA cores, on the tensor cores and staged onto them, side by side
+  // (matmul_gpu.h, MatvecMath).
   if (set_matvec_math(MatvecMath::kTensorCores), matvec_math() == MatvecMath::kTensorCores) {
     struct Shape {
       int64_t in, out;
       const char* what;
     };
-    const Shape shapes[] = {{2048, 8192, "qkv"}, {4096, 2048, "out"}, {2048, 512, "shared gate"},
-                            {512, 2048, "shared down"}, {2048, 248320, "lm_head"}, {5120, 17408, "27b gate"}};
+    const Shape shapes[] = {{2048, 8192, "qkv"},       {4096, 2048, "out"},        {2048, 512, "shared gate"},
+                            {512, 2048, "shared down"}, {2048, 248320, "lm_head"}, {5120, 17408, "27b gate"},
+                            {17408, 5120, "27b down"},  {6144, 5120, "27b out"}};
     for (const Shape& sh : shapes) {
-      for (int64_t rows : {1, 4, 8, 16, 32, 64}) {
+      for (int64_t rows : {1, 2, 4, 8, 16, 32, 64}) {
         if (sh.out > 100000 && rows != 1 && rows != 64) continue;
-        for (MatvecMath m : {MatvecMath::kCudaCores, MatvecMath::kTensorCores}) {
+        for (MatvecMath m : {MatvecMath::kCudaCores, MatvecMath::kTensorCores, MatvecMath::kStaged}) {
           set_matvec_math(m);
           bench_matmul(DType::Q4_0, sh.in, sh.out, rows, sh.what);
         }

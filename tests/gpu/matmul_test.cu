@@ -19,7 +19,9 @@ namespace {
 constexpr double kMatmulNmse = 1e-8;
 
 std::string shape_text(DType type, int64_t in, int64_t out, int64_t rows) {
-  const char* math = matvec_math() == MatvecMath::kTensorCores ? " tensor-cores" : "";
+  const char* math = matvec_math() == MatvecMath::kTensorCores ? " tensor-cores"
+                     : matvec_math() == MatvecMath::kStaged    ? " staged"
+                                                                : "";
   return std::string(dtype_name(type)) + " in=" + std::to_string(in) + " out=" + std::to_string(out) +
          " rows=" + std::to_string(rows) + math;
 }
@@ -178,9 +180,10 @@ void check_segments(Context& ctx, DType type, int64_t num_in, int64_t num_rows, 
   CHECK_GPU(matmul_segments_gpu(segs, 3, nullptr));
 
   // The separate launches. A launch with expert segments runs every segment on the CUDA cores
-  // (matmul_gpu.h, MatvecMath), so under kTensorCores its separate launches do too.
+  // under kTensorCores (matmul_gpu.h, MatvecMath), so its separate launches do too there;
+  // kStaged runs them staged either way.
   const MatvecMath math = matvec_math();
-  if (with_experts) set_matvec_math(MatvecMath::kCudaCores);
+  if (with_experts && math == MatvecMath::kTensorCores) set_matvec_math(MatvecMath::kCudaCores);
   if (with_experts) {
     CHECK_GPU(matmul_experts_gpu(MatmulExpertsArgs{MatmulArgs{dwg.get(), type, num_in, out_g, rb, dx.get(), 0, num_in, tg.get(), out_g},
                                                    dids.get(), pairs, k}, nullptr));
@@ -366,6 +369,41 @@ void run_matmul_tests(Context& ctx) {
     }
     check_matmul_norm(ctx, t, 512, 1000, 5, true);
     set_matvec_split_scratch(nullptr, 0);
+  }
+  // Q4_0 staged on the tensor cores (kStaged): rows of 1, 3 and 5 chunks of 1,024 inputs, of 3
+  // and 17 chunks of 256 (the narrow walk), and 224 (the CUDA cores, by the shape rule);
+  // outputs across the 16-row tiles; row counts across the groups of 1, 2, 4 and 8 and several
+  // groups; accumulate, gated and plain segments in one launch, the norm epilogue.
+  set_matvec_math(MatvecMath::kStaged);
+  if (matvec_math() == MatvecMath::kStaged) {
+    const DType t = DType::Q4_0;
+    const std::vector<int64_t> ins =
+        ctx.quick ? std::vector<int64_t>{768, 3072} : std::vector<int64_t>{224, 768, 4352, 1024, 3072, 5120};
+    const std::vector<int64_t> st_rows =
+        ctx.quick ? std::vector<int64_t>{1, 3, 9} : std::vector<int64_t>{1, 2, 3, 4, 5, 8, 9, 13, 17};
+    for (int64_t in : ins) {
+      for (int64_t out : ctx.quick ? std::vector<int64_t>{5, 64} : std::vector<int64_t>{1, 7, 16, 64, 129}) {
+        for (int64_t r : st_rows) check_matmul(ctx, t, in, out, r, false);
+      }
+    }
+    check_matmul(ctx, t, 2048, 33, 3, true);
+    check_matmul(ctx, t, 1024, 33, 9, true);
+    check_matmul(ctx, t, 512, 33, 9, true);
+    // Expert pairs (one per row group, each == the one-row product on its expert's matrix).
+    check_experts(ctx, t, 2048, 40, 6, 3, 4);
+    check_experts(ctx, t, 512, 33, 16, 37, 8);
+    check_experts(ctx, t, 224, 33, 5, 4, 2);  // the CUDA cores, by the shape rule
+    for (int64_t r : {1, 3, 9}) {
+      for (int64_t in : {2048, 256}) {
+        check_segments(ctx, t, in, r, true);
+        check_segments(ctx, t, in, r, false);
+      }
+    }
+    for (int64_t r : ctx.quick ? std::vector<int64_t>{1, 9} : std::vector<int64_t>{1, 2, 3, 8, 13}) {
+      check_matmul_norm(ctx, t, 1024, 2048, r, true);
+      check_matmul_norm(ctx, t, 2048, 100, r, false);
+      check_matmul_norm(ctx, t, 256, 2048, r, true);
+    }
   }
   set_matvec_math(MatvecMath::kCudaCores);
 }

@@ -5,7 +5,8 @@
 // - bf16 logits stay close to f32 logits over the same tokens (loose NMSE); the bf16 pools
 //   take about half the state bytes; read_delta_state returns bf16 values;
 // - the same speculative == plain check on a Q4_0 model with the tensor-core decode matvec
-//   (CacheConfig::decode_matvec kTensor), bitwise, and its logits close to the fma matvec's;
+//   (CacheConfig::decode_matvec kTensor, and kStaged), bitwise, and its logits close to the fma
+//   matvec's (and not its bits: the other kernels ran);
 //   likewise with every Q4_0 decode product on the exact tile (DELTASERVE_GPU_TILED_DECODE_MIN_OUTPUTS).
 #include <gtest/gtest.h>
 
@@ -53,6 +54,8 @@ struct Trace {
   std::map<std::pair<int32_t, int32_t>, std::vector<float>> states;
   int32_t num_partial = 0;  // verify steps that dropped rows (rollback below the step's rows)
 };
+
+bool bitwise_as_plain(const Trace& spec, const Trace& plain);
 
 class StatePrecisionTest : public ::testing::TestWithParam<bool> {
  protected:
@@ -154,6 +157,39 @@ class StatePrecisionTest : public ::testing::TestWithParam<bool> {
     return t;
   }
 
+  // See the Tensor/Staged matvec tests below.
+  void matvec_speculation_exact(DecodeMatvec matvec) {
+    model_ = deltaserve::testing::make_synthetic_model(GetParam(), kernels::DType::Q4_0, 58);
+    const std::string name = decode_matvec_name(matvec);
+    {
+      GpuBackend probe(*model_, cache_config(StatePrecision::kF32, matvec));
+      EXPECT_NE(probe.speed_settings().find("Q4_0 matvec " + name), std::string::npos) << probe.speed_settings();
+    }
+    matvec_ = matvec;
+    const Trace p = plain(StatePrecision::kF32), s = speculative(StatePrecision::kF32, p);
+    for (int32_t slot = 0; slot < kSeqs; ++slot) EXPECT_EQ(s.tokens[slot], p.tokens[slot]) << name << ", slot " << slot;
+    EXPECT_GT(s.num_partial, 0) << name << ": no verify step rolled back";
+    EXPECT_TRUE(bitwise_as_plain(s, p)) << name << " matvec: speculative logits/states not bitwise the plain ones";
+    matvec_ = DecodeMatvec::kFma;
+    const Trace f = plain(StatePrecision::kF32);
+    // Compared while both runs fed the same tokens (a near tie may part them later).
+    double worst = 0;
+    int compared = 0;
+    bool any_different = false;
+    for (int32_t slot = 0; slot < kSeqs; ++slot) {
+      const int32_t start = static_cast<int32_t>(prompt(slot).size());
+      for (int32_t i = 0; i < kNewTokens && p.tokens[slot][i] == f.tokens[slot][i]; ++i, ++compared) {
+        const std::vector<float>&a = p.logits.at({slot, start + i}), &b = f.logits.at({slot, start + i});
+        worst = std::max(worst, nmse(a, b));
+        any_different = any_different || !same_bits(a, b);
+      }
+    }
+    EXPECT_GT(compared, 0);
+    EXPECT_LE(worst, 1e-6) << name << " vs fma matvec logits";
+    EXPECT_TRUE(any_different) << name << ": logits bitwise the fma matvec's (did its kernels run?)";
+    std::printf("%s vs fma matvec: worst logits NMSE %.3g over %d positions\n", name.c_str(), worst, compared);
+  }
+
   std::unique_ptr<LoadedModel> model_;
   DecodeMatvec matvec_ = DecodeMatvec::kAuto;  // kSeqs slots: auto is the fma matvec
 };
@@ -231,33 +267,12 @@ TEST_P(StatePrecisionTest, Bf16LogitsCloseToF32AndHalfTheStateBytes) {
   }
 }
 
-// The tensor-core matvec keeps greedy speculation exact: verify rows give the bits of one-row
-// steps (Q4_0 weights, the type it serves), and its tokens follow the fma matvec's closely.
-TEST_P(StatePrecisionTest, TensorMatvecSpeculativeGreedyEqualsPlainGreedy) {
-  model_ = deltaserve::testing::make_synthetic_model(GetParam(), kernels::DType::Q4_0, 58);
-  {
-    GpuBackend probe(*model_, cache_config(StatePrecision::kF32, DecodeMatvec::kTensor));
-    EXPECT_NE(probe.speed_settings().find("Q4_0 matvec tensor"), std::string::npos) << probe.speed_settings();
-  }
-  matvec_ = DecodeMatvec::kTensor;
-  const Trace p = plain(StatePrecision::kF32), s = speculative(StatePrecision::kF32, p);
-  for (int32_t slot = 0; slot < kSeqs; ++slot) EXPECT_EQ(s.tokens[slot], p.tokens[slot]) << "slot " << slot;
-  EXPECT_GT(s.num_partial, 0) << "no verify step rolled back";
-  EXPECT_TRUE(bitwise_as_plain(s, p)) << "tensor matvec: speculative logits/states not bitwise the plain ones";
-  matvec_ = DecodeMatvec::kFma;
-  const Trace f = plain(StatePrecision::kF32);
-  // Compared while both runs fed the same tokens (a near tie may part them later).
-  double worst = 0;
-  int compared = 0;
-  for (int32_t slot = 0; slot < kSeqs; ++slot) {
-    const int32_t start = static_cast<int32_t>(prompt(slot).size());
-    for (int32_t i = 0; i < kNewTokens && p.tokens[slot][i] == f.tokens[slot][i]; ++i, ++compared)
-      worst = std::max(worst, nmse(p.logits.at({slot, start + i}), f.logits.at({slot, start + i})));
-  }
-  EXPECT_GT(compared, 0);
-  EXPECT_LE(worst, 1e-6) << "tensor vs fma matvec logits";
-  std::printf("tensor vs fma matvec: worst logits NMSE %.3g over %d positions\n", worst, compared);
-}
+// A tensor-core decode matvec (kTensor, or kStaged: the dense products staged onto the tensor
+// cores) keeps greedy speculation exact: verify rows give the bits of one-row steps (Q4_0
+// weights, the type it serves), and its tokens follow the fma matvec's closely.
+TEST_P(StatePrecisionTest, TensorMatvecSpeculativeGreedyEqualsPlainGreedy) { matvec_speculation_exact(DecodeMatvec::kTensor); }
+
+TEST_P(StatePrecisionTest, StagedMatvecSpeculativeGreedyEqualsPlainGreedy) { matvec_speculation_exact(DecodeMatvec::kStaged); }
 
 // An environment variable set for one scope (the backend reads its speed switches at construction).
 class ScopedEnv {

@@ -39,7 +39,7 @@ TEST(StatePrecision, CpuBackendRefusesBf16) {
 }
 
 TEST(DecodeMatvec, NamesRoundTripAndTheCpuBackendRefusesTensor) {
-  for (DecodeMatvec m : {DecodeMatvec::kAuto, DecodeMatvec::kFma, DecodeMatvec::kTensor})
+  for (DecodeMatvec m : {DecodeMatvec::kAuto, DecodeMatvec::kFma, DecodeMatvec::kTensor, DecodeMatvec::kStaged})
     EXPECT_EQ(parse_decode_matvec(decode_matvec_name(m)), m);
   for (const char* bad : {"", "cuda", "Tensor", "tensor-cores", "fma "}) EXPECT_FALSE(parse_decode_matvec(bad).has_value()) << bad;
   EXPECT_EQ(CacheConfig{}.decode_matvec, DecodeMatvec::kAuto);
@@ -53,6 +53,13 @@ TEST(DecodeMatvec, NamesRoundTripAndTheCpuBackendRefusesTensor) {
     ADD_FAILURE() << "the CPU backend accepted the tensor-core matvec";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("'tensor' is supported by the GPU backend only"), std::string::npos) << e.what();
+  }
+  cache.decode_matvec = DecodeMatvec::kStaged;
+  try {
+    CpuBackend backend(*model, cache, 1);
+    ADD_FAILURE() << "the CPU backend accepted the staged tensor-core matvec";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'staged' is supported by the GPU backend only"), std::string::npos) << e.what();
   }
 }
 

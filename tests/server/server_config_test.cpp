@@ -82,9 +82,10 @@ TEST(ServerConfig, StatePrecisionIsF32OrBf16) {
   std::remove(file.c_str());
 }
 
-TEST(ServerConfig, MatvecIsAutoFmaOrTensor) {
+TEST(ServerConfig, MatvecIsAutoFmaTensorOrStaged) {
   EXPECT_EQ(load({"--fake-engine"}).config.matvec, "auto");
   EXPECT_EQ(load({"--fake-engine", "--matvec", "tensor"}).config.matvec, "tensor");
+  EXPECT_EQ(load({"--fake-engine", "--matvec", "staged"}).config.matvec, "staged");
   const std::string file = write_temp(R"({"matvec": "fma"})");
   EXPECT_EQ(load({"--fake-engine", "--config", file}).config.matvec, "fma");
   EXPECT_EQ(load({"--fake-engine", "--config", file, "--matvec", "auto"}).config.matvec, "auto");

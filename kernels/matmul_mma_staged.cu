@@ -1,0 +1,361 @@
+// Q4_0 matrix-vector products for a few activation rows (matmul_gpu.h, MatvecMath::kStaged):
+// the weights staged in shared memory by cp.async, exact products on bf16 tensor cores with
+// the activations' parts in the mma's columns. The launches of plain, gated, norm-epilogue and
+// per-pair expert segments whose rows are multiples of 256 inputs (matvec::staged_shapes;
+// others, and launches with expert-grouped segments, stay on the CUDA cores).
+//
+// Why (bench/probes/q4_0_staged_probe.cu, bench/RESULTS.md): at one activation row the f32
+// chain of the CUDA-core kernel (matmul.cu) is bound by its ~130 instructions per 32 weights,
+// not by the bytes (the 27B's gate matrix at 1.38 TB/s, a plain read of it at 3.7). On tensor
+// cores a 16-row x 32-input block is two mma.sync plus the nibbles' conversion, and with the
+// activation's three bf16 parts in columns 0-2 of one 8-column tile (instead of chained along
+// K as in matmul_mma.cu) a row costs two mma per block, not six.
+//
+// Arithmetic (every output): an f32 activation is split exactly into bf16 parts hi + mid + lo
+// (mma::split_pair); column 3r + p of the mma holds part p of activation row r (p = 0 hi, 1 mid,
+// 2 lo), so the tensor core forms exact products of the integers q - 8 with each part. Per
+// 32-input block: s = mma(low nibbles) then mma(high nibbles) from zero, acc = fma(d, s, acc).
+// Warp w of 8 takes blocks Bw .. Bw + B - 1 of every chunk of 8B blocks (Layout), in chunk order;
+// the warps' sums are added in warp order, then a row's parts as (lo + mid) + hi. Nothing in it depends on
+// how many rows share the launch (a row's columns are 3r..3r+2 whatever the group, and each mma
+// column is its own dot product), so results are batch-invariant; they are not the bits of
+// kCudaCores or kTensorCores (both ~1e-14 NMSE against matmul_ref).
+//
+// Layout. A block owns a tile of 16 weight rows (plain: 16 outputs; gated: 8 outputs, W rows
+// in A rows 0-7, W_up rows in 8-15) and one group of up to 8 activation rows (grid.y). It walks
+// K in chunks of 8 * B Q4_0 blocks (Chunk: B = 4, 576 bytes of each row, for rows of a multiple
+// of 1,024 inputs; else B = 1), kStages chunks in flight; each row's bytes land an odd multiple
+// of 4 words apart so the lanes of a quad reading 8 rows never share a bank (4-way conflicts
+// otherwise: 27B qkv 22.4 -> 18.7 us in the probe). Each chunk's activations are split once per
+// block into shared memory in fragment order. Warp w takes blocks B w .. B w + B - 1 of every
+// chunk, so B is part of the arithmetic: it follows the matrix's shape only.
+#include <cstdint>
+
+#include "kernels/async_copy.h"
+#include "kernels/gpu_compat.h"
+#include "kernels/matmul_gpu.h"
+#include "kernels/matvec_seg.h"
+#include "kernels/mma_bf16.h"
+
+namespace deltaserve::kernels {
+namespace {
+
+using matvec::MatvecParams;
+using matvec::MatvecSeg;
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kTileRows = 16;  // weight rows per block: one mma's M
+constexpr int kStages = 4;
+constexpr int64_t kMaxGridY = 65535;
+
+// The K walk: chunks of 8 * B Q4_0 blocks (B blocks per warp), B = 4 (1,024 inputs) for rows of
+// a multiple of 1,024 inputs, else 1 (256). A row's 18 * 8 * B bytes of a chunk sit kRowStride
+// apart in shared memory, an odd multiple of 4 words, so the 8 rows a lane quad reads start 4
+// banks apart (576 + 16 bytes for B = 4; 144 for B = 1).
+template <int B>
+struct Chunk {
+  static constexpr int kBlocks = 8 * B;
+  static constexpr int kInputs = 32 * kBlocks;
+  static constexpr int kSegBytes = 18 * kBlocks;
+  static constexpr int kRowStride = kSegBytes + ((kSegBytes / 4) % 8 == 4 ? 0 : 4 * ((12 - (kSegBytes / 4) % 8) % 8));
+  static constexpr int kStageBytes = kTileRows * kRowStride;
+  static constexpr int kUnitsPerRow = kSegBytes / 16;  // 16-byte copies
+  static constexpr int kCopiesPerThread = (kTileRows * kUnitsPerRow + kThreads - 1) / kThreads;
+  static constexpr int kSplitBytesPerRow = kBlocks * 3 * 4 * 16;  // a chunk of one activation row, split
+  static_assert(kSegBytes % 16 == 0 && kRowStride % 16 == 0 && (kRowStride / 4) % 8 == 4);
+};
+
+// Activation rows per group R: 3R columns in ceil(3R / 8) tiles of 8.
+template <int R>
+__host__ __device__ constexpr int column_tiles() {
+  return (3 * R + 7) / 8;
+}
+
+template <int R, int B>
+__host__ __device__ constexpr size_t smem_bytes() {
+  return static_cast<size_t>(kStages) * Chunk<B>::kStageBytes + static_cast<size_t>(R) * Chunk<B>::kSplitBytesPerRow;
+}
+
+#if defined(DS_MMA_BF16)
+// Weight row of A row i (0..15) of tile `tile`: plain, output 16 tile + i; gated, output
+// 8 tile + i % 8 of W (i < 8) or W_up. Clamped to the last output (loads stay in the matrix;
+// such outputs are not written). expert: the byte offset of the pair's expert (0 otherwise).
+__device__ __forceinline__ const uint8_t* tile_row(const MatvecSeg& g, size_t expert, int64_t tile, int i) {
+  if (g.w_up != nullptr) {
+    const int64_t out = min(tile * (kTileRows / 2) + (i & 7), g.num_out - 1);
+    return (i < 8 ? g.w : g.w_up) + expert + static_cast<size_t>(out) * g.w_row_bytes;
+  }
+  const int64_t out = min(tile * kTileRows + i, g.num_out - 1);
+  return g.w + expert + static_cast<size_t>(out) * g.w_row_bytes;
+}
+
+// Part p (0 hi, 1 mid, 2 lo) of a pair, from split_pair's parts.
+__device__ __forceinline__ uint32_t part_of(const gpu::mma::SplitPair& s, int p) { return p == 0 ? s.hi : p == 1 ? s.mid : s.lo; }
+
+// One row group of the block's tile. Every thread of the block calls it (barriers inside).
+template <int R, int B, bool kNorm>
+__device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, uint8_t* smem) {
+  using C = Chunk<B>;
+  constexpr int NT = column_tiles<R>();
+  constexpr int kChunkBlocks = C::kBlocks, kChunkInputs = C::kInputs, kSegBytes = C::kSegBytes, kRowStride = C::kRowStride;
+  constexpr int kStageBytes = C::kStageBytes, kUnitsPerRow = C::kUnitsPerRow, kCopiesPerThread = C::kCopiesPerThread;
+  constexpr int kBlocksPerWarp = B;
+  const int tid = static_cast<int>(threadIdx.x), lane = gpu::lane_id(), warp = gpu::warp_id();
+  const int lane_group = lane >> 2, lane_quad = lane & 3;
+  const int64_t row0 = group * R;
+  const int num_valid = static_cast<int>(min(static_cast<int64_t>(R), g.num_rows - row0));
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) - g.block_begin;
+  // Expert segments (R == 1): group = the pair, its expert's weights, its token's x row.
+  const bool expert_pair = g.expert_ids != nullptr;
+  const size_t expert = expert_pair ? static_cast<size_t>(g.expert_ids[group]) * g.expert_bytes : 0;
+  const int64_t x_row0 = expert_pair ? group / g.pairs_per_x_row : row0;
+  const int num_chunks = static_cast<int>(g.num_in / kChunkInputs);
+  uint8_t* split = smem + kStages * kStageBytes;
+
+  // This thread's 16-byte copies of a chunk: (weight row, unit) pairs fixed for the whole walk.
+  const uint8_t* src[kCopiesPerThread];
+  int dst[kCopiesPerThread];
+#pragma unroll
+  for (int j = 0; j < kCopiesPerThread; ++j) {
+    const int u = tid + j * kThreads;
+    const int r = u / kUnitsPerRow, unit = u - r * kUnitsPerRow;
+    src[j] = u < kTileRows * kUnitsPerRow ? tile_row(g, expert, tile, r) + 16 * unit : nullptr;
+    dst[j] = r * kRowStride + 16 * unit;
+  }
+  auto issue = [&](int chunk) {
+    uint8_t* stage = smem + (chunk % kStages) * kStageBytes;
+#pragma unroll
+    for (int j = 0; j < kCopiesPerThread; ++j) {
+      if (src[j] != nullptr) gpu::async_copy16(stage + dst[j], src[j] + static_cast<size_t>(chunk) * kSegBytes);
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < num_chunks) issue(s);
+    gpu::async_commit();
+  }
+
+  // Lane (g, c) of column tile t holds column n = 8t + g: activation row n / 3, part n % 3.
+  int split_at[NT];  // the lane's uint4 in a chunk's split, block 0; -1 past the 3R columns
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const int n = 8 * t + lane_group;
+    split_at[t] = n < 3 * R ? (((n / 3) * kChunkBlocks) * 3 + n % 3) * 4 + lane_quad : -1;
+  }
+  float acc[NT][4];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+
+  for (int chunk = 0; chunk < num_chunks; ++chunk) {
+    if (chunk + kStages - 1 < num_chunks) issue(chunk + kStages - 1);
+    gpu::async_commit();
+    // Split the chunk's activations: item (row, block, quad) -> its three parts' uint4.
+    uint4* split4 = reinterpret_cast<uint4*>(split);
+    for (int item = tid; item < R * kChunkBlocks * 4; item += kThreads) {
+      const int r = item / (kChunkBlocks * 4), b = (item / 4) % kChunkBlocks, c = item % 4;
+      const float* at = g.x + (x_row0 + (r < num_valid ? r : 0)) * g.x_stride + static_cast<int64_t>(chunk) * kChunkInputs + 32 * b + 4 * c;
+      const float4 xa = *reinterpret_cast<const float4*>(at), xb = *reinterpret_cast<const float4*>(at + 16);
+      const gpu::mma::SplitPair lo0 = gpu::mma::split_pair(xa.x, xa.y), lo1 = gpu::mma::split_pair(xa.z, xa.w);
+      const gpu::mma::SplitPair hi0 = gpu::mma::split_pair(xb.x, xb.y), hi1 = gpu::mma::split_pair(xb.z, xb.w);
+#pragma unroll
+      for (int p = 0; p < 3; ++p)
+        split4[((r * kChunkBlocks + b) * 3 + p) * 4 + c] = make_uint4(part_of(lo0, p), part_of(lo1, p), part_of(hi0, p), part_of(hi1, p));
+    }
+    gpu::async_wait<kStages - 1>();
+    __syncthreads();
+    const uint8_t* stage = smem + (chunk % kStages) * kStageBytes;
+#pragma unroll
+    for (int j = 0; j < kBlocksPerWarp; ++j) {
+      const int b = warp * kBlocksPerWarp + j;
+      const uint8_t* bg = stage + lane_group * kRowStride + 18 * b;
+      const uint8_t* bg8 = bg + 8 * kRowStride;
+      const float d_g = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(bg));
+      const float d_g8 = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(bg8));
+      const gpu::mma::Q4_0Fragments a =
+          gpu::mma::q4_0_fragments(gpu::load_u32_align2(bg + 2 + 4 * lane_quad), gpu::load_u32_align2(bg8 + 2 + 4 * lane_quad));
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        uint4 bx = make_uint4(0u, 0u, 0u, 0u);
+        if (split_at[t] >= 0) bx = split4[split_at[t] + 12 * b];
+        float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        gpu::mma::mma_bf16(s, a.lo, bx.x, bx.y);
+        gpu::mma::mma_bf16(s, a.hi, bx.z, bx.w);
+        acc[t][0] = fmaf(d_g, s[0], acc[t][0]);
+        acc[t][1] = fmaf(d_g, s[1], acc[t][1]);
+        acc[t][2] = fmaf(d_g8, s[2], acc[t][2]);
+        acc[t][3] = fmaf(d_g8, s[3], acc[t][3]);
+      }
+    }
+    __syncthreads();  // the stage and the split are rewritten next chunk
+  }
+  gpu::async_wait<0>();  // (only empty groups remain; no copy may land after the reuse below)
+
+  // The warps' sums, through the (now idle) stage and split memory: partial[warp][t][lane][4].
+  static_assert(sizeof(float) * kWarps * NT * 32 * 4 <= smem_bytes<R, B>());
+  float* partial = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) partial[((warp * NT + t) * 32 + lane) * 4 + e] = acc[t][e];
+  }
+  __syncthreads();
+  // C[i][n] of column tile t: lane (i % 8) * 4 + (n % 8) / 2, element (i >= 8 ? 2 : 0) + n % 2.
+  auto column_sum = [&](int i, int n) {
+    const int t = n / 8, m = n % 8;
+    const int at = (t * 32 + (i % 8) * 4 + m / 2) * 4 + (i >= 8 ? 2 : 0) + m % 2;
+    float v = partial[at];
+    for (int w = 1; w < kWarps; ++w) v += partial[w * NT * 128 + at];
+    return v;
+  };
+  auto row_value = [&](int i, int r) {
+    return (column_sum(i, 3 * r + 2) + column_sum(i, 3 * r + 1)) + column_sum(i, 3 * r);
+  };
+  const bool gated = g.w_up != nullptr;
+  const int outputs = gated ? kTileRows / 2 : kTileRows;
+  if (tid < outputs * num_valid) {
+    const int i = tid % outputs, r = tid / outputs;
+    float* y = g.y + (row0 + r) * g.y_stride;
+    if (gated) {
+      const int64_t out = tile * (kTileRows / 2) + i;
+      // swiglu_gpu's expression, as the other matvec kernels' gated segments.
+      const float gate = row_value(i, r);
+      if (out < g.num_out) y[out] = gate / (1.0f + expf(-gate)) * row_value(i + 8, r);
+    } else {
+      const int64_t out = tile * kTileRows + i;
+      if (out < g.num_out) {
+        const float v = row_value(i, r);
+        y[out] = g.accumulate ? y[out] + v : v;
+      }
+    }
+  }
+  if constexpr (kNorm) {
+    gpu::fence_acq_rel_device();  // the threads that wrote y: visible device-wide before the block counts itself done
+    matvec::norm_epilogue(g, group, row0, num_valid, gridDim.x);
+  }
+}
+
+// Asks L2 for the first kStages - 1 chunks of the tile's weight rows: the weights do not depend
+// on the previous kernel, so their fetch may overlap its tail (gpu::prefetch_l2, the one access
+// allowed before begin_kernel); the copies that follow the wait then hit L2.
+template <int B>
+__device__ __forceinline__ void prefetch_first_chunks(const MatvecSeg& g) {
+  using C = Chunk<B>;
+  constexpr int kLines = ((kStages - 1) * C::kSegBytes + 127) / 128 + 1;  // +1: a row need not start on a line
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) - g.block_begin;
+  const int64_t bytes = min(static_cast<int64_t>(kStages - 1), g.num_in / C::kInputs) * C::kSegBytes;
+  for (int i = static_cast<int>(threadIdx.x); i < kTileRows * kLines; i += kThreads) {
+    const int r = i / kLines, line = i % kLines;
+    const uint8_t* row = tile_row(g, 0, tile, r);
+    const uint8_t* at = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(row) & ~uintptr_t{127}) + 128 * line;
+    if (at < row + bytes) gpu::prefetch_l2(at);
+  }
+}
+#endif
+
+// Block (x, y): x the segment's 16-row tile, y the row group of R activation rows.
+template <int R, int B, bool kNorm>
+__global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecParams p) {
+#if defined(DS_MMA_BF16)
+  extern __shared__ __align__(16) uint8_t smem[];
+  const MatvecSeg g = matvec::segment_of(p);
+  const int64_t group = p.group_offset + blockIdx.y;
+  // (An expert segment's rows are known only after the wait: its expert ids come from the router.)
+  if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B>(g);
+  gpu::begin_kernel();
+  if (group >= g.num_groups) return;
+  staged_group<R, B, kNorm>(g, group, smem);
+#else
+  gpu::begin_kernel();
+  (void)p;  // never launched there: matvec_math() is kCudaCores without bf16 mma
+#endif
+}
+
+int64_t tiles_of(const MatvecSeg& g) {
+  const int64_t per_tile = g.w_up != nullptr ? kTileRows / 2 : kTileRows;
+  return (g.num_out + per_tile - 1) / per_tile;
+}
+
+template <int R, int B, bool kNorm>
+gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
+  constexpr size_t kSmem = smem_bytes<R, B>();
+  static const gpuError_t configured = [] {
+#if defined(DS_GPU_CUDA)
+    return cudaFuncSetAttribute(matvec_staged_kernel<R, B, kNorm>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
+#else
+    return gpuSuccess;
+#endif
+  }();
+  if (configured != gpuSuccess) return configured;
+  int64_t grid_x = 0, num_groups = 0;
+  for (int s = 0; s < p.num_segs; ++s) {
+    MatvecSeg& g = p.seg[s];
+    g.num_groups = (g.num_rows + R - 1) / R;
+    g.block_begin = grid_x;
+    grid_x += tiles_of(g);
+    num_groups = g.num_groups > num_groups ? g.num_groups : num_groups;
+  }
+  p.prefetch_weights = gpu::prefetch_enabled();
+  for (int64_t first = 0; first < num_groups; first += kMaxGridY) {
+    p.group_offset = first;
+    const dim3 grid(static_cast<unsigned>(grid_x),
+                    static_cast<unsigned>(num_groups - first < kMaxGridY ? num_groups - first : kMaxGridY));
+    gpu::launch(matvec_staged_kernel<R, B, kNorm>, grid, kThreads, kSmem, stream, p);
+  }
+  return gpuGetLastError();
+}
+
+// Rows per group R from the launch's largest segment; a launch with expert segments takes
+// R = 1 (each pair has its own weights), as in the CUDA-core kernel (matmul.cu).
+template <int B, bool kNorm>
+gpuError_t launch_rows(const MatvecParams& p, gpuStream_t stream) {
+  int64_t n = 0;
+  bool experts = false;
+  for (int s = 0; s < p.num_segs; ++s) {
+    n = p.seg[s].num_rows > n ? p.seg[s].num_rows : n;
+    experts = experts || p.seg[s].expert_ids != nullptr;
+  }
+  if (n == 1 || experts) return launch_staged<1, B, kNorm>(p, stream);
+  if (n == 2) return launch_staged<2, B, kNorm>(p, stream);
+  if (n <= 4) return launch_staged<4, B, kNorm>(p, stream);
+  return launch_staged<8, B, kNorm>(p, stream);
+}
+
+// B for every segment of the launch: 4 when all rows are multiples of 1,024 inputs, else 1. A
+// segment's bits follow its B, so a launch mixing a 1,024-multiple matrix with a 256-multiple
+// one would give the first matrix other bits than alone: such a launch is refused
+// (staged_shapes), and goes to the CUDA cores whole.
+bool all_inputs_multiple_of(const MatvecParams& p, int64_t inputs) {
+  for (int s = 0; s < p.num_segs; ++s) {
+    if (p.seg[s].num_in % inputs != 0) return false;
+  }
+  return true;
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+}  // namespace
+
+namespace matvec {
+
+bool staged_shapes(const MatvecParams& p) {
+  for (int s = 0; s < p.num_segs; ++s) {
+    const MatvecSeg& g = p.seg[s];
+    if (g.group_pairs != nullptr || g.num_in % Chunk<1>::kInputs != 0 || g.w_row_bytes % 16 != 0 || !aligned16(g.w) ||
+        (g.w_up != nullptr && !aligned16(g.w_up)) || (g.expert_ids != nullptr && g.expert_bytes % 16 != 0))
+      return false;
+  }
+  // One B for the launch (launch_rows): all 1,024-multiples or none.
+  bool wide = false, narrow = false;
+  for (int s = 0; s < p.num_segs; ++s) (p.seg[s].num_in % Chunk<4>::kInputs == 0 ? wide : narrow) = true;
+  return !(wide && narrow);
+}
+
+gpuError_t launch_q4_0_staged(const MatvecParams& p, gpuStream_t stream) {
+  const bool norm = p.seg[0].norm_counters != nullptr;
+  if (all_inputs_multiple_of(p, Chunk<4>::kInputs)) return norm ? launch_rows<4, true>(p, stream) : launch_rows<4, false>(p, stream);
+  return norm ? launch_rows<1, true>(p, stream) : launch_rows<1, false>(p, stream);
+}
+
+}  // namespace matvec
+}  // namespace deltaserve::kernels
