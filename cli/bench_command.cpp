@@ -70,8 +70,8 @@ void add_common_options(CLI::App& app, BenchCommand& c) {
       ->capture_default_str();
   app.add_option("--matvec", c.matvec,
                  "Q4_0 decode products on the GPU: fma, tensor (tensor cores; routed MoE experts grouped by expert, LM head tiled), "
-                 "staged (dense products staged through shared memory onto tensor cores, for a few streams), or auto (tensor "
-                 "with 32+ streams)")
+                 "staged (products staged through shared memory onto tensor cores, for a few streams), or auto (tensor "
+                 "with 32+ streams, else staged; fma without bf16 tensor cores)")
       ->check(CLI::IsMember({"auto", "fma", "tensor", "staged"}))
       ->capture_default_str();
   app.add_option("--threads", c.threads, "CPU threads (backend and weight generation; 0 = all)")->check(CLI::Range(0, 4096));

@@ -24,7 +24,7 @@
 // Layout. A block owns a tile of 16 weight rows (plain: 16 outputs; gated: 8 outputs, W rows
 // in A rows 0-7, W_up rows in 8-15) and one group of up to 8 activation rows (grid.y). It walks
 // K in chunks of 8 * B Q4_0 blocks (Chunk: B = 4, 576 bytes of each row, for rows of a multiple
-// of 1,024 inputs; else B = 1), kStages chunks in flight; each row's bytes land an odd multiple
+// of 1,024 inputs; else B = 1), up to 4 chunks in flight; each row's bytes land an odd multiple
 // of 4 words apart so the lanes of a quad reading 8 rows never share a bank (4-way conflicts
 // otherwise: 27B qkv 22.4 -> 18.7 us in the probe). Each chunk's activations are split once per
 // block into shared memory in fragment order. Warp w takes blocks B w .. B w + B - 1 of every
@@ -46,7 +46,10 @@ using matvec::MatvecSeg;
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kTileRows = 16;  // weight rows per block: one mma's M
-constexpr int kStages = 4;
+// Chunks in flight per block: 4, or 2 for launches of at most 2 chunks a row (the 35B-A3B's
+// 2,048- and 512-input rows), whose blocks then take half the shared memory, so more of them
+// share a multiprocessor. Timing only: the arithmetic does not depend on it.
+constexpr int kMaxStages = 4;
 constexpr int64_t kMaxGridY = 65535;
 
 // The K walk: chunks of 8 * B Q4_0 blocks (B blocks per warp), B = 4 (1,024 inputs) for rows of
@@ -72,9 +75,9 @@ __host__ __device__ constexpr int column_tiles() {
   return (3 * R + 7) / 8;
 }
 
-template <int R, int B>
+template <int R, int B, int S>
 __host__ __device__ constexpr size_t smem_bytes() {
-  return static_cast<size_t>(kStages) * Chunk<B>::kStageBytes + static_cast<size_t>(R) * Chunk<B>::kSplitBytesPerRow;
+  return static_cast<size_t>(S) * Chunk<B>::kStageBytes + static_cast<size_t>(R) * Chunk<B>::kSplitBytesPerRow;
 }
 
 #if defined(DS_MMA_BF16)
@@ -94,7 +97,7 @@ __device__ __forceinline__ const uint8_t* tile_row(const MatvecSeg& g, size_t ex
 __device__ __forceinline__ uint32_t part_of(const gpu::mma::SplitPair& s, int p) { return p == 0 ? s.hi : p == 1 ? s.mid : s.lo; }
 
 // One row group of the block's tile. Every thread of the block calls it (barriers inside).
-template <int R, int B, bool kNorm>
+template <int R, int B, int kStages, bool kNorm>
 __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, uint8_t* smem) {
   using C = Chunk<B>;
   constexpr int NT = column_tiles<R>();
@@ -147,20 +150,54 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
 
+  // A chunk's activations: item (row, block, quad c) = the 8 inputs lane quad c of an mma
+  // reads (4c.., 16 + 4c..) of one row and block, split into its three parts' uint4 in shared
+  // memory. Where a thread has one item a chunk, its item of chunk k + 1 is loaded into
+  // registers while chunk k runs (the activations come from the previous kernel, an L2 round
+  // trip each time); with more (4-8 rows of 1,024-input chunks) the registers would cost the
+  // block its occupancy (136 per thread at 8 rows), so the items load just before their split.
+  constexpr int kItemsPerChunk = R * kChunkBlocks * 4;
+  constexpr bool kPipelineX = kItemsPerChunk <= kThreads;
+  uint4* split4 = reinterpret_cast<uint4*>(split);
+  auto item_at = [&](int item, int chunk) {
+    const int r = item / (kChunkBlocks * 4), b = (item / 4) % kChunkBlocks, c = item % 4;
+    return g.x + (x_row0 + (r < num_valid ? r : 0)) * g.x_stride + static_cast<int64_t>(chunk) * kChunkInputs + 32 * b + 4 * c;
+  };
+  auto split_item = [&](int item, float4 xa, float4 xb) {
+    const int r = item / (kChunkBlocks * 4), b = (item / 4) % kChunkBlocks, c = item % 4;
+    const gpu::mma::SplitPair lo0 = gpu::mma::split_pair(xa.x, xa.y), lo1 = gpu::mma::split_pair(xa.z, xa.w);
+    const gpu::mma::SplitPair hi0 = gpu::mma::split_pair(xb.x, xb.y), hi1 = gpu::mma::split_pair(xb.z, xb.w);
+#pragma unroll
+    for (int p = 0; p < 3; ++p)
+      split4[((r * kChunkBlocks + b) * 3 + p) * 4 + c] = make_uint4(part_of(lo0, p), part_of(lo1, p), part_of(hi0, p), part_of(hi1, p));
+  };
+  float4 xa = make_float4(0.0f, 0.0f, 0.0f, 0.0f), xb = xa;  // kPipelineX: this thread's item of the next chunk
+  auto load_x = [&](int chunk) {
+    if (tid >= kItemsPerChunk) return;
+    const float* at = item_at(tid, chunk);
+    xa = *reinterpret_cast<const float4*>(at);
+    xb = *reinterpret_cast<const float4*>(at + 16);
+  };
+  auto split_x = [&] {
+    if (tid < kItemsPerChunk) split_item(tid, xa, xb);
+  };
+  auto load_split_x = [&](int chunk) {
+#pragma unroll 1
+    for (int item = tid; item < kItemsPerChunk; item += kThreads) {
+      const float* at = item_at(item, chunk);
+      split_item(item, *reinterpret_cast<const float4*>(at), *reinterpret_cast<const float4*>(at + 16));
+    }
+  };
+  if constexpr (kPipelineX) load_x(0);
+
   for (int chunk = 0; chunk < num_chunks; ++chunk) {
     if (chunk + kStages - 1 < num_chunks) issue(chunk + kStages - 1);
     gpu::async_commit();
-    // Split the chunk's activations: item (row, block, quad) -> its three parts' uint4.
-    uint4* split4 = reinterpret_cast<uint4*>(split);
-    for (int item = tid; item < R * kChunkBlocks * 4; item += kThreads) {
-      const int r = item / (kChunkBlocks * 4), b = (item / 4) % kChunkBlocks, c = item % 4;
-      const float* at = g.x + (x_row0 + (r < num_valid ? r : 0)) * g.x_stride + static_cast<int64_t>(chunk) * kChunkInputs + 32 * b + 4 * c;
-      const float4 xa = *reinterpret_cast<const float4*>(at), xb = *reinterpret_cast<const float4*>(at + 16);
-      const gpu::mma::SplitPair lo0 = gpu::mma::split_pair(xa.x, xa.y), lo1 = gpu::mma::split_pair(xa.z, xa.w);
-      const gpu::mma::SplitPair hi0 = gpu::mma::split_pair(xb.x, xb.y), hi1 = gpu::mma::split_pair(xb.z, xb.w);
-#pragma unroll
-      for (int p = 0; p < 3; ++p)
-        split4[((r * kChunkBlocks + b) * 3 + p) * 4 + c] = make_uint4(part_of(lo0, p), part_of(lo1, p), part_of(hi0, p), part_of(hi1, p));
+    if constexpr (kPipelineX) {
+      split_x();  // this chunk's activations, loaded during the previous one
+      if (chunk + 1 < num_chunks) load_x(chunk + 1);  // in flight through this chunk's wait and products
+    } else {
+      load_split_x(chunk);
     }
     gpu::async_wait<kStages - 1>();
     __syncthreads();
@@ -192,7 +229,7 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
   gpu::async_wait<0>();  // (only empty groups remain; no copy may land after the reuse below)
 
   // The warps' sums, through the (now idle) stage and split memory: partial[warp][t][lane][4].
-  static_assert(sizeof(float) * kWarps * NT * 32 * 4 <= smem_bytes<R, B>());
+  static_assert(sizeof(float) * kWarps * NT * 32 * 4 <= smem_bytes<R, B, kStages>());
   float* partial = reinterpret_cast<float*>(smem);
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
@@ -238,7 +275,7 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
 // Asks L2 for the first kStages - 1 chunks of the tile's weight rows: the weights do not depend
 // on the previous kernel, so their fetch may overlap its tail (gpu::prefetch_l2, the one access
 // allowed before begin_kernel); the copies that follow the wait then hit L2.
-template <int B>
+template <int B, int kStages>
 __device__ __forceinline__ void prefetch_first_chunks(const MatvecSeg& g) {
   using C = Chunk<B>;
   constexpr int kLines = ((kStages - 1) * C::kSegBytes + 127) / 128 + 1;  // +1: a row need not start on a line
@@ -254,17 +291,17 @@ __device__ __forceinline__ void prefetch_first_chunks(const MatvecSeg& g) {
 #endif
 
 // Block (x, y): x the segment's 16-row tile, y the row group of R activation rows.
-template <int R, int B, bool kNorm>
+template <int R, int B, int S, bool kNorm>
 __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecParams p) {
 #if defined(DS_MMA_BF16)
   extern __shared__ __align__(16) uint8_t smem[];
   const MatvecSeg g = matvec::segment_of(p);
   const int64_t group = p.group_offset + blockIdx.y;
   // (An expert segment's rows are known only after the wait: its expert ids come from the router.)
-  if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B>(g);
+  if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B, S>(g);
   gpu::begin_kernel();
   if (group >= g.num_groups) return;
-  staged_group<R, B, kNorm>(g, group, smem);
+  staged_group<R, B, S, kNorm>(g, group, smem);
 #else
   gpu::begin_kernel();
   (void)p;  // never launched there: matvec_math() is kCudaCores without bf16 mma
@@ -276,12 +313,12 @@ int64_t tiles_of(const MatvecSeg& g) {
   return (g.num_out + per_tile - 1) / per_tile;
 }
 
-template <int R, int B, bool kNorm>
+template <int R, int B, int S, bool kNorm>
 gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
-  constexpr size_t kSmem = smem_bytes<R, B>();
+  constexpr size_t kSmem = smem_bytes<R, B, S>();
   static const gpuError_t configured = [] {
 #if defined(DS_GPU_CUDA)
-    return cudaFuncSetAttribute(matvec_staged_kernel<R, B, kNorm>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
+    return cudaFuncSetAttribute(matvec_staged_kernel<R, B, S, kNorm>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
 #else
     return gpuSuccess;
 #endif
@@ -300,14 +337,14 @@ gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
     p.group_offset = first;
     const dim3 grid(static_cast<unsigned>(grid_x),
                     static_cast<unsigned>(num_groups - first < kMaxGridY ? num_groups - first : kMaxGridY));
-    gpu::launch(matvec_staged_kernel<R, B, kNorm>, grid, kThreads, kSmem, stream, p);
+    gpu::launch(matvec_staged_kernel<R, B, S, kNorm>, grid, kThreads, kSmem, stream, p);
   }
   return gpuGetLastError();
 }
 
 // Rows per group R from the launch's largest segment; a launch with expert segments takes
 // R = 1 (each pair has its own weights), as in the CUDA-core kernel (matmul.cu).
-template <int B, bool kNorm>
+template <int B, int S, bool kNorm>
 gpuError_t launch_rows(const MatvecParams& p, gpuStream_t stream) {
   int64_t n = 0;
   bool experts = false;
@@ -315,10 +352,17 @@ gpuError_t launch_rows(const MatvecParams& p, gpuStream_t stream) {
     n = p.seg[s].num_rows > n ? p.seg[s].num_rows : n;
     experts = experts || p.seg[s].expert_ids != nullptr;
   }
-  if (n == 1 || experts) return launch_staged<1, B, kNorm>(p, stream);
-  if (n == 2) return launch_staged<2, B, kNorm>(p, stream);
-  if (n <= 4) return launch_staged<4, B, kNorm>(p, stream);
-  return launch_staged<8, B, kNorm>(p, stream);
+  if (n == 1 || experts) return launch_staged<1, B, S, kNorm>(p, stream);
+  if (n == 2) return launch_staged<2, B, S, kNorm>(p, stream);
+  if (n <= 4) return launch_staged<4, B, S, kNorm>(p, stream);
+  return launch_staged<8, B, S, kNorm>(p, stream);
+}
+
+template <int B, bool kNorm>
+gpuError_t launch_stages(const MatvecParams& p, gpuStream_t stream) {
+  int64_t chunks = 0;
+  for (int s = 0; s < p.num_segs; ++s) chunks = p.seg[s].num_in / Chunk<B>::kInputs > chunks ? p.seg[s].num_in / Chunk<B>::kInputs : chunks;
+  return chunks <= 2 ? launch_rows<B, 2, kNorm>(p, stream) : launch_rows<B, kMaxStages, kNorm>(p, stream);
 }
 
 // B for every segment of the launch: 4 when all rows are multiples of 1,024 inputs, else 1. A
@@ -353,8 +397,8 @@ bool staged_shapes(const MatvecParams& p) {
 
 gpuError_t launch_q4_0_staged(const MatvecParams& p, gpuStream_t stream) {
   const bool norm = p.seg[0].norm_counters != nullptr;
-  if (all_inputs_multiple_of(p, Chunk<4>::kInputs)) return norm ? launch_rows<4, true>(p, stream) : launch_rows<4, false>(p, stream);
-  return norm ? launch_rows<1, true>(p, stream) : launch_rows<1, false>(p, stream);
+  if (all_inputs_multiple_of(p, Chunk<4>::kInputs)) return norm ? launch_stages<4, true>(p, stream) : launch_stages<4, false>(p, stream);
+  return norm ? launch_stages<1, true>(p, stream) : launch_stages<1, false>(p, stream);
 }
 
 }  // namespace matvec

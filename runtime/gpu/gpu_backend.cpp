@@ -94,12 +94,13 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
     throw std::runtime_error(std::string("GPU backend: decode matvec '") + decode_matvec_name(cache_.decode_matvec) +
                              "' needs bf16 tensor cores (CUDA sm_80 or newer); device " + std::to_string(device_) +
                              " has none (use 'fma' or 'auto')");
+  // Auto (where the device has bf16 mma): tensor for servers of kTensorMatvecMinSlots+ slots,
+  // staged below (backend.h).
+  const bool auto_mma = cache_.decode_matvec == DecodeMatvec::kAuto && has_tensor;
   const bool tensor = cache_.decode_matvec == DecodeMatvec::kTensor ||
-                      (cache_.decode_matvec == DecodeMatvec::kAuto && has_tensor &&
-                       cache_.num_state_slots >= kTensorMatvecMinSlots);
-  matvec_math_ = tensor ? kernels::MatvecMath::kTensorCores
-                 : cache_.decode_matvec == DecodeMatvec::kStaged ? kernels::MatvecMath::kStaged
-                                                                 : kernels::MatvecMath::kCudaCores;
+                      (auto_mma && cache_.num_state_slots >= kTensorMatvecMinSlots);
+  const bool staged = cache_.decode_matvec == DecodeMatvec::kStaged || (auto_mma && !tensor);
+  matvec_math_ = tensor ? kernels::MatvecMath::kTensorCores : staged ? kernels::MatvecMath::kStaged : kernels::MatvecMath::kCudaCores;
   // With the tensor matvec the routed experts of decode and verify rows run on the exact
   // tensor-core tile (grouped by expert) too: on the H200 35B-A3B at 64 streams 42.7 -> 28.8 ms
   // per step, 64 x 4 verify rows 140.7 -> 69.3, but one stream 3.8 -> 6.5 (bench/RESULTS.md).

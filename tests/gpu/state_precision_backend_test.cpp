@@ -191,7 +191,7 @@ class StatePrecisionTest : public ::testing::TestWithParam<bool> {
   }
 
   std::unique_ptr<LoadedModel> model_;
-  DecodeMatvec matvec_ = DecodeMatvec::kAuto;  // kSeqs slots: auto is the fma matvec
+  DecodeMatvec matvec_ = DecodeMatvec::kAuto;  // kSeqs slots: auto is the staged matvec (fma without bf16 mma)
 };
 
 // Whether every logits row and state the speculative run saw is bitwise the plain run's.
@@ -328,14 +328,15 @@ TEST_P(StatePrecisionTest, TiledDecodeProductsSpeculativeGreedyEqualsPlainGreedy
   std::printf("tiled vs matvec decode products: worst logits NMSE %.3g over %d positions\n", worst, compared);
 }
 
-// Auto takes the tensor cores for servers of kTensorMatvecMinSlots+ slots (where the device has them).
-TEST(DecodeMatvecAuto, TensorFromThirtyTwoSlots) {
+// Auto takes the tensor cores (where the device has them): the tensor matvec for servers of
+// kTensorMatvecMinSlots+ slots, the staged one below; fma without bf16 mma.
+TEST(DecodeMatvecAuto, StagedBelowThirtyTwoSlotsTensorFrom) {
   const std::unique_ptr<LoadedModel> model = deltaserve::testing::make_synthetic_model(true, kernels::DType::Q4_0, 59);
   CacheConfig few{kTensorMatvecMinSlots - 1, 16, 4 * kTensorMatvecMinSlots, 1, 0},
       many{kTensorMatvecMinSlots, 16, 4 * kTensorMatvecMinSlots, 1, 0};
-  EXPECT_NE(GpuBackend(*model, few).speed_settings().find("Q4_0 matvec fma"), std::string::npos);
-  const std::string want = kernels::tensor_matvec_available() ? "Q4_0 matvec tensor" : "Q4_0 matvec fma";
-  EXPECT_NE(GpuBackend(*model, many).speed_settings().find(want), std::string::npos);
+  const bool mma = kernels::tensor_matvec_available();
+  EXPECT_NE(GpuBackend(*model, few).speed_settings().find(mma ? "Q4_0 matvec staged" : "Q4_0 matvec fma"), std::string::npos);
+  EXPECT_NE(GpuBackend(*model, many).speed_settings().find(mma ? "Q4_0 matvec tensor" : "Q4_0 matvec fma"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, StatePrecisionTest, ::testing::Values(true, false),
