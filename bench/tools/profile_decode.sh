@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Device-side profile of the decode kernels (Nsight Compute): per-kernel durations of one eager
-# batch-1 decode step of the 35B-A3B (ranked in kernels_b1.txt by bench/tools/kernel_table.py),
+# batch-1 decode step of the 35B-A3B (ranked in kernels_b1.txt by bench/tools/kernel_table.py;
+# MATVEC=fma|staged|tensor picks the decode matvec, default auto: staged at one stream),
 # plus stall reasons / occupancy of the matvec at two shapes. Usage on the GPU host, from the repository root: bench/tools/profile_decode.sh BUNDLE OUT
 set -u
 bundle=${1:?bundle}; out=${2:?out}
@@ -14,7 +15,7 @@ cuobjdump --dump-resource-usage "$bundle/kernels/gpu_kernel_tests" 2>&1 | grep -
 # launches/step at one stream) are the timed decode step: kernels_b1.txt ranks them.
 DELTASERVE_GPU_GRAPHS=0 timeout 300 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
   "$bundle/cli/deltaserve" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1 --context 1024 \
-  --steps 1 --warmup 1 --matvec fma > "$out/ncu_decode_b1.csv" 2> "$out/ncu_decode_b1.err"
+  --steps 1 --warmup 1 --matvec "${MATVEC:-auto}" > "$out/ncu_decode_b1.csv" 2> "$out/ncu_decode_b1.err"
 echo "ncu decode rc=$?"
 python3 bench/tools/kernel_table.py "$out/ncu_decode_b1.csv" "${LAUNCHES:-297}" > "$out/kernels_b1.txt"
 # Matvec detail: the kernel bench's qkv rows=1 launches (skip warmups), full-ish sections.

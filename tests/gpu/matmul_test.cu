@@ -337,6 +337,10 @@ void run_matmul_tests(Context& ctx) {
     }
     check_matmul_norm(ctx, t, 512, 1000, 5, true);
   }
+  // rms_norm_gpu's other row forms (32 held per thread; the batched walk past 8,192) against
+  // the epilogue's definitional order, bit for bit.
+  check_matmul_norm(ctx, DType::Q4_0, 256, 5120, 2, true);
+  check_matmul_norm(ctx, DType::Q4_0, 256, 9000, 1, false);
   // Q4_0 on the tensor cores (where the device has bf16 mma): the same checks, with row counts
   // across the 8-row tiles and the 64-row groups (1..8 tiles, several groups), every launch
   // pre-split (check_presplit holds both paths to the same bits).

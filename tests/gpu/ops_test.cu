@@ -234,7 +234,8 @@ void check_combine_accumulate(Context& ctx, int64_t rows, int64_t k, int64_t n) 
 
 void run_ops_tests(Context& ctx) {
   for (int64_t rows : {1, 3, 8}) {
-    for (int64_t n : {64, 100, 256, 2048}) check_rms_norm(ctx, rows, n, rows == 3);
+    // 2048 and below: rows held 8 per thread; 5120 (the 27B's width): 32; 9000: the batched walk.
+    for (int64_t n : {64, 100, 256, 2048, 5120, 9000}) check_rms_norm(ctx, rows, n, rows == 3);
   }
   for (int64_t groups : {1, 7, 32}) {
     for (int64_t n : {64, 96, 128}) check_gated_rms_norm(ctx, groups, n);
