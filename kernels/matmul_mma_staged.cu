@@ -29,6 +29,7 @@
 // otherwise: 27B qkv 22.4 -> 18.7 us in the probe). Each chunk's activations are split once per
 // block into shared memory in fragment order. Warp w takes blocks B w .. B w + B - 1 of every
 // chunk, so B is part of the arithmetic: it follows the matrix's shape only.
+#include <atomic>
 #include <cstdint>
 
 #include "kernels/async_copy.h"
@@ -313,17 +314,31 @@ int64_t tiles_of(const MatvecSeg& g) {
   return (g.num_out + per_tile - 1) / per_tile;
 }
 
+// Lets `kernel` take `bytes` of dynamic shared memory (past the default 48 KB: 2+ rows of
+// 1,024-input chunks) on the calling thread's device, once per device (`done`: a bit per device).
+template <class Kernel>
+gpuError_t allow_dynamic_smem(Kernel kernel, size_t bytes, std::atomic<uint64_t>& done) {
+#if defined(DS_GPU_CUDA)
+  int device = 0;
+  const cudaError_t got = cudaGetDevice(&device);
+  if (got != cudaSuccess) return got;
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return gpuSuccess;
+  const cudaError_t set = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (set == cudaSuccess && bit != 0) done.fetch_or(bit, std::memory_order_release);
+  return set;
+#else
+  (void)kernel, (void)bytes, (void)done;
+  return gpuSuccess;
+#endif
+}
+
 template <int R, int B, int S, bool kNorm>
 gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
   constexpr size_t kSmem = smem_bytes<R, B, S>();
-  static const gpuError_t configured = [] {
-#if defined(DS_GPU_CUDA)
-    return cudaFuncSetAttribute(matvec_staged_kernel<R, B, S, kNorm>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
-#else
-    return gpuSuccess;
-#endif
-  }();
-  if (configured != gpuSuccess) return configured;
+  static std::atomic<uint64_t> smem_allowed{0};
+  const gpuError_t allowed = allow_dynamic_smem(matvec_staged_kernel<R, B, S, kNorm>, kSmem, smem_allowed);
+  if (allowed != gpuSuccess) return allowed;
   int64_t grid_x = 0, num_groups = 0;
   for (int s = 0; s < p.num_segs; ++s) {
     MatvecSeg& g = p.seg[s];

@@ -171,23 +171,30 @@ class StatePrecisionTest : public ::testing::TestWithParam<bool> {
     EXPECT_GT(s.num_partial, 0) << name << ": no verify step rolled back";
     EXPECT_TRUE(bitwise_as_plain(s, p)) << name << " matvec: speculative logits/states not bitwise the plain ones";
     matvec_ = DecodeMatvec::kFma;
-    const Trace f = plain(StatePrecision::kF32);
-    // Compared while both runs fed the same tokens (a near tie may part them later).
-    double worst = 0;
+    const LogitsDiff d = logits_diff(p, plain(StatePrecision::kF32));
+    EXPECT_GT(d.compared, 0);
+    EXPECT_LE(d.worst_nmse, 1e-6) << name << " vs fma matvec logits";
+    EXPECT_TRUE(d.any_different) << name << ": logits bitwise the fma matvec's (did its kernels run?)";
+    std::printf("%s vs fma matvec: worst logits NMSE %.3g over %d positions\n", name.c_str(), d.worst_nmse, d.compared);
+  }
+
+  // Two plain runs' logits, compared while both fed the same tokens (a near tie may part them later).
+  struct LogitsDiff {
+    double worst_nmse = 0;
     int compared = 0;
     bool any_different = false;
+  };
+  LogitsDiff logits_diff(const Trace& a, const Trace& b) const {
+    LogitsDiff d;
     for (int32_t slot = 0; slot < kSeqs; ++slot) {
       const int32_t start = static_cast<int32_t>(prompt(slot).size());
-      for (int32_t i = 0; i < kNewTokens && p.tokens[slot][i] == f.tokens[slot][i]; ++i, ++compared) {
-        const std::vector<float>&a = p.logits.at({slot, start + i}), &b = f.logits.at({slot, start + i});
-        worst = std::max(worst, nmse(a, b));
-        any_different = any_different || !same_bits(a, b);
+      for (int32_t i = 0; i < kNewTokens && a.tokens[slot][i] == b.tokens[slot][i]; ++i, ++d.compared) {
+        const std::vector<float>&x = a.logits.at({slot, start + i}), &y = b.logits.at({slot, start + i});
+        d.worst_nmse = std::max(d.worst_nmse, nmse(x, y));
+        d.any_different = d.any_different || !same_bits(x, y);
       }
     }
-    EXPECT_GT(compared, 0);
-    EXPECT_LE(worst, 1e-6) << name << " vs fma matvec logits";
-    EXPECT_TRUE(any_different) << name << ": logits bitwise the fma matvec's (did its kernels run?)";
-    std::printf("%s vs fma matvec: worst logits NMSE %.3g over %d positions\n", name.c_str(), worst, compared);
+    return d;
   }
 
   std::unique_ptr<LoadedModel> model_;
@@ -311,21 +318,11 @@ TEST_P(StatePrecisionTest, TiledDecodeProductsSpeculativeGreedyEqualsPlainGreedy
   for (int32_t slot = 0; slot < kSeqs; ++slot) EXPECT_EQ(s.tokens[slot], p.tokens[slot]) << "slot " << slot;
   EXPECT_GT(s.num_partial, 0) << "no verify step rolled back";
   EXPECT_TRUE(bitwise_as_plain(s, p)) << "tiled decode products: speculative logits/states not bitwise the plain ones";
-  double worst = 0;
-  int compared = 0;
-  bool any_different = false;
-  for (int32_t slot = 0; slot < kSeqs; ++slot) {
-    const int32_t start = static_cast<int32_t>(prompt(slot).size());
-    for (int32_t i = 0; i < kNewTokens && p.tokens[slot][i] == m.tokens[slot][i]; ++i, ++compared) {
-      const std::vector<float>&a = p.logits.at({slot, start + i}), &b = m.logits.at({slot, start + i});
-      worst = std::max(worst, nmse(a, b));
-      any_different = any_different || !same_bits(a, b);
-    }
-  }
-  EXPECT_GT(compared, 0);
-  EXPECT_TRUE(any_different) << "the tile's logits equal the matvec's bitwise: was the tile used?";
-  EXPECT_LE(worst, 1e-6) << "tiled vs matvec decode products: logits";
-  std::printf("tiled vs matvec decode products: worst logits NMSE %.3g over %d positions\n", worst, compared);
+  const LogitsDiff d = logits_diff(p, m);
+  EXPECT_GT(d.compared, 0);
+  EXPECT_TRUE(d.any_different) << "the tile's logits equal the matvec's bitwise: was the tile used?";
+  EXPECT_LE(d.worst_nmse, 1e-6) << "tiled vs matvec decode products: logits";
+  std::printf("tiled vs matvec decode products: worst logits NMSE %.3g over %d positions\n", d.worst_nmse, d.compared);
 }
 
 // Auto takes the tensor cores (where the device has them): the tensor matvec for servers of

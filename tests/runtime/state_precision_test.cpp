@@ -38,7 +38,7 @@ TEST(StatePrecision, CpuBackendRefusesBf16) {
   }
 }
 
-TEST(DecodeMatvec, NamesRoundTripAndTheCpuBackendRefusesTensor) {
+TEST(DecodeMatvec, NamesRoundTripAndTheCpuBackendRefusesTheTensorCoreForms) {
   for (DecodeMatvec m : {DecodeMatvec::kAuto, DecodeMatvec::kFma, DecodeMatvec::kTensor, DecodeMatvec::kStaged})
     EXPECT_EQ(parse_decode_matvec(decode_matvec_name(m)), m);
   for (const char* bad : {"", "cuda", "Tensor", "tensor-cores", "fma "}) EXPECT_FALSE(parse_decode_matvec(bad).has_value()) << bad;
@@ -47,19 +47,15 @@ TEST(DecodeMatvec, NamesRoundTripAndTheCpuBackendRefusesTensor) {
   CacheConfig cache{1, 16, 4};
   cache.decode_matvec = DecodeMatvec::kFma;
   EXPECT_NO_THROW(CpuBackend(*model, cache, 1));
-  cache.decode_matvec = DecodeMatvec::kTensor;
-  try {
-    CpuBackend backend(*model, cache, 1);
-    ADD_FAILURE() << "the CPU backend accepted the tensor-core matvec";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("'tensor' is supported by the GPU backend only"), std::string::npos) << e.what();
-  }
-  cache.decode_matvec = DecodeMatvec::kStaged;
-  try {
-    CpuBackend backend(*model, cache, 1);
-    ADD_FAILURE() << "the CPU backend accepted the staged tensor-core matvec";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("'staged' is supported by the GPU backend only"), std::string::npos) << e.what();
+  for (DecodeMatvec gpu_only : {DecodeMatvec::kTensor, DecodeMatvec::kStaged}) {
+    const std::string name = decode_matvec_name(gpu_only);
+    cache.decode_matvec = gpu_only;
+    try {
+      CpuBackend backend(*model, cache, 1);
+      ADD_FAILURE() << "the CPU backend accepted the " << name << " matvec";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + name + "' is supported by the GPU backend only"), std::string::npos) << e.what();
+    }
   }
 }
 
