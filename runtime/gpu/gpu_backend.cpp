@@ -146,7 +146,8 @@ std::string GpuBackend::speed_settings() const {
   return std::string("step graphs ") + on(graphs_enabled()) + ", dependent launches " +
          on(kernels::gpu::dependent_launch_enabled()) + ", L2 prefetch " + on(kernels::gpu::prefetch_enabled()) +
          ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", expert pair groups " +
-         gpu::expert_grouping_setting() + ", prefill matmul " + prefill_math_name(prefill_math_) + ", Q4_0 matvec " +
+         (matvec_math_ == kernels::MatvecMath::kStaged ? std::string("off (staged matvec)") : gpu::expert_grouping_setting()) +
+         ", prefill matmul " + prefill_math_name(prefill_math_) + ", Q4_0 matvec " +
          (matvec_math_ == kernels::MatvecMath::kTensorCores ? "tensor"
           : matvec_math_ == kernels::MatvecMath::kStaged    ? "staged"
                                                              : "fma") +
