@@ -15,11 +15,12 @@
 // (mma::split_pair); column 3r + p of the mma holds part p of activation row r (p = 0 hi, 1 mid,
 // 2 lo), so the tensor core forms exact products of the integers q - 8 with each part. Per
 // 32-input block: s = mma(low nibbles) then mma(high nibbles) from zero, acc = fma(d, s, acc).
-// Warp w of 8 takes blocks Bw .. Bw + B - 1 of every chunk of 8B blocks (Layout), in chunk order;
-// the warps' sums are added in warp order, then a row's parts as (lo + mid) + hi. Nothing in it depends on
-// how many rows share the launch (a row's columns are 3r..3r+2 whatever the group, and each mma
-// column is its own dot product), so results are batch-invariant; they are not the bits of
-// kCudaCores or kTensorCores (both ~1e-14 NMSE against matmul_ref).
+// Warp w of 8 takes blocks Bw .. Bw + B - 1 of every chunk of 8B blocks (Layout), in chunk
+// order; the warps' sums are added in warp order, then a row's parts as (lo + mid) + hi.
+// Nothing in it depends on how many rows share the launch (a row's columns are 3r..3r+2
+// whatever the group, and each mma column is its own dot product), so results are
+// batch-invariant; they are not the bits of kCudaCores or kTensorCores (all ~1e-14 NMSE
+// against matmul_ref).
 //
 // Layout. A block owns a tile of 16 weight rows (plain: 16 outputs; gated: 8 outputs, W rows
 // in A rows 0-7, W_up rows in 8-15) and one group of up to 8 activation rows (grid.y). It walks
