@@ -264,11 +264,9 @@ __global__ void __launch_bounds__(256) split_x_kernel(const float* x, int64_t x_
 #endif
 }
 
-// Row tiles of a segment: 16 weight rows each (gated: 8 outputs, their W and W_up rows).
-int64_t row_tiles(const MatvecSeg& g) {
-  const int64_t per_tile = g.w_up != nullptr ? kRowsPerTile / 2 : kRowsPerTile;
-  return (g.num_out + per_tile - 1) / per_tile;
-}
+// Row tiles of a segment: matvec::mma_row_tiles (16 weight rows each).
+static_assert(kRowsPerTile == 16);
+using matvec::mma_row_tiles;
 
 // K slices per row tile, from the matrix's shape only (the slices' sums are added in slice
 // order, so the split must not follow the rows): 8, but 4 past 4,096 tiles (65,536 outputs:
@@ -284,12 +282,12 @@ int k_slices(const MatvecSeg& g) {
     return v == 4 || v == 8 ? v : 0;
   }();
   if (forced != 0) return forced;
-  return row_tiles(g) <= 4096 ? 8 : 4;
+  return mma_row_tiles(g) <= 4096 ? 8 : 4;
 }
 
 int64_t segment_blocks(const MatvecSeg& g) {
   const int64_t tiles_per_block = kWarps / k_slices(g);
-  return (row_tiles(g) + tiles_per_block - 1) / tiles_per_block;
+  return (mma_row_tiles(g) + tiles_per_block - 1) / tiles_per_block;
 }
 
 template <int NT, bool kNorm, bool kSplit>

@@ -310,11 +310,6 @@ __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecPar
 #endif
 }
 
-int64_t tiles_of(const MatvecSeg& g) {
-  const int64_t per_tile = g.w_up != nullptr ? kTileRows / 2 : kTileRows;
-  return (g.num_out + per_tile - 1) / per_tile;
-}
-
 // Lets `kernel` take `bytes` of dynamic shared memory (past the default 48 KB: 2+ rows of
 // 1,024-input chunks) on the calling thread's device, once per device (`done`: a bit per device).
 template <class Kernel>
@@ -345,7 +340,8 @@ gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
     MatvecSeg& g = p.seg[s];
     g.num_groups = (g.num_rows + R - 1) / R;
     g.block_begin = grid_x;
-    grid_x += tiles_of(g);
+    static_assert(kTileRows == 16);
+    grid_x += matvec::mma_row_tiles(g);
     num_groups = g.num_groups > num_groups ? g.num_groups : num_groups;
   }
   p.prefetch_weights = gpu::prefetch_enabled();

@@ -113,6 +113,13 @@ __device__ __forceinline__ void prefetch_block_weights(const MatvecSeg& g, const
   if (w_up != nullptr) gpu::prefetch_l2_range(w_up + offset, bytes);
 }
 
+// 16-weight-row tiles of a segment for the tensor-core launches (one mma's M): 16 outputs
+// each, or 8 when gated (their W and W_up rows).
+inline int64_t mma_row_tiles(const MatvecSeg& g) {
+  const int64_t per_tile = g.w_up != nullptr ? 8 : 16;
+  return (g.num_out + per_tile - 1) / per_tile;
+}
+
 // The tensor-core Q4_0 launch (matmul_mma.cu) of plain segments (gated and norm epilogue
 // included; no expert segments), for matvec_math() == kTensorCores.
 gpuError_t launch_q4_0_mma(const MatvecParams& p, gpuStream_t stream);
