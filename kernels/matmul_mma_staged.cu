@@ -30,13 +30,13 @@
 // otherwise: 27B qkv 22.4 -> 18.7 us in the probe). Each chunk's activations are split once per
 // block into shared memory in fragment order. Warp w takes blocks B w .. B w + B - 1 of every
 // chunk, so B is part of the arithmetic: it follows the matrix's shape only.
-#include <atomic>
 #include <cstdint>
 
 #include "kernels/async_copy.h"
 #include "kernels/gpu_compat.h"
 #include "kernels/matmul_gpu.h"
 #include "kernels/matvec_seg.h"
+#include "kernels/matvec_staged.h"
 #include "kernels/mma_bf16.h"
 
 namespace deltaserve::kernels {
@@ -45,31 +45,16 @@ namespace {
 using matvec::MatvecParams;
 using matvec::MatvecSeg;
 
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
-constexpr int kTileRows = 16;  // weight rows per block: one mma's M
+using staged::Chunk;
+using staged::kThreads;
+using staged::kTileRows;
+using staged::kWarps;
+
 // Chunks in flight per block: 4, or 2 for launches of at most 2 chunks a row (the 35B-A3B's
 // 2,048- and 512-input rows), whose blocks then take half the shared memory, so more of them
 // share a multiprocessor. Timing only: the arithmetic does not depend on it.
 constexpr int kMaxStages = 4;
 constexpr int64_t kMaxGridY = 65535;
-
-// The K walk: chunks of 8 * B Q4_0 blocks (B blocks per warp), B = 4 (1,024 inputs) for rows of
-// a multiple of 1,024 inputs, else 1 (256). A row's 18 * 8 * B bytes of a chunk sit kRowStride
-// apart in shared memory, an odd multiple of 4 words, so the 8 rows a lane quad reads start 4
-// banks apart (576 + 16 bytes for B = 4; 144 for B = 1).
-template <int B>
-struct Chunk {
-  static constexpr int kBlocks = 8 * B;
-  static constexpr int kInputs = 32 * kBlocks;
-  static constexpr int kSegBytes = 18 * kBlocks;
-  static constexpr int kRowStride = kSegBytes + ((kSegBytes / 4) % 8 == 4 ? 0 : 4 * ((12 - (kSegBytes / 4) % 8) % 8));
-  static constexpr int kStageBytes = kTileRows * kRowStride;
-  static constexpr int kUnitsPerRow = kSegBytes / 16;  // 16-byte copies
-  static constexpr int kCopiesPerThread = (kTileRows * kUnitsPerRow + kThreads - 1) / kThreads;
-  static constexpr int kSplitBytesPerRow = kBlocks * 3 * 4 * 16;  // a chunk of one activation row, split
-  static_assert(kSegBytes % 16 == 0 && kRowStride % 16 == 0 && (kRowStride / 4) % 8 == 4);
-};
 
 // Activation rows per group R: 3R columns in ceil(3R / 8) tiles of 8.
 template <int R>
@@ -95,9 +80,6 @@ __device__ __forceinline__ const uint8_t* tile_row(const MatvecSeg& g, size_t ex
   return g.w + expert + static_cast<size_t>(out) * g.w_row_bytes;
 }
 
-// Part p (0 hi, 1 mid, 2 lo) of a pair, from split_pair's parts.
-__device__ __forceinline__ uint32_t part_of(const gpu::mma::SplitPair& s, int p) { return p == 0 ? s.hi : p == 1 ? s.mid : s.lo; }
-
 // One row group of the block's tile. Every thread of the block calls it (barriers inside).
 template <int R, int B, int kStages, bool kNorm>
 __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, uint8_t* smem) {
@@ -105,7 +87,6 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
   constexpr int NT = column_tiles<R>();
   constexpr int kChunkBlocks = C::kBlocks, kChunkInputs = C::kInputs, kSegBytes = C::kSegBytes, kRowStride = C::kRowStride;
   constexpr int kStageBytes = C::kStageBytes, kUnitsPerRow = C::kUnitsPerRow, kCopiesPerThread = C::kCopiesPerThread;
-  constexpr int kBlocksPerWarp = B;
   const int tid = static_cast<int>(threadIdx.x), lane = gpu::lane_id(), warp = gpu::warp_id();
   const int lane_group = lane >> 2, lane_quad = lane & 3;
   const int64_t row0 = group * R;
@@ -167,11 +148,7 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
   };
   auto split_item = [&](int item, float4 xa, float4 xb) {
     const int r = item / (kChunkBlocks * 4), b = (item / 4) % kChunkBlocks, c = item % 4;
-    const gpu::mma::SplitPair lo0 = gpu::mma::split_pair(xa.x, xa.y), lo1 = gpu::mma::split_pair(xa.z, xa.w);
-    const gpu::mma::SplitPair hi0 = gpu::mma::split_pair(xb.x, xb.y), hi1 = gpu::mma::split_pair(xb.z, xb.w);
-#pragma unroll
-    for (int p = 0; p < 3; ++p)
-      split4[((r * kChunkBlocks + b) * 3 + p) * 4 + c] = make_uint4(part_of(lo0, p), part_of(lo1, p), part_of(hi0, p), part_of(hi1, p));
+    staged::split_quad(xa, xb, split4 + (r * kChunkBlocks + b) * 12 + c);
   };
   float4 xa = make_float4(0.0f, 0.0f, 0.0f, 0.0f), xb = xa;  // kPipelineX: this thread's item of the next chunk
   auto load_x = [&](int chunk) {
@@ -203,29 +180,7 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
     }
     gpu::async_wait<kStages - 1>();
     __syncthreads();
-    const uint8_t* stage = smem + (chunk % kStages) * kStageBytes;
-#pragma unroll
-    for (int j = 0; j < kBlocksPerWarp; ++j) {
-      const int b = warp * kBlocksPerWarp + j;
-      const uint8_t* bg = stage + lane_group * kRowStride + 18 * b;
-      const uint8_t* bg8 = bg + 8 * kRowStride;
-      const float d_g = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(bg));
-      const float d_g8 = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(bg8));
-      const gpu::mma::Q4_0Fragments a =
-          gpu::mma::q4_0_fragments(gpu::load_u32_align2(bg + 2 + 4 * lane_quad), gpu::load_u32_align2(bg8 + 2 + 4 * lane_quad));
-#pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        uint4 bx = make_uint4(0u, 0u, 0u, 0u);
-        if (split_at[t] >= 0) bx = split4[split_at[t] + 12 * b];
-        float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        gpu::mma::mma_bf16(s, a.lo, bx.x, bx.y);
-        gpu::mma::mma_bf16(s, a.hi, bx.z, bx.w);
-        acc[t][0] = fmaf(d_g, s[0], acc[t][0]);
-        acc[t][1] = fmaf(d_g, s[1], acc[t][1]);
-        acc[t][2] = fmaf(d_g8, s[2], acc[t][2]);
-        acc[t][3] = fmaf(d_g8, s[3], acc[t][3]);
-      }
-    }
+    staged::chunk_products<B, NT>(smem + (chunk % kStages) * kStageBytes, split4, split_at, acc);
     __syncthreads();  // the stage and the split are rewritten next chunk
   }
   gpu::async_wait<0>();  // (only empty groups remain; no copy may land after the reuse below)
@@ -247,9 +202,7 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
     for (int w = 1; w < kWarps; ++w) v += partial[w * NT * 128 + at];
     return v;
   };
-  auto row_value = [&](int i, int r) {
-    return (column_sum(i, 3 * r + 2) + column_sum(i, 3 * r + 1)) + column_sum(i, 3 * r);
-  };
+  auto row_value = [&](int i, int r) { return staged::parts_value([&](int p) { return column_sum(i, 3 * r + p); }); };
   const bool gated = g.w_up != nullptr;
   const int outputs = gated ? kTileRows / 2 : kTileRows;
   if (tid < outputs * num_valid) {
@@ -310,30 +263,11 @@ __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecPar
 #endif
 }
 
-// Lets `kernel` take `bytes` of dynamic shared memory (past the default 48 KB: 2+ rows of
-// 1,024-input chunks) on the calling thread's device, once per device (`done`: a bit per device).
-template <class Kernel>
-gpuError_t allow_dynamic_smem(Kernel kernel, size_t bytes, std::atomic<uint64_t>& done) {
-#if defined(DS_GPU_CUDA)
-  int device = 0;
-  const cudaError_t got = cudaGetDevice(&device);
-  if (got != cudaSuccess) return got;
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return gpuSuccess;
-  const cudaError_t set = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-  if (set == cudaSuccess && bit != 0) done.fetch_or(bit, std::memory_order_release);
-  return set;
-#else
-  (void)kernel, (void)bytes, (void)done;
-  return gpuSuccess;
-#endif
-}
-
 template <int R, int B, int S, bool kNorm>
 gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
   constexpr size_t kSmem = smem_bytes<R, B, S>();
   static std::atomic<uint64_t> smem_allowed{0};
-  const gpuError_t allowed = allow_dynamic_smem(matvec_staged_kernel<R, B, S, kNorm>, kSmem, smem_allowed);
+  const gpuError_t allowed = staged::allow_dynamic_smem(matvec_staged_kernel<R, B, S, kNorm>, kSmem, smem_allowed);
   if (allowed != gpuSuccess) return allowed;
   int64_t grid_x = 0, num_groups = 0;
   for (int s = 0; s < p.num_segs; ++s) {

@@ -116,6 +116,11 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
   const int64_t min_outputs = min_env != nullptr && *min_env != '\0' ? std::max<int64_t>(0, std::atoll(min_env))
                                                                       : gpu::kTiledDecodeMinOutputs;
   tiled_decode_min_outputs_ = tensor ? min_outputs : 0;
+  // Under the staged matvec the MoE decode rows' down products and combine run as one launch
+  // (moe_down_combine_gpu; 35B-A3B: one fewer launch and ~two fewer round trips per layer).
+  // DELTASERVE_GPU_FUSE_DOWN_COMBINE=0 keeps the two launches (side-by-side runs); same bits.
+  const char* fuse_env = std::getenv("DELTASERVE_GPU_FUSE_DOWN_COMBINE");
+  fuse_down_combine_ = staged && !(fuse_env != nullptr && std::string(fuse_env) == "0");
   size_buffers();
   const size_t slots = static_cast<size_t>(cache_.num_state_slots);
   live_entry_.resize(slots);
@@ -147,6 +152,8 @@ std::string GpuBackend::speed_settings() const {
          on(kernels::gpu::dependent_launch_enabled()) + ", L2 prefetch " + on(kernels::gpu::prefetch_enabled()) +
          ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", expert pair groups " +
          (matvec_math_ == kernels::MatvecMath::kStaged ? std::string("off (staged matvec)") : gpu::expert_grouping_setting()) +
+         (matvec_math_ == kernels::MatvecMath::kStaged ? std::string(", MoE down + combine fused ") + on(fuse_down_combine_)
+                                                        : std::string()) +
          ", prefill matmul " + prefill_math_name(prefill_math_) + ", Q4_0 matvec " +
          (matvec_math_ == kernels::MatvecMath::kTensorCores ? "tensor"
           : matvec_math_ == kernels::MatvecMath::kStaged    ? "staged"

@@ -191,7 +191,7 @@ class GpuBackend final : public Backend {
                      int64_t num_logits);
   gpu::GpuLayerContext context() const {
     return {config_, stream_, cache_.kv_block_tokens, ws_, &launches_, trace_.enabled() ? &trace_ : nullptr, prefill_math_,
-            tiled_decode_experts_, tiled_decode_min_outputs_};
+            tiled_decode_experts_, tiled_decode_min_outputs_, fuse_down_combine_};
   }
   template <class T>
   const T* device(size_t staging_offset) const {
@@ -240,6 +240,7 @@ class GpuBackend final : public Backend {
   kernels::MatmulMath prefill_math_ = kernels::MatmulMath::kF32;
   bool tiled_decode_experts_ = false;  // GpuLayerContext::tiled_decode_experts, set at construction
   int64_t tiled_decode_min_outputs_ = 0;  // GpuLayerContext::tiled_decode_min_outputs, likewise
+  bool fuse_down_combine_ = false;        // GpuLayerContext::fuse_down_combine, likewise
   // Q4_0 decode matvec arithmetic (cache_.decode_matvec resolved at start), set on the calling
   // thread by every forward: the kernels' setting is per thread, the backend's for its lifetime.
   kernels::MatvecMath matvec_math_ = kernels::MatvecMath::kCudaCores;

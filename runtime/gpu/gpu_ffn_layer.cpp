@@ -4,7 +4,8 @@
 // (moe_combine_gpu), added into the residual. Gate and up products with the SiLU product run
 // as one gated matmul_segments_gpu launch (experts and shared expert together), as do the
 // expert and shared down projections: 4 launches per MoE layer, the combine also writing the
-// next block's input norm. Also the shared matmul and RMSNorm helpers.
+// next block's input norm; 3 under the staged matvec, whose down products and combine are one
+// launch (moe_down_combine_gpu). Also the shared matmul and RMSNorm helpers.
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -14,6 +15,7 @@
 #include "kernels/elementwise_gpu.h"
 #include "kernels/matmul_experts_prefill_gpu.h"
 #include "kernels/matmul_gpu.h"
+#include "kernels/moe_down_combine_gpu.h"
 #include "kernels/moe_gpu.h"
 #include "kernels/norm_gpu.h"
 #include "kernels/step_ops_gpu.h"
@@ -269,6 +271,48 @@ kernels::ExpertPairGroups expert_pair_groups(const GpuLayerContext& ctx, int64_t
   return g;
 }
 
+// The decode rows' down products and combine as one launch (moe_down_combine_gpu) where the
+// staged matvec runs both down products (Q4_0 experts and shared expert, its shape rule): the
+// fused kernel's bits are those two launches' and the combine's, so the choice never changes
+// a token. Args for rows [0, nd); with next.w set, their next norm as its epilogue.
+kernels::MoeDownCombineArgs down_combine_args(const GpuLayerContext& ctx, const GpuFfnWeights& w, int64_t nd, float* y,
+                                              const NextNorm& next) {
+  const ModelConfig& c = ctx.config;
+  const GpuWorkspace& ws = ctx.ws;
+  kernels::MoeDownCombineArgs a{};
+  a.down_exps = reinterpret_cast<const uint8_t*>(w.down_exps.data);
+  a.exp_row_bytes = w.down_exps.row_bytes;
+  a.expert_bytes = static_cast<size_t>(w.down_exps.ne1) * w.down_exps.row_bytes;
+  a.exp_in = w.down_exps.ne0;
+  a.expert_ids = ws.expert_ids;
+  a.expert_weights = ws.expert_weights;
+  a.num_used = c.num_experts_used;
+  a.exp_g = ws.exp_g;
+  a.down_shexp = reinterpret_cast<const uint8_t*>(w.down_shexp.data);
+  a.sh_row_bytes = w.down_shexp.row_bytes;
+  a.sh_in = w.down_shexp.ne0;
+  a.sh_g = ws.sh_g;
+  a.shared_gate_logit = ws.sh_gate;
+  a.y = y;
+  a.n = c.num_embd;
+  a.num_rows = nd;
+  a.accumulate = true;
+  if (next.w != nullptr) {
+    a.norm_w = next.w->f32();
+    a.norm_eps = c.rms_eps;
+    a.norm_out = next.out;
+    a.norm_out_stride = next.out_stride;
+    a.norm_counters = ctx.ws.norm_sync;
+  }
+  return a;
+}
+
+bool fuse_down_combine(const GpuLayerContext& ctx, const kernels::MoeDownCombineArgs& a, const GpuFfnWeights& w) {
+  return ctx.fuse_down_combine && kernels::matvec_math() == kernels::MatvecMath::kStaged &&
+         w.down_exps.type == kernels::DType::Q4_0 && w.down_shexp.type == kernels::DType::Q4_0 && w.down_shexp.ne1 == a.n &&
+         w.down_exps.ne1 == a.n && kernels::moe_down_combine_supported(a);
+}
+
 // MoE with the shared expert, added into y. Launches for a decode step: router with the shared
 // gate logit and the top-k routing (one launch), expert and shared gate*up (one launch when
 // the types agree), expert and shared down, combine (with next's norm as its epilogue). Prefill
@@ -350,27 +394,43 @@ void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
                   kernels::MatmulMath::kTensorExact);
   }
   if (nd > 0 && shared_tiled) matmul_decode_tiled(ctx, w.down_shexp, ws.sh_g, nd, ws.sh_out, false);
+  // Under the staged matvec the decode rows' down products and their combine are one launch
+  // (fuse_down_combine); the prefill rows' combine follows their down products below.
+  const kernels::MoeDownCombineArgs fused = down_combine_args(ctx, w, nd, y, next);
+  const bool down_combined = nd > 0 && !experts_decode_tiled && !shared_tiled && groups.rows_per_group == 0 &&
+                             fuse_down_combine(ctx, fused, w);
+  if (down_combined) {
+    DS_GPU_LAUNCH(ctx, 1, kernels::moe_down_combine_gpu(fused, ctx.stream),
+                  "moe_down_combine %s + %s%s%s: %lld rows, top %lld, in %lld / %lld, out %lld", w.down_exps.name.c_str(),
+                  w.down_shexp.name.c_str(), next.w != nullptr ? " + rms_norm " : "", next.w != nullptr ? next.w->name.c_str() : "",
+                  static_cast<long long>(nd), static_cast<long long>(k), static_cast<long long>(w.down_exps.ne0),
+                  static_cast<long long>(w.down_shexp.ne0), static_cast<long long>(c.num_embd));
+  }
   std::vector<kernels::MatmulSegment> down_segs;
-  if (nd > 0 && !experts_decode_tiled) down_segs.push_back(pairs_segment(w.down_exps, ws.exp_g, 1, ws.exp_out));
-  if (nd > 0 && !shared_tiled) down_segs.push_back(segment(w.down_shexp, ws.sh_g, nd, ws.sh_out));
+  if (nd > 0 && !experts_decode_tiled && !down_combined) down_segs.push_back(pairs_segment(w.down_exps, ws.exp_g, 1, ws.exp_out));
+  if (nd > 0 && !shared_tiled && !down_combined) down_segs.push_back(segment(w.down_shexp, ws.sh_g, nd, ws.sh_out));
   if (!down_segs.empty()) launch_segments(ctx, std::move(down_segs), "moe down");
   if (np > 0)
     experts_tiled(ctx, w.down_exps, nullptr, ws.exp_g + nd * k * ie, ws.expert_ids + nd * k, np * k, 1,
                   ws.exp_out + nd * k * c.num_embd, /*plan_ready=*/!experts_decode_tiled, ctx.prefill_math);
   if (rows.num_prefill_rows() > 0) matmul_tiled(ctx, w.down_shexp, ws.sh_g, nd, rows.num_prefill_rows(), ws.sh_out, false);
-  // Every launch reading b ran before this one: next.out may be b.
-  kernels::MoeCombineArgs combine{ws.exp_out, ws.expert_weights, ws.sh_out, ws.sh_gate, y, n, k, c.num_embd};
+  // Every launch reading b ran before this one (and before the fused launch): next.out may be b.
+  // Rows [first, n): all of them, or the prefill rows when the decode rows were combined above.
+  const int64_t first = down_combined ? nd : 0, h = c.num_embd;
+  if (first == n) return;
+  kernels::MoeCombineArgs combine{ws.exp_out + first * k * h, ws.expert_weights + first * k, ws.sh_out + first * h,
+                                  ws.sh_gate + first, y + first * h, n - first, k, h};
   combine.accumulate = true;
   if (next.w != nullptr) {
     combine.norm_w = next.w->f32();
     combine.norm_eps = c.rms_eps;
-    combine.norm_out = next.out;
+    combine.norm_out = next.out + first * next.out_stride;
     combine.norm_out_stride = next.out_stride;
-    combine.norm_counters = ws.norm_sync;
+    combine.norm_counters = ws.norm_sync + first;
   }
   DS_GPU_LAUNCH(ctx, 1, kernels::moe_combine_gpu(combine, ctx.stream), "moe_combine%s%s: %lld rows x %lld",
                 next.w != nullptr ? " + rms_norm " : "", next.w != nullptr ? next.w->name.c_str() : "",
-                static_cast<long long>(n), static_cast<long long>(c.num_embd));
+                static_cast<long long>(n - first), static_cast<long long>(h));
 }
 
 }  // namespace

@@ -95,6 +95,9 @@ struct GpuLayerContext {
   // through the exact tile as well (matmul_prefill_gpu, kTensorExact) instead of the
   // tensor-core matvec; 0: none. Same backend-lifetime rule (kTiledDecodeMinOutputs says why).
   int64_t tiled_decode_min_outputs = 0;
+  // Under the staged matvec: the MoE decode rows' down products and combine in one launch
+  // (moe_down_combine_gpu, the same bits as the two launches; backend-lifetime as above).
+  bool fuse_down_combine = false;
 };
 
 // Tensor mode's tiled_decode_min_outputs: the LM head's width class. The exact tile splits a

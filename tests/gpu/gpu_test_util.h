@@ -154,6 +154,7 @@ void run_gdn_prefill_tests(Context& ctx);
 void run_attention_tests(Context& ctx);
 void run_attention_prep_tests(Context& ctx);
 void run_moe_fused_tests(Context& ctx);
+void run_moe_down_combine_tests(Context& ctx);
 void run_exact_tile_tests(Context& ctx);  // also in matmul_experts_prefill (kTensorExact cases)
 void run_benchmarks(Context& ctx);
 void run_matvec_benchmarks(Context& ctx);

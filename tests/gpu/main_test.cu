@@ -8,7 +8,8 @@
 //     --bench-matvec  only the matrix-vector timings (quick A/B of a matvec change)
 //     --bench-prefill only the tiled prefill products, f32 / TF32 / exact tensor side by side
 //     --only a,b  only the named suites (matmul, matmul_grouped, matmul_experts_prefill, ops,
-//                 gdn, gdn_prefill, attention, attention_prep, moe_fused): racecheck runs,
+//                 gdn, gdn_prefill, attention, attention_prep, moe_fused, moe_down_combine,
+//                 exact_tile): racecheck runs,
 //                 which are slow, take them a few at a time
 #include <cstdio>
 #include <cstring>
@@ -54,7 +55,7 @@ int main(int argc, char** argv) {
                 {"ops", run_ops_tests},             {"gdn", run_gdn_tests},
                 {"gdn_prefill", run_gdn_prefill_tests}, {"attention", run_attention_tests},
                 {"attention_prep", run_attention_prep_tests}, {"moe_fused", run_moe_fused_tests},
-                {"exact_tile", run_exact_tile_tests}};
+                {"moe_down_combine", run_moe_down_combine_tests}, {"exact_tile", run_exact_tile_tests}};
   int suites_run = 0;
   for (const auto& suite : suites) {
     if (!only.empty() && only.find("," + std::string(suite.name) + ",") == std::string::npos) continue;

@@ -53,6 +53,7 @@ struct Trace {
   std::map<std::pair<int32_t, int32_t>, std::vector<float>> logits;
   std::map<std::pair<int32_t, int32_t>, std::vector<float>> states;
   int32_t num_partial = 0;  // verify steps that dropped rows (rollback below the step's rows)
+  int64_t launches_per_decode_step = 0;  // plain runs: the last decode step's kernel launches
 };
 
 bool bitwise_as_plain(const Trace& spec, const Trace& plain);
@@ -94,6 +95,7 @@ class StatePrecisionTest : public ::testing::TestWithParam<bool> {
       BatchPlan d;
       for (int32_t s = 0; s < kSeqs; ++s) d.sequences.push_back(make_step(s, cached[s], {next[s]}, blocks(s), 1));
       b.forward(d, out);
+      t.launches_per_decode_step = b.launches_last_forward();
       for (int32_t s = 0; s < kSeqs; ++s) {
         t.tokens[s].push_back(next[s]);
         const float* row = out.sequence_logits(static_cast<size_t>(s));
@@ -323,6 +325,38 @@ TEST_P(StatePrecisionTest, TiledDecodeProductsSpeculativeGreedyEqualsPlainGreedy
   EXPECT_TRUE(d.any_different) << "the tile's logits equal the matvec's bitwise: was the tile used?";
   EXPECT_LE(d.worst_nmse, 1e-6) << "tiled vs matvec decode products: logits";
   std::printf("tiled vs matvec decode products: worst logits NMSE %.3g over %d positions\n", d.worst_nmse, d.compared);
+}
+
+// Under the staged matvec the MoE layers' decode down products and combine run as one launch
+// (moe_down_combine_gpu): the plain and speculative runs' logits and states are bitwise those
+// of the two launches it replaces (DELTASERVE_GPU_FUSE_DOWN_COMBINE=0), and the fused form
+// has one launch fewer per MoE layer.
+TEST_P(StatePrecisionTest, FusedDownCombineGivesTheTwoLaunchesBits) {
+  if (!GetParam()) GTEST_SKIP() << "dense model: no MoE layer";
+  model_ = deltaserve::testing::make_synthetic_model(true, kernels::DType::Q4_0, 60);
+  matvec_ = DecodeMatvec::kStaged;
+  {
+    GpuBackend probe(*model_, cache_config(StatePrecision::kF32, DecodeMatvec::kStaged));
+    if (probe.speed_settings().find("Q4_0 matvec staged") == std::string::npos) GTEST_SKIP() << "no bf16 tensor cores";
+    EXPECT_NE(probe.speed_settings().find("MoE down + combine fused on"), std::string::npos) << probe.speed_settings();
+  }
+  const Trace fused = plain(StatePrecision::kF32), fused_spec = speculative(StatePrecision::kF32, fused);
+  const ScopedEnv two_launches("DELTASERVE_GPU_FUSE_DOWN_COMBINE", "0");
+  {
+    GpuBackend probe(*model_, cache_config(StatePrecision::kF32, DecodeMatvec::kStaged));
+    EXPECT_NE(probe.speed_settings().find("MoE down + combine fused off"), std::string::npos) << probe.speed_settings();
+  }
+  const Trace apart = plain(StatePrecision::kF32), apart_spec = speculative(StatePrecision::kF32, apart);
+  for (int32_t slot = 0; slot < kSeqs; ++slot) {
+    EXPECT_EQ(fused.tokens[slot], apart.tokens[slot]) << "slot " << slot;
+    EXPECT_EQ(fused_spec.tokens[slot], apart_spec.tokens[slot]) << "slot " << slot;
+  }
+  EXPECT_EQ(fused.logits.size(), apart.logits.size());
+  EXPECT_TRUE(bitwise_as_plain(fused, apart)) << "fused down + combine: plain logits/states not bitwise the two launches'";
+  EXPECT_TRUE(bitwise_as_plain(fused_spec, apart_spec)) << "fused down + combine: verify-step logits/states differ";
+  EXPECT_LT(fused.launches_per_decode_step, apart.launches_per_decode_step) << "the fused launch did not replace two";
+  std::printf("fused down + combine: %lld vs %lld launches per decode step\n",
+              static_cast<long long>(fused.launches_per_decode_step), static_cast<long long>(apart.launches_per_decode_step));
 }
 
 // Auto takes the tensor cores (where the device has them): the tensor matvec for servers of

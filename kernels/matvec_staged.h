@@ -1,0 +1,119 @@
+// The staged Q4_0 matvec's arithmetic (matmul_mma_staged.cu, MatvecMath::kStaged) as pieces
+// that other staged kernels call, so their products are its bits: the K walk's chunk
+// geometry, one warp's products of a staged chunk, and the order in which a 16-row tile's
+// warp sums and activation parts are added. The fused MoE down + combine kernel
+// (moe_down_combine.cu) is the other user. Internal to kernels/; only for nvcc / hipcc
+// translation units.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/gpu_compat.h"
+#include "kernels/mma_bf16.h"
+
+namespace deltaserve::kernels::staged {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kTileRows = 16;  // weight rows per block: one mma's M
+
+// The K walk: chunks of 8 * B Q4_0 blocks (B blocks per warp), B = 4 (1,024 inputs) for rows of
+// a multiple of 1,024 inputs, else 1 (256). A row's 18 * 8 * B bytes of a chunk sit kRowStride
+// apart in shared memory, an odd multiple of 4 words, so the 8 rows a lane quad reads start 4
+// banks apart (576 + 16 bytes for B = 4; 144 for B = 1).
+template <int B>
+struct Chunk {
+  static constexpr int kBlocks = 8 * B;
+  static constexpr int kInputs = 32 * kBlocks;
+  static constexpr int kSegBytes = 18 * kBlocks;
+  static constexpr int kRowStride = kSegBytes + ((kSegBytes / 4) % 8 == 4 ? 0 : 4 * ((12 - (kSegBytes / 4) % 8) % 8));
+  static constexpr int kStageBytes = kTileRows * kRowStride;
+  static constexpr int kUnitsPerRow = kSegBytes / 16;  // 16-byte copies
+  static constexpr int kCopiesPerThread = (kTileRows * kUnitsPerRow + kThreads - 1) / kThreads;
+  static constexpr int kSplitBytesPerRow = kBlocks * 3 * 4 * 16;  // a chunk of one activation row, split
+  static_assert(kSegBytes % 16 == 0 && kRowStride % 16 == 0 && (kRowStride / 4) % 8 == 4);
+};
+
+// B of a matrix with rows of num_in inputs (a multiple of 256): the shape alone decides it.
+__host__ __device__ constexpr int chunk_blocks_per_warp(int64_t num_in) { return num_in % Chunk<4>::kInputs == 0 ? 4 : 1; }
+
+#if defined(DS_MMA_BF16)
+// Part p (0 hi, 1 mid, 2 lo) of a pair, from split_pair's parts.
+__device__ __forceinline__ uint32_t part_of(const gpu::mma::SplitPair& s, int p) { return p == 0 ? s.hi : p == 1 ? s.mid : s.lo; }
+
+// The activations lane quad c of an mma reads of one 32-input block (xa: inputs 4c .. 4c + 3,
+// xb: 16 + 4c .. 16 + 4c + 3), split exactly into their bf16 parts: part p's uint4 goes to
+// out[4 p] (the split layout: uint4 ((row, block) * 3 + p) * 4 + c).
+__device__ __forceinline__ void split_quad(float4 xa, float4 xb, uint4* out) {
+  const gpu::mma::SplitPair lo0 = gpu::mma::split_pair(xa.x, xa.y), lo1 = gpu::mma::split_pair(xa.z, xa.w);
+  const gpu::mma::SplitPair hi0 = gpu::mma::split_pair(xb.x, xb.y), hi1 = gpu::mma::split_pair(xb.z, xb.w);
+#pragma unroll
+  for (int p = 0; p < 3; ++p) out[4 * p] = make_uint4(part_of(lo0, p), part_of(lo1, p), part_of(hi0, p), part_of(hi1, p));
+}
+
+// One warp's products of a staged chunk: its blocks b = B warp + j (j < B, in order) of the 16
+// rows in `stage` (row i at i * kRowStride), each two mma from zero (low nibbles, then high)
+// and acc = fma(d, s, acc). split: the chunk's activations split in fragment order (uint4
+// (row, block, part, quad) as matmul_mma_staged.cu writes them); split_at[t]: this lane's uint4
+// of block 0 for column tile t, -1 past the activation columns (zeros).
+template <int B, int NT>
+__device__ __forceinline__ void chunk_products(const uint8_t* stage, const uint4* split, const int (&split_at)[NT],
+                                               float (&acc)[NT][4]) {
+  constexpr int kRowStride = Chunk<B>::kRowStride;
+  const int lane = gpu::lane_id(), warp = gpu::warp_id();
+  const int lane_group = lane >> 2, lane_quad = lane & 3;
+#pragma unroll
+  for (int j = 0; j < B; ++j) {
+    const int b = warp * B + j;
+    const uint8_t* bg = stage + lane_group * kRowStride + 18 * b;
+    const uint8_t* bg8 = bg + 8 * kRowStride;
+    const float d_g = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(bg));
+    const float d_g8 = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(bg8));
+    const gpu::mma::Q4_0Fragments a =
+        gpu::mma::q4_0_fragments(gpu::load_u32_align2(bg + 2 + 4 * lane_quad), gpu::load_u32_align2(bg8 + 2 + 4 * lane_quad));
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      uint4 bx = make_uint4(0u, 0u, 0u, 0u);
+      if (split_at[t] >= 0) bx = split[split_at[t] + 12 * b];
+      float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      gpu::mma::mma_bf16(s, a.lo, bx.x, bx.y);
+      gpu::mma::mma_bf16(s, a.hi, bx.z, bx.w);
+      acc[t][0] = fmaf(d_g, s[0], acc[t][0]);
+      acc[t][1] = fmaf(d_g, s[1], acc[t][1]);
+      acc[t][2] = fmaf(d_g8, s[2], acc[t][2]);
+      acc[t][3] = fmaf(d_g8, s[3], acc[t][3]);
+    }
+  }
+}
+#endif
+
+// An output's value from its three part columns' sums (column_sum(p): the warps' sums of part p
+// added in warp order): (lo + mid) + hi.
+template <class ColumnSum>
+__device__ __forceinline__ float parts_value(ColumnSum column_sum) {
+  return (column_sum(2) + column_sum(1)) + column_sum(0);
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory (past the default 48 KB) on the calling
+// thread's device, once per device (`done`: a bit per device). Not per launch: these calls
+// would then also run inside decode graph capture.
+template <class Kernel>
+gpuError_t allow_dynamic_smem(Kernel kernel, size_t bytes, std::atomic<uint64_t>& done) {
+#if defined(DS_GPU_CUDA)
+  int device = 0;
+  const cudaError_t got = cudaGetDevice(&device);
+  if (got != cudaSuccess) return got;
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return gpuSuccess;
+  const cudaError_t set = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (set == cudaSuccess && bit != 0) done.fetch_or(bit, std::memory_order_release);
+  return set;
+#else
+  (void)kernel, (void)bytes, (void)done;
+  return gpuSuccess;
+#endif
+}
+
+}  // namespace deltaserve::kernels::staged
