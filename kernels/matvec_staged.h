@@ -54,29 +54,29 @@ __device__ __forceinline__ void split_quad(float4 xa, float4 xb, uint4* out) {
 }
 
 // One warp's products of a staged chunk: its blocks b = B warp + j (j < B, in order) of the 16
-// rows in `stage` (row i at i * kRowStride), each two mma from zero (low nibbles, then high)
-// and acc = fma(d, s, acc). split: the chunk's activations split in fragment order (uint4
-// (row, block, part, quad) as matmul_mma_staged.cu writes them); split_at[t]: this lane's uint4
-// of block 0 for column tile t, -1 past the activation columns (zeros).
-template <int B, int NT>
+// rows in `stage` (block b of row i at i * kRowStride + 18 b - stage_shift), each two mma from
+// zero (low nibbles, then high) and acc = fma(d, s, acc). split: the chunk's activations split
+// in fragment order (uint4 (row, block, part, quad) as matmul_mma_staged.cu writes them, block
+// b's at 12 b - split_shift); split_at[t]: this lane's uint4 of block 0 for column tile t, -1
+// past the activation columns (zeros). The shifts let a warp stage only its own blocks.
+template <int B, int NT, int kRowStride = Chunk<B>::kRowStride>
 __device__ __forceinline__ void chunk_products(const uint8_t* stage, const uint4* split, const int (&split_at)[NT],
-                                               float (&acc)[NT][4]) {
-  constexpr int kRowStride = Chunk<B>::kRowStride;
+                                               float (&acc)[NT][4], int stage_shift = 0, int split_shift = 0) {
   const int lane = gpu::lane_id(), warp = gpu::warp_id();
   const int lane_group = lane >> 2, lane_quad = lane & 3;
 #pragma unroll
   for (int j = 0; j < B; ++j) {
     const int b = warp * B + j;
-    const uint8_t* bg = stage + lane_group * kRowStride + 18 * b;
+    const uint8_t* bg = stage + lane_group * kRowStride + 18 * b - stage_shift;
     const uint8_t* bg8 = bg + 8 * kRowStride;
     const float d_g = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(bg));
     const float d_g8 = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(bg8));
     const gpu::mma::Q4_0Fragments a =
-        gpu::mma::q4_0_fragments(gpu::load_u32_align2(bg + 2 + 4 * lane_quad), gpu::load_u32_align2(bg8 + 2 + 4 * lane_quad));
+        gpu::mma::q4_0_fragments<NT == 1>(gpu::load_u32_align2(bg + 2 + 4 * lane_quad), gpu::load_u32_align2(bg8 + 2 + 4 * lane_quad));
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       uint4 bx = make_uint4(0u, 0u, 0u, 0u);
-      if (split_at[t] >= 0) bx = split[split_at[t] + 12 * b];
+      if (split_at[t] >= 0) bx = split[split_at[t] + 12 * b - split_shift];
       float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       gpu::mma::mma_bf16(s, a.lo, bx.x, bx.y);
       gpu::mma::mma_bf16(s, a.hi, bx.z, bx.w);

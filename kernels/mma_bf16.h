@@ -15,6 +15,13 @@
 
 namespace deltaserve::kernels::gpu::mma {
 
+#if defined(DS_GPU_CUDA)
+// nibbles_to_bf16x2<kSelector>'s bias bytes (bf16 0x4300 twice over) from constant memory, whose
+// value ptxas does not assume, so it stays the prmt's register operand and the selector its
+// literal. (Declared for the host pass too, which registers it.)
+static __constant__ uint32_t kNibbleBias = 0x43434343u;
+#endif
+
 #if defined(DS_MMA_BF16)
 // Two f32 -> bf16x2, rounded to nearest: `first` in the low half (the lower fragment slot).
 __device__ __forceinline__ uint32_t pack_bf16x2(float first, float second) {
@@ -48,6 +55,21 @@ __device__ __forceinline__ uint32_t nibbles_to_bf16x2(uint32_t nibbles, uint32_t
   return r;
 }
 
+// The same with the selector as the prmt's literal and the bias bytes (kNibbleBias) its register
+// operand: with both as constants (above) ptxas makes the bias the immediate and re-materialises
+// the selector before every prmt (8 IMAD per 16-row block in the staged matvec's SASS). Same
+// values. Measured on the H200 (bench/RESULTS.md): the staged one-row kernels 27B 8.94 -> 8.66
+// ms per step, the tensor matvec and exact tile ~1% at 64 streams, but the staged 4-row kernels
+// 2% slower (27B at 4 streams), so q4_0_fragments takes either form.
+template <uint32_t kSelector>
+__device__ __forceinline__ uint32_t nibbles_to_bf16x2_literal(uint32_t nibbles) {
+  uint32_t biased;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(biased) : "r"(nibbles), "r"(kNibbleBias), "n"(kSelector));
+  uint32_t r;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(biased), "r"(0x3f803f80u), "r"(0xc308c308u));
+  return r;
+}
+
 // The A fragments of one Q4_0 block for lane rows g and g + 8 from their qs words (bytes 4c ..
 // 4c + 3, c = lane % 4): lo = the low nibbles (elements 4c.. of the block), hi = the high
 // nibbles (16 + 4c..), in fragment order a0..a3 (row g slots 2c, 2c+1; row g+8; row g slots
@@ -55,9 +77,17 @@ __device__ __forceinline__ uint32_t nibbles_to_bf16x2(uint32_t nibbles, uint32_t
 struct Q4_0Fragments {
   uint32_t lo[4], hi[4];
 };
+// kLiteralSelector: nibbles_to_bf16x2_literal's form (same values).
+template <bool kLiteralSelector = true>
 __device__ __forceinline__ Q4_0Fragments q4_0_fragments(uint32_t q_g, uint32_t q_g8) {
   const uint32_t lo_g = q_g & 0x0f0f0f0fu, lo_g8 = q_g8 & 0x0f0f0f0fu;
   const uint32_t hi_g = (q_g >> 4) & 0x0f0f0f0fu, hi_g8 = (q_g8 >> 4) & 0x0f0f0f0fu;
+  if constexpr (kLiteralSelector) {
+    return Q4_0Fragments{{nibbles_to_bf16x2_literal<0x4140u>(lo_g), nibbles_to_bf16x2_literal<0x4140u>(lo_g8),
+                          nibbles_to_bf16x2_literal<0x4342u>(lo_g), nibbles_to_bf16x2_literal<0x4342u>(lo_g8)},
+                         {nibbles_to_bf16x2_literal<0x4140u>(hi_g), nibbles_to_bf16x2_literal<0x4140u>(hi_g8),
+                          nibbles_to_bf16x2_literal<0x4342u>(hi_g), nibbles_to_bf16x2_literal<0x4342u>(hi_g8)}};
+  }
   return Q4_0Fragments{{nibbles_to_bf16x2(lo_g, 0x4140u), nibbles_to_bf16x2(lo_g8, 0x4140u),
                         nibbles_to_bf16x2(lo_g, 0x4342u), nibbles_to_bf16x2(lo_g8, 0x4342u)},
                        {nibbles_to_bf16x2(hi_g, 0x4140u), nibbles_to_bf16x2(hi_g8, 0x4140u),

@@ -1,16 +1,19 @@
 // The fused MoE down products + combine for decode rows (moe_down_combine_gpu.h).
 //
-// Block (x, y): the 16 outputs 16x .. 16x + 15 of token row y. Its sources, walked in this
-// order through one ring of S cp.async stages: the shared expert's chunks (its weights need
-// nothing from the router, so the block asks L2 for them before the grid dependency wait),
-// then rank 0's expert's, rank 1's, ... Each chunk is matmul_mma_staged.cu's chunk of a 16-row
-// tile with one activation row (matvec_staged.h: the same split, the same two mma per block,
-// the same fma chain per warp over a source's chunks in order). At a source's last chunk each
-// warp stores its sums of the three part columns for that source; after the walk, thread i
-// adds them as the staged kernel's epilogue does (warps in order, then (lo + mid) + hi), which
-// is that expert's down output exactly as the two-launch path writes it, and combines the
-// sources as moe_combine_gpu does. Every activation of the row's sources is split into shared
-// memory before the walk (one L2 round trip, not one per chunk).
+// Block (x, y): the 16 outputs 16x .. 16x + 15 of token row y. Its sources are walked in this
+// order: the shared expert's chunks (its weights need nothing from the router, so the block
+// asks L2 for them before the grid dependency wait), then rank 0's expert's, rank 1's, ...
+// Each chunk is matmul_mma_staged.cu's chunk of a 16-row tile with one activation row, and
+// warp w does what that kernel's warp w does with it (matvec_staged.h: the same blocks B w ..
+// B w + B - 1, the same split, two mma per block, the same fma chain over a source's chunks in
+// order), but each warp stages only its own blocks' bytes and activations through its own
+// cp.async ring, so the walk needs no block barrier: at one token row the block is alone on
+// its multiprocessor and a barrier per chunk left it idle (H200, 35B-A3B: the first, barrier-
+// per-chunk form of this kernel made the step 0.18 ms slower than the two launches). At a
+// source's last chunk each warp stores its sums of the three part columns; after the walk the
+// block adds them as the staged kernel's epilogue does (warps in order, then (lo + mid) + hi),
+// which is that expert's down output exactly as the two-launch path writes it, and combines
+// the sources as moe_combine_gpu does.
 #include <atomic>
 #include <cstdint>
 
@@ -32,15 +35,35 @@ constexpr int kMaxUsed = 32;
 constexpr int64_t kMaxGridY = 65535;
 constexpr int kPartialPerWarp = kTileRows * 3;  // a source's sums of one warp: 16 outputs x 3 parts
 
-// Stages in flight: with one 16-row tile of one token row per block the 35B-A3B's step runs one
-// block per multiprocessor, so the ring is deep (16 x 2.3 KB of its 512-input rows).
+// A warp's share of a chunk: its B blocks of each of the 16 rows, bytes [18 B w, 18 B (w + 1))
+// of the row's chunk, copied as the 16-byte units covering them.
 template <int B>
-__host__ __device__ constexpr int stages_for() {
-  return B == 1 ? 16 : 4;
+struct WarpChunk {
+  __host__ __device__ static constexpr int first_unit(int w) { return 18 * B * w / 16; }
+  __host__ __device__ static constexpr int units(int w) { return (18 * B * (w + 1) + 15) / 16 - first_unit(w); }
+  __host__ __device__ static constexpr int max_units() {
+    int m = 0;
+    for (int w = 0; w < kWarps; ++w) m = units(w) > m ? units(w) : m;
+    return m;
+  }
+  static constexpr int kUnits = max_units();
+  // Rows an odd number of 16-byte units apart: the 8 rows a lane quad reads start 4 banks apart.
+  static constexpr int kRowStride = 16 * (kUnits % 2 == 1 ? kUnits : kUnits + 1);
+  static constexpr int kStageBytes = kTileRows * kRowStride;
+  static constexpr int kCopiesPerLane = (kTileRows * kUnits + 31) / 32;
+  static constexpr int kSplitBytes = B * 3 * 4 * 16;  // the warp's blocks of one chunk, split
+};
+
+// Chunks in flight per warp. One token row: deep (every chunk of the 35B-A3B's nine 512-input
+// sources), since the block is alone on its multiprocessor and each refill of the ring waits a
+// full trip to memory; more rows: shallower, so two blocks share a multiprocessor. Timing only.
+template <int B>
+__host__ __device__ constexpr int stages_for(bool one_row) {
+  return B == 1 ? (one_row ? 24 : 8) : (one_row ? 8 : 4);
 }
 
-// The block's dynamic shared memory: [stages][stage bytes], [chunks][split of one row's chunk],
-// [sources][warps][16 x 3] f32 sums.
+// The block's dynamic shared memory: per warp [stages][stage bytes], per warp [chunks][split],
+// then [sources][warps][16 x 3] f32 sums.
 struct Layout {
   int shared_chunks = 0;  // the shared expert's chunks (walked first)
   int expert_chunks = 0;  // chunks per routed expert
@@ -49,23 +72,23 @@ struct Layout {
   size_t split_offset = 0, partial_offset = 0, bytes = 0;
 };
 
-template <int B>
+template <int B, int S>
 __host__ __device__ Layout layout_of(const MoeDownCombineArgs& a) {
-  using C = Chunk<B>;
+  using W = WarpChunk<B>;
   Layout l;
   const bool shared = a.down_shexp != nullptr;
-  l.shared_chunks = shared ? static_cast<int>(a.sh_in / C::kInputs) : 0;
-  l.expert_chunks = static_cast<int>(a.exp_in / C::kInputs);
+  l.shared_chunks = shared ? static_cast<int>(a.sh_in / Chunk<B>::kInputs) : 0;
+  l.expert_chunks = static_cast<int>(a.exp_in / Chunk<B>::kInputs);
   l.total_chunks = l.shared_chunks + static_cast<int>(a.num_used) * l.expert_chunks;
   l.sources = static_cast<int>(a.num_used) + (shared ? 1 : 0);
-  l.split_offset = static_cast<size_t>(stages_for<B>()) * C::kStageBytes;
-  l.partial_offset = l.split_offset + static_cast<size_t>(l.total_chunks) * C::kSplitBytesPerRow;
+  l.split_offset = static_cast<size_t>(kWarps) * S * W::kStageBytes;
+  l.partial_offset = l.split_offset + static_cast<size_t>(kWarps) * l.total_chunks * W::kSplitBytes;
   l.bytes = l.partial_offset + static_cast<size_t>(l.sources) * kWarps * kPartialPerWarp * sizeof(float);
   return l;
 }
 
 #if defined(DS_MMA_BF16)
-constexpr int kXBatch = 4;  // activation items a thread loads before splitting them
+constexpr int kXBatch = 4;  // activation items a lane loads before splitting them
 
 // Chunk c of the walk: its source's slot (rank, or k for the shared expert) and its index
 // within the source.
@@ -79,24 +102,30 @@ __device__ __forceinline__ int source_of(const Layout& l, int k, int c, int& wit
   return e / l.expert_chunks;
 }
 
+// The walk of this warp, then the block's sums and combine (thread i < 16: output 16 x + i).
+// ids / rank_w: the row's routing in shared memory (written by threads < k before the call).
 template <int B, int S>
 __device__ __forceinline__ void down_combine_block(const MoeDownCombineArgs& a, int64_t r, uint8_t* smem, const int32_t* ids,
-                                                   const float* rank_w) {
+                                                   const float* rank_w, float* values) {
   using C = Chunk<B>;
-  const Layout l = layout_of<B>(a);
+  using W = WarpChunk<B>;
+  const Layout l = layout_of<B, S>(a);
   const int tid = static_cast<int>(threadIdx.x), lane = gpu::lane_id(), warp = gpu::warp_id();
   const int k = static_cast<int>(a.num_used);
   const int64_t tile = blockIdx.x;
-  uint4* split4 = reinterpret_cast<uint4*>(smem + l.split_offset);
+  const int block0 = warp * B, unit0 = W::first_unit(warp), my_units = W::units(warp);
+  uint8_t* stages = smem + static_cast<size_t>(warp) * S * W::kStageBytes;
+  uint4* split = reinterpret_cast<uint4*>(smem + l.split_offset + static_cast<size_t>(warp) * l.total_chunks * W::kSplitBytes);
   float* partial = reinterpret_cast<float*>(smem + l.partial_offset);
 
-  // This thread's 16-byte copies of a chunk: (tile row, unit), fixed for the walk.
-  int copy_row[C::kCopiesPerThread], copy_unit[C::kCopiesPerThread];
+  // This lane's 16-byte copies of a chunk: (tile row, unit), fixed for the walk.
+  int copy_row[W::kCopiesPerLane], copy_unit[W::kCopiesPerLane];
 #pragma unroll
-  for (int j = 0; j < C::kCopiesPerThread; ++j) {
-    const int u = tid + j * kThreads;
-    copy_row[j] = u < kTileRows * C::kUnitsPerRow ? u / C::kUnitsPerRow : -1;
-    copy_unit[j] = u % C::kUnitsPerRow;
+  for (int j = 0; j < W::kCopiesPerLane; ++j) {
+    const int u = lane + 32 * j;
+    const bool used = u < kTileRows * W::kUnits && u % W::kUnits < my_units;
+    copy_row[j] = used ? u / W::kUnits : -1;
+    copy_unit[j] = u % W::kUnits;
   }
   auto issue = [&](int c) {
     int within = 0;
@@ -104,33 +133,31 @@ __device__ __forceinline__ void down_combine_block(const MoeDownCombineArgs& a, 
     const bool shared = src == k;
     const uint8_t* base = shared ? a.down_shexp : a.down_exps + static_cast<size_t>(ids[src]) * a.expert_bytes;
     const size_t row_bytes = shared ? a.sh_row_bytes : a.exp_row_bytes;
-    uint8_t* stage = smem + (c % S) * C::kStageBytes;
+    uint8_t* stage = stages + (c % S) * W::kStageBytes;
 #pragma unroll
-    for (int j = 0; j < C::kCopiesPerThread; ++j) {
+    for (int j = 0; j < W::kCopiesPerLane; ++j) {
       if (copy_row[j] < 0) continue;
       const int64_t out = min(tile * kTileRows + copy_row[j], a.n - 1);  // clamped: loads stay in the matrix
-      gpu::async_copy16(stage + copy_row[j] * C::kRowStride + 16 * copy_unit[j],
-                        base + static_cast<size_t>(out) * row_bytes + static_cast<size_t>(within) * C::kSegBytes + 16 * copy_unit[j]);
+      gpu::async_copy16(stage + copy_row[j] * W::kRowStride + 16 * copy_unit[j],
+                        base + static_cast<size_t>(out) * row_bytes + static_cast<size_t>(within) * C::kSegBytes +
+                            16 * (unit0 + copy_unit[j]));
     }
   };
 
-  // Activation item (chunk c, block b, quad q): the 8 inputs quad q of an mma reads.
-  constexpr int kItemsPerChunk = C::kBlocks * 4;
+  // Activation item (chunk c, block j of the warp's, quad q): the 8 inputs quad q of an mma reads.
+  constexpr int kItemsPerChunk = B * 4;
   const int total_items = l.total_chunks * kItemsPerChunk;
-  auto item_at = [&](int item) {
-    const int c = item / kItemsPerChunk, b = (item / 4) % C::kBlocks, q = item % 4;
-    int within = 0;
-    const int src = source_of(l, k, c, within);
-    const float* row = src == k ? a.sh_g + r * a.sh_in : a.exp_g + (r * k + src) * a.exp_in;
-    return row + static_cast<int64_t>(within) * C::kInputs + 32 * b + 4 * q;
-  };
   float4 xa[kXBatch], xb[kXBatch];
   auto load_items = [&](int first) {
 #pragma unroll
     for (int u = 0; u < kXBatch; ++u) {
-      const int item = first + u * kThreads + tid;
+      const int item = first + 32 * u + lane;
       if (item < total_items) {
-        const float* at = item_at(item);
+        const int c = item / kItemsPerChunk, j = (item / 4) % B, q = item % 4;
+        int within = 0;
+        const int src = source_of(l, k, c, within);
+        const float* row = src == k ? a.sh_g + r * a.sh_in : a.exp_g + (r * k + src) * a.exp_in;
+        const float* at = row + static_cast<int64_t>(within) * C::kInputs + 32 * (block0 + j) + 4 * q;
         xa[u] = *reinterpret_cast<const float4*>(at);
         xb[u] = *reinterpret_cast<const float4*>(at + 16);
       }
@@ -139,11 +166,8 @@ __device__ __forceinline__ void down_combine_block(const MoeDownCombineArgs& a, 
   auto split_items = [&](int first) {
 #pragma unroll
     for (int u = 0; u < kXBatch; ++u) {
-      const int item = first + u * kThreads + tid;
-      if (item < total_items) {
-        const int c = item / kItemsPerChunk, b = (item / 4) % C::kBlocks, q = item % 4;
-        staged::split_quad(xa[u], xb[u], split4 + (c * C::kBlocks + b) * 12 + q);
-      }
+      const int item = first + 32 * u + lane;
+      if (item < total_items) staged::split_quad(xa[u], xb[u], split + (item / 4) * 12 + item % 4);
     }
   };
 
@@ -160,7 +184,7 @@ __device__ __forceinline__ void down_combine_block(const MoeDownCombineArgs& a, 
     gpu::async_commit();
   }
   split_items(0);
-  for (int first = kXBatch * kThreads; first < total_items; first += kXBatch * kThreads) {
+  for (int first = 32 * kXBatch; first < total_items; first += 32 * kXBatch) {
     load_items(first);
     split_items(first);
   }
@@ -173,12 +197,12 @@ __device__ __forceinline__ void down_combine_block(const MoeDownCombineArgs& a, 
     if (c + S - 1 < l.total_chunks) issue(c + S - 1);
     gpu::async_commit();
     gpu::async_wait<S - 1>();
-    __syncthreads();  // chunk c's weights (every thread's copies) and, the first time, the split
-    staged::chunk_products<B, 1>(smem + (c % S) * C::kStageBytes, split4 + c * C::kBlocks * 12, split_at, acc);
+    gpu::sync_warp();  // chunk c's bytes (every lane's copies) and, the first time, the split
+    staged::chunk_products<B, 1, W::kRowStride>(stages + (c % S) * W::kStageBytes, split + c * B * 12, split_at, acc,
+                                                16 * unit0, 12 * block0);
     int within = 0;
     const int src = source_of(l, k, c, within);
-    const int last_within = src == k ? l.shared_chunks - 1 : l.expert_chunks - 1;
-    if (within == last_within) {
+    if (within == (src == k ? l.shared_chunks : l.expert_chunks) - 1) {
       // C[i][n]: lane (i % 8) * 4 + n / 2, element (i >= 8 ? 2 : 0) + n % 2; columns n < 3 kept.
       float* mine = partial + (src * kWarps + warp) * kPartialPerWarp;
 #pragma unroll
@@ -188,27 +212,30 @@ __device__ __forceinline__ void down_combine_block(const MoeDownCombineArgs& a, 
         acc[0][e] = 0.0f;
       }
     }
-    __syncthreads();  // the stage is rewritten S - 1 chunks on
+    gpu::sync_warp();  // the stage is rewritten S - 1 chunks on
   }
   gpu::async_wait<0>();  // only empty groups remain
+  __syncthreads();       // every warp's sums
 
-  // Thread i: output 16 tile + i. The last loop barrier made every source's sums visible.
+  // Each source's output i (thread src * 16 + i), then thread i combines them.
+  for (int t = tid; t < l.sources * kTileRows; t += kThreads) {
+    const int src = t / kTileRows, i = t % kTileRows;
+    const float* p = partial + src * kWarps * kPartialPerWarp + i * 3;
+    values[t] = staged::parts_value([&](int part) {
+      float v = p[part];
+      for (int w = 1; w < kWarps; ++w) v += p[w * kPartialPerWarp + part];
+      return v;
+    });
+  }
+  __syncthreads();
   if (tid < kTileRows) {
     const int i = tid;
-    auto value = [&](int src) {
-      const float* p = partial + src * kWarps * kPartialPerWarp + i * 3;
-      return staged::parts_value([&](int part) {
-        float v = p[part];
-        for (int w = 1; w < kWarps; ++w) v += p[w * kPartialPerWarp + part];
-        return v;
-      });
-    };
     // moe_combine_gpu's sum: products and sums rounded one by one, rank order, shared last.
     float sum = 0.0f;
-    for (int rank = 0; rank < k; ++rank) sum = __fadd_rn(sum, __fmul_rn(rank_w[rank], value(rank)));
+    for (int rank = 0; rank < k; ++rank) sum = __fadd_rn(sum, __fmul_rn(rank_w[rank], values[rank * kTileRows + i]));
     if (a.down_shexp != nullptr) {
       const float gate = 1.0f / (1.0f + expf(-a.shared_gate_logit[r]));
-      sum = __fadd_rn(sum, __fmul_rn(gate, value(k)));
+      sum = __fadd_rn(sum, __fmul_rn(gate, values[k * kTileRows + i]));
     }
     const int64_t out = tile * kTileRows + i;
     if (out < a.n) {
@@ -219,12 +246,13 @@ __device__ __forceinline__ void down_combine_block(const MoeDownCombineArgs& a, 
 }
 #endif
 
-template <int B>
+template <int B, int S>
 __global__ void __launch_bounds__(kThreads) moe_down_combine_kernel(const MoeDownCombineArgs a, int64_t row_offset, bool prefetch) {
 #if defined(DS_MMA_BF16)
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ int32_t ids[kMaxUsed];
   __shared__ float rank_w[kMaxUsed];
+  __shared__ float values[(kMaxUsed + 1) * kTileRows];  // each source's 16 outputs
   const int64_t r = row_offset + blockIdx.y;
   if (prefetch && a.down_shexp != nullptr) {
     // The tile's shared-expert rows (gpu::prefetch_l2: the one access allowed before the wait).
@@ -242,7 +270,7 @@ __global__ void __launch_bounds__(kThreads) moe_down_combine_kernel(const MoeDow
     ids[tid] = a.expert_ids[r * a.num_used + tid];
     rank_w[tid] = a.expert_weights[r * a.num_used + tid];
   }
-  down_combine_block<B, stages_for<B>()>(a, r, smem, ids, rank_w);
+  down_combine_block<B, S>(a, r, smem, ids, rank_w, values);
   if (a.norm_w == nullptr) return;
   // The norm epilogue: the row's last block to finish normalises it (moe_combine_gpu's bits).
   __shared__ unsigned last;
@@ -266,7 +294,9 @@ __global__ void __launch_bounds__(kThreads) moe_down_combine_kernel(const MoeDow
 #endif
 }
 
+#if defined(DS_GPU_CUDA)
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+#endif
 
 // The largest dynamic shared memory a block may opt into on the current device (0 on error).
 size_t max_shared_optin() {
@@ -284,22 +314,37 @@ size_t max_shared_optin() {
 #endif
 }
 
-// Static shared memory of the kernel beside the dynamic part (ids, weights, norm scratch, flag).
-constexpr size_t kStaticSharedBytes = 2 * kMaxUsed * 4 + detail::kNormMaxThreads / 32 * 4 + 16;
+// Static shared memory of the kernel beside the dynamic part (ids, weights, the sources'
+// outputs, norm scratch, flag).
+constexpr size_t kStaticSharedBytes = (2 * kMaxUsed + (kMaxUsed + 1) * kTileRows) * 4 + detail::kNormMaxThreads / 32 * 4 + 16;
 
-template <int B>
+template <int B, int S>
 gpuError_t launch(const MoeDownCombineArgs& a, gpuStream_t stream) {
   static std::atomic<uint64_t> smem_allowed{0};
   const size_t optin = max_shared_optin();
-  const gpuError_t allowed = staged::allow_dynamic_smem(moe_down_combine_kernel<B>, optin - kStaticSharedBytes, smem_allowed);
+  const gpuError_t allowed = staged::allow_dynamic_smem(moe_down_combine_kernel<B, S>, optin - kStaticSharedBytes, smem_allowed);
   if (allowed != gpuSuccess) return allowed;
-  const size_t bytes = layout_of<B>(a).bytes;
+  const size_t bytes = layout_of<B, S>(a).bytes;
   const unsigned tiles = static_cast<unsigned>((a.n + kTileRows - 1) / kTileRows);
   for (int64_t first = 0; first < a.num_rows; first += kMaxGridY) {
     const dim3 grid(tiles, static_cast<unsigned>(a.num_rows - first < kMaxGridY ? a.num_rows - first : kMaxGridY));
-    gpu::launch(moe_down_combine_kernel<B>, grid, kThreads, bytes, stream, a, first, gpu::prefetch_enabled());
+    gpu::launch(moe_down_combine_kernel<B, S>, grid, kThreads, bytes, stream, a, first, gpu::prefetch_enabled());
   }
   return gpuGetLastError();
+}
+
+// Whether the launch's blocks fit the device's shared memory with S stages per warp.
+template <int B, int S>
+bool fits(const MoeDownCombineArgs& a) {
+  return layout_of<B, S>(a).bytes + kStaticSharedBytes <= max_shared_optin();
+}
+
+// The deep ring for one token row where it fits, else the shallow one (timing only).
+template <int B>
+gpuError_t launch_stages(const MoeDownCombineArgs& a, gpuStream_t stream) {
+  constexpr int kDeep = stages_for<B>(true), kShallow = stages_for<B>(false);
+  if (a.num_rows == 1 && fits<B, kDeep>(a)) return launch<B, kDeep>(a, stream);
+  return launch<B, kShallow>(a, stream);
 }
 
 }  // namespace
@@ -318,8 +363,7 @@ bool moe_down_combine_supported(const MoeDownCombineArgs& a) {
         !aligned16(a.sh_g))
       return false;
   }
-  const size_t bytes = b == 4 ? layout_of<4>(a).bytes : layout_of<1>(a).bytes;
-  return bytes + kStaticSharedBytes <= max_shared_optin();
+  return b == 4 ? fits<4, stages_for<4>(false)>(a) : fits<1, stages_for<1>(false)>(a);
 #else
   (void)a;
   return false;
@@ -335,7 +379,7 @@ gpuError_t moe_down_combine_gpu(const MoeDownCombineArgs& a, gpuStream_t stream)
   if (norm && (a.norm_out == nullptr || a.norm_counters == nullptr || a.norm_out_stride < a.n)) return gpuErrorInvalidValue;
   if (!norm && a.norm_out != nullptr) return gpuErrorInvalidValue;
   if (a.num_rows == 0) return gpuSuccess;
-  return staged::chunk_blocks_per_warp(a.exp_in) == 4 ? launch<4>(a, stream) : launch<1>(a, stream);
+  return staged::chunk_blocks_per_warp(a.exp_in) == 4 ? launch_stages<4>(a, stream) : launch_stages<1>(a, stream);
 }
 
 }  // namespace deltaserve::kernels

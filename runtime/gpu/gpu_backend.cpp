@@ -152,8 +152,9 @@ std::string GpuBackend::speed_settings() const {
          on(kernels::gpu::dependent_launch_enabled()) + ", L2 prefetch " + on(kernels::gpu::prefetch_enabled()) +
          ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", expert pair groups " +
          (matvec_math_ == kernels::MatvecMath::kStaged ? std::string("off (staged matvec)") : gpu::expert_grouping_setting()) +
-         (matvec_math_ == kernels::MatvecMath::kStaged ? std::string(", MoE down + combine fused ") + on(fuse_down_combine_)
-                                                        : std::string()) +
+         (!fuse_down_combine_ ? std::string(matvec_math_ == kernels::MatvecMath::kStaged ? ", MoE down + combine apart" : "")
+                              : ", MoE down + combine fused at " + std::to_string(gpu::kFusedDownCombineRows.first) + "-" +
+                                    std::to_string(gpu::kFusedDownCombineRows.second) + " rows") +
          ", prefill matmul " + prefill_math_name(prefill_math_) + ", Q4_0 matvec " +
          (matvec_math_ == kernels::MatvecMath::kTensorCores ? "tensor"
           : matvec_math_ == kernels::MatvecMath::kStaged    ? "staged"

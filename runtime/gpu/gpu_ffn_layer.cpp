@@ -307,8 +307,14 @@ kernels::MoeDownCombineArgs down_combine_args(const GpuLayerContext& ctx, const 
   return a;
 }
 
+// The decode rows for which the fused launch runs (kFusedDownCombineRows). Measured on the H200
+// (35B-A3B Q4_0, steps of 1 / 2 / 4 / 8 / 16 rows, bench/RESULTS.md): 2.79 -> 2.85 ms at one row
+// (its 128 blocks walk 41 KB each, the two launches spread the bytes over 1,152 blocks), 3.60 ->
+// 3.46 at two, 5.17 -> 5.06 at four, even at 8 and 16. Same bits either way, so the choice may
+// follow the load.
 bool fuse_down_combine(const GpuLayerContext& ctx, const kernels::MoeDownCombineArgs& a, const GpuFfnWeights& w) {
-  return ctx.fuse_down_combine && kernels::matvec_math() == kernels::MatvecMath::kStaged &&
+  return ctx.fuse_down_combine && a.num_rows >= kFusedDownCombineRows.first && a.num_rows <= kFusedDownCombineRows.second &&
+         kernels::matvec_math() == kernels::MatvecMath::kStaged &&
          w.down_exps.type == kernels::DType::Q4_0 && w.down_shexp.type == kernels::DType::Q4_0 && w.down_shexp.ne1 == a.n &&
          w.down_exps.ne1 == a.n && kernels::moe_down_combine_supported(a);
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "kernels/gdn_gpu.h"
 #include "kernels/gpu_compat.h"
@@ -96,9 +97,14 @@ struct GpuLayerContext {
   // tensor-core matvec; 0: none. Same backend-lifetime rule (kTiledDecodeMinOutputs says why).
   int64_t tiled_decode_min_outputs = 0;
   // Under the staged matvec: the MoE decode rows' down products and combine in one launch
-  // (moe_down_combine_gpu, the same bits as the two launches; backend-lifetime as above).
+  // (moe_down_combine_gpu, the same bits as the two launches) for steps of
+  // kFusedDownCombineRows decode rows.
   bool fuse_down_combine = false;
 };
+
+// Decode rows (first, second: inclusive) of the steps whose MoE down products and combine run
+// as one launch when GpuLayerContext::fuse_down_combine is set (gpu_ffn_layer.cpp says why).
+inline constexpr std::pair<int64_t, int64_t> kFusedDownCombineRows{2, 8};
 
 // Tensor mode's tiled_decode_min_outputs: the LM head's width class. The exact tile splits a
 // matrix by 128 outputs and 32 rows, never along K, so at decode row counts a narrow matrix

@@ -40,6 +40,7 @@ constexpr PrefixRule kRules[] = {
     {"moe_route", KernelClass::kMoeRouter},
     {"moe_group_pairs", KernelClass::kMoeRouter},  // routing work: pairs grouped by expert
     {"moe_combine", KernelClass::kMoeCombine},
+    {"moe_down_combine", KernelClass::kMoeDownCombine},
     {"rms_norm", KernelClass::kNorms},
     {"q_norm", KernelClass::kNorms},
     {"k_norm", KernelClass::kNorms},
@@ -64,6 +65,7 @@ constexpr std::array<const char*, kNumKernelClasses> kNames = {
     "moe experts (matvec)",
     "moe experts (tiled)",
     "moe combine",
+    "moe down + combine",
     "gdn step",
     "gdn prefill (chunked)",
     "attention (paged)",

@@ -36,6 +36,7 @@ enum class KernelClass : int {
   kMoeExpertsMatvec,  // expert (+ shared expert) gate*up and down segments
   kMoeExpertsTiled,   // matmul_experts_prefill_gpu
   kMoeCombine,
+  kMoeDownCombine,    // moe_down_combine_gpu (staged matvec: expert and shared down + combine)
   kGdnStep,
   kGdnPrefill,
   kAttentionPaged,
