@@ -91,6 +91,31 @@ TEST_P(GpuPrefillTest, PrefillBesideDecodeRowsKeepsEveryRowsBits) {
   expect_bitwise({out.logits.begin() + 3 * v, out.logits.end()}, a_decode, "decode row beside a prefill chunk");
 }
 
+// The same with two decode rows beside the prompt: under the staged matvec (MoE, Q4_0) steps of
+// 2-8 decode rows combine them in the fused down + combine launch and the prompt's rows in the
+// separate combine after it (rows offset by the decode rows), so both paths meet in one step.
+TEST_P(GpuPrefillTest, PrefillBesideTwoDecodeRowsKeepsEveryRowsBits) {
+  const std::vector<int32_t> a0 = tokens(40, 4), a1 = tokens(23, 5), b = tokens(150, 6);
+  ForwardOutput out;
+  GpuBackend alone(*model_, kCache);
+  alone.forward(BatchPlan{{make_step(0, 0, a0, blocks(0), 1), make_step(1, 0, a1, blocks(1), 1)}}, out);
+  alone.forward(BatchPlan{{make_step(0, 40, {5}, blocks(0), 1), make_step(1, 23, {9}, blocks(1), 1)}}, out);
+  const std::vector<float> decode_rows = out.logits;
+  alone.forward(BatchPlan{{make_step(2, 0, b, blocks(2), 3)}}, out);
+  const std::vector<float> b_prefill = out.logits;
+  GpuBackend mixed(*model_, kCache);
+  mixed.forward(BatchPlan{{make_step(0, 0, a0, blocks(0), 1), make_step(1, 0, a1, blocks(1), 1)}}, out);
+  BatchPlan plan;
+  plan.sequences.push_back(make_step(2, 0, b, blocks(2), 3));
+  plan.sequences.push_back(make_step(0, 40, {5}, blocks(0), 1));
+  plan.sequences.push_back(make_step(1, 23, {9}, blocks(1), 1));
+  mixed.forward(plan, out);
+  const int64_t v = out.num_vocab;
+  ASSERT_EQ(out.logit_begin, (std::vector<int64_t>{0, 3, 4}));
+  expect_bitwise({out.logits.begin(), out.logits.begin() + 3 * v}, b_prefill, "prefill chunk beside two decode rows");
+  expect_bitwise({out.logits.begin() + 3 * v, out.logits.end()}, decode_rows, "two decode rows beside a prefill chunk");
+}
+
 TEST_P(GpuPrefillTest, HiddenRowsFollowThePlanOrder) {
   // Two prefill chunks around a decode row: hidden rows come back in plan order.
   const int64_t h = model_->config.num_embd;
