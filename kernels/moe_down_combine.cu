@@ -7,10 +7,14 @@
 // warp w does what that kernel's warp w does with it (matvec_staged.h: the same blocks B w ..
 // B w + B - 1, the same split, two mma per block, the same fma chain over a source's chunks in
 // order), but each warp stages only its own blocks' bytes and activations through its own
-// cp.async ring, so the walk needs no block barrier: at one token row the block is alone on
-// its multiprocessor and a barrier per chunk left it idle (H200, 35B-A3B: the first, barrier-
-// per-chunk form of this kernel made the step 0.18 ms slower than the two launches). At a
-// source's last chunk each warp stores its sums of the three part columns; after the walk the
+// cp.async ring, so the walk needs no block barrier; each chunk's addresses and source come
+// from a table the block fills once (ChunkInfo), so the walk does no integer division. Why both:
+// at one token row the block is alone on its multiprocessor and its time is its warps'
+// instruction chains (H200, 35B-A3B, bench/RESULTS.md: with a barrier per chunk the step was
+// 0.18 ms slower than the two launches; with per-warp rings but a division per chunk for its
+// source, ~3,900 instructions a warp, still 0.05 ms slower; with the table 0.01-0.04 ms faster,
+// and 1.2 ms faster at 16 rows). At a source's last chunk each warp stores its sums of the
+// three part columns; after the walk the
 // block adds them as the staged kernel's epilogue does (warps in order, then (lo + mid) + hi),
 // which is that expert's down output exactly as the two-launch path writes it, and combines
 // the sources as moe_combine_gpu does.
@@ -62,14 +66,24 @@ __host__ __device__ constexpr int stages_for(bool one_row) {
   return B == 1 ? (one_row ? 24 : 8) : (one_row ? 8 : 4);
 }
 
+// Chunk c of the walk, worked out once per block (a division and the expert id) so the walk
+// itself only looks it up: its weight bytes (row 0's chunk), its activations (this token row's
+// chunk), its source slot (rank, or k for the shared expert) and whether it ends the source.
+struct ChunkInfo {
+  const uint8_t* w;
+  const float* x;
+  int source;
+  int last;
+};
+
 // The block's dynamic shared memory: per warp [stages][stage bytes], per warp [chunks][split],
-// then [sources][warps][16 x 3] f32 sums.
+// [sources][warps][16 x 3] f32 sums, then [chunks] ChunkInfo.
 struct Layout {
   int shared_chunks = 0;  // the shared expert's chunks (walked first)
   int expert_chunks = 0;  // chunks per routed expert
   int total_chunks = 0;
   int sources = 0;        // k, + 1 with the shared expert
-  size_t split_offset = 0, partial_offset = 0, bytes = 0;
+  size_t split_offset = 0, partial_offset = 0, table_offset = 0, bytes = 0;
 };
 
 template <int B, int S>
@@ -83,30 +97,41 @@ __host__ __device__ Layout layout_of(const MoeDownCombineArgs& a) {
   l.sources = static_cast<int>(a.num_used) + (shared ? 1 : 0);
   l.split_offset = static_cast<size_t>(kWarps) * S * W::kStageBytes;
   l.partial_offset = l.split_offset + static_cast<size_t>(kWarps) * l.total_chunks * W::kSplitBytes;
-  l.bytes = l.partial_offset + static_cast<size_t>(l.sources) * kWarps * kPartialPerWarp * sizeof(float);
+  l.table_offset = l.partial_offset + static_cast<size_t>(l.sources) * kWarps * kPartialPerWarp * sizeof(float);
+  l.bytes = l.table_offset + static_cast<size_t>(l.total_chunks) * sizeof(ChunkInfo);
   return l;
 }
 
 #if defined(DS_MMA_BF16)
 constexpr int kXBatch = 4;  // activation items a lane loads before splitting them
 
-// Chunk c of the walk: its source's slot (rank, or k for the shared expert) and its index
-// within the source.
-__device__ __forceinline__ int source_of(const Layout& l, int k, int c, int& within) {
+// Chunk c's ChunkInfo (thread c of the block, before the walk). The routed experts' ids come
+// from the router's output (after the grid dependency wait).
+__device__ __forceinline__ ChunkInfo chunk_info(const MoeDownCombineArgs& a, const Layout& l, int64_t r, int c, int chunk_inputs,
+                                                int seg_bytes) {
+  const int k = static_cast<int>(a.num_used);
+  ChunkInfo ci;
   if (c < l.shared_chunks) {
-    within = c;
-    return k;
+    ci.w = a.down_shexp + static_cast<size_t>(c) * seg_bytes;
+    ci.x = a.sh_g + r * a.sh_in + static_cast<int64_t>(c) * chunk_inputs;
+    ci.source = k;
+    ci.last = c == l.shared_chunks - 1;
+    return ci;
   }
-  const int e = c - l.shared_chunks;
-  within = e % l.expert_chunks;
-  return e / l.expert_chunks;
+  const int e = c - l.shared_chunks, rank = e / l.expert_chunks, within = e - rank * l.expert_chunks;
+  const int32_t id = a.expert_ids[r * k + rank];
+  ci.w = a.down_exps + static_cast<size_t>(id) * a.expert_bytes + static_cast<size_t>(within) * seg_bytes;
+  ci.x = a.exp_g + (r * k + rank) * a.exp_in + static_cast<int64_t>(within) * chunk_inputs;
+  ci.source = rank;
+  ci.last = within == l.expert_chunks - 1;
+  return ci;
 }
 
 // The walk of this warp, then the block's sums and combine (thread i < 16: output 16 x + i).
-// ids / rank_w: the row's routing in shared memory (written by threads < k before the call).
+// rank_w: the row's routing weights in shared memory (written by threads < k before the call).
 template <int B, int S>
-__device__ __forceinline__ void down_combine_block(const MoeDownCombineArgs& a, int64_t r, uint8_t* smem, const int32_t* ids,
-                                                   const float* rank_w, float* values) {
+__device__ __forceinline__ void down_combine_block(const MoeDownCombineArgs& a, int64_t r, uint8_t* smem, const float* rank_w,
+                                                   float* values) {
   using C = Chunk<B>;
   using W = WarpChunk<B>;
   const Layout l = layout_of<B, S>(a);
@@ -117,76 +142,65 @@ __device__ __forceinline__ void down_combine_block(const MoeDownCombineArgs& a, 
   uint8_t* stages = smem + static_cast<size_t>(warp) * S * W::kStageBytes;
   uint4* split = reinterpret_cast<uint4*>(smem + l.split_offset + static_cast<size_t>(warp) * l.total_chunks * W::kSplitBytes);
   float* partial = reinterpret_cast<float*>(smem + l.partial_offset);
+  ChunkInfo* table = reinterpret_cast<ChunkInfo*>(smem + l.table_offset);
 
-  // This lane's 16-byte copies of a chunk: (tile row, unit), fixed for the walk.
-  int copy_row[W::kCopiesPerLane], copy_unit[W::kCopiesPerLane];
+  // This lane's 16-byte copies of a chunk: (tile row, unit), fixed for the walk, as byte offsets
+  // from the chunk's row-0 bytes in an expert's matrix and in the shared expert's.
+  int copy_dst[W::kCopiesPerLane];
+  size_t copy_exp[W::kCopiesPerLane], copy_sh[W::kCopiesPerLane];
 #pragma unroll
   for (int j = 0; j < W::kCopiesPerLane; ++j) {
     const int u = lane + 32 * j;
     const bool used = u < kTileRows * W::kUnits && u % W::kUnits < my_units;
-    copy_row[j] = used ? u / W::kUnits : -1;
-    copy_unit[j] = u % W::kUnits;
+    const int row = u / W::kUnits, unit = u % W::kUnits;
+    const size_t out = static_cast<size_t>(min(tile * kTileRows + row, a.n - 1));  // clamped: loads stay in the matrix
+    copy_dst[j] = used ? row * W::kRowStride + 16 * unit : -1;
+    copy_exp[j] = out * a.exp_row_bytes + 16 * (unit0 + unit);
+    copy_sh[j] = out * a.sh_row_bytes + 16 * (unit0 + unit);
   }
-  auto issue = [&](int c) {
-    int within = 0;
-    const int src = source_of(l, k, c, within);
-    const bool shared = src == k;
-    const uint8_t* base = shared ? a.down_shexp : a.down_exps + static_cast<size_t>(ids[src]) * a.expert_bytes;
-    const size_t row_bytes = shared ? a.sh_row_bytes : a.exp_row_bytes;
+  auto issue_at = [&](int c, const uint8_t* w, bool shared) {
     uint8_t* stage = stages + (c % S) * W::kStageBytes;
 #pragma unroll
     for (int j = 0; j < W::kCopiesPerLane; ++j) {
-      if (copy_row[j] < 0) continue;
-      const int64_t out = min(tile * kTileRows + copy_row[j], a.n - 1);  // clamped: loads stay in the matrix
-      gpu::async_copy16(stage + copy_row[j] * W::kRowStride + 16 * copy_unit[j],
-                        base + static_cast<size_t>(out) * row_bytes + static_cast<size_t>(within) * C::kSegBytes +
-                            16 * (unit0 + copy_unit[j]));
+      if (copy_dst[j] >= 0) gpu::async_copy16(stage + copy_dst[j], w + (shared ? copy_sh[j] : copy_exp[j]));
     }
   };
+  auto issue = [&](int c) { issue_at(c, table[c].w, table[c].source == k); };
 
-  // Activation item (chunk c, block j of the warp's, quad q): the 8 inputs quad q of an mma reads.
+  // The shared expert's first stages go out at once (their addresses need no table); the table
+  // (expert ids from the router) after the barrier.
+  const int prologue = min(S - 1, l.total_chunks);
+  for (int s = 0; s < min(prologue, l.shared_chunks); ++s) {
+    issue_at(s, a.down_shexp + static_cast<size_t>(s) * C::kSegBytes, true);
+    gpu::async_commit();
+  }
+  for (int c = tid; c < l.total_chunks; c += kThreads) table[c] = chunk_info(a, l, r, c, C::kInputs, C::kSegBytes);
+  __syncthreads();  // the table and the rank weights
+  for (int s = min(prologue, l.shared_chunks); s < S - 1; ++s) {
+    if (s < l.total_chunks) issue(s);
+    gpu::async_commit();
+  }
+
+  // Activation item (chunk c, block j of the warp's, quad q): the 8 inputs quad q of an mma
+  // reads, split into this warp's split memory.
   constexpr int kItemsPerChunk = B * 4;
   const int total_items = l.total_chunks * kItemsPerChunk;
-  float4 xa[kXBatch], xb[kXBatch];
-  auto load_items = [&](int first) {
+  for (int first = 0; first < total_items; first += 32 * kXBatch) {
+    float4 xa[kXBatch], xb[kXBatch];
 #pragma unroll
     for (int u = 0; u < kXBatch; ++u) {
       const int item = first + 32 * u + lane;
       if (item < total_items) {
-        const int c = item / kItemsPerChunk, j = (item / 4) % B, q = item % 4;
-        int within = 0;
-        const int src = source_of(l, k, c, within);
-        const float* row = src == k ? a.sh_g + r * a.sh_in : a.exp_g + (r * k + src) * a.exp_in;
-        const float* at = row + static_cast<int64_t>(within) * C::kInputs + 32 * (block0 + j) + 4 * q;
+        const float* at = table[item / kItemsPerChunk].x + 32 * (block0 + (item / 4) % B) + 4 * (item % 4);
         xa[u] = *reinterpret_cast<const float4*>(at);
         xb[u] = *reinterpret_cast<const float4*>(at + 16);
       }
     }
-  };
-  auto split_items = [&](int first) {
 #pragma unroll
     for (int u = 0; u < kXBatch; ++u) {
       const int item = first + 32 * u + lane;
       if (item < total_items) staged::split_quad(xa[u], xb[u], split + (item / 4) * 12 + item % 4);
     }
-  };
-
-  // The shared expert's first stages go out at once; the experts' need the ids (barrier).
-  const int prologue = min(S - 1, l.total_chunks);
-  for (int s = 0; s < min(prologue, l.shared_chunks); ++s) {
-    issue(s);
-    gpu::async_commit();
-  }
-  load_items(0);
-  __syncthreads();  // ids and rank weights
-  for (int s = min(prologue, l.shared_chunks); s < S - 1; ++s) {
-    if (s < l.total_chunks) issue(s);
-    gpu::async_commit();
-  }
-  split_items(0);
-  for (int first = 32 * kXBatch; first < total_items; first += 32 * kXBatch) {
-    load_items(first);
-    split_items(first);
   }
 
   // Lane (g, q) holds column g of the one column tile: part g of the row (g < 3), else zeros.
@@ -200,11 +214,9 @@ __device__ __forceinline__ void down_combine_block(const MoeDownCombineArgs& a, 
     gpu::sync_warp();  // chunk c's bytes (every lane's copies) and, the first time, the split
     staged::chunk_products<B, 1, W::kRowStride>(stages + (c % S) * W::kStageBytes, split + c * B * 12, split_at, acc,
                                                 16 * unit0, 12 * block0);
-    int within = 0;
-    const int src = source_of(l, k, c, within);
-    if (within == (src == k ? l.shared_chunks : l.expert_chunks) - 1) {
+    if (table[c].last) {
       // C[i][n]: lane (i % 8) * 4 + n / 2, element (i >= 8 ? 2 : 0) + n % 2; columns n < 3 kept.
-      float* mine = partial + (src * kWarps + warp) * kPartialPerWarp;
+      float* mine = partial + (table[c].source * kWarps + warp) * kPartialPerWarp;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = lane_group + (e >= 2 ? 8 : 0), n = 2 * lane_quad + (e & 1);
@@ -250,7 +262,6 @@ template <int B, int S>
 __global__ void __launch_bounds__(kThreads) moe_down_combine_kernel(const MoeDownCombineArgs a, int64_t row_offset, bool prefetch) {
 #if defined(DS_MMA_BF16)
   extern __shared__ __align__(16) uint8_t smem[];
-  __shared__ int32_t ids[kMaxUsed];
   __shared__ float rank_w[kMaxUsed];
   __shared__ float values[(kMaxUsed + 1) * kTileRows];  // each source's 16 outputs
   const int64_t r = row_offset + blockIdx.y;
@@ -266,11 +277,8 @@ __global__ void __launch_bounds__(kThreads) moe_down_combine_kernel(const MoeDow
   }
   gpu::begin_kernel();
   const int tid = static_cast<int>(threadIdx.x);
-  if (tid < a.num_used) {
-    ids[tid] = a.expert_ids[r * a.num_used + tid];
-    rank_w[tid] = a.expert_weights[r * a.num_used + tid];
-  }
-  down_combine_block<B, S>(a, r, smem, ids, rank_w, values);
+  if (tid < a.num_used) rank_w[tid] = a.expert_weights[r * a.num_used + tid];
+  down_combine_block<B, S>(a, r, smem, rank_w, values);
   if (a.norm_w == nullptr) return;
   // The norm epilogue: the row's last block to finish normalises it (moe_combine_gpu's bits).
   __shared__ unsigned last;
@@ -314,9 +322,9 @@ size_t max_shared_optin() {
 #endif
 }
 
-// Static shared memory of the kernel beside the dynamic part (ids, weights, the sources'
+// Static shared memory of the kernel beside the dynamic part (rank weights, the sources'
 // outputs, norm scratch, flag).
-constexpr size_t kStaticSharedBytes = (2 * kMaxUsed + (kMaxUsed + 1) * kTileRows) * 4 + detail::kNormMaxThreads / 32 * 4 + 16;
+constexpr size_t kStaticSharedBytes = (kMaxUsed + (kMaxUsed + 1) * kTileRows) * 4 + detail::kNormMaxThreads / 32 * 4 + 16;
 
 template <int B, int S>
 gpuError_t launch(const MoeDownCombineArgs& a, gpuStream_t stream) {

@@ -12,8 +12,9 @@
 // launches (down 10.8 us for ~5 MB of weights in 1,152 blocks of two chunks each, then the
 // combine 7.2 us reading the nine outputs back), against ~1.3 us for the bytes. Here a block
 // owns 16 outputs of one token row and walks every chunk of that row's sources (the shared
-// expert's, then each routed expert's) through one cp.async pipeline, keeps each source's warp
-// sums in shared memory and combines them itself; the expert outputs never go to memory.
+// expert's, then each routed expert's) through cp.async rings, keeps each source's warp sums
+// in shared memory and combines them itself; the expert outputs never go to memory. Measured:
+// 35B-A3B steps 1% faster at one row, 6-9% at 2-16 rows (bench/RESULTS.md).
 //
 // Shapes (moe_down_combine_supported): Q4_0 matrices whose rows are multiples of 256 inputs,
 // both of 1,024-multiples or neither (the staged launch's rule: one K walk for the launch),

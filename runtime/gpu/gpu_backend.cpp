@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -118,9 +119,13 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
   tiled_decode_min_outputs_ = tensor ? min_outputs : 0;
   // Under the staged matvec the MoE decode rows' down products and combine run as one launch
   // (moe_down_combine_gpu; 35B-A3B: one fewer launch and ~two fewer round trips per layer).
-  // DELTASERVE_GPU_FUSE_DOWN_COMBINE=0 keeps the two launches (side-by-side runs); same bits.
+  // DELTASERVE_GPU_FUSE_DOWN_COMBINE=0 keeps the two launches, =1 fuses at every row count
+  // (side-by-side runs); same bits.
   const char* fuse_env = std::getenv("DELTASERVE_GPU_FUSE_DOWN_COMBINE");
-  fuse_down_combine_ = staged && !(fuse_env != nullptr && std::string(fuse_env) == "0");
+  const std::string fuse = fuse_env != nullptr ? fuse_env : "";
+  fuse_down_combine_rows_ = !staged || fuse == "0" ? std::pair<int64_t, int64_t>{1, 0}
+                            : fuse == "1"          ? std::pair<int64_t, int64_t>{1, std::numeric_limits<int64_t>::max()}
+                                                   : gpu::kFusedDownCombineRows;
   size_buffers();
   const size_t slots = static_cast<size_t>(cache_.num_state_slots);
   live_entry_.resize(slots);
@@ -152,9 +157,12 @@ std::string GpuBackend::speed_settings() const {
          on(kernels::gpu::dependent_launch_enabled()) + ", L2 prefetch " + on(kernels::gpu::prefetch_enabled()) +
          ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", expert pair groups " +
          (matvec_math_ == kernels::MatvecMath::kStaged ? std::string("off (staged matvec)") : gpu::expert_grouping_setting()) +
-         (!fuse_down_combine_ ? std::string(matvec_math_ == kernels::MatvecMath::kStaged ? ", MoE down + combine apart" : "")
-                              : ", MoE down + combine fused at " + std::to_string(gpu::kFusedDownCombineRows.first) + "-" +
-                                    std::to_string(gpu::kFusedDownCombineRows.second) + " rows") +
+         (fuse_down_combine_rows_.second < fuse_down_combine_rows_.first
+              ? std::string(matvec_math_ == kernels::MatvecMath::kStaged ? ", MoE down + combine apart" : "")
+              : ", MoE down + combine fused at " + std::to_string(fuse_down_combine_rows_.first) + "-" +
+                    (fuse_down_combine_rows_.second == std::numeric_limits<int64_t>::max()
+                         ? std::string("any")
+                         : std::to_string(fuse_down_combine_rows_.second)) + " rows") +
          ", prefill matmul " + prefill_math_name(prefill_math_) + ", Q4_0 matvec " +
          (matvec_math_ == kernels::MatvecMath::kTensorCores ? "tensor"
           : matvec_math_ == kernels::MatvecMath::kStaged    ? "staged"

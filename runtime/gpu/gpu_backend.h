@@ -51,6 +51,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/gpu_compat.h"
@@ -191,7 +192,7 @@ class GpuBackend final : public Backend {
                      int64_t num_logits);
   gpu::GpuLayerContext context() const {
     return {config_, stream_, cache_.kv_block_tokens, ws_, &launches_, trace_.enabled() ? &trace_ : nullptr, prefill_math_,
-            tiled_decode_experts_, tiled_decode_min_outputs_, fuse_down_combine_};
+            tiled_decode_experts_, tiled_decode_min_outputs_, fuse_down_combine_rows_};
   }
   template <class T>
   const T* device(size_t staging_offset) const {
@@ -240,7 +241,7 @@ class GpuBackend final : public Backend {
   kernels::MatmulMath prefill_math_ = kernels::MatmulMath::kF32;
   bool tiled_decode_experts_ = false;  // GpuLayerContext::tiled_decode_experts, set at construction
   int64_t tiled_decode_min_outputs_ = 0;  // GpuLayerContext::tiled_decode_min_outputs, likewise
-  bool fuse_down_combine_ = false;        // GpuLayerContext::fuse_down_combine, likewise
+  std::pair<int64_t, int64_t> fuse_down_combine_rows_{1, 0};  // GpuLayerContext::fuse_down_combine_rows, likewise
   // Q4_0 decode matvec arithmetic (cache_.decode_matvec resolved at start), set on the calling
   // thread by every forward: the kernels' setting is per thread, the backend's for its lifetime.
   kernels::MatvecMath matvec_math_ = kernels::MatvecMath::kCudaCores;

@@ -307,13 +307,13 @@ kernels::MoeDownCombineArgs down_combine_args(const GpuLayerContext& ctx, const 
   return a;
 }
 
-// The decode rows for which the fused launch runs (kFusedDownCombineRows). Measured on the H200
-// (35B-A3B Q4_0, steps of 1 / 2 / 4 / 8 / 16 rows, bench/RESULTS.md): 2.79 -> 2.85 ms at one row
-// (its 128 blocks walk 41 KB each, the two launches spread the bytes over 1,152 blocks), 3.60 ->
-// 3.46 at two, 5.17 -> 5.06 at four, even at 8 and 16. Same bits either way, so the choice may
-// follow the load.
+// The decode rows for which the fused launch runs (ctx.fuse_down_combine_rows, by default
+// kFusedDownCombineRows: 1-16). Measured on the H200 (35B-A3B Q4_0, same call, two launches ->
+// fused, bench/RESULTS.md): 1 row 2.79 -> 2.75-2.78 ms, 2 rows 3.55 -> 3.33, 4 rows 5.16 ->
+// 4.78, 8 rows 8.05 -> 7.39, 16 rows 13.92 -> 12.70; more rows not measured, so not fused.
+// Same bits either way, so the choice may follow the load.
 bool fuse_down_combine(const GpuLayerContext& ctx, const kernels::MoeDownCombineArgs& a, const GpuFfnWeights& w) {
-  return ctx.fuse_down_combine && a.num_rows >= kFusedDownCombineRows.first && a.num_rows <= kFusedDownCombineRows.second &&
+  return a.num_rows >= ctx.fuse_down_combine_rows.first && a.num_rows <= ctx.fuse_down_combine_rows.second &&
          kernels::matvec_math() == kernels::MatvecMath::kStaged &&
          w.down_exps.type == kernels::DType::Q4_0 && w.down_shexp.type == kernels::DType::Q4_0 && w.down_shexp.ne1 == a.n &&
          w.down_exps.ne1 == a.n && kernels::moe_down_combine_supported(a);

@@ -98,13 +98,13 @@ struct GpuLayerContext {
   int64_t tiled_decode_min_outputs = 0;
   // Under the staged matvec: the MoE decode rows' down products and combine in one launch
   // (moe_down_combine_gpu, the same bits as the two launches) for steps of
-  // kFusedDownCombineRows decode rows.
-  bool fuse_down_combine = false;
+  // fuse_down_combine_rows (first, second: inclusive) decode rows; second < first: never.
+  std::pair<int64_t, int64_t> fuse_down_combine_rows{1, 0};
 };
 
-// Decode rows (first, second: inclusive) of the steps whose MoE down products and combine run
-// as one launch when GpuLayerContext::fuse_down_combine is set (gpu_ffn_layer.cpp says why).
-inline constexpr std::pair<int64_t, int64_t> kFusedDownCombineRows{2, 8};
+// The default fuse_down_combine_rows (gpu_ffn_layer.cpp says why);
+// DELTASERVE_GPU_FUSE_DOWN_COMBINE=0 never fuses, =1 at every row count (side-by-side runs).
+inline constexpr std::pair<int64_t, int64_t> kFusedDownCombineRows{1, 16};
 
 // Tensor mode's tiled_decode_min_outputs: the LM head's width class. The exact tile splits a
 // matrix by 128 outputs and 32 rows, never along K, so at decode row counts a narrow matrix

@@ -34,7 +34,7 @@ std::vector<int32_t> blocks(int32_t slot) { return block_range(slot * kBlocksPer
 // the previous block's combine launch (one norm fewer each); dense: the next block's norm is
 // its own launch at the end of the FFN (same count). Under the staged matvec (fused_down: the
 // default on devices with bf16 tensor cores at these few slots) the MoE down products and the
-// combine of steps of 2-8 rows are one launch (MoE 3).
+// combine of steps of 1-16 rows are one launch (MoE 3).
 // Assumes every projection group shares one weight type, as the synthetic models do.
 int64_t expected_launches(const ModelConfig& c, bool fused_down) {
   const int64_t ffn = c.is_moe() ? (fused_down ? 3 : 4) : 2;

@@ -92,7 +92,7 @@ TEST_P(GpuPrefillTest, PrefillBesideDecodeRowsKeepsEveryRowsBits) {
 }
 
 // The same with two decode rows beside the prompt: under the staged matvec (MoE, Q4_0) steps of
-// 2-8 decode rows combine them in the fused down + combine launch and the prompt's rows in the
+// 1-16 decode rows combine them in the fused down + combine launch and the prompt's rows in the
 // separate combine after it (rows offset by the decode rows), so both paths meet in one step.
 TEST_P(GpuPrefillTest, PrefillBesideTwoDecodeRowsKeepsEveryRowsBits) {
   const std::vector<int32_t> a0 = tokens(40, 4), a1 = tokens(23, 5), b = tokens(150, 6);

@@ -328,8 +328,8 @@ TEST_P(StatePrecisionTest, TiledDecodeProductsSpeculativeGreedyEqualsPlainGreedy
 }
 
 // Under the staged matvec the MoE layers' decode down products and combine run as one launch
-// (moe_down_combine_gpu) for steps of 2-8 decode rows: the plain (3 rows) and speculative (3
-// to 12 rows: fused and not) runs' logits and states are bitwise those of the two launches it
+// (moe_down_combine_gpu) for steps of 1-16 decode rows: the plain (3 rows) and speculative (3
+// to 12 rows) runs' logits and states are bitwise those of the two launches it
 // replaces (DELTASERVE_GPU_FUSE_DOWN_COMBINE=0), and the fused form has one launch fewer per
 // MoE layer.
 TEST_P(StatePrecisionTest, FusedDownCombineGivesTheTwoLaunchesBits) {
