@@ -308,9 +308,8 @@ gpuError_t dispatch_cuda_cores(const MatvecParams& p, DType type, gpuStream_t st
 // Q4_0 under MatvecMath::kTensorCores: launches without expert segments go to the tensor
 // cores; a launch with expert segments (and the shared expert's segments riding in it) stays
 // on the CUDA cores, whose expert walks measured faster (matmul_gpu.h). kStaged: every launch
-// where its shape rule holds.
-// kStaged takes expert segments too (one pair per row group, like the CUDA cores' walk), but
-// not expert-grouped ones (staged_shapes).
+// where its shape rule holds (staged_shapes: expert segments too, one pair per row group like
+// the CUDA cores' walk, but not expert-grouped ones).
 gpuError_t dispatch(const MatvecParams& p, DType type, gpuStream_t stream) {
   bool experts = false;
   for (int s = 0; s < p.num_segs; ++s) experts = experts || p.seg[s].expert_ids != nullptr;

@@ -35,10 +35,10 @@ inline std::optional<StatePrecision> parse_state_precision(std::string_view text
 // (CUDA sm_80 and up; on the H200 35B-A3B 2.2x the throughput at 64 streams, half the tokens/s
 // at one stream). Both are
 // batch-invariant, but they differ from each other in the last bits, so a backend keeps one
-// for its lifetime. kStaged: for a few streams, the dense matrices' products staged through
-// shared memory onto the tensor cores, exact products with the activation's parts in the
-// mma's columns (matmul_mma_staged.cu), the experts and the LM head as kFma (CUDA sm_80 and
-// up; on the H200 35B-A3B 1.04x kFma's tokens/s at one stream, 1.17x at 4, 1.24x at 16, the
+// for its lifetime. kStaged: for a few streams, the products (dense matrices, expert pairs,
+// the LM head) staged through shared memory onto the tensor cores, exact products with the
+// activation's parts in the mma's columns (matmul_mma_staged.cu), shapes it does not take as
+// kFma (CUDA sm_80 and up; on the H200 35B-A3B 1.04x kFma's tokens/s at one stream, 1.17x at 4, 1.24x at 16, the
 // 27B 1.19x at one); its own last bits again. kAuto, where the device has bf16 mma: kTensor
 // for a backend of 32 or more state slots (a server sized for throughput), else kStaged;
 // elsewhere kFma. The CPU backend runs f32 either way and refuses kTensor and kStaged.

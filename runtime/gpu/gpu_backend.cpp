@@ -151,18 +151,22 @@ std::string GpuBackend::name() const {
 #endif
 }
 
+// ", MoE down + combine fused at A-B rows" (B "any" past every count) or ", ... apart"; empty
+// off the staged matvec, where the fused launch does not exist.
+std::string GpuBackend::fuse_down_combine_setting() const {
+  const auto [first, last] = fuse_down_combine_rows_;
+  if (last < first) return matvec_math_ == kernels::MatvecMath::kStaged ? ", MoE down + combine apart" : "";
+  const std::string upto = last == std::numeric_limits<int64_t>::max() ? "any" : std::to_string(last);
+  return ", MoE down + combine fused at " + std::to_string(first) + "-" + upto + " rows";
+}
+
 std::string GpuBackend::speed_settings() const {
   const auto on = [](bool b) { return b ? "on" : "off"; };
   return std::string("step graphs ") + on(graphs_enabled()) + ", dependent launches " +
          on(kernels::gpu::dependent_launch_enabled()) + ", L2 prefetch " + on(kernels::gpu::prefetch_enabled()) +
          ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", expert pair groups " +
          (matvec_math_ == kernels::MatvecMath::kStaged ? std::string("off (staged matvec)") : gpu::expert_grouping_setting()) +
-         (fuse_down_combine_rows_.second < fuse_down_combine_rows_.first
-              ? std::string(matvec_math_ == kernels::MatvecMath::kStaged ? ", MoE down + combine apart" : "")
-              : ", MoE down + combine fused at " + std::to_string(fuse_down_combine_rows_.first) + "-" +
-                    (fuse_down_combine_rows_.second == std::numeric_limits<int64_t>::max()
-                         ? std::string("any")
-                         : std::to_string(fuse_down_combine_rows_.second)) + " rows") +
+         fuse_down_combine_setting() +
          ", prefill matmul " + prefill_math_name(prefill_math_) + ", Q4_0 matvec " +
          (matvec_math_ == kernels::MatvecMath::kTensorCores ? "tensor"
           : matvec_math_ == kernels::MatvecMath::kStaged    ? "staged"

@@ -190,6 +190,7 @@ class GpuBackend final : public Backend {
   // Embedding, every trunk layer and the LM head of a staged step (no host sync).
   void enqueue_trunk(const gpu::StepRowsView& rows, size_t hidden_at, int64_t num_hidden, size_t logit_at,
                      int64_t num_logits);
+  std::string fuse_down_combine_setting() const;  // speed_settings' words for fuse_down_combine_rows_
   gpu::GpuLayerContext context() const {
     return {config_, stream_, cache_.kv_block_tokens, ws_, &launches_, trace_.enabled() ? &trace_ : nullptr, prefill_math_,
             tiled_decode_experts_, tiled_decode_min_outputs_, fuse_down_combine_rows_};
