@@ -236,12 +236,7 @@ __device__ __forceinline__ void prefetch_first_chunks(const MatvecSeg& g) {
   constexpr int kLines = ((kStages - 1) * C::kSegBytes + 127) / 128 + 1;  // +1: a row need not start on a line
   const int64_t tile = static_cast<int64_t>(blockIdx.x) - g.block_begin;
   const int64_t bytes = min(static_cast<int64_t>(kStages - 1), g.num_in / C::kInputs) * C::kSegBytes;
-  for (int i = static_cast<int>(threadIdx.x); i < kTileRows * kLines; i += kThreads) {
-    const int r = i / kLines, line = i % kLines;
-    const uint8_t* row = tile_row(g, 0, tile, r);
-    const uint8_t* at = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(row) & ~uintptr_t{127}) + 128 * line;
-    if (at < row + bytes) gpu::prefetch_l2(at);
-  }
+  staged::prefetch_tile_rows([&](int r) { return tile_row(g, 0, tile, r); }, bytes, kLines);
 }
 #endif
 

@@ -89,6 +89,19 @@ __device__ __forceinline__ void chunk_products(const uint8_t* stage, const uint4
 }
 #endif
 
+// Asks L2 (gpu::prefetch_l2, the one access allowed before the grid dependency wait) for the
+// first `bytes` of each of a 16-row tile's weight rows (row_of(i), i < 16), the block's
+// threads striding over 128-byte lines; `lines`: lines a row's `bytes` may touch (+1 for a row
+// that does not start on a line).
+template <class RowOf>
+__device__ __forceinline__ void prefetch_tile_rows(RowOf row_of, int64_t bytes, int lines) {
+  for (int i = static_cast<int>(threadIdx.x); i < kTileRows * lines; i += kThreads) {
+    const uint8_t* row = row_of(i / lines);
+    const uint8_t* at = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(row) & ~uintptr_t{127}) + 128 * (i % lines);
+    if (at < row + bytes) gpu::prefetch_l2(at);
+  }
+}
+
 // An output's value from its three part columns' sums (column_sum(p): the warps' sums of part p
 // added in warp order): (lo + mid) + hi.
 template <class ColumnSum>

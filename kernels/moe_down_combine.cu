@@ -265,15 +265,11 @@ __global__ void __launch_bounds__(kThreads) moe_down_combine_kernel(const MoeDow
   __shared__ float rank_w[kMaxUsed];
   __shared__ float values[(kMaxUsed + 1) * kTileRows];  // each source's 16 outputs
   const int64_t r = row_offset + blockIdx.y;
-  if (prefetch && a.down_shexp != nullptr) {
-    // The tile's shared-expert rows (gpu::prefetch_l2: the one access allowed before the wait).
-    const int lines = static_cast<int>((a.sh_row_bytes + 127) / 128) + 1;  // +1: a row need not start on a line
-    for (int i = static_cast<int>(threadIdx.x); i < kTileRows * lines; i += kThreads) {
-      const int64_t out = min(static_cast<int64_t>(blockIdx.x) * kTileRows + i / lines, a.n - 1);
-      const uint8_t* row = a.down_shexp + static_cast<size_t>(out) * a.sh_row_bytes;
-      const uint8_t* at = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(row) & ~uintptr_t{127}) + 128 * (i % lines);
-      if (at < row + a.sh_row_bytes) gpu::prefetch_l2(at);
-    }
+  if (prefetch && a.down_shexp != nullptr) {  // the tile's shared-expert rows, whole
+    const auto row_of = [&](int i) {
+      return a.down_shexp + static_cast<size_t>(min(static_cast<int64_t>(blockIdx.x) * kTileRows + i, a.n - 1)) * a.sh_row_bytes;
+    };
+    staged::prefetch_tile_rows(row_of, static_cast<int64_t>(a.sh_row_bytes), static_cast<int>((a.sh_row_bytes + 127) / 128) + 1);
   }
   gpu::begin_kernel();
   const int tid = static_cast<int>(threadIdx.x);
