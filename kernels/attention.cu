@@ -324,8 +324,6 @@ __global__ void kv_append_kernel(const KvAppendGpuArgs a) {
   }
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 // Grid chunks: an upper bound of every row's chunk count (the count is not monotone in the
 // number of keys, the tile count is).
 int64_t chunks_of(const PagedAttentionGpuArgs& a) {
@@ -354,7 +352,7 @@ int64_t paged_attention_workspace_floats(const PagedAttentionGpuArgs& a) {
 gpuError_t paged_attention_gpu(const PagedAttentionGpuArgs& a, gpuStream_t stream) {
   if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0 || a.num_heads / a.num_kv_heads > kMaxGroup ||
       a.head_dim <= 0 || a.head_dim % 4 != 0 || a.head_dim > kMaxHeadDim || a.block_tokens <= 0 || a.max_keys <= 0 ||
-      a.num_rows < 0 || !aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || a.q_stride % 4 != 0 ||
+      a.num_rows < 0 || !gpu::aligned16(a.q) || !gpu::aligned16(a.k_cache) || !gpu::aligned16(a.v_cache) || a.q_stride % 4 != 0 ||
       a.q_head_stride % 4 != 0 || a.workspace == nullptr ||
       (reinterpret_cast<uintptr_t>(a.sync_counters) & 3u) != 0) {
     return gpuErrorInvalidValue;

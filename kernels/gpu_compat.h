@@ -172,6 +172,9 @@ bool dependent_launch_enabled();
 // runs; values never depend on it). Decided once per process.
 bool prefetch_enabled();
 
+// Whether p is 16-byte aligned (the launchers' check before 16-byte loads and copies).
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
 }  // namespace deltaserve::kernels::gpu
 
 // ------------------------------------------------------------------------------------------

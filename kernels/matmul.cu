@@ -263,8 +263,6 @@ gpuError_t launch_matvec(const MatvecParams& p, gpuStream_t stream) {
   return launch_groups<D, kMaxRowsPerGroup, kNorm>(p, stream);
 }
 
-bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
-
 int64_t block_elements(DType t) {
   switch (t) {
     case DType::Q8_0:
@@ -280,9 +278,9 @@ bool valid(const MatmulArgs& a) {
                          a.w_type == DType::Q8_0 || a.w_type == DType::Q4_0 || a.w_type == DType::Q4_K ||
                          a.w_type == DType::Q6_K;
   if (!supported || a.num_in <= 0 || a.num_in % 8 != 0 || a.num_in % block_elements(a.w_type) != 0) return false;
-  if (!aligned16(a.x) || a.x_stride % 4 != 0) return false;
+  if (!gpu::aligned16(a.x) || a.x_stride % 4 != 0) return false;
   const bool plain = a.w_type == DType::F32 || a.w_type == DType::F16 || a.w_type == DType::BF16;
-  if (plain && (!aligned16(a.w) || a.w_row_bytes % 16 != 0)) return false;
+  if (plain && (!gpu::aligned16(a.w) || a.w_row_bytes % 16 != 0)) return false;
   if ((reinterpret_cast<uintptr_t>(a.w) & 1u) != 0 || a.w_row_bytes % 2 != 0) return false;
   return true;
 }
@@ -401,7 +399,7 @@ gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStrea
     if (!valid(a) || a.w_type != segs[0].args.w_type || in.pairs_per_x_row <= 0) return gpuErrorInvalidValue;
     if (in.w_up != nullptr && (a.accumulate || (reinterpret_cast<uintptr_t>(in.w_up) & 1u) != 0 ||
                                ((a.w_type == DType::F32 || a.w_type == DType::F16 || a.w_type == DType::BF16) &&
-                                !aligned16(in.w_up))))
+                                !gpu::aligned16(in.w_up))))
       return gpuErrorInvalidValue;
     if (a.num_rows <= 0 || a.num_out <= 0) continue;  // nothing to do for this segment
     MatvecSeg& g = p.seg[p.num_segs++];

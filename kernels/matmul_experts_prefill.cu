@@ -228,8 +228,6 @@ gpuError_t launch_tiled(const TiledParams& p, int64_t num_pairs, MatmulMath math
   return launch_math<D, MatmulMath::kF32>(p, num_pairs, stream);
 }
 
-bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
-
 bool plain_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
 // matmul_prefill_gpu's preconditions, for W and (gated) W_up.
@@ -246,7 +244,7 @@ bool valid_weights(const MatmulArgs& a, const void* w_up, bool gated) {
     default: return false;
   }
   if (a.num_in <= 0 || a.num_in % block != 0) return false;
-  if (!aligned16(a.x) || a.x_stride % 4 != 0 || a.w_row_bytes % 2 != 0) return false;
+  if (!gpu::aligned16(a.x) || a.x_stride % 4 != 0 || a.w_row_bytes % 2 != 0) return false;
   const size_t align = plain_type(a.w_type) ? 16 : 2;
   if (plain_type(a.w_type) && a.w_row_bytes % 16 != 0) return false;
   if (reinterpret_cast<uintptr_t>(a.w) % align != 0) return false;
@@ -297,7 +295,7 @@ gpuError_t matmul_experts_prefill_gpu(const MatmulExpertsPrefillArgs& args, gpuS
   p.num_experts = static_cast<int32_t>(num_experts);
   p.offsets = offsets;
   p.sorted = sorted;
-  p.w_aligned16 = aligned16(p.w) && (!gated || aligned16(p.w_up));
+  p.w_aligned16 = gpu::aligned16(p.w) && (!gated || gpu::aligned16(p.w_up));
   switch (a.w_type) {
     case DType::F32: return launch_tiled<DecodeF32>(p, num_pairs, args.math, stream);
     case DType::F16: return launch_tiled<DecodeHalf<false>>(p, num_pairs, args.math, stream);

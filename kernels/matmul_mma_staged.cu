@@ -317,8 +317,6 @@ bool all_inputs_multiple_of(const MatvecParams& p, int64_t inputs) {
   return true;
 }
 
-bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
-
 }  // namespace
 
 namespace matvec {
@@ -326,8 +324,8 @@ namespace matvec {
 bool staged_shapes(const MatvecParams& p) {
   for (int s = 0; s < p.num_segs; ++s) {
     const MatvecSeg& g = p.seg[s];
-    if (g.group_pairs != nullptr || g.num_in % Chunk<1>::kInputs != 0 || g.w_row_bytes % 16 != 0 || !aligned16(g.w) ||
-        (g.w_up != nullptr && !aligned16(g.w_up)) || (g.expert_ids != nullptr && g.expert_bytes % 16 != 0))
+    if (g.group_pairs != nullptr || g.num_in % Chunk<1>::kInputs != 0 || g.w_row_bytes % 16 != 0 || !gpu::aligned16(g.w) ||
+        (g.w_up != nullptr && !gpu::aligned16(g.w_up)) || (g.expert_ids != nullptr && g.expert_bytes % 16 != 0))
       return false;
   }
   // One B for the launch (launch_rows): all 1,024-multiples or none.

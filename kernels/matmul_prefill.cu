@@ -50,8 +50,6 @@ struct Tile<MatmulMath::kTensorExact> {
 };
 #endif
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 // Block (x, y): outputs x * kOut.., rows (first_row_tile + y) * kRows.. .
 template <class D, MatmulMath kMath>
 __global__ void __launch_bounds__(kThreads) matmul_tiled_kernel(const MatmulArgs a, bool w_aligned16, int64_t first_row_tile) {
@@ -100,7 +98,7 @@ gpuError_t launch_math(const MatmulArgs& a, gpuStream_t stream) {
   for (int64_t first = 0; first < row_tiles; first += kMaxGridY) {
     const dim3 grid(static_cast<unsigned>((a.num_out + Tile<kMath>::kOut - 1) / Tile<kMath>::kOut),
                     static_cast<unsigned>(row_tiles - first < kMaxGridY ? row_tiles - first : kMaxGridY));
-    gpu::launch(matmul_tiled_kernel<D, kMath>, grid, kThreads, kSmemBytes, stream, a, aligned16(a.w), first);
+    gpu::launch(matmul_tiled_kernel<D, kMath>, grid, kThreads, kSmemBytes, stream, a, gpu::aligned16(a.w), first);
   }
   return gpuGetLastError();
 }
@@ -125,9 +123,9 @@ bool valid(const MatmulArgs& a) {
   if (a.w_type == DType::Q8_0 || a.w_type == DType::Q4_0) block = 32;
   if (a.w_type == DType::Q4_K || a.w_type == DType::Q6_K) block = 256;
   if (a.num_in <= 0 || a.num_in % 8 != 0 || a.num_in % block != 0) return false;
-  if (!aligned16(a.x) || a.x_stride % 4 != 0) return false;
+  if (!gpu::aligned16(a.x) || a.x_stride % 4 != 0) return false;
   const bool plain = a.w_type == DType::F32 || a.w_type == DType::F16 || a.w_type == DType::BF16;
-  if (plain && (!aligned16(a.w) || a.w_row_bytes % 16 != 0)) return false;
+  if (plain && (!gpu::aligned16(a.w) || a.w_row_bytes % 16 != 0)) return false;
   return (reinterpret_cast<uintptr_t>(a.w) & 1u) == 0 && a.w_row_bytes % 2 == 0;
 }
 

@@ -385,8 +385,6 @@ __global__ void __launch_bounds__(kThreads) moe_router_kernel(const MoeRouterArg
   if (threadIdx.x == 0) a.sync_counters[group] = 0;  // ready for the next launch (graph replays too)
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 bool valid_routing(int64_t num_experts, int64_t num_used) {
   return num_used >= 1 && num_used <= kMaxUsed && num_used <= num_experts && num_experts <= kMaxExperts;
 }
@@ -397,12 +395,12 @@ bool valid(const MoeRouterArgs& a) {
       a.sync_counters == nullptr)
     return false;
   if ((a.shared_gate_w == nullptr) != (a.shared_gate_logits == nullptr)) return false;
-  if (!aligned16(a.x) || a.x_stride < a.num_in || a.x_stride % 4 != 0) return false;
-  if (!aligned16(a.router_w) || a.w_row_bytes % 16 != 0 || a.w_row_bytes < static_cast<size_t>(a.num_in) * sizeof(float))
+  if (!gpu::aligned16(a.x) || a.x_stride < a.num_in || a.x_stride % 4 != 0) return false;
+  if (!gpu::aligned16(a.router_w) || a.w_row_bytes % 16 != 0 || a.w_row_bytes < static_cast<size_t>(a.num_in) * sizeof(float))
     return false;
-  if (a.shared_gate_w != nullptr && !aligned16(a.shared_gate_w)) return false;
+  if (a.shared_gate_w != nullptr && !gpu::aligned16(a.shared_gate_w)) return false;
   if (a.norm_w == nullptr) return a.norm_out == nullptr;
-  if (a.norm_out == nullptr || !aligned16(a.norm_out) || a.norm_out_stride < a.num_in || a.norm_out_stride % 4 != 0)
+  if (a.norm_out == nullptr || !gpu::aligned16(a.norm_out) || a.norm_out_stride < a.num_in || a.norm_out_stride % 4 != 0)
     return false;
   if (!moe_router_fuses_norm(a.num_in, a.num_rows, a.num_experts)) return false;
   if (a.num_rows == 0) return true;

@@ -298,10 +298,6 @@ __global__ void __launch_bounds__(kThreads) moe_down_combine_kernel(const MoeDow
 #endif
 }
 
-#if defined(DS_GPU_CUDA)
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-#endif
-
 // The largest dynamic shared memory a block may opt into on the current device (0 on error).
 size_t max_shared_optin() {
 #if defined(DS_GPU_CUDA)
@@ -357,14 +353,14 @@ bool moe_down_combine_supported(const MoeDownCombineArgs& a) {
 #if defined(DS_GPU_CUDA)
   if (a.num_used < 1 || a.num_used > kMaxUsed || a.n <= 0 || a.exp_in <= 0 || a.exp_in % Chunk<1>::kInputs != 0) return false;
   if (a.exp_row_bytes % 16 != 0 || a.exp_row_bytes < static_cast<size_t>(a.exp_in / 32 * 18) || a.expert_bytes % 16 != 0 ||
-      a.expert_bytes < a.exp_row_bytes * static_cast<size_t>(a.n) || !aligned16(a.down_exps) || !aligned16(a.exp_g))
+      a.expert_bytes < a.exp_row_bytes * static_cast<size_t>(a.n) || !gpu::aligned16(a.down_exps) || !gpu::aligned16(a.exp_g))
     return false;
   const int b = staged::chunk_blocks_per_warp(a.exp_in);
   if (a.down_shexp != nullptr) {
     // One K walk for both matrices, as the staged launch of the two segments requires.
     if (a.sh_in <= 0 || a.sh_in % Chunk<1>::kInputs != 0 || staged::chunk_blocks_per_warp(a.sh_in) != b) return false;
-    if (a.sh_row_bytes % 16 != 0 || a.sh_row_bytes < static_cast<size_t>(a.sh_in / 32 * 18) || !aligned16(a.down_shexp) ||
-        !aligned16(a.sh_g))
+    if (a.sh_row_bytes % 16 != 0 || a.sh_row_bytes < static_cast<size_t>(a.sh_in / 32 * 18) || !gpu::aligned16(a.down_shexp) ||
+        !gpu::aligned16(a.sh_g))
       return false;
   }
   return b == 4 ? fits<4, stages_for<4>(false)>(a) : fits<1, stages_for<1>(false)>(a);

@@ -182,15 +182,13 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const Pr
   }
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 }  // namespace
 
 gpuError_t prefill_attention_gpu(const PrefillAttentionGpuArgs& a, gpuStream_t stream) {
   if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0 || a.num_heads / a.num_kv_heads > kVirtual ||
       a.head_dim <= 0 || a.head_dim % 4 != 0 || a.head_dim > 256 || a.block_tokens <= 0 || a.num_seqs < 0 ||
-      a.num_seqs > 65535 || a.max_rows_per_seq < 0 || !aligned16(a.q) || !aligned16(a.k_cache) ||
-      !aligned16(a.v_cache) || a.q_stride % 4 != 0 || a.q_head_stride % 4 != 0) {
+      a.num_seqs > 65535 || a.max_rows_per_seq < 0 || !gpu::aligned16(a.q) || !gpu::aligned16(a.k_cache) ||
+      !gpu::aligned16(a.v_cache) || a.q_stride % 4 != 0 || a.q_head_stride % 4 != 0) {
     return gpuErrorInvalidValue;
   }
   if (a.num_seqs == 0 || a.max_rows_per_seq == 0) return gpuSuccess;
