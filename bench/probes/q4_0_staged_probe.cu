@@ -54,6 +54,23 @@ __device__ __forceinline__ void issue_chunk(uint8_t* dst, const uint8_t* w, size
   }
 }
 
+// The production register walk's arithmetic for one lane's 8 inputs of a Q4_0 block (bytes
+// 4p .. 4p + 3 of its qs): (q - 8) * d, then fmaf in element order (low nibbles, then high).
+__device__ __forceinline__ float block_fma_f32(const uint8_t* blk, int p, const float (&xv)[8], float acc) {
+  const float d = h2f(*reinterpret_cast<const uint16_t*>(blk));
+  const uint32_t q = lds_u32_a2(blk + 2 + 4 * p);
+  float wv[8];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const uint32_t by = (q >> (8 * e)) & 255u;
+    wv[e] = float(int(by & 15u) - 8) * d;
+    wv[4 + e] = float(int(by >> 4) - 8) * d;
+  }
+#pragma unroll
+  for (int e = 0; e < 8; ++e) acc = fmaf(wv[e], xv[e], acc);
+  return acc;
+}
+
 template <int I> __device__ __forceinline__ float bbyte(uint32_t w) { return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u | I)); }
 
 // ---- arithmetic 1 and 2: warp w owns rows w, w + 8, ... (O = kRows / 8), lane l chunks l + 32j
@@ -75,19 +92,11 @@ struct FmaMath {
 #pragma unroll
       for (int i = 0; i < O; ++i) {
         const uint8_t* blk = stage + (warp + 8 * i) * kSegBytes + 18 * b;
-        const float d = h2f(*reinterpret_cast<const uint16_t*>(blk));
-        const uint32_t q = lds_u32_a2(blk + 2 + 4 * p);
         if (kMode == 0) {
-          float wv[8];
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const uint32_t by = (q >> (8 * e)) & 255u;
-            wv[e] = float(int(by & 15u) - 8) * d;
-            wv[4 + e] = float(int(by >> 4) - 8) * d;
-          }
-#pragma unroll
-          for (int e = 0; e < 8; ++e) acc[i] = fmaf(wv[e], xv[e], acc[i]);
+          acc[i] = block_fma_f32(blk, p, xv, acc[i]);
         } else {
+          const float d = h2f(*reinterpret_cast<const uint16_t*>(blk));
+          const uint32_t q = lds_u32_a2(blk + 2 + 4 * p);
           const uint32_t lo = q & 0x0f0f0f0fu, hi = (q >> 4) & 0x0f0f0f0fu;
           const float wv[8] = {bbyte<0>(lo), bbyte<1>(lo), bbyte<2>(lo), bbyte<3>(lo), bbyte<0>(hi), bbyte<1>(hi), bbyte<2>(hi), bbyte<3>(hi)};
           float s = 0.0f;
@@ -301,17 +310,7 @@ __global__ void __launch_bounds__(128) k_register(const uint8_t* w, size_t row_b
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const uint8_t* blk = w + size_t(min(o0 + i, n_out - 1)) * row_bytes + 18 * b;
-      const float d = h2f(*reinterpret_cast<const uint16_t*>(blk));
-      const uint32_t q = lds_u32_a2(blk + 2 + 4 * p);
-      float wv[8];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const uint32_t by = (q >> (8 * e)) & 255u;
-        wv[e] = float(int(by & 15u) - 8) * d;
-        wv[4 + e] = float(int(by >> 4) - 8) * d;
-      }
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[i] = fmaf(wv[e], xv[e], acc[i]);
+      acc[i] = block_fma_f32(blk, p, xv, acc[i]);
     }
   }
 #pragma unroll
