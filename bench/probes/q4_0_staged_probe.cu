@@ -357,6 +357,15 @@ float time_us(F f, int copies) {
 
 std::vector<float> ref_out;  // the f64 reference of copy 0
 
+// One table row: time, GB/s and the NMSE of y (the last launch's output) against ref_out.
+void report(const char* name, const char* label, const float* y, int n_out, float us, size_t bytes) {
+  std::vector<float> out(n_out);
+  CK(cudaMemcpy(out.data(), y, n_out * 4, cudaMemcpyDeviceToHost));
+  double err = 0, norm = 0;
+  for (int i = 0; i < n_out; ++i) { err += (out[i] - ref_out[i]) * double(out[i] - ref_out[i]); norm += double(ref_out[i]) * ref_out[i]; }
+  printf("| %-12s | %-26s | %8.2f | %6.0f | %.1e |\n", name, label, us, bytes / (us * 1e3), err / norm);
+}
+
 template <int kRows, int kStages, class Math, class X>
 void run_persistent(const char* name, const char* label, const std::vector<uint8_t*>& w, size_t rb, const X* x, float* y, int nb,
                     int n_out, int copies, size_t bytes) {
@@ -371,12 +380,8 @@ void run_persistent(const char* name, const char* label, const std::vector<uint8
   const float us = time_us([&](int c) { kern<<<grid, kThreads, kSmem>>>(w[c], rb, x, y, nb, n_out); }, copies);
   CK(cudaMemset(y, 0, n_out * 4));
   kern<<<grid, kThreads, kSmem>>>(w[0], rb, x, y, nb, n_out);
-  std::vector<float> out(n_out);
-  CK(cudaMemcpy(out.data(), y, n_out * 4, cudaMemcpyDeviceToHost));
-  double err = 0, norm = 0;
-  for (int i = 0; i < n_out; ++i) { err += (out[i] - ref_out[i]) * double(out[i] - ref_out[i]); norm += double(ref_out[i]) * ref_out[i]; }
   char l[64]; snprintf(l, sizeof l, "%s (%d/SM)", label, per_sm);
-  printf("| %-12s | %-26s | %8.2f | %6.0f | %.1e |\n", name, l, us, bytes / (us * 1e3), err / norm);
+  report(name, l, y, n_out, us, bytes);
 }
 
 template <int kRows, int kStages, class Math, class X>
@@ -388,11 +393,7 @@ void run_staged(const char* name, const char* label, const std::vector<uint8_t*>
   const int grid = (n_out + kRows - 1) / kRows;
   const float us = time_us([&](int c) { kern<<<grid, kThreads, kSmem>>>(w[c], rb, x, y, nb, n_out); }, copies);
   kern<<<grid, kThreads, kSmem>>>(w[0], rb, x, y, nb, n_out);
-  std::vector<float> out(n_out);
-  CK(cudaMemcpy(out.data(), y, n_out * 4, cudaMemcpyDeviceToHost));
-  double err = 0, norm = 0;
-  for (int i = 0; i < n_out; ++i) { err += (out[i] - ref_out[i]) * double(out[i] - ref_out[i]); norm += double(ref_out[i]) * ref_out[i]; }
-  printf("| %-12s | %-26s | %8.2f | %6.0f | %.1e |\n", name, label, us, bytes / (us * 1e3), err / norm);
+  report(name, label, y, n_out, us, bytes);
 }
 
 void shape(const char* name, int n_in, int n_out) {
@@ -433,11 +434,7 @@ void shape(const char* name, int n_in, int n_out) {
   {
     const float us = time_us([&](int c) { k_register<<<(n_out + 7) / 8, 128>>>(w[c], rb, x, y, n_in, n_out); }, copies);
     k_register<<<(n_out + 7) / 8, 128>>>(w[0], rb, x, y, n_in, n_out);
-    std::vector<float> out(n_out);
-    CK(cudaMemcpy(out.data(), y, n_out * 4, cudaMemcpyDeviceToHost));
-    double err = 0, norm = 0;
-    for (int i = 0; i < n_out; ++i) { err += (out[i] - ref_out[i]) * double(out[i] - ref_out[i]); norm += double(ref_out[i]) * ref_out[i]; }
-    printf("| %-12s | %-26s | %8.2f | %6.0f | %.1e |\n", name, "register walk (production)", us, bytes / (us * 1e3), err / norm);
+    report(name, "register walk (production)", y, n_out, us, bytes);
   }
   if (!getenv("PROBE_NCU")) {
     int sms = 0;
