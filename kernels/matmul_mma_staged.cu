@@ -245,7 +245,12 @@ template <int R, int B, int S, bool kNorm>
 __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecParams p) {
 #if defined(DS_MMA_BF16)
   extern __shared__ __align__(16) uint8_t smem[];
-  const MatvecSeg g = matvec::segment_of(p);
+  // Groups of up to 4 rows: a launch of one segment (most) takes it whole, without
+  // segment_of's selection over every segment's fields (predicated uniform loads and selects
+  // that every warp of every block ran). H200 (bench/RESULTS.md): 35B-A3B one stream 2.777 ->
+  // 2.722 ms, two streams 3.40 -> 3.34, 27B one stream 8.65 -> 8.55; but 8-16 rows 0.3-1% slower,
+  // so 8-row groups keep the selection alone (their machine code is unchanged).
+  const MatvecSeg g = R <= 4 && p.num_segs == 1 ? p.seg[0] : matvec::segment_of(p);
   const int64_t group = p.group_offset + blockIdx.y;
   // (An expert segment's rows are known only after the wait: its expert ids come from the router.)
   if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B, S>(g);
