@@ -14,10 +14,9 @@
 // 0.18 ms slower than the two launches; with per-warp rings but a division per chunk for its
 // source, ~3,900 instructions a warp, still 0.05 ms slower; with the table 0.01-0.04 ms faster,
 // and 1.2 ms faster at 16 rows). At a source's last chunk each warp stores its sums of the
-// three part columns; after the walk the
-// block adds them as the staged kernel's epilogue does (warps in order, then (lo + mid) + hi),
-// which is that expert's down output exactly as the two-launch path writes it, and combines
-// the sources as moe_combine_gpu does.
+// three part columns; after the walk the block adds them as the staged kernel's epilogue does
+// (warps in order, then (lo + mid) + hi), which is that expert's down output exactly as the
+// two-launch path writes it, and combines the sources as moe_combine_gpu does.
 #include <atomic>
 #include <cstdint>
 
