@@ -372,9 +372,12 @@ gpuError_t matmul_experts_gpu(const MatmulExpertsArgs& args, gpuStream_t stream)
   return matmul_segments_gpu(&s, 1, stream);
 }
 
-gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStream_t stream) {
-  if (segs == nullptr || num_segs < 1 || num_segs > kMaxMatmulSegments) return gpuErrorInvalidValue;
-  MatvecParams p{};
+namespace {
+
+// The launch's parameter block from the segments (their checks included); false when a
+// segment is invalid.
+bool params_of(const MatmulSegment* segs, int num_segs, MatvecParams& p) {
+  p = MatvecParams{};
   // Expert-grouped segments: one rows_per_group (2 or 4) for the launch, and no per-pair
   // expert segment beside them (those need groups of one row).
   int grouped_rows = 0;
@@ -389,18 +392,18 @@ gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStrea
     const bool ok_rows = gr.rows_per_group == 2 || gr.rows_per_group == 4;
     if (!ok_rows || gr.expert == nullptr || gr.pairs == nullptr || gr.count == nullptr || segs[s].expert_ids == nullptr ||
         (grouped_rows != 0 && grouped_rows != gr.rows_per_group))
-      return gpuErrorInvalidValue;
+      return false;
     grouped_rows = gr.rows_per_group;
   }
-  if (grouped_rows != 0 && per_pair) return gpuErrorInvalidValue;
+  if (grouped_rows != 0 && per_pair) return false;
   for (int s = 0; s < num_segs; ++s) {
     const MatmulSegment& in = segs[s];
     const MatmulArgs& a = in.args;
-    if (!valid(a) || a.w_type != segs[0].args.w_type || in.pairs_per_x_row <= 0) return gpuErrorInvalidValue;
+    if (!valid(a) || a.w_type != segs[0].args.w_type || in.pairs_per_x_row <= 0) return false;
     if (in.w_up != nullptr && (a.accumulate || (reinterpret_cast<uintptr_t>(in.w_up) & 1u) != 0 ||
                                ((a.w_type == DType::F32 || a.w_type == DType::F16 || a.w_type == DType::BF16) &&
                                 !gpu::aligned16(in.w_up))))
-      return gpuErrorInvalidValue;
+      return false;
     if (a.num_rows <= 0 || a.num_out <= 0) continue;  // nothing to do for this segment
     MatvecSeg& g = p.seg[p.num_segs++];
     g = seg_of(a);
@@ -414,8 +417,47 @@ gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStrea
       g.group_count = in.groups.count;
       g.group_rows = in.groups.rows_per_group;
     }
+    g.in_norm_w = in.input_norm_w;
+    g.in_norm_eps = in.input_norm_eps;
   }
+  return true;
+}
+
+// The input-norm rule (matmul_segments_input_norm_supported) on the launch's segments: every
+// segment (empty ones too) normalises the same residual rows the same way.
+bool input_norm_launch(const MatmulSegment* segs, int num_segs, const MatvecParams& p) {
+  const MatmulSegment& first = segs[0];
+  if (first.input_norm_w == nullptr || first.args.w_type != DType::Q4_0 || matvec_math() != MatvecMath::kStaged ||
+      !gpu::aligned16(first.input_norm_w))
+    return false;
+  for (int s = 0; s < num_segs; ++s) {
+    const MatmulSegment& in = segs[s];
+    if (in.input_norm_w != first.input_norm_w || in.input_norm_eps != first.input_norm_eps || in.expert_ids != nullptr ||
+        in.groups.rows_per_group != 0 || in.args.x != first.args.x || in.args.x_stride != first.args.x_stride ||
+        in.args.num_rows != first.args.num_rows || in.args.num_in != first.args.num_in)
+      return false;
+  }
+  return p.num_segs == 0 || matvec::staged_shapes(p);
+}
+
+}  // namespace
+
+bool matmul_segments_input_norm_supported(const MatmulSegment* segs, int num_segs) {
+  if (segs == nullptr || num_segs < 1 || num_segs > kMaxMatmulSegments) return false;
+  MatvecParams p{};
+  return params_of(segs, num_segs, p) && input_norm_launch(segs, num_segs, p);
+}
+
+gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStream_t stream) {
+  if (segs == nullptr || num_segs < 1 || num_segs > kMaxMatmulSegments) return gpuErrorInvalidValue;
+  MatvecParams p{};
+  if (!params_of(segs, num_segs, p)) return gpuErrorInvalidValue;
+  bool input_norm = false;
+  for (int s = 0; s < num_segs; ++s) input_norm = input_norm || segs[s].input_norm_w != nullptr;
+  if (input_norm && !input_norm_launch(segs, num_segs, p)) return gpuErrorInvalidValue;
   if (p.num_segs == 0) return gpuSuccess;
+  // The input norm rides only in the staged launch (input_norm_launch checked its rule).
+  if (input_norm) return matvec::launch_q4_0_staged(p, stream);
   return dispatch(p, segs[0].args.w_type, stream);
 }
 

@@ -156,7 +156,19 @@ struct MatmulSegment {
   const int32_t* expert_ids = nullptr;
   int64_t pairs_per_x_row = 1;
   ExpertPairGroups groups;          // rows_per_group > 0: expert-grouped (see above)
+  // Input norm (input_norm_w set): x's rows are residual rows and the product's input is
+  // rms_norm_gpu's output for them, RMSNorm(x row) * input_norm_w with eps input_norm_eps, its
+  // bits exactly: every block of the launch normalises the rows it multiplies (the one-row
+  // decode step's norm launch, its wait and its round trips, gone). Only where
+  // matmul_segments_input_norm_supported holds; else matmul_segments_gpu refuses the launch.
+  const float* input_norm_w = nullptr;
+  float input_norm_eps = 0.0f;
 };
 gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStream_t stream);
+
+// Whether matmul_segments_gpu takes these segments with their input norm: the staged matvec
+// (matvec_math() == kStaged) and its shape rule, Q4_0, plain or gated segments (no expert
+// ones), every segment with the same x, x_stride, rows, width (num_in) and norm.
+bool matmul_segments_input_norm_supported(const MatmulSegment* segs, int num_segs);
 
 }  // namespace deltaserve::kernels

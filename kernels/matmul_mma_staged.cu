@@ -30,6 +30,11 @@
 // otherwise: 27B qkv 22.4 -> 18.7 us in the probe). Each chunk's activations are split once per
 // block into shared memory in fragment order. Warp w takes blocks B w .. B w + B - 1 of every
 // chunk, so B is part of the arithmetic: it follows the matrix's shape only.
+//
+// Input norm (MatmulSegment::input_norm_w): x rows are residual rows; every block first works
+// out its rows' RMSNorm scales in rms_norm_gpu's order (input_norm_scales) while chunk 0's
+// activations are in flight, then normalises each activation item as it splits it, so the
+// products see rms_norm_gpu's output bit for bit without a norm launch before them.
 #include <cstdint>
 
 #include "kernels/async_copy.h"
@@ -38,6 +43,7 @@
 #include "kernels/matvec_seg.h"
 #include "kernels/matvec_staged.h"
 #include "kernels/mma_bf16.h"
+#include "kernels/norm_block.h"
 
 namespace deltaserve::kernels {
 namespace {
@@ -80,8 +86,63 @@ __device__ __forceinline__ const uint8_t* tile_row(const MatvecSeg& g, size_t ex
   return g.w + expert + static_cast<size_t>(out) * g.w_row_bytes;
 }
 
+// The input norm's scale of each of the group's rows (pad rows: row 0's), rms_norm_gpu's bits
+// (norm.cu): its block has T = 256 threads for rows of 256+ inputs, as this one, and thread t
+// sums x[t + k T] by fmaf, k ascending, then the warps' butterflies, the warp totals added in
+// warp order from 0, and 1 / sqrt(total / n + eps). A thread has 4 loads per row in flight
+// (measured on the H200 against 32 / R: the 35B-A3B's one-stream step 2.58 vs 2.65 ms). Every
+// thread of the block calls it (one barrier inside).
+template <int R>
+__device__ __forceinline__ void input_norm_scales(const MatvecSeg& g, int64_t x_row0, int num_valid, float (&scale)[R]) {
+  static_assert(kThreads == detail::kNormMaxThreads, "the norm's thread count for rows of 256+ inputs");
+  constexpr int kBatch = 4;  // loads per row a thread has in flight
+  __shared__ float totals[R][kWarps];
+  const int64_t n = g.num_in;
+  const float* rows[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows[r] = g.x + (x_row0 + (r < num_valid ? r : 0)) * g.x_stride;
+  float sum[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) sum[r] = 0.0f;
+  for (int64_t base = threadIdx.x; base < n; base += kBatch * kThreads) {
+    float v[R][kBatch];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) v[r][k] = base + k * kThreads < n ? rows[r][base + k * kThreads] : 0.0f;
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        if (base + k * kThreads < n) sum[r] = fmaf(v[r][k], v[r][k], sum[r]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float s = gpu::warp_sum(sum[r]);
+    if (gpu::lane_id() == 0) totals[r][gpu::warp_id()] = s;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float total = 0.0f;
+    for (int w = 0; w < kWarps; ++w) total += totals[r][w];
+    scale[r] = 1.0f / sqrtf(total / static_cast<float>(n) + g.in_norm_eps);
+  }
+}
+
+// rms_norm_gpu's output for 4 consecutive inputs of a row: x / rms * w (its two roundings).
+__device__ __forceinline__ float4 input_normed(float4 x, float scale, float4 w) {
+  return make_float4(__fmul_rn(__fmul_rn(x.x, scale), w.x), __fmul_rn(__fmul_rn(x.y, scale), w.y),
+                     __fmul_rn(__fmul_rn(x.z, scale), w.z), __fmul_rn(__fmul_rn(x.w, scale), w.w));
+}
+
 // One row group of the block's tile. Every thread of the block calls it (barriers inside).
-template <int R, int B, int kStages, bool kNorm>
+// kInNorm: the segment's input norm (g.in_norm_w): x rows are residual rows, each activation
+// item is normalised as it is split.
+template <int R, int B, int kStages, bool kNorm, bool kInNorm>
 __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, uint8_t* smem) {
   using C = Chunk<B>;
   constexpr int NT = column_tiles<R>();
@@ -142,32 +203,59 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
   constexpr int kItemsPerChunk = R * kChunkBlocks * 4;
   constexpr bool kPipelineX = kItemsPerChunk <= kThreads;
   uint4* split4 = reinterpret_cast<uint4*>(split);
-  auto item_at = [&](int item, int chunk) {
-    const int r = item / (kChunkBlocks * 4), b = (item / 4) % kChunkBlocks, c = item % 4;
-    return g.x + (x_row0 + (r < num_valid ? r : 0)) * g.x_stride + static_cast<int64_t>(chunk) * kChunkInputs + 32 * b + 4 * c;
+  // Item `item` of chunk `chunk`: its first input's offset in the row, and its row.
+  auto item_input = [&](int item, int chunk) {
+    const int b = (item / 4) % kChunkBlocks, c = item % 4;
+    return static_cast<int64_t>(chunk) * kChunkInputs + 32 * b + 4 * c;
   };
-  auto split_item = [&](int item, float4 xa, float4 xb) {
-    const int r = item / (kChunkBlocks * 4), b = (item / 4) % kChunkBlocks, c = item % 4;
+  auto item_row = [&](int item) { return item / (kChunkBlocks * 4); };
+  auto item_at = [&](int item, int chunk) {
+    const int r = item_row(item);
+    return g.x + (x_row0 + (r < num_valid ? r : 0)) * g.x_stride + item_input(item, chunk);
+  };
+  float in_scale[R];  // kInNorm: each row's scale (input_norm_scales, after the first loads go out)
+#pragma unroll
+  for (int r = 0; r < R; ++r) in_scale[r] = 1.0f;
+  auto split_item = [&](int item, float4 xa, float4 xb, float4 wa, float4 wb) {
+    const int r = item_row(item), b = (item / 4) % kChunkBlocks, c = item % 4;
+    if constexpr (kInNorm) {
+      xa = input_normed(xa, in_scale[r], wa);
+      xb = input_normed(xb, in_scale[r], wb);
+    }
+    (void)wa, (void)wb;
     staged::split_quad(xa, xb, split4 + (r * kChunkBlocks + b) * 12 + c);
   };
-  float4 xa = make_float4(0.0f, 0.0f, 0.0f, 0.0f), xb = xa;  // kPipelineX: this thread's item of the next chunk
+  // kPipelineX: this thread's item of the next chunk (and its norm weights with kInNorm).
+  float4 xa = make_float4(0.0f, 0.0f, 0.0f, 0.0f), xb = xa, wa = xa, wb = xa;
   auto load_x = [&](int chunk) {
     if (tid >= kItemsPerChunk) return;
     const float* at = item_at(tid, chunk);
     xa = *reinterpret_cast<const float4*>(at);
     xb = *reinterpret_cast<const float4*>(at + 16);
+    if constexpr (kInNorm) {
+      const float* w = g.in_norm_w + item_input(tid, chunk);
+      wa = *reinterpret_cast<const float4*>(w);
+      wb = *reinterpret_cast<const float4*>(w + 16);
+    }
   };
   auto split_x = [&] {
-    if (tid < kItemsPerChunk) split_item(tid, xa, xb);
+    if (tid < kItemsPerChunk) split_item(tid, xa, xb, wa, wb);
   };
   auto load_split_x = [&](int chunk) {
 #pragma unroll 1
     for (int item = tid; item < kItemsPerChunk; item += kThreads) {
       const float* at = item_at(item, chunk);
-      split_item(item, *reinterpret_cast<const float4*>(at), *reinterpret_cast<const float4*>(at + 16));
+      float4 na = make_float4(0.0f, 0.0f, 0.0f, 0.0f), nb = na;
+      if constexpr (kInNorm) {
+        const float* w = g.in_norm_w + item_input(item, chunk);
+        na = *reinterpret_cast<const float4*>(w);
+        nb = *reinterpret_cast<const float4*>(w + 16);
+      }
+      split_item(item, *reinterpret_cast<const float4*>(at), *reinterpret_cast<const float4*>(at + 16), na, nb);
     }
   };
   if constexpr (kPipelineX) load_x(0);
+  if constexpr (kInNorm) input_norm_scales<R>(g, x_row0, num_valid, in_scale);
 
   for (int chunk = 0; chunk < num_chunks; ++chunk) {
     if (chunk + kStages - 1 < num_chunks) issue(chunk + kStages - 1);
@@ -241,7 +329,7 @@ __device__ __forceinline__ void prefetch_first_chunks(const MatvecSeg& g) {
 #endif
 
 // Block (x, y): x the segment's 16-row tile, y the row group of R activation rows.
-template <int R, int B, int S, bool kNorm>
+template <int R, int B, int S, bool kNorm, bool kInNorm>
 __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecParams p) {
 #if defined(DS_MMA_BF16)
   extern __shared__ __align__(16) uint8_t smem[];
@@ -256,18 +344,18 @@ __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecPar
   if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B, S>(g);
   gpu::begin_kernel();
   if (group >= g.num_groups) return;
-  staged_group<R, B, S, kNorm>(g, group, smem);
+  staged_group<R, B, S, kNorm, kInNorm>(g, group, smem);
 #else
   gpu::begin_kernel();
   (void)p;  // never launched there: matvec_math() is kCudaCores without bf16 mma
 #endif
 }
 
-template <int R, int B, int S, bool kNorm>
+template <int R, int B, int S, bool kNorm, bool kInNorm>
 gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
   constexpr size_t kSmem = smem_bytes<R, B, S>();
   static std::atomic<uint64_t> smem_allowed{0};
-  const gpuError_t allowed = staged::allow_dynamic_smem(matvec_staged_kernel<R, B, S, kNorm>, kSmem, smem_allowed);
+  const gpuError_t allowed = staged::allow_dynamic_smem(matvec_staged_kernel<R, B, S, kNorm, kInNorm>, kSmem, smem_allowed);
   if (allowed != gpuSuccess) return allowed;
   int64_t grid_x = 0, num_groups = 0;
   for (int s = 0; s < p.num_segs; ++s) {
@@ -283,14 +371,14 @@ gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
     p.group_offset = first;
     const dim3 grid(static_cast<unsigned>(grid_x),
                     static_cast<unsigned>(num_groups - first < kMaxGridY ? num_groups - first : kMaxGridY));
-    gpu::launch(matvec_staged_kernel<R, B, S, kNorm>, grid, kThreads, kSmem, stream, p);
+    gpu::launch(matvec_staged_kernel<R, B, S, kNorm, kInNorm>, grid, kThreads, kSmem, stream, p);
   }
   return gpuGetLastError();
 }
 
 // Rows per group R from the launch's largest segment; a launch with expert segments takes
 // R = 1 (each pair has its own weights), as in the CUDA-core kernel (matmul.cu).
-template <int B, int S, bool kNorm>
+template <int B, int S, bool kNorm, bool kInNorm>
 gpuError_t launch_rows(const MatvecParams& p, gpuStream_t stream) {
   int64_t n = 0;
   bool experts = false;
@@ -298,17 +386,26 @@ gpuError_t launch_rows(const MatvecParams& p, gpuStream_t stream) {
     n = p.seg[s].num_rows > n ? p.seg[s].num_rows : n;
     experts = experts || p.seg[s].expert_ids != nullptr;
   }
-  if (n == 1 || experts) return launch_staged<1, B, S, kNorm>(p, stream);
-  if (n == 2) return launch_staged<2, B, S, kNorm>(p, stream);
-  if (n <= 4) return launch_staged<4, B, S, kNorm>(p, stream);
-  return launch_staged<8, B, S, kNorm>(p, stream);
+  if (n == 1 || experts) return launch_staged<1, B, S, kNorm, kInNorm>(p, stream);
+  if (n == 2) return launch_staged<2, B, S, kNorm, kInNorm>(p, stream);
+  if (n <= 4) return launch_staged<4, B, S, kNorm, kInNorm>(p, stream);
+  return launch_staged<8, B, S, kNorm, kInNorm>(p, stream);
 }
 
-template <int B, bool kNorm>
+template <int B, bool kNorm, bool kInNorm>
 gpuError_t launch_stages(const MatvecParams& p, gpuStream_t stream) {
   int64_t chunks = 0;
   for (int s = 0; s < p.num_segs; ++s) chunks = p.seg[s].num_in / Chunk<B>::kInputs > chunks ? p.seg[s].num_in / Chunk<B>::kInputs : chunks;
-  return chunks <= 2 ? launch_rows<B, 2, kNorm>(p, stream) : launch_rows<B, kMaxStages, kNorm>(p, stream);
+  return chunks <= 2 ? launch_rows<B, 2, kNorm, kInNorm>(p, stream) : launch_rows<B, kMaxStages, kNorm, kInNorm>(p, stream);
+}
+
+// The epilogue / prologue choice: the norm epilogue, the input norm (matmul.cu never asks for
+// both), or neither.
+template <int B>
+gpuError_t launch_epilogue(const MatvecParams& p, gpuStream_t stream) {
+  if (p.seg[0].norm_counters != nullptr) return launch_stages<B, true, false>(p, stream);
+  if (p.seg[0].in_norm_w != nullptr) return launch_stages<B, false, true>(p, stream);
+  return launch_stages<B, false, false>(p, stream);
 }
 
 // B for every segment of the launch: 4 when all rows are multiples of 1,024 inputs, else 1. A
@@ -340,9 +437,8 @@ bool staged_shapes(const MatvecParams& p) {
 }
 
 gpuError_t launch_q4_0_staged(const MatvecParams& p, gpuStream_t stream) {
-  const bool norm = p.seg[0].norm_counters != nullptr;
-  if (all_inputs_multiple_of(p, Chunk<4>::kInputs)) return norm ? launch_stages<4, true>(p, stream) : launch_stages<4, false>(p, stream);
-  return norm ? launch_stages<1, true>(p, stream) : launch_stages<1, false>(p, stream);
+  if (all_inputs_multiple_of(p, Chunk<4>::kInputs)) return launch_epilogue<4>(p, stream);
+  return launch_epilogue<1>(p, stream);
 }
 
 }  // namespace matvec

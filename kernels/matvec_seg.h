@@ -46,6 +46,10 @@ struct MatvecSeg {
   float* norm_out;
   int64_t norm_out_stride;
   unsigned* norm_counters;    // [num_groups], zero between launches
+  // Input norm (staged launches only): x rows are residual rows, the product's input is
+  // rms_norm_gpu's RMSNorm(x row) * in_norm_w (matmul_gpu.h, MatmulSegment::input_norm_w).
+  const float* in_norm_w;
+  float in_norm_eps;
 };
 
 // Largest matrix (one segment; one expert) whose rows the matvec prefetches: on the H200 the

@@ -16,7 +16,7 @@
 namespace deltaserve::runtime::gpu {
 
 void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w, const KvPool& cache,
-                       const StepRowsView& rows, const float* a, float* y, const NextNorm& post) {
+                       const StepRowsView& rows, const float* a, float* y, const NextNorm& post, const InputNorm& in) {
   const ModelConfig& c = ctx.config;
   const GpuWorkspace& ws = ctx.ws;
   const int64_t n = rows.num_rows;
@@ -26,7 +26,7 @@ void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w,
 
   const DeviceTensor* proj[] = {&w.q, &w.k, &w.v};
   float* const proj_out[] = {ws.qg, ws.k, ws.v};
-  matmul_many(ctx, proj, proj_out, 3, a, row_split(rows));
+  matmul_many(ctx, proj, proj_out, 3, a, row_split(rows), in);
   // Query head h of row r at qg[(r * nh + h) * 2hd], its gate right after. One launch norms
   // and rotates q and k in place and appends K/V, bit-identical to the former five launches.
   kernels::AttentionPrepGpuArgs prep{};

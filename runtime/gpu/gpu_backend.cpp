@@ -126,6 +126,11 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
   fuse_down_combine_rows_ = !staged || fuse == "0" ? std::pair<int64_t, int64_t>{1, 0}
                             : fuse == "1"          ? std::pair<int64_t, int64_t>{1, std::numeric_limits<int64_t>::max()}
                                                    : gpu::kFusedDownCombineRows;
+  // Under the staged matvec short decode steps' products carry their input norms (35B-A3B: the
+  // MoE combine's serial norm epilogue gone; products_normalise_input).
+  // DELTASERVE_GPU_MATVEC_INPUT_NORM=0 keeps the norm launches (side-by-side runs); same bits.
+  const char* carry_env = std::getenv("DELTASERVE_GPU_MATVEC_INPUT_NORM");
+  carry_input_norms_ = staged && !(carry_env != nullptr && std::string(carry_env) == "0");
   size_buffers();
   const size_t slots = static_cast<size_t>(cache_.num_state_slots);
   live_entry_.resize(slots);
@@ -164,7 +169,11 @@ std::string GpuBackend::speed_settings() const {
   const auto on = [](bool b) { return b ? "on" : "off"; };
   return std::string("step graphs ") + on(graphs_enabled()) + ", dependent launches " +
          on(kernels::gpu::dependent_launch_enabled()) + ", L2 prefetch " + on(kernels::gpu::prefetch_enabled()) +
-         ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", expert pair groups " +
+         ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", input norms in the products " + on(carry_input_norms_) +
+         (carry_input_norms_ ? " (1-" + std::to_string(gpu::kCarriedInputNormMaxRows) + " decode rows, width <= " +
+                                     std::to_string(gpu::kCarriedInputNormMaxWidth) + ")"
+                             : std::string()) +
+         ", expert pair groups " +
          (matvec_math_ == kernels::MatvecMath::kStaged ? std::string("off (staged matvec)") : gpu::expert_grouping_setting()) +
          fuse_down_combine_setting() +
          ", prefill matmul " + prefill_math_name(prefill_math_) + ", Q4_0 matvec " +

@@ -126,12 +126,45 @@ void gated_product_tiled(const GpuLayerContext& ctx, const DeviceTensor& gate, c
                 "swiglu %lld prefill rows x %lld", static_cast<long long>(count), static_cast<long long>(width));
 }
 
+// The decode rows' segments (reading in.out) with in's norm carried into their launch, when
+// the step allows it (decode rows only) and the launch takes it; false: the caller fills
+// in.out first (carry_or_normalise).
+bool carry_input_norm(const GpuLayerContext& ctx, std::vector<kernels::MatmulSegment>& segs, const InputNorm& in,
+                      RowSplit rows) {
+  if (in.w == nullptr || segs.empty() || !products_normalise_input(ctx, rows)) return false;
+  std::vector<kernels::MatmulSegment> carried = segs;
+  for (kernels::MatmulSegment& s : carried) {
+    s.args.x = in.residual;
+    s.args.x_stride = in.w->ne0;
+    s.input_norm_w = in.w->f32();
+    s.input_norm_eps = ctx.config.rms_eps;
+  }
+  if (!kernels::matmul_segments_input_norm_supported(carried.data(), static_cast<int>(carried.size()))) return false;
+  segs.swap(carried);
+  return true;
+}
+
+// in.out = RMSNorm(in.residual) * in.w over the step's rows (an input norm no launch carried).
+void normalise_input(const GpuLayerContext& ctx, const InputNorm& in, RowSplit rows) {
+  rms_norm(ctx, *in.w, in.residual, rows.num_rows, in.out, in.w->ne0);
+}
+
 // g = SiLU(gate x) * (up x) over the step rows (u: scratch like g): decode rows as one gated
 // segment launch (or two products and swiglu_gpu when the layouts differ), prefill rows as
-// two tiled products and swiglu_gpu.
+// two tiled products and swiglu_gpu. With in.w set x (== in.out) is the norm of in.residual,
+// carried into the gated launch where it can be.
 void gated_product(const GpuLayerContext& ctx, const DeviceTensor& gate, const DeviceTensor& up, const float* x,
-                   RowSplit rows, float* g, float* u) {
+                   RowSplit rows, float* g, float* u, const InputNorm& in = {}) {
   const int64_t nd = rows.num_decode_rows, np = rows.num_prefill_rows(), width = gate.ne1;
+  if (in.w != nullptr) {
+    std::vector<kernels::MatmulSegment> segs;
+    if (nd > 0 && !decode_tiled(ctx, gate) && same_layout(gate, up)) segs.push_back(gated(segment(gate, x, nd, g), up));
+    if (carry_input_norm(ctx, segs, in, rows)) {
+      launch_segments(ctx, std::move(segs), "gate*up (input norm)");
+      return;
+    }
+    normalise_input(ctx, in, rows);
+  }
   if (nd > 0) {
     if (decode_tiled(ctx, gate) && decode_tiled(ctx, up)) {
       gated_product_decode_tiled(ctx, gate, up, x, nd, g, u, "ffn");
@@ -509,7 +542,20 @@ void matmul_then_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const f
 }
 
 void matmul_many(const GpuLayerContext& ctx, const DeviceTensor* const* ws, float* const* ys, int count, const float* x,
-                 RowSplit rows) {
+                 RowSplit rows, const InputNorm& in) {
+  if (in.w != nullptr) {
+    std::vector<kernels::MatmulSegment> segs;
+    bool tiled = false;
+    for (int i = 0; i < count; ++i) {
+      tiled = tiled || decode_tiled(ctx, *ws[i]);
+      segs.push_back(segment(*ws[i], x, rows.num_decode_rows, ys[i]));
+    }
+    if (!tiled && rows.num_decode_rows > 0 && carry_input_norm(ctx, segs, in, rows)) {
+      launch_segments(ctx, std::move(segs), ws[0]->name.c_str());
+      return;
+    }
+    normalise_input(ctx, in, rows);
+  }
   if (rows.num_decode_rows > 0) {
     std::vector<kernels::MatmulSegment> segs;
     for (int i = 0; i < count; ++i) {
@@ -530,10 +576,20 @@ std::string expert_grouping_setting() {
   return setting < 0 ? "auto" : setting == 0 ? "off" : std::to_string(setting);
 }
 
-bool ffn_normalises_input(const GpuLayerContext& ctx, int64_t num_rows) {
+// Why: at one or a few rows a norm launch is a chain of its own (the wait for the previous
+// kernel, a round trip for the row, the block reduction, the writes, then the next kernel's
+// wait), while the product that reads it waits for its activations anyway; normalising in
+// every block of that product costs it one more round trip over the row (bench/RESULTS.md).
+bool products_normalise_input(const GpuLayerContext& ctx, RowSplit rows) {
+  return ctx.carry_input_norms && ctx.config.num_embd <= kCarriedInputNormMaxWidth && rows.num_decode_rows > 0 &&
+         rows.num_decode_rows <= kCarriedInputNormMaxRows && rows.num_prefill_rows() == 0;
+}
+
+bool ffn_normalises_input(const GpuLayerContext& ctx, RowSplit rows) {
   const ModelConfig& c = ctx.config;
-  return c.is_moe() && num_rows >= 1 && num_rows <= kFusedRouterMaxRows &&
-         kernels::moe_router_fuses_norm(c.num_embd, num_rows, c.num_experts);
+  if (!c.is_moe()) return products_normalise_input(ctx, rows);
+  const int64_t num_rows = rows.num_rows;
+  return num_rows >= 1 && num_rows <= kFusedRouterMaxRows && kernels::moe_router_fuses_norm(c.num_embd, num_rows, c.num_experts);
 }
 
 void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y,
@@ -542,8 +598,7 @@ void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
   if (ctx.config.is_moe()) {
     moe_forward(ctx, w, rows, b, y, next, in);
   } else {
-    if (in.w != nullptr) rms_norm(ctx, *in.w, y, rows.num_rows, in.b, ctx.config.num_embd);
-    gated_product(ctx, w.gate, w.up, b, rows, ctx.ws.ffn_g, ctx.ws.ffn_u);
+    gated_product(ctx, w.gate, w.up, b, rows, ctx.ws.ffn_g, ctx.ws.ffn_u, InputNorm{in.w, y, in.b});
     matmul_then_norm(ctx, w.down, ctx.ws.ffn_g, rows, y, next);
   }
 }

@@ -169,18 +169,26 @@ void GpuBackend::run_block(const gpu::GpuLayerWeights& lw, const gpu::KvPool* kv
                            const gpu::StepRowsView& rows, bool input_normed, const gpu::DeviceTensor* next_attn_norm) {
   const gpu::GpuLayerContext ctx = context();
   const int64_t n = rows.num_rows, h = config_.num_embd;
-  if (!input_normed) gpu::rms_norm(ctx, lw.attn_norm, ws_.x, n, ws_.a, h);
-  // The FFN's input norm: in the MoE router's launch for short steps, else after the mixer's
-  // output projection (an rms_norm launch, or its epilogue). Same bits every way.
-  const bool ffn_norms_input = gpu::ffn_normalises_input(ctx, n);
+  // The mixer's input norm: written by the previous block (input_normed), carried into the
+  // mixer's input projections (products_normalise_input: no launch of its own), or an
+  // rms_norm launch. Same bits every way.
+  const bool carried = gpu::products_normalise_input(ctx, gpu::row_split(rows));
+  if (!input_normed && !carried) gpu::rms_norm(ctx, lw.attn_norm, ws_.x, n, ws_.a, h);
+  const gpu::InputNorm mixer_in = !input_normed && carried ? gpu::InputNorm{&lw.attn_norm, ws_.x, ws_.a} : gpu::InputNorm{};
+  // The FFN's input norm: in the MoE router's launch for short steps, carried into a dense
+  // FFN's gate/up launch, else after the mixer's output projection (an rms_norm launch, or
+  // its epilogue).
+  const bool ffn_norms_input = gpu::ffn_normalises_input(ctx, gpu::row_split(rows));
   const gpu::NextNorm post = ffn_norms_input ? gpu::NextNorm{} : gpu::NextNorm{&lw.post_attention_norm, ws_.a, h};
   if (gdn != nullptr) {
-    gpu::gdn_forward(ctx, lw.gdn, *gdn, rows, ws_.a, ws_.x, post);
+    gpu::gdn_forward(ctx, lw.gdn, *gdn, rows, ws_.a, ws_.x, post, mixer_in);
   } else {
-    gpu::attention_forward(ctx, lw.attention, *kv, rows, ws_.a, ws_.x, post);
+    gpu::attention_forward(ctx, lw.attention, *kv, rows, ws_.a, ws_.x, post, mixer_in);
   }
   const gpu::FfnInputNorm in = ffn_norms_input ? gpu::FfnInputNorm{&lw.post_attention_norm, ws_.a} : gpu::FfnInputNorm{};
-  gpu::ffn_forward(ctx, lw.ffn, gpu::row_split(rows), ws_.a, ws_.x, gpu::NextNorm{next_attn_norm, ws_.a, h}, in);
+  // Where the next block's mixer carries its input norm, nothing writes it here.
+  const gpu::DeviceTensor* next_norm = carried ? nullptr : next_attn_norm;
+  gpu::ffn_forward(ctx, lw.ffn, gpu::row_split(rows), ws_.a, ws_.x, gpu::NextNorm{next_norm, ws_.a, h}, in);
 }
 
 // Final norm of the hidden rows of ws_.x and the LM head for the logit rows (a subset of
@@ -259,16 +267,18 @@ void GpuBackend::enqueue_trunk(const gpu::StepRowsView& rows, size_t hidden_at, 
   DS_GPU_LAUNCH(ctx, 1, kernels::embedding_lookup_gpu(emb.data, emb.type, c.num_embd, rows.tokens, rows.num_rows, ws_.x, stream_),
                 "embedding %lld rows", static_cast<long long>(rows.num_rows));
   // Each block's FFN also writes the next block's attn_norm into ws_.a (MoE: inside the
-  // combine launch), so blocks after the first skip their own.
+  // combine launch), so blocks after the first skip their own; not where the mixers carry
+  // their input norms (run_block).
+  const bool carried = gpu::products_normalise_input(ctx, gpu::row_split(rows));
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const gpu::GpuLayerWeights& lw = weights_->layers[static_cast<size_t>(i)];
     const size_t index = static_cast<size_t>(layer_cache_index_[static_cast<size_t>(i)]);
     const gpu::DeviceTensor* next_norm =
         i + 1 < c.num_layers ? &weights_->layers[static_cast<size_t>(i + 1)].attn_norm : nullptr;
     if (lw.kind == LayerKind::GatedDeltaNet) {
-      run_block(lw, nullptr, &gdn_[index], rows, i > 0, next_norm);
+      run_block(lw, nullptr, &gdn_[index], rows, i > 0 && !carried, next_norm);
     } else {
-      run_block(lw, &kv_[index], nullptr, rows, i > 0, next_norm);
+      run_block(lw, &kv_[index], nullptr, rows, i > 0 && !carried, next_norm);
     }
   }
   lm_head_enqueue(weights_->output_norm, device<int32_t>(hidden_at), num_hidden, device<int32_t>(logit_at), num_logits);

@@ -12,7 +12,7 @@
 namespace deltaserve::runtime::gpu {
 
 void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnStatePools& state,
-                 const StepRowsView& rows, const float* a, float* y, const NextNorm& post) {
+                 const StepRowsView& rows, const float* a, float* y, const NextNorm& post, const InputNorm& in) {
   const ModelConfig& c = ctx.config;
   const GpuWorkspace& ws = ctx.ws;
   const int64_t n = rows.num_rows;
@@ -22,7 +22,7 @@ void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnSt
   // for the decode rows when the four weight types agree.
   const DeviceTensor* proj[] = {&w.qkv, &w.gate, &w.beta, &w.alpha};
   float* const proj_out[] = {ws.qkv, ws.z, ws.beta, ws.alpha};
-  matmul_many(ctx, proj, proj_out, 4, a, row_split(rows));
+  matmul_many(ctx, proj, proj_out, 4, a, row_split(rows), in);
 
   kernels::GdnStepArgs g{};
   g.qkv = ws.qkv;

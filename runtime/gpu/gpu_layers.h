@@ -100,6 +100,9 @@ struct GpuLayerContext {
   // (moe_down_combine_gpu, the same bits as the two launches) for steps of
   // fuse_down_combine_rows (first, second: inclusive) decode rows; second < first: never.
   std::pair<int64_t, int64_t> fuse_down_combine_rows{1, 0};
+  // Under the staged matvec: decode steps' products carry their input norms (InputNorm,
+  // products_normalise_input) instead of reading an rms_norm launch's output; same bits.
+  bool carry_input_norms = false;
 };
 
 // The default fuse_down_combine_rows (gpu_ffn_layer.cpp says why);
@@ -153,10 +156,33 @@ void matmul(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, i
 void matmul(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, RowSplit rows, float* y,
             bool accumulate = false);
 
+// An input RMSNorm carried into the products that read its output, for decode steps under the
+// staged matvec (products_normalise_input): every block of their launch normalises the rows
+// it multiplies (kernels::MatmulSegment::input_norm_w, rms_norm_gpu's bits), so the step has no
+// norm launch there. Where a launch cannot take it (mixed weight types, prefill rows, other
+// matvec kinds) the rows go through an rms_norm launch into out first. w null: none.
+struct InputNorm {
+  const DeviceTensor* w = nullptr;
+  const float* residual = nullptr;  // [N][H]: the rows to normalise
+  float* out = nullptr;             // [N][H]: the normed rows, where an rms_norm launch writes them
+};
+// Whether this step's products carry their input norms: ctx.carry_input_norms (the staged
+// matvec; DELTASERVE_GPU_MATVEC_INPUT_NORM=0 never, for side-by-side runs), steps of 1 to
+// kCarriedInputNormMaxRows decode rows only, models of at most kCarriedInputNormMaxWidth
+// hidden units. Same bits either way, so the choice may follow the load.
+bool products_normalise_input(const GpuLayerContext& ctx, RowSplit rows);
+// Why bounds: every block of a product normalises the rows it multiplies, so the norm's reads
+// grow with rows x blocks x width. On the H200 (bench/RESULTS.md) the 35B-A3B (2,048 wide) one
+// stream 2.71 -> 2.58 ms, two 3.32 -> 3.26, four even, 8 and 16 streams 3% slower; the 27B
+// (5,120 wide, its norms separate launches before) one stream 8.54 -> 9.26 ms.
+inline constexpr int64_t kCarriedInputNormMaxRows = 2;
+inline constexpr int64_t kCarriedInputNormMaxWidth = 2048;
+
 // y_i[r] = W_i x[r] for every i, in as few launches as the weight types allow (one per type,
-// at most kMaxMatmulSegments matrices each); same bits as one matmul per matrix.
+// at most kMaxMatmulSegments matrices each); same bits as one matmul per matrix. With in.w set,
+// x (== in.out) is the norm of in.residual, carried into the launch where it can be.
 void matmul_many(const GpuLayerContext& ctx, const DeviceTensor* const* ws, float* const* ys, int count, const float* x,
-                 RowSplit rows);
+                 RowSplit rows, const InputNorm& in = {});
 
 // The next block's input RMSNorm, written at the end of a mixer or an FFN: out[r] = RMSNorm(y[r]) * w.
 struct NextNorm {
@@ -167,24 +193,27 @@ struct NextNorm {
 // Mixers: read the normed rows a [N][H], ADD their output into y [N][H] (the residual add
 // fused into the output projection: y + W o rounds exactly as a separate add did), then, with
 // post.w set, write post.out = RMSNorm(y) * post.w (the FFN's input norm, by matmul_then_norm).
+// With in.w set, a is not normed yet: in carries its norm (in.out == a).
 void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnStatePools& state,
-                 const StepRowsView& rows, const float* a, float* y, const NextNorm& post);
+                 const StepRowsView& rows, const float* a, float* y, const NextNorm& post, const InputNorm& in = {});
 void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w, const KvPool& cache,
-                       const StepRowsView& rows, const float* a, float* y, const NextNorm& post);
+                       const StepRowsView& rows, const float* a, float* y, const NextNorm& post, const InputNorm& in = {});
 // The FFN's own input norm (ffn_normalises_input): b = RMSNorm(y) * w, written by the FFN's
 // first launch from the residual y before it adds anything to y.
 struct FfnInputNorm {
   const DeviceTensor* w = nullptr;  // null: b holds the normed rows already
   float* b = nullptr;               // [N][H]: the FFN's input b
 };
-// Whether the FFN takes its input norm itself for a step of num_rows rows: MoE steps of at
-// most 4 rows, where the fused router normalises its rows in each block (rms_norm_gpu's bits),
-// so the norm costs no launch: 40 fewer launches per 35B-A3B decode step.
-bool ffn_normalises_input(const GpuLayerContext& ctx, int64_t num_rows);
+// Whether the FFN takes its input norm itself for a step: MoE steps of at most 4 rows, where
+// the fused router normalises its rows in each block (rms_norm_gpu's bits), so the norm costs
+// no launch: 40 fewer launches per 35B-A3B decode step; dense FFNs where the step's products
+// carry their input norms (products_normalise_input: the gate/up launch normalises them).
+bool ffn_normalises_input(const GpuLayerContext& ctx, RowSplit rows);
 // FFN: dense SwiGLU or MoE with the shared expert, by ctx.config.arch; ADDS its output into y.
 // With next.w set it also writes next.out as rms_norm would from the final y: MoE in the
 // combine launch (moe_combine_gpu's epilogue, same bits), dense by an rms_norm launch. With
-// in.w set (only where ffn_normalises_input) b = in.b is first computed from y.
+// in.w set (only where ffn_normalises_input) b = in.b is the norm of y: MoE by the router
+// launch, dense carried into the gate/up launch (b then not written) or an rms_norm launch.
 void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y,
                  const NextNorm& next = {}, const FfnInputNorm& in = {});
 

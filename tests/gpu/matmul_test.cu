@@ -253,6 +253,66 @@ void check_matmul_norm(Context& ctx, DType type, int64_t num_in, int64_t num_out
                      !same ? "differs from matmul_gpu + rms_norm_gpu" : (zero ? "== matmul_gpu + rms_norm_gpu" : "counters not reset"));
 }
 
+// matmul_segments_gpu with the input norm (kStaged) == rms_norm_gpu, then the same segments
+// on its output, bit for bit: a plain accumulating and a gated segment over one residual
+// matrix whose rows differ in scale by up to 2^4, rows across the groups of 1, 2, 4 and 8 and
+// past them. Under the CUDA cores the launch is refused (gpuErrorInvalidValue, nothing run).
+void check_input_norm(Context& ctx, int64_t num_in, int64_t num_rows) {
+  const DType type = DType::Q4_0;
+  const int64_t out_p = 40, out_g = 24;
+  const size_t rb = dtype_row_bytes(type, num_in);
+  const std::vector<uint8_t> wp = random_weights(ctx.rng, type, num_in, out_p);
+  const std::vector<uint8_t> wg = random_weights(ctx.rng, type, num_in, out_g);
+  const std::vector<uint8_t> wu = random_weights(ctx.rng, type, num_in, out_g);
+  std::vector<float> x = random_floats(ctx.rng, static_cast<size_t>(num_rows * num_in));
+  for (int64_t r = 0; r < num_rows; ++r) {
+    const float scale = static_cast<float>(1 << (r % 5)) / 4.0f;
+    for (int64_t i = 0; i < num_in; ++i) x[static_cast<size_t>(r * num_in + i)] *= scale;
+  }
+  const std::vector<float> gamma = random_floats(ctx.rng, static_cast<size_t>(num_in));
+  const std::vector<float> y0 = random_floats(ctx.rng, static_cast<size_t>(num_rows * out_p));
+  const float eps = 1e-6f;
+  DeviceBuffer<uint8_t> dwp(wp), dwg(wg), dwu(wu);
+  DeviceBuffer<float> dx(x), dgamma(gamma), normed(x.size()), p1(y0), p2(y0);
+  DeviceBuffer<float> g1(static_cast<size_t>(num_rows * out_g)), g2(g1.size());
+  g1.poison();
+  g2.poison();
+  normed.poison();
+  auto segments = [&](const float* in, float* py, float* gy, bool carry, MatmulSegment (&segs)[2]) {
+    segs[0] = MatmulSegment{};
+    segs[1] = MatmulSegment{};
+    segs[0].args = MatmulArgs{dwp.get(), type, num_in, out_p, rb, in, num_rows, num_in, py, out_p, true};
+    segs[1].args = MatmulArgs{dwg.get(), type, num_in, out_g, rb, in, num_rows, num_in, gy, out_g};
+    segs[1].w_up = dwu.get();
+    for (MatmulSegment& sg : segs) {
+      if (carry) sg.input_norm_w = dgamma.get(), sg.input_norm_eps = eps;
+    }
+  };
+  MatmulSegment carried[2], plain[2];
+  segments(dx.get(), p1.get(), g1.get(), true, carried);
+  segments(normed.get(), p2.get(), g2.get(), false, plain);
+  const bool supported = matmul_segments_input_norm_supported(carried, 2);
+  if (supported) CHECK_GPU(matmul_segments_gpu(carried, 2, nullptr));
+  CHECK_GPU(rms_norm_gpu(RmsNormArgs{dx.get(), num_in, dgamma.get(), normed.get(), num_in, num_rows, num_in, eps}, nullptr));
+  CHECK_GPU(matmul_segments_gpu(plain, 2, nullptr));
+  const std::vector<float> a1 = p1.download(), b1 = p2.download(), a2 = g1.download(), b2 = g2.download();
+  const bool same = supported && bitwise_equal(a1.data(), b1.data(), a1.size()) && bitwise_equal(a2.data(), b2.data(), a2.size());
+
+  // Refused off the staged matvec: nothing launched, the outputs untouched.
+  const MatvecMath math = matvec_math();
+  set_matvec_math(MatvecMath::kCudaCores);
+  const bool refused = !matmul_segments_input_norm_supported(carried, 2) && matmul_segments_gpu(carried, 2, nullptr) == gpuErrorInvalidValue;
+  (void)gpuGetLastError();
+  set_matvec_math(math);
+  const std::vector<float> after = g1.download();
+  const bool untouched = bitwise_equal(after.data(), a2.data(), a2.size());
+  ctx.results.record("matmul_segments_gpu(input norm)", shape_text(type, num_in, out_p, num_rows),
+                     compare(a2.data(), b2.data(), a2.size()), kMatmulNmse, same && refused && untouched,
+                     !supported ? "not supported" : !same ? "differs from rms_norm_gpu + matmul_segments_gpu"
+                                                  : !(refused && untouched) ? "not refused off the staged matvec"
+                                                                            : "== rms_norm_gpu + matmul_segments_gpu");
+}
+
 // Tensor-core launches with pre-split activations (set_matvec_split_scratch) == the same
 // launches splitting as they go, bit for bit: three segments (plain, gated, plain on a second
 // activation matrix), with the scratch large enough, and too small for both matrices (the
@@ -403,6 +463,12 @@ void run_matmul_tests(Context& ctx) {
         check_segments(ctx, t, in, r, false);
       }
     }
+    // The input norm: the narrow walk (768: 3 chunks of 256), the 35B-A3B's 2,048 and the 27B's
+    // 5,120 (past the norm's 8 elements a thread), 17,408 (68 a thread).
+    for (int64_t r : ctx.quick ? std::vector<int64_t>{1, 5} : std::vector<int64_t>{1, 2, 3, 4, 5, 8, 11, 17}) {
+      for (int64_t in : ctx.quick ? std::vector<int64_t>{2048} : std::vector<int64_t>{768, 2048, 5120}) check_input_norm(ctx, in, r);
+    }
+    check_input_norm(ctx, 17408, 2);
     for (int64_t r : ctx.quick ? std::vector<int64_t>{1, 9} : std::vector<int64_t>{1, 2, 3, 8, 13}) {
       check_matmul_norm(ctx, t, 1024, 2048, r, true);
       check_matmul_norm(ctx, t, 2048, 100, r, false);

@@ -84,7 +84,8 @@ class StatePrecisionTest : public ::testing::TestWithParam<bool> {
   }
 
   // Prompts, then kNewTokens greedy tokens per slot, one row per step.
-  Trace plain(StatePrecision precision) const {
+  // Decode steps of the first num_seqs slots (after every slot's prompt).
+  Trace plain(StatePrecision precision, int32_t num_seqs = kSeqs) const {
     GpuBackend b(*model_, cache_config(precision, matvec_));
     Trace t;
     t.tokens.resize(kSeqs);
@@ -93,10 +94,10 @@ class StatePrecisionTest : public ::testing::TestWithParam<bool> {
     prefill_prompts(b, cached, next, out);
     for (int32_t step = 0; step < kNewTokens; ++step) {
       BatchPlan d;
-      for (int32_t s = 0; s < kSeqs; ++s) d.sequences.push_back(make_step(s, cached[s], {next[s]}, blocks(s), 1));
+      for (int32_t s = 0; s < num_seqs; ++s) d.sequences.push_back(make_step(s, cached[s], {next[s]}, blocks(s), 1));
       b.forward(d, out);
       t.launches_per_decode_step = b.launches_last_forward();
-      for (int32_t s = 0; s < kSeqs; ++s) {
+      for (int32_t s = 0; s < num_seqs; ++s) {
         t.tokens[s].push_back(next[s]);
         const float* row = out.sequence_logits(static_cast<size_t>(s));
         t.logits[{s, cached[s]}] = std::vector<float>(row, row + out.num_vocab);
@@ -358,6 +359,44 @@ TEST_P(StatePrecisionTest, FusedDownCombineGivesTheTwoLaunchesBits) {
   EXPECT_LT(fused.launches_per_decode_step, apart.launches_per_decode_step) << "the fused launch did not replace two";
   std::printf("fused down + combine: %lld vs %lld launches per decode step\n",
               static_cast<long long>(fused.launches_per_decode_step), static_cast<long long>(apart.launches_per_decode_step));
+}
+
+// Under the staged matvec the products of decode steps of 1-2 rows carry their input norms
+// (every block of the mixers' input projections and of a dense FFN's gate/up launch normalises
+// its rows, rms_norm_gpu's bits): one and two sequences decoding give the logits and states of
+// the norm launches (DELTASERVE_GPU_MATVEC_INPUT_NORM=0) bit for bit, with fewer launches per
+// step; three (past gpu::kCarriedInputNormMaxRows) the same launches.
+TEST_P(StatePrecisionTest, CarriedInputNormsGiveTheNormLaunchesBits) {
+  model_ = deltaserve::testing::make_synthetic_model(GetParam(), kernels::DType::Q4_0, 61);
+  matvec_ = DecodeMatvec::kStaged;
+  {
+    GpuBackend probe(*model_, cache_config(StatePrecision::kF32, DecodeMatvec::kStaged));
+    if (probe.speed_settings().find("Q4_0 matvec staged") == std::string::npos) GTEST_SKIP() << "no bf16 tensor cores";
+    EXPECT_NE(probe.speed_settings().find("input norms in the products on"), std::string::npos) << probe.speed_settings();
+  }
+  ASSERT_EQ(gpu::kCarriedInputNormMaxRows, 2) << "the sequence counts below assume it";
+  std::vector<Trace> carried, apart;
+  for (int32_t seqs = 1; seqs <= kSeqs; ++seqs) carried.push_back(plain(StatePrecision::kF32, seqs));
+  {
+    const ScopedEnv launches("DELTASERVE_GPU_MATVEC_INPUT_NORM", "0");
+    GpuBackend probe(*model_, cache_config(StatePrecision::kF32, DecodeMatvec::kStaged));
+    EXPECT_NE(probe.speed_settings().find("input norms in the products off"), std::string::npos) << probe.speed_settings();
+    for (int32_t seqs = 1; seqs <= kSeqs; ++seqs) apart.push_back(plain(StatePrecision::kF32, seqs));
+  }
+  for (int32_t seqs = 1; seqs <= kSeqs; ++seqs) {
+    const Trace& c = carried[static_cast<size_t>(seqs - 1)];
+    const Trace& a = apart[static_cast<size_t>(seqs - 1)];
+    for (int32_t slot = 0; slot < seqs; ++slot) EXPECT_EQ(c.tokens[slot], a.tokens[slot]) << seqs << " sequences, slot " << slot;
+    EXPECT_EQ(c.logits.size(), a.logits.size());
+    EXPECT_TRUE(bitwise_as_plain(c, a)) << seqs << " sequences: logits/states not bitwise the norm launches'";
+    if (seqs <= 2) {
+      EXPECT_LT(c.launches_per_decode_step, a.launches_per_decode_step) << seqs << " sequences: no norm launch went away";
+    } else {
+      EXPECT_EQ(c.launches_per_decode_step, a.launches_per_decode_step) << seqs << " sequences: past the bound";
+    }
+    std::printf("carried input norms, %d sequences: %lld vs %lld launches per decode step\n", seqs,
+                static_cast<long long>(c.launches_per_decode_step), static_cast<long long>(a.launches_per_decode_step));
+  }
 }
 
 // Auto takes the tensor cores (where the device has them): the tensor matvec for servers of
