@@ -61,11 +61,13 @@ __device__ __forceinline__ float load_coherent(const float* p) {
 
 // One output element of the combine: acc points at chunk 0's element, chunk c at c * hd; f and
 // l hold the chunks' factors expf(m_c - M) and sums. kCoherent: the fused combine (partials of
-// other blocks); the values, and so the arithmetic, are the same either way.
+// other blocks); the values, and so the arithmetic, are the same either way. Unrolled by 16: a
+// one-stream step's 16 chunks (1,024 keys) in one batch of loads, one L2 round trip per output
+// of the fused combine's last block instead of two.
 template <bool kCoherent>
 __device__ __forceinline__ float combine_output(const float* acc, int64_t hd, const float* f, const float* l_c, int used, float g) {
   float l = 0.0f, o = 0.0f;
-#pragma unroll 8
+#pragma unroll 16
   for (int c = 0; c < used; ++c) {
     const float x = kCoherent ? load_coherent(acc + c * hd) : acc[c * hd];
     l = fmaf(l_c[c], f[c], l);

@@ -89,13 +89,14 @@ __device__ __forceinline__ const uint8_t* tile_row(const MatvecSeg& g, size_t ex
 // The input norm's scale of each of the group's rows (pad rows: row 0's), rms_norm_gpu's bits
 // (norm.cu): its block has T = 256 threads for rows of 256+ inputs, as this one, and thread t
 // sums x[t + k T] by fmaf, k ascending, then the warps' butterflies, the warp totals added in
-// warp order from 0, and 1 / sqrt(total / n + eps). A thread has 4 loads per row in flight
-// (measured on the H200 against 32 / R: the 35B-A3B's one-stream step 2.58 vs 2.65 ms). Every
+// warp order from 0, and 1 / sqrt(total / n + eps). A thread has 8 loads per row in flight (a
+// 2,048-wide row in one round trip; measured on the H200 with 32 / R a row: 35B-A3B one stream
+// 2.65 ms, with 4: 2.58, with 8 (and the attention combine's loads batched by 16): 2.57). Every
 // thread of the block calls it (one barrier inside).
 template <int R>
 __device__ __forceinline__ void input_norm_scales(const MatvecSeg& g, int64_t x_row0, int num_valid, float (&scale)[R]) {
   static_assert(kThreads == detail::kNormMaxThreads, "the norm's thread count for rows of 256+ inputs");
-  constexpr int kBatch = 4;  // loads per row a thread has in flight
+  constexpr int kBatch = 8;  // loads per row a thread has in flight
   __shared__ float totals[R][kWarps];
   const int64_t n = g.num_in;
   const float* rows[R];
