@@ -113,6 +113,17 @@ __device__ __forceinline__ float reduce8(float (&v)[8]) {
   return c;  // row 4 b4 + 2 b3 + b2
 }
 
+// The block's outputs: each (row, activation row) the warps' sums added in warp order.
+template <int R, int kT>
+__device__ __forceinline__ void write_rows(const float* partial, int warps, int row0, float* y, int n_out) {
+  for (int i = threadIdx.x; i < kT * R; i += blockDim.x) {
+    const int row = row0 + i / R, r = i % R;
+    float s = partial[i];
+    for (int u = 1; u < warps; ++u) s += partial[u * kT * R + i];
+    if (row < n_out) y[size_t(r) * n_out + row] = s;
+  }
+}
+
 // Where a lane's block of a row is: GGUF (18-byte blocks; five 4-byte loads from the 4-aligned
 // start below the block, qs words by funnel shift), or Split (per 32 blocks of a row: 32 x 16
 // bytes of qs, then 32 scales: one 16-byte and one 2-byte load).
@@ -203,12 +214,7 @@ __global__ void k_dp4a(const uint8_t* w, size_t row_bytes, const float* x, int n
     }
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < kT * R; i += blockDim.x) {
-    const int row = row0 + i / R, r = i % R;
-    float s = partial[i];
-    for (int u = 1; u < warps; ++u) s += partial[u * kT * R + i];
-    if (row < n_out) y[size_t(r) * n_out + row] = s;
-  }
+  write_rows<R, kT>(partial, warps, row0, y, n_out);
 }
 
 // The same arithmetic for R activation rows with their parts in shared memory: the block splits
@@ -289,12 +295,7 @@ __global__ void k_dp4a_shx(const uint8_t* w, size_t row_bytes, const float* x, i
     }
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < kT * R; i += blockDim.x) {
-    const int row = row0 + i / R, r = i % R;
-    float s = partial[i];
-    for (int u = 1; u < warps; ++u) s += partial[u * kT * R + i];
-    if (row < n_out) y[size_t(r) * n_out + row] = s;
-  }
+  write_rows<R, kT>(partial, warps, row0, y, n_out);
 }
 
 template <class F>

@@ -127,8 +127,8 @@ void gated_product_tiled(const GpuLayerContext& ctx, const DeviceTensor& gate, c
 }
 
 // The decode rows' segments (reading in.out) with in's norm carried into their launch, when
-// the step allows it (decode rows only) and the launch takes it; false: the caller fills
-// in.out first (carry_or_normalise).
+// the step allows it (products_normalise_input) and the launch takes it; false: the caller
+// fills in.out first (normalise_input).
 bool carry_input_norm(const GpuLayerContext& ctx, std::vector<kernels::MatmulSegment>& segs, const InputNorm& in,
                       RowSplit rows) {
   if (in.w == nullptr || segs.empty() || !products_normalise_input(ctx, rows)) return false;
