@@ -86,58 +86,21 @@ __device__ __forceinline__ const uint8_t* tile_row(const MatvecSeg& g, size_t ex
   return g.w + expert + static_cast<size_t>(out) * g.w_row_bytes;
 }
 
-// The input norm's scale of each of the group's rows (pad rows: row 0's), rms_norm_gpu's bits
-// (norm.cu): its block has T = 256 threads for rows of 256+ inputs, as this one, and thread t
-// sums x[t + k T] by fmaf, k ascending, then the warps' butterflies, the warp totals added in
-// warp order from 0, and 1 / sqrt(total / n + eps). A thread has 8 loads per row in flight (a
-// 2,048-wide row in one round trip; measured on the H200 with 32 / R a row: 35B-A3B one stream
-// 2.65 ms, with 4: 2.58, with 8 (and the attention combine's loads batched by 16): 2.57). Every
-// thread of the block calls it (one barrier inside).
+// The input norm's scale of each of the group's rows (pad rows: row 0's), rms_norm_gpu's bits:
+// its block has 256 threads for rows of 256+ inputs, as this one (detail::block_inverse_rms_rows).
 template <int R>
 __device__ __forceinline__ void input_norm_scales(const MatvecSeg& g, int64_t x_row0, int num_valid, float (&scale)[R]) {
   static_assert(kThreads == detail::kNormMaxThreads, "the norm's thread count for rows of 256+ inputs");
-  constexpr int kBatch = 8;  // loads per row a thread has in flight
-  __shared__ float totals[R][kWarps];
-  const int64_t n = g.num_in;
   const float* rows[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) rows[r] = g.x + (x_row0 + (r < num_valid ? r : 0)) * g.x_stride;
-  float sum[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) sum[r] = 0.0f;
-  for (int64_t base = threadIdx.x; base < n; base += kBatch * kThreads) {
-    float v[R][kBatch];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) v[r][k] = base + k * kThreads < n ? rows[r][base + k * kThreads] : 0.0f;
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        if (base + k * kThreads < n) sum[r] = fmaf(v[r][k], v[r][k], sum[r]);
-      }
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const float s = gpu::warp_sum(sum[r]);
-    if (gpu::lane_id() == 0) totals[r][gpu::warp_id()] = s;
-  }
-  __syncthreads();
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    float total = 0.0f;
-    for (int w = 0; w < kWarps; ++w) total += totals[r][w];
-    scale[r] = 1.0f / sqrtf(total / static_cast<float>(n) + g.in_norm_eps);
-  }
+  detail::block_inverse_rms_rows<R, kWarps>(rows, g.num_in, g.in_norm_eps, scale);
 }
 
-// rms_norm_gpu's output for 4 consecutive inputs of a row: x / rms * w (its two roundings).
+// rms_norm_gpu's output for 4 consecutive inputs of a row (detail::rms_normed).
 __device__ __forceinline__ float4 input_normed(float4 x, float scale, float4 w) {
-  return make_float4(__fmul_rn(__fmul_rn(x.x, scale), w.x), __fmul_rn(__fmul_rn(x.y, scale), w.y),
-                     __fmul_rn(__fmul_rn(x.z, scale), w.z), __fmul_rn(__fmul_rn(x.w, scale), w.w));
+  return make_float4(detail::rms_normed(x.x, scale, w.x), detail::rms_normed(x.y, scale, w.y), detail::rms_normed(x.z, scale, w.z),
+                     detail::rms_normed(x.w, scale, w.w));
 }
 
 // One row group of the block's tile. Every thread of the block calls it (barriers inside).

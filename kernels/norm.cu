@@ -19,7 +19,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const RmsNormArgs a)
   const float* x = a.x + blockIdx.x * a.x_stride;
   float* y = a.y + blockIdx.x * a.y_stride;
   const float scale = detail::block_inverse_rms(x, a.n, a.eps, scratch);
-  detail::block_norm_write(x, y, a.n, [&](int64_t i, float v) { return __fmul_rn(v, scale) * a.w[i]; });
+  detail::block_norm_write(x, y, a.n, [&](int64_t i, float v) { return detail::rms_normed(v, scale, a.w[i]); });
 }
 
 // rms_norm_kernel's bits for rows of at most kPerThread * blockDim.x elements, each thread's x
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_held_kernel(const RmsNormAr
 #pragma unroll
   for (int k = 0; k < kPerThread; ++k) {
     const int64_t i = threadIdx.x + k * stride;
-    if (i < a.n) y[i] = __fmul_rn(v[k], scale) * w[k];
+    if (i < a.n) y[i] = detail::rms_normed(v[k], scale, w[k]);
   }
 }
 

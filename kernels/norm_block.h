@@ -49,6 +49,53 @@ __device__ __forceinline__ float block_inverse_rms(const float* x, int64_t n, fl
   return 1.0f / sqrtf(sum / static_cast<float>(n) + eps);
 }
 
+// block_inverse_rms for R rows at once (rows[r], each n floats), one barrier instead of two per
+// row: thread t sums row r's x[t + k T] by fmaf, k ascending, then each row's warp butterflies
+// and warp totals added in warp order from 0, so each scale is block_inverse_rms's bits for a
+// block of T = blockDim.x = 32 * kWarps threads (rms_norm_gpu's, when T = norm_threads_for(n);
+// a 32-lane warp: the CUDA targets that call it).
+// A thread has 8 loads a row in flight (on the H200 the staged matvec's carried norm: 35B-A3B
+// one stream 2.65 ms with 32 / R, 2.58 with 4, 2.57 with 8). Every thread of the block calls it.
+template <int R, int kWarps>
+__device__ __forceinline__ void block_inverse_rms_rows(const float* const (&rows)[R], int64_t n, float eps, float (&scale)[R]) {
+  constexpr int kBatch = 8;
+  constexpr int kStride = 32 * kWarps;  // == blockDim.x
+  __shared__ float totals[R][kWarps];
+  float sum[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) sum[r] = 0.0f;
+  for (int64_t base = threadIdx.x; base < n; base += kBatch * kStride) {
+    float v[R][kBatch];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) v[r][k] = base + k * kStride < n ? rows[r][base + k * kStride] : 0.0f;
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        if (base + k * kStride < n) sum[r] = fmaf(v[r][k], v[r][k], sum[r]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float s = gpu::warp_sum(sum[r]);
+    if (gpu::lane_id() == 0) totals[r][gpu::warp_id()] = s;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float total = 0.0f;
+    for (int w = 0; w < kWarps; ++w) total += totals[r][w];
+    scale[r] = 1.0f / sqrtf(total / static_cast<float>(n) + eps);
+  }
+}
+
+// One normed element as every rms_norm path rounds it: (x * scale) rounded, then * w rounded.
+__device__ __forceinline__ float rms_normed(float x, float scale, float w) { return __fmul_rn(__fmul_rn(x, scale), w); }
+
 // y[i] = f(i, x[i]) for the thread's elements i = t, t + T, ... of [0, n), kNormBatch loads of
 // x (and of what f reads) in flight. y may alias x: a thread writes only elements it read.
 template <class F>
