@@ -1,12 +1,14 @@
 // Paged decode/verify attention (attention_gpu.h): a chunk kernel and a combine, either fused
 // into the chunk kernel's last block per (row, KV head) or a separate kernel.
 //
-// Chunk kernel, block (chunk, kv head, row), 256 threads, tiles of kTile = 64 keys. Per tile
+// Chunk kernel, block (chunk, kv head x head split, row), 256 threads, tiles of kTile = 64 keys.
+// The block serves `heads` = group / splits consecutive query heads of its KV head (the host
+// picks the split: per head the same operations either way, so the same bits). Per tile
 // every thread issues all its K and V loads at once (one memory round trip per tile, 128 KB
 // in flight per block at head_dim 256), then:
 //   scores  8 lanes per key (32 keys per pass, 2 passes); lane j holds float4s j, j + 8, ...
 //           of the key; s = q.k * scale by an 8-lane butterfly per (key, query head)
-//   softmax warp per query head: running max m, P = exp(s - m), running sum l, and the
+//   softmax warp per query head of the block: running max m, P = exp(s - m), running sum l, and the
 //           factor alpha = exp(m_old - m_new) that rescales the accumulators
 //   P.V     thread (ks, col) = (t % KS, t / KS) owns float4 column col of head_dim for keys
 //           ks, ks + KS, ...; the KS partial sums are added by a KS-lane butterfly at the end
@@ -76,15 +78,16 @@ __device__ __forceinline__ float combine_output(const float* acc, int64_t hd, co
   return o / l * gpu::sigmoidf_(g);
 }
 
-// The fused combine, run by the last chunk block of (row r, KV head kvh) after every chunk's
-// partials are visible: query heads kvh * group + [0, group). f_s, l_s: [kGroup][kMaxChunks];
-// m_s: [kGroup]. Per head the separate combine kernel's operations, in its order.
+// The fused combine, run by the last chunk block of (row r, query heads head0 + [0, heads)) after
+// every chunk's partials are visible. f_s, l_s: [kGroup][kMaxChunks]; m_s: [kGroup]. Per head
+// the separate combine kernel's operations, in its order.
 template <int kGroup>
-__device__ void combine_group(const PagedAttentionGpuArgs& a, int64_t grid_chunks, int64_t r, int64_t kvh, int group,
+__device__ void combine_group(const PagedAttentionGpuArgs& a, int64_t grid_chunks, int64_t r, int64_t head0, int heads,
                               int used, float* f_s, float* l_s, float* m_s) {
   const int tid = static_cast<int>(threadIdx.x);
   const int64_t hd = a.head_dim;
-  const int64_t entry0 = (r * a.num_heads + kvh * group) * grid_chunks;  // (head kvh * group, chunk 0)
+  const int group = heads;
+  const int64_t entry0 = (r * a.num_heads + head0) * grid_chunks;  // (head head0, chunk 0)
   const float* ml = a.workspace + a.num_rows * a.num_heads * grid_chunks * hd + entry0 * 2;
   for (int i = tid; i < group * kMaxChunks; i += kThreads) {
     const int h = i / kMaxChunks, c = i % kMaxChunks;
@@ -104,7 +107,7 @@ __device__ void combine_group(const PagedAttentionGpuArgs& a, int64_t grid_chunk
   __syncthreads();
   for (int64_t i = tid; i < group * hd; i += kThreads) {
     const int h = static_cast<int>(i / hd);
-    const int64_t d = i % hd, head = kvh * group + h;
+    const int64_t d = i % hd, head = head0 + h;
     const float* acc = a.workspace + (entry0 + h * grid_chunks) * hd + d;
     const float g = a.gate[r * a.q_stride + head * a.q_head_stride + d];
     a.out[r * a.out_stride + head * hd + d] = combine_output<true>(acc, hd, f_s + h * kMaxChunks, l_s + h * kMaxChunks, used, g);
@@ -118,10 +121,11 @@ __device__ __forceinline__ int64_t cached_offset(const PagedAttentionGpuArgs& a,
   return ((block * a.block_tokens + p % bt) * a.num_kv_heads + kvh) * a.head_dim;
 }
 
-// kHd: head_dim rounded up to 64, 128 or 256; kGroup: query heads per KV head rounded up to
-// 4, 8 or 16 (register arrays are sized by these; the real values are masked at run time).
+// kHd: head_dim rounded up to 64, 128 or 256; kGroup: the block's query heads rounded up to
+// 1, 2, 4, 8 or 16 (register arrays are sized by these; the real values are masked at run
+// time). Grid (chunks, num_kv_heads * splits, rows): blockIdx.y = kvh * splits + split.
 template <int kHd, int kGroup>
-__global__ void __launch_bounds__(kThreads, 1) attention_chunk_kernel(const PagedAttentionGpuArgs a, int64_t grid_chunks) {
+__global__ void __launch_bounds__(kThreads, 1) attention_chunk_kernel(const PagedAttentionGpuArgs a, int64_t grid_chunks, int splits) {
   gpu::begin_kernel();
   constexpr int kKVecs = kHd / (4 * kLanesPerKey);      // K float4s per lane per key
   constexpr int kKeysPerPass = kThreads / kLanesPerKey;  // 32
@@ -133,29 +137,44 @@ __global__ void __launch_bounds__(kThreads, 1) attention_chunk_kernel(const Page
   __shared__ float4 q_s[kGroup * kCols];  // [group][kHd / 4], zero past head_dim
   __shared__ float p_s[kGroup * kTile];   // scores, then probabilities
   __shared__ float m_s[kGroup], l_s[kGroup], alpha_s[kGroup];
+  __shared__ int64_t key_row_s[kTile];  // the tile's keys' cache offsets (0 past the chunk's end)
   __shared__ int last_s;  // fused combine: this block is the (row, KV head)'s last to finish
   // The fused combine reuses p_s for the factors and q_s for the sums ([kGroup][kMaxChunks]).
   static_assert(kTile >= kMaxChunks && kHd >= kMaxChunks, "combine scratch must fit p_s and q_s");
 
-  const int64_t chunk = blockIdx.x, kvh = blockIdx.y, r = blockIdx.z;
+  const int64_t chunk = blockIdx.x, kvh = blockIdx.y / splits, r = blockIdx.z;
   const int64_t num_keys = static_cast<int64_t>(a.positions[r]) + 1;
   const int64_t per_chunk = chunk_tiles(num_keys) * kTile;
   const int64_t begin = chunk * per_chunk;
   const int used = chunks_used(num_keys, grid_chunks);
   if (chunk >= used) return;  // begin >= num_keys: no keys, not counted by the fused combine
   const int64_t end = min(begin + per_chunk, num_keys);
-  const int group = static_cast<int>(a.num_heads / a.num_kv_heads);
+  const int group = static_cast<int>(a.num_heads / a.num_kv_heads / splits);  // this block's heads
+  const int64_t head0 = static_cast<int64_t>(blockIdx.y) * group;               // kvh * (group * splits) + split * group
   const int hd = static_cast<int>(a.head_dim);
   const int tid = static_cast<int>(threadIdx.x);
   const int32_t* table = a.block_tables + static_cast<int64_t>(a.row_seq[r]) * a.block_table_stride;
 
-  for (int i = tid; i < kGroup * kCols; i += kThreads) {
-    const int h = i / kCols, c = i % kCols;
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (h < group && 4 * c < hd) {
-      v = *reinterpret_cast<const float4*>(a.q + r * a.q_stride + (kvh * group + h) * a.q_head_stride + 4 * c);
+  // Key tid's cache offset in the tile at t0 (threads tid < kTile): one block-table lookup and
+  // division per key, shared, instead of one per load (they were 40% of the instructions).
+  const auto key_row = [&](int64_t t0) {
+    return t0 + tid < end ? cached_offset(a, table, static_cast<int>(t0 + tid), kvh) : int64_t{0};
+  };
+  // q and the first tile's offsets: both loads in flight before either is stored.
+  constexpr int kQPerThread = (kGroup * kCols + kThreads - 1) / kThreads;
+  float4 qv[kQPerThread];
+#pragma unroll
+  for (int j = 0; j < kQPerThread; ++j) {
+    const int i = tid + j * kThreads, h = i / kCols, c = i % kCols;
+    qv[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (i < kGroup * kCols && h < group && 4 * c < hd) {
+      qv[j] = *reinterpret_cast<const float4*>(a.q + r * a.q_stride + (head0 + h) * a.q_head_stride + 4 * c);
     }
-    q_s[i] = v;
+  }
+  if (tid < kTile) key_row_s[tid] = key_row(begin);
+#pragma unroll
+  for (int j = 0; j < kQPerThread; ++j) {
+    if (tid + j * kThreads < kGroup * kCols) q_s[tid + j * kThreads] = qv[j];
   }
   if (tid < kGroup) m_s[tid] = -INFINITY, l_s[tid] = 0.0f;
 
@@ -167,12 +186,15 @@ __global__ void __launch_bounds__(kThreads, 1) attention_chunk_kernel(const Page
 
   for (int64_t t0 = begin; t0 < end; t0 += kTile) {
     const int n = static_cast<int>(min(static_cast<int64_t>(kTile), end - t0));
+    // Every thread read the previous tile's offsets before the scores' barrier.
+    if (t0 != begin && tid < kTile) key_row_s[tid] = key_row(t0);
+    __syncthreads();  // offsets, q_s and m_s/l_s written; p_s free (previous tile's P.V done)
     // All K and V loads of the tile first (independent of q and of each other).
     float4 kreg[kPasses][kKVecs];
 #pragma unroll
     for (int ps = 0; ps < kPasses; ++ps) {
       const int i = ps * kKeysPerPass + slot;
-      const float* k = i < n ? a.k_cache + cached_offset(a, table, static_cast<int>(t0) + i, kvh) : a.k_cache;
+      const float* k = a.k_cache + key_row_s[i];
 #pragma unroll
       for (int v = 0; v < kKVecs; ++v) {
         const int e = 4 * (lane8 + kLanesPerKey * v);
@@ -183,11 +205,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_chunk_kernel(const Page
 #pragma unroll
     for (int u = 0; u < kKeysPerSubset; ++u) {
       const int i = ks + kKS * u;
-      vreg[u] = i < n && 4 * col < hd
-                    ? *reinterpret_cast<const float4*>(a.v_cache + cached_offset(a, table, static_cast<int>(t0) + i, kvh) + 4 * col)
-                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      vreg[u] = i < n && 4 * col < hd ? *reinterpret_cast<const float4*>(a.v_cache + key_row_s[i] + 4 * col)
+                                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
-    __syncthreads();  // q_s and m_s/l_s written (first tile); p_s free (previous tile's P.V done)
 
 #pragma unroll
     for (int h = 0; h < kGroup; ++h) {
@@ -223,6 +243,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_chunk_kernel(const Page
         l += e;
       }
       l = gpu::warp_sum(l);
+      // Every lane has read m_s[h] before lane 0 replaces it: the shuffles alone do not order
+      // shared memory (racecheck reported the read/write pair as a hazard).
+      gpu::sync_warp();
       if (lane == 0) {
         const float alpha = expf(m_old - m_new);  // 0 on the first tile
         alpha_s[h] = alpha;
@@ -257,7 +280,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_chunk_kernel(const Page
     acc[h].z = gpu::group_sum<kKS>(acc[h].z);
     acc[h].w = gpu::group_sum<kKS>(acc[h].w);
   }
-  const int64_t entry0 = (r * a.num_heads + kvh * group) * grid_chunks + chunk;  // head kvh * group
+  const int64_t entry0 = (r * a.num_heads + head0) * grid_chunks + chunk;  // head head0
   if (ks == 0 && 4 * col < hd) {
 #pragma unroll
     for (int h = 0; h < kGroup; ++h) {
@@ -278,14 +301,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_chunk_kernel(const Page
 
   // Last block done: every thread fences its own partial stores (release), then one arrival per
   // block; the block that completes the count combines and leaves the counter at zero.
-  uint32_t* counter = a.sync_counters + r * a.num_kv_heads + kvh;
+  uint32_t* counter = a.sync_counters + r * gridDim.y + blockIdx.y;  // (row, KV head, split)
   gpu::fence_acq_rel_device();
   __syncthreads();  // also: every thread is done with q_s, p_s and m_s
   if (tid == 0) last_s = atomicAdd(counter, 1u) == static_cast<uint32_t>(used - 1);
   __syncthreads();
   if (last_s == 0) return;
   gpu::fence_acq_rel_device();  // acquire: the other blocks' partials were stored before their arrivals
-  combine_group<kGroup>(a, grid_chunks, r, kvh, group, used, p_s, reinterpret_cast<float*>(q_s), m_s);
+  combine_group<kGroup>(a, grid_chunks, r, head0, group, used, p_s, reinterpret_cast<float*>(q_s), m_s);
   if (tid == 0) *counter = 0;  // every chunk block has arrived: ready for the next launch
 }
 
@@ -334,18 +357,33 @@ int64_t chunks_of(const PagedAttentionGpuArgs& a) {
 }
 
 template <int kHd>
-void launch_chunks(const PagedAttentionGpuArgs& a, dim3 grid, int64_t group, gpuStream_t stream) {
+void launch_chunks(const PagedAttentionGpuArgs& a, dim3 grid, int64_t heads, int splits, gpuStream_t stream) {
   const int64_t chunks = grid.x;
-  if (group <= 4) {
-    gpu::launch(attention_chunk_kernel<kHd, 4>, grid, kThreads, 0, stream, a, chunks);
-  } else if (group <= 8) {
-    gpu::launch(attention_chunk_kernel<kHd, 8>, grid, kThreads, 0, stream, a, chunks);
+  if (heads <= 1) {
+    gpu::launch(attention_chunk_kernel<kHd, 1>, grid, kThreads, 0, stream, a, chunks, splits);
+  } else if (heads <= 2) {
+    gpu::launch(attention_chunk_kernel<kHd, 2>, grid, kThreads, 0, stream, a, chunks, splits);
+  } else if (heads <= 4) {
+    gpu::launch(attention_chunk_kernel<kHd, 4>, grid, kThreads, 0, stream, a, chunks, splits);
+  } else if (heads <= 8) {
+    gpu::launch(attention_chunk_kernel<kHd, 8>, grid, kThreads, 0, stream, a, chunks, splits);
   } else {
-    gpu::launch(attention_chunk_kernel<kHd, 16>, grid, kThreads, 0, stream, a, chunks);
+    gpu::launch(attention_chunk_kernel<kHd, 16>, grid, kThreads, 0, stream, a, chunks, splits);
   }
 }
 
 }  // namespace
+
+int64_t paged_attention_head_splits(const PagedAttentionGpuArgs& a) {
+  if (a.head_splits != 0) return a.head_splits;
+  if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) return 1;
+  const int64_t group = a.num_heads / a.num_kv_heads;
+  int64_t best = 1;
+  for (int64_t s = 1; s <= group; ++s) {
+    if (group % s == 0 && a.num_rows * a.num_kv_heads * s <= kAttentionSplitUnits) best = s;
+  }
+  return best;
+}
 
 int64_t paged_attention_workspace_floats(const PagedAttentionGpuArgs& a) {
   return a.num_rows * a.num_heads * chunks_of(a) * (a.head_dim + 2);
@@ -362,14 +400,17 @@ gpuError_t paged_attention_gpu(const PagedAttentionGpuArgs& a, gpuStream_t strea
   if (a.num_rows == 0) return gpuSuccess;
   const int64_t num_chunks = chunks_of(a);
   const int64_t group = a.num_heads / a.num_kv_heads;
-  const dim3 grid(static_cast<unsigned>(num_chunks), static_cast<unsigned>(a.num_kv_heads),
+  const int64_t splits = paged_attention_head_splits(a);
+  if (splits < 1 || group % splits != 0) return gpuErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(num_chunks), static_cast<unsigned>(a.num_kv_heads * splits),
                   static_cast<unsigned>(a.num_rows));
+  const int64_t heads = group / splits;
   if (a.head_dim <= 64) {
-    launch_chunks<64>(a, grid, group, stream);
+    launch_chunks<64>(a, grid, heads, static_cast<int>(splits), stream);
   } else if (a.head_dim <= 128) {
-    launch_chunks<128>(a, grid, group, stream);
+    launch_chunks<128>(a, grid, heads, static_cast<int>(splits), stream);
   } else {
-    launch_chunks<256>(a, grid, group, stream);
+    launch_chunks<256>(a, grid, heads, static_cast<int>(splits), stream);
   }
   if (a.sync_counters == nullptr) {
     const dim3 combine_grid(static_cast<unsigned>(a.num_heads), static_cast<unsigned>(a.num_rows));

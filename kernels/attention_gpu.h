@@ -11,20 +11,31 @@
 // the workspace; the chunks of each (row, head) are then combined in chunk order. The split
 // depends only on the row's own position, never on the batch: batch-invariant.
 //
+// Head split: a (chunk, KV head, row) may be served by `splits` blocks, each for group / splits
+// of the KV head's query heads (each loads the chunk's K and V; the second from L2). A head's
+// operations are the same whichever block runs them, so the split never changes a bit and may
+// follow the load: one row takes more blocks (a one-stream step at 1,025 keys has 17 chunks x
+// 2 KV heads for 132 SMs; two blocks a pair were fastest on the H200, four past one wave of
+// these one-block-an-SM kernels slower); more rows take one block per KV head, so K and V
+// cross from L2 once. paged_attention_head_splits: head_splits when set (a divisor of the
+// group), else the largest divisor s of the group with num_rows * num_kv_heads * s <=
+// kAttentionSplitUnits.
+//
 // Combine, two forms with the same f32 operations in the same order (bit-identical outputs):
-//   sync_counters set (ONE launch): the last chunk block of a (row, KV head) to finish (a
-//     per-(row, KV head) arrival counter) combines the group's heads and resets the counter to
-//     0, so the next launch and graph replays find zeros. sync_counters[r * num_kv_heads + kvh]
-//     for the call's rows: zero before the call (e.g. zero-filled once), left zero after it.
-//     Concurrent calls must not share counters (same stream: fine).
+//   sync_counters set (ONE launch): the last chunk block of a (row, KV head, split) to finish
+//     (an arrival counter each) combines its heads and resets the counter to 0, so the next
+//     launch and graph replays find zeros. sync_counters: num_rows * num_kv_heads * splits
+//     entries used, at most num_rows * num_heads (size it so): zero before the call (e.g.
+//     zero-filled once), left zero after it. Concurrent calls must not share counters (same
+//     stream: fine).
 //   sync_counters null (two launches): a separate combine kernel, one block per (head, row).
 //
 // Shapes: head_dim a multiple of 4 and at most 256 (64/128/256 in practice); num_heads /
 // num_kv_heads at most 16; q, gate, caches 16-byte aligned, strides multiples of 4.
 // max_keys: a host-side bound >= positions[r] + 1 for every row (sizes the grid and the
 // workspace; chunks past a row's split exit at once and are not counted: every block derives
-// the row's chunk count from positions[r] alone). sync_counters 4-byte aligned. Otherwise
-// gpuErrorInvalidValue, nothing launched.
+// the row's chunk count from positions[r] alone). sync_counters 4-byte aligned; head_splits 0
+// or a divisor of num_heads / num_kv_heads. Otherwise gpuErrorInvalidValue, nothing launched.
 //
 // Calling thread: any; enqueues on `stream`; no allocation (the caller owns the workspace).
 #pragma once
@@ -37,6 +48,8 @@ namespace deltaserve::kernels {
 
 inline constexpr int64_t kAttentionTileTokens = 64;
 inline constexpr int64_t kAttentionMaxChunks = 64;
+// Row x KV head x split units the automatic head split aims for (see above).
+inline constexpr int64_t kAttentionSplitUnits = 4;
 // Deprecated: the split of the first version (fixed 256-key chunks); no kernel uses it now.
 inline constexpr int64_t kAttentionChunkTokens = 256;
 
@@ -70,8 +83,12 @@ struct PagedAttentionGpuArgs {
   int64_t max_keys;
   float scale;               // 1 / sqrt(head_dim)
   float* workspace;          // paged_attention_workspace_floats(args) floats
-  uint32_t* sync_counters = nullptr;  // [num_rows][num_kv_heads], zero between calls; null: 2 launches
+  uint32_t* sync_counters = nullptr;  // num_rows * num_heads entries, zero between calls; null: 2 launches
+  int64_t head_splits = 0;            // 0: paged_attention_head_splits' choice; else a divisor of the group
 };
+
+// Blocks per (chunk, KV head, row) for these args (see "Head split" above).
+int64_t paged_attention_head_splits(const PagedAttentionGpuArgs& args);
 
 // Kernel launches paged_attention_gpu makes for these args (a non-empty call): 1 with
 // sync_counters, else 2.

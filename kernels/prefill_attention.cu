@@ -134,6 +134,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const Pr
         l += e;
       }
       l = gpu::warp_sum(l);
+      gpu::sync_warp();  // every lane has read m_s[v] before lane 0 replaces it (attention.cu says why)
       if (lane == 0) {
         const float alpha = expf(m_old - m_new);
         alpha_s[v] = alpha;

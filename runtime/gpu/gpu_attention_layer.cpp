@@ -73,7 +73,10 @@ void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w,
   att.max_keys = rows.max_keys;
   att.scale = 1.0f / std::sqrt(static_cast<float>(hd));
   att.workspace = ws.att_scratch;
-  att.sync_counters = ws.att_sync;  // one launch: the combine runs in each (row, KV head)'s last chunk block
+  // One launch: the combine runs in each (row, KV head, split)'s last chunk block; else two.
+  att.sync_counters = ctx.attention_fused_combine ? ws.att_sync : nullptr;
+  const int64_t group_heads = nh / nkv;
+  att.head_splits = ctx.attention_head_splits > 0 && group_heads % ctx.attention_head_splits == 0 ? ctx.attention_head_splits : 0;
   // Rows go in groups that fit the fixed workspace (a long prefill chunk may not fit at once);
   // a row's chunking depends only on its own position, so the grouping changes no result.
   att.num_rows = 1;

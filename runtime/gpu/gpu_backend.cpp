@@ -131,6 +131,19 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
   // DELTASERVE_GPU_MATVEC_INPUT_NORM=0 keeps the norm launches (side-by-side runs); same bits.
   const char* carry_env = std::getenv("DELTASERVE_GPU_MATVEC_INPUT_NORM");
   carry_input_norms_ = staged && !(carry_env != nullptr && std::string(carry_env) == "0");
+  // Paged attention splits a KV head's query heads over more blocks when the step has few rows
+  // (paged_attention_head_splits); DELTASERVE_GPU_ATTENTION_HEAD_SPLITS=N forces N where it
+  // divides the group (1: one block per KV head; side-by-side runs). Same bits either way.
+  if (const char* v = std::getenv("DELTASERVE_GPU_ATTENTION_HEAD_SPLITS"); v != nullptr && *v != '\0') {
+    attention_head_splits_ = std::max<int64_t>(0, std::atoll(v));
+  }
+  // Its combine is a launch of its own: on the H200 the fused form's last block (a fence, an
+  // arrival count, then a head group's outputs one after another) cost more than the launch,
+  // at one stream and at 64 (bench/RESULTS.md). DELTASERVE_GPU_ATTENTION_COMBINE=fused keeps
+  // it in the last chunk block (one launch fewer per layer; side-by-side runs). Same bits.
+  if (const char* v = std::getenv("DELTASERVE_GPU_ATTENTION_COMBINE"); v != nullptr && std::string(v) == "fused") {
+    attention_fused_combine_ = true;
+  }
   size_buffers();
   const size_t slots = static_cast<size_t>(cache_.num_state_slots);
   live_entry_.resize(slots);
@@ -175,7 +188,10 @@ std::string GpuBackend::speed_settings() const {
                              : std::string()) +
          ", expert pair groups " +
          (matvec_math_ == kernels::MatvecMath::kStaged ? std::string("off (staged matvec)") : gpu::expert_grouping_setting()) +
-         fuse_down_combine_setting() +
+         fuse_down_combine_setting() + ", attention head split " +
+         (attention_head_splits_ > 0 ? std::to_string(attention_head_splits_) + " (forced)"
+                                     : "by rows (" + std::to_string(kernels::kAttentionSplitUnits) + " units)") +
+         ", attention combine " + (attention_fused_combine_ ? "in the last chunk block" : "a launch of its own") +
          ", prefill matmul " + prefill_math_name(prefill_math_) + ", Q4_0 matvec " +
          (matvec_math_ == kernels::MatvecMath::kTensorCores ? "tensor"
           : matvec_math_ == kernels::MatvecMath::kStaged    ? "staged"
@@ -263,7 +279,7 @@ void GpuBackend::size_buffers() {
     const int64_t rows_fit = std::max<int64_t>(1, (kLogitBudgetBytes / 4) / per_row);
     ws_.att_scratch_floats = std::min(R, rows_fit) * per_row;
     w.add(ws_.att_scratch, ws_.att_scratch_floats);
-    w.add(ws_.att_sync, R * c.num_kv_heads);  // zero-filled by allocate(); every launch leaves it zero
+    w.add(ws_.att_sync, R * c.num_heads);  // zero-filled by allocate(); every launch leaves it zero
   }
   if (c.num_gdn_layers() > 0) {
     w.add(ws_.qkv, R * c.conv_channels());

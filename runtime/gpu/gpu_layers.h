@@ -61,7 +61,7 @@ struct GpuWorkspace {
   float *qg = nullptr, *k = nullptr, *v = nullptr, *att_o = nullptr;  // attention
   float* att_scratch = nullptr;  // paged_attention_gpu workspace
   int64_t att_scratch_floats = 0;
-  uint32_t* att_sync = nullptr;  // [R][num_kv_heads] paged_attention_gpu counters, zero between launches
+  uint32_t* att_sync = nullptr;  // [R][num_heads] paged_attention_gpu counters (every head split), zero between launches
   float* gdn_prefill_ws = nullptr;  // gdn_prefill_gpu workspace for max_rows rows (null: no chunked GDN)
   unsigned char* expert_prefill_ws = nullptr;  // matmul_experts_prefill_gpu workspace (max_rows * k pairs)
   float *qkv = nullptr, *z = nullptr, *beta = nullptr, *alpha = nullptr, *gdn_o = nullptr;  // GDN
@@ -103,6 +103,12 @@ struct GpuLayerContext {
   // Under the staged matvec: decode steps' products carry their input norms (InputNorm,
   // products_normalise_input) instead of reading an rms_norm launch's output; same bits.
   bool carry_input_norms = false;
+  // Paged attention's head split (PagedAttentionGpuArgs::head_splits): 0 the kernel's choice by
+  // the rows; N forces N blocks per (chunk, KV head, row) where N divides the group. Same bits.
+  int64_t attention_head_splits = 0;
+  // Paged attention's combine in each (row, KV head, split)'s last chunk block (one launch) or
+  // as a kernel of its own (two launches); same bits.
+  bool attention_fused_combine = false;
 };
 
 // The default fuse_down_combine_rows (gpu_ffn_layer.cpp says why);

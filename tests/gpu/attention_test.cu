@@ -2,8 +2,9 @@
 // GQA ratios 1-16, head_dim 64/128/256, contexts across tile and split boundaries), kv_append_gpu, and
 // batch invariance (a row alone == the row in the batch, bitwise). The one-launch form (sync
 // counters, the combine fused into the chunk kernel's last block) == the two-launch form,
-// bitwise, run twice on the same counters (left zero), poisoned outputs and workspace; bad
-// arguments refused with nothing written.
+// bitwise, run twice on the same counters (left zero), poisoned outputs and workspace, at every
+// head split (each divisor of the group: the split must never change a bit); bad arguments
+// refused with nothing written.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -46,40 +47,54 @@ std::string first_out_difference(const std::vector<float>& one, const std::vecto
   return "";
 }
 
-// Counters left non-zero, as "counter[row r, kv head h] = v" for the first one, or "".
-std::string nonzero_counter(const std::vector<uint32_t>& counters, int64_t nkv) {
+// Counters left non-zero, as "counter [row r, unit u] = v" for the first one, or "" (units:
+// KV head x head split, `units` a row).
+std::string nonzero_counter(const std::vector<uint32_t>& counters, int64_t units) {
   for (size_t i = 0; i < counters.size(); ++i) {
     if (counters[i] == 0) continue;
-    return "sync counter [row " + std::to_string(static_cast<int64_t>(i) / nkv) + ", kv head " +
-           std::to_string(static_cast<int64_t>(i) % nkv) + "] left at " + std::to_string(counters[i]) +
+    return "sync counter [row " + std::to_string(static_cast<int64_t>(i) / units) + ", kv head x split " +
+           std::to_string(static_cast<int64_t>(i) % units) + "] left at " + std::to_string(counters[i]) +
            " (graph replays would skip or repeat the combine)";
   }
   return "";
 }
 
 // The one-launch form of g (fresh poisoned output and workspace, so neither the two-launch
-// run's outputs nor its partials can stand in for a missed write), twice on the same counters:
-// each run == want bitwise, counters zero after each. "" or what went wrong.
+// run's outputs nor its partials can stand in for a missed write) at every head split, twice
+// on the same counters, and the two-launch form at every split: each run == want bitwise,
+// counters zero after each. "" or what went wrong.
 std::string check_one_launch(const PagedAttentionGpuArgs& g, DeviceBuffer<float>& out, DeviceBuffer<uint32_t>& counters,
                              const std::vector<float>& want) {
   DeviceBuffer<float> ws(static_cast<size_t>(paged_attention_workspace_floats(g)));
-  PagedAttentionGpuArgs g1 = g;
-  g1.out = out.get();
-  g1.workspace = ws.get();
-  g1.sync_counters = counters.get();
-  if (paged_attention_launches(g1) != 1) return "paged_attention_launches != 1 with sync counters";
-  for (int run = 1; run <= 2; ++run) {
+  const int64_t group = g.num_heads / g.num_kv_heads;
+  for (int64_t splits = 1; splits <= group; ++splits) {
+    if (group % splits != 0) continue;
+    const std::string at = "head splits " + std::to_string(splits) + ", ";
+    PagedAttentionGpuArgs g1 = g;
+    g1.out = out.get();
+    g1.workspace = ws.get();
+    g1.head_splits = splits;
+    g1.sync_counters = nullptr;  // two launches, this split
     out.poison();
     ws.poison();
     CHECK_GPU(paged_attention_gpu(g1, nullptr));
-    CHECK_GPU(gpuDeviceSynchronize());
-    const std::string diff = first_out_difference(out.download(), want, g.num_heads, g.head_dim);
-    if (!diff.empty()) return "run " + std::to_string(run) + ": " + diff;
-    // Only this call's [num_rows][num_kv_heads] counters (the buffer may hold sentinels past them).
-    std::vector<uint32_t> used = counters.download();
-    used.resize(static_cast<size_t>(g.num_rows * g.num_kv_heads));
-    const std::string counter = nonzero_counter(used, g.num_kv_heads);
-    if (!counter.empty()) return "run " + std::to_string(run) + ": " + counter;
+    const std::string two = first_out_difference(out.download(), want, g.num_heads, g.head_dim);
+    if (!two.empty()) return at + "two launches: " + two;
+    g1.sync_counters = counters.get();
+    if (paged_attention_launches(g1) != 1) return "paged_attention_launches != 1 with sync counters";
+    for (int run = 1; run <= 2; ++run) {
+      out.poison();
+      ws.poison();
+      CHECK_GPU(paged_attention_gpu(g1, nullptr));
+      CHECK_GPU(gpuDeviceSynchronize());
+      const std::string diff = first_out_difference(out.download(), want, g.num_heads, g.head_dim);
+      if (!diff.empty()) return at + "run " + std::to_string(run) + ": " + diff;
+      // Only this call's [num_rows][num_heads] counters (the buffer may hold sentinels past them).
+      std::vector<uint32_t> used = counters.download();
+      used.resize(static_cast<size_t>(g.num_rows * g.num_heads));
+      const std::string counter = nonzero_counter(used, g.num_kv_heads * splits);
+      if (!counter.empty()) return at + "run " + std::to_string(run) + ": " + counter;
+    }
   }
   return "";
 }
@@ -138,7 +153,7 @@ void check_attention(Context& ctx, const AttnShape& sh, const std::vector<std::p
   // One launch == two launches over the whole batch. Counters start zero (as the backend's
   // zero-filled workspace) and sit in a larger buffer poisoned past the call's rows: those
   // entries must stay untouched.
-  const size_t num_counters = static_cast<size_t>(rows * sh.nkv);
+  const size_t num_counters = static_cast<size_t>(rows * sh.nh);
   std::vector<uint32_t> counters_init(num_counters + 8, 0xFFFFFFFFu);
   std::fill(counters_init.begin(), counters_init.begin() + static_cast<int64_t>(num_counters), 0u);
   DeviceBuffer<uint32_t> counters(counters_init);
@@ -147,7 +162,7 @@ void check_attention(Context& ctx, const AttnShape& sh, const std::vector<std::p
   const std::vector<uint32_t> counters_after = counters.download();
   if (fused_diff.empty() && !std::equal(counters_after.begin() + static_cast<int64_t>(num_counters), counters_after.end(),
                                         counters_init.begin() + static_cast<int64_t>(num_counters))) {
-    fused_diff = "wrote sync counters past [num_rows][num_kv_heads]";
+    fused_diff = "wrote sync counters past [num_rows][num_heads]";
   }
 
   // Each row alone (its own max_keys: a smaller grid), both forms == the row in the batch.
@@ -176,7 +191,7 @@ void check_attention(Context& ctx, const AttnShape& sh, const std::vector<std::p
   ctx.results.record("paged_attention_gpu", shape, compare(got.data(), ref.data(), got.size()), 1e-9, invariant,
                      invariant ? "batch-invariant" : "NOT batch-invariant");
   if (fused_diff.empty()) fused_diff = alone_diff;
-  const std::string fused_what = fused_diff.empty() ? "== two launches (bitwise, twice, counters left zero, rows alone)"
+  const std::string fused_what = fused_diff.empty() ? "== two launches (bitwise at every head split, twice, counters left zero, rows alone)"
                                                     : "one launch != two launches: " + fused_diff;
   ctx.results.record_exact("paged_attention_gpu 1-launch", shape, fused_diff.empty(), fused_what.c_str());
 
@@ -304,6 +319,8 @@ void check_paged_bad_args(Context& ctx) {
       {"q_stride % 4", [](PagedAttentionGpuArgs& a) { a.q_stride += 2; }},
       {"q_head_stride % 4", [](PagedAttentionGpuArgs& a) { a.q_head_stride += 1; }},
       {"workspace null", [](PagedAttentionGpuArgs& a) { a.workspace = nullptr; }},
+      {"head_splits 3 (group 2)", [](PagedAttentionGpuArgs& a) { a.head_splits = 3; }},
+      {"head_splits -1", [](PagedAttentionGpuArgs& a) { a.head_splits = -1; }},
   };
   bool ok = true;
   for (const bool fused : {false, true}) {

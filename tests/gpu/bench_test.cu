@@ -279,34 +279,68 @@ void bench_gdn_prefill(int64_t rows) {
   report("gdn_prefill_gpu", "Hv=32 Hk=16 d=128 seqs=1 T=" + std::to_string(rows), us, bytes);
 }
 
-void bench_attention(int64_t context, int64_t rows) {
+// Paged attention at the 35B-A3B's shapes: `seqs` sequences at `context` keys, `rows` verify
+// rows each (the last positions), every sequence's pages its own and the caches past the L2
+// (several copies rotate when one is smaller). Forms: one launch (the backend's) at the
+// automatic head split and at each forced split in `splits`, then the two-launch form.
+void bench_attention(int64_t context, int64_t rows, int64_t seqs = 1, std::vector<int64_t> splits = {}) {
   const int64_t nh = 16, nkv = 2, hd = 256, bt = 16;
-  const int64_t blocks = (context + bt - 1) / bt;
-  DeviceBuffer<float> q(static_cast<size_t>(rows * 2 * nh * hd)), out(static_cast<size_t>(rows * nh * hd));
-  DeviceBuffer<float> kc(static_cast<size_t>(blocks * bt * nkv * hd)), vc(kc.size());
-  for (DeviceBuffer<float>* b : {&q, &kc, &vc}) CHECK_GPU(gpuMemset(b->get(), 0, b->size() * sizeof(float)));
-  std::vector<int32_t> table(static_cast<size_t>(blocks)), seq(static_cast<size_t>(rows), 0), pos;
-  for (int64_t i = 0; i < blocks; ++i) table[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-  for (int64_t r = 0; r < rows; ++r) pos.push_back(static_cast<int32_t>(context - rows + r));
+  const int64_t blocks = (context + bt - 1) / bt, total_rows = rows * seqs;
+  const size_t cache_floats = static_cast<size_t>(seqs * blocks * bt * nkv * hd);
+  const int copies = static_cast<int>(std::max<size_t>(1, kRotateBytes / (2 * cache_floats * sizeof(float)) + 1));
+  DeviceBuffer<float> q(static_cast<size_t>(total_rows * 2 * nh * hd)), out(static_cast<size_t>(total_rows * nh * hd));
+  std::vector<DeviceBuffer<float>> kc, vc;
+  for (int c = 0; c < copies; ++c) {
+    kc.emplace_back(cache_floats);
+    vc.emplace_back(cache_floats);
+    CHECK_GPU(gpuMemset(kc.back().get(), 0, cache_floats * sizeof(float)));
+    CHECK_GPU(gpuMemset(vc.back().get(), 0, cache_floats * sizeof(float)));
+  }
+  CHECK_GPU(gpuMemset(q.get(), 0, q.size() * sizeof(float)));
+  std::vector<int32_t> table(static_cast<size_t>(seqs * blocks)), seq, pos;
+  for (int64_t i = 0; i < seqs * blocks; ++i) table[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  for (int64_t s = 0; s < seqs; ++s) {
+    for (int64_t r = 0; r < rows; ++r) {
+      seq.push_back(static_cast<int32_t>(s));
+      pos.push_back(static_cast<int32_t>(context - rows + r));
+    }
+  }
   DeviceBuffer<int32_t> dt(table), ds(seq), dp(pos);
-  PagedAttentionGpuArgs a{q.get(), q.get() + hd, 2 * nh * hd, 2 * hd, out.get(), nh * hd, kc.get(), vc.get(), dt.get(), blocks,
-                          ds.get(), dp.get(), bt, rows, nh, nkv, hd, context, 0.0625f, nullptr};
+  PagedAttentionGpuArgs a{q.get(), q.get() + hd, 2 * nh * hd, 2 * hd, out.get(), nh * hd, kc[0].get(), vc[0].get(), dt.get(), blocks,
+                          ds.get(), dp.get(), bt, total_rows, nh, nkv, hd, context, 0.0625f, nullptr};
   DeviceBuffer<float> ws(static_cast<size_t>(paged_attention_workspace_floats(a)));
   a.workspace = ws.get();
-  // The backend's form: one launch, the combine in each (row, KV head)'s last chunk block.
-  DeviceBuffer<uint32_t> counters(std::vector<uint32_t>(static_cast<size_t>(rows * nkv), 0u));
+  // The backend's form: one launch, the combine in each (row, KV head, split)'s last chunk block.
+  DeviceBuffer<uint32_t> counters(std::vector<uint32_t>(static_cast<size_t>(total_rows * nh), 0u));
   a.sync_counters = counters.get();
-  const std::string shape = "nh=16 nkv=2 hd=256 ctx=" + std::to_string(context) + " rows=" + std::to_string(rows);
-  const double bytes = 2.0 * 4.0 * static_cast<double>(context * nkv * hd) * rows;
-  const double us = time_us([&](int) { CHECK_GPU(paged_attention_gpu(a, nullptr)); });
-  report("paged_attention_gpu", shape, us, bytes);
+  const std::string shape = "nh=16 nkv=2 hd=256 ctx=" + std::to_string(context) + " seqs=" + std::to_string(seqs) +
+                            " rows=" + std::to_string(rows);
+  const double bytes = 2.0 * 4.0 * static_cast<double>(context * nkv * hd) * static_cast<double>(seqs);
+  const auto timed = [&](const PagedAttentionGpuArgs& args) {
+    return time_us([&](int i) {
+      PagedAttentionGpuArgs b = args;
+      b.k_cache = kc[static_cast<size_t>(i % copies)].get();
+      b.v_cache = vc[static_cast<size_t>(i % copies)].get();
+      CHECK_GPU(paged_attention_gpu(b, nullptr));
+    });
+  };
+  report("paged_attention_gpu", shape + " split " + std::to_string(paged_attention_head_splits(a)) + " (auto)", timed(a), bytes);
+  for (const int64_t s : splits) {
+    PagedAttentionGpuArgs b = a;
+    b.head_splits = s;
+    report("paged_attention_gpu", shape + " split " + std::to_string(s), timed(b), bytes);
+  }
   const std::vector<uint32_t> left = counters.download();
   if (std::any_of(left.begin(), left.end(), [](uint32_t c) { return c != 0; })) {
     std::printf("paged_attention_gpu bench: sync counters left non-zero after the timed launches (BUG)\n");
   }
   a.sync_counters = nullptr;  // chunk kernel + combine kernel
-  const double us_two = time_us([&](int) { CHECK_GPU(paged_attention_gpu(a, nullptr)); });
-  report("paged_attention_gpu 2-launch", shape, us_two, bytes);
+  report("paged_attention_gpu 2-launch", shape + " split " + std::to_string(paged_attention_head_splits(a)) + " (auto)", timed(a), bytes);
+  for (const int64_t s : splits) {
+    PagedAttentionGpuArgs b = a;
+    b.head_splits = s;
+    report("paged_attention_gpu 2-launch", shape + " split " + std::to_string(s), timed(b), bytes);
+  }
 }
 
 // One sequence's prefill chunk of `rows` rows after `before` cached positions.
@@ -330,6 +364,22 @@ void bench_prefill_attention(int64_t before, int64_t rows) {
 }
 
 }  // namespace
+
+// The decode attention points: one stream to 64 (the 35B-A3B's ten attention layers at 1,025
+// keys, a bench decode step at --context 1024), verify rows, long contexts; forced head splits
+// beside the automatic one.
+void run_attention_benchmarks(Context&) {
+  std::printf("| kernel | shape | us/launch | GB/s |\n|---|---|---|---|\n");
+  bench_attention(1025, 1, 1, {1, 2, 4, 8});
+  bench_attention(1025, 1, 2, {1, 2, 4});
+  bench_attention(1025, 1, 4, {1, 2});
+  bench_attention(1025, 1, 16, {1, 2});
+  bench_attention(1025, 1, 64, {1, 2});
+  bench_attention(1025, 4, 1, {1, 2});
+  bench_attention(8192, 1, 1, {1, 8});
+  bench_attention(8192, 4, 1, {1, 2});
+  bench_attention(32768, 1, 1, {1, 8});
+}
 
 // The tiled prefill products side by side: f32, TF32 and the exact bf16 tensor-core form (Q4_0),
 // dense at 512 and 2048 rows, the 35B-A3B's experts at 512 tokens x top 8.
@@ -415,10 +465,7 @@ void run_benchmarks(Context& ctx) {
     bench_gdn(1, rows, false);
     bench_gdn_prefill(rows);
   }
-  bench_attention(1024, 1);
-  bench_attention(8192, 1);
-  bench_attention(8192, 4);
-  bench_attention(32768, 1);
+  run_attention_benchmarks(ctx);
   bench_prefill_attention(0, 512);
   bench_prefill_attention(0, 2048);
   {

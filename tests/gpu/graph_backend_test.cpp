@@ -28,7 +28,7 @@ std::vector<int32_t> blocks(int32_t slot) { return block_range(slot * kBlocksPer
 // default settings: per block 2 norms (attn_norm, and the FFN's input norm: a separate
 // rms_norm launch for dense models, inside the MoE router's launch for MoE ones), the mixer's (GDN: projections,
 // step with the gated norm fused, output = 3; attention: projections, one fused q/k norm +
-// RoPE + KV append, attention with the combine fused, output = 4) and the FFN's (MoE 4:
+// RoPE + KV append, attention's chunks and its combine, output = 5) and the FFN's (MoE 4:
 // router with top-k, gate*up, down, combine; dense 2), plus embedding and the head (gather,
 // norm, gather, LM head, argmax). MoE: every block after the first takes its attn_norm from
 // the previous block's combine launch (one norm fewer each); dense: the next block's norm is
@@ -42,7 +42,7 @@ int64_t expected_launches(const ModelConfig& c, bool fused_down, bool carried_no
   // Norms carried into the products (the staged matvec, steps of up to 4 decode rows): MoE the
   // first block's input norm (the others ride in launches already), dense both norms of every block.
   const int64_t carried = carried_norms ? (c.is_moe() ? 1 : 2 * c.num_layers) : 0;
-  return 1 + c.num_gdn_layers() * (2 + 3 + ffn) + c.num_attention_layers() * (2 + 4 + ffn) - fused_norms - carried + 5;
+  return 1 + c.num_gdn_layers() * (2 + 3 + ffn) + c.num_attention_layers() * (2 + 5 + ffn) - fused_norms - carried + 5;
 }
 
 class GpuGraphTest : public ::testing::TestWithParam<bool> {
