@@ -124,8 +124,12 @@ __device__ __forceinline__ int64_t cached_offset(const PagedAttentionGpuArgs& a,
 // kHd: head_dim rounded up to 64, 128 or 256; kGroup: the block's query heads rounded up to
 // 1, 2, 4, 8 or 16 (register arrays are sized by these; the real values are masked at run
 // time). Grid (chunks, num_kv_heads * splits, rows): blockIdx.y = kvh * splits + split.
-template <int kHd, int kGroup>
-__global__ void __launch_bounds__(kThreads, 1) attention_chunk_kernel(const PagedAttentionGpuArgs a, int64_t grid_chunks, int splits) {
+// kLateValues: a tile's V loads go out after its scores instead of with its K loads, so K's
+// and V's registers are never live together and two blocks fit an SM (one more round trip a
+// tile, hidden by the other block when the grid is large); the same operations either way.
+template <int kHd, int kGroup, bool kLateValues>
+__global__ void __launch_bounds__(kThreads, kLateValues ? 2 : 1)
+    attention_chunk_kernel(const PagedAttentionGpuArgs a, int64_t grid_chunks, int splits) {
   gpu::begin_kernel();
   constexpr int kKVecs = kHd / (4 * kLanesPerKey);      // K float4s per lane per key
   constexpr int kKeysPerPass = kThreads / kLanesPerKey;  // 32
@@ -202,12 +206,15 @@ __global__ void __launch_bounds__(kThreads, 1) attention_chunk_kernel(const Page
       }
     }
     float4 vreg[kKeysPerSubset];
+    const auto load_values = [&] {
 #pragma unroll
-    for (int u = 0; u < kKeysPerSubset; ++u) {
-      const int i = ks + kKS * u;
-      vreg[u] = i < n && 4 * col < hd ? *reinterpret_cast<const float4*>(a.v_cache + key_row_s[i] + 4 * col)
-                                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
+      for (int u = 0; u < kKeysPerSubset; ++u) {
+        const int i = ks + kKS * u;
+        vreg[u] = i < n && 4 * col < hd ? *reinterpret_cast<const float4*>(a.v_cache + key_row_s[i] + 4 * col)
+                                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+    };
+    if constexpr (!kLateValues) load_values();
 
 #pragma unroll
     for (int h = 0; h < kGroup; ++h) {
@@ -228,6 +235,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_chunk_kernel(const Page
         if (lane8 == 0) p_s[h * kTile + i] = i < n ? dot * a.scale : -INFINITY;
       }
     }
+    if constexpr (kLateValues) load_values();  // in flight over the barrier and the softmax
     __syncthreads();
 
     const int lane = gpu::lane_id();
@@ -356,19 +364,28 @@ int64_t chunks_of(const PagedAttentionGpuArgs& a) {
   return tiles < kMaxChunks ? tiles : kMaxChunks;
 }
 
-template <int kHd>
+template <int kHd, bool kLateValues>
 void launch_chunks(const PagedAttentionGpuArgs& a, dim3 grid, int64_t heads, int splits, gpuStream_t stream) {
   const int64_t chunks = grid.x;
   if (heads <= 1) {
-    gpu::launch(attention_chunk_kernel<kHd, 1>, grid, kThreads, 0, stream, a, chunks, splits);
+    gpu::launch(attention_chunk_kernel<kHd, 1, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits);
   } else if (heads <= 2) {
-    gpu::launch(attention_chunk_kernel<kHd, 2>, grid, kThreads, 0, stream, a, chunks, splits);
+    gpu::launch(attention_chunk_kernel<kHd, 2, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits);
   } else if (heads <= 4) {
-    gpu::launch(attention_chunk_kernel<kHd, 4>, grid, kThreads, 0, stream, a, chunks, splits);
+    gpu::launch(attention_chunk_kernel<kHd, 4, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits);
   } else if (heads <= 8) {
-    gpu::launch(attention_chunk_kernel<kHd, 8>, grid, kThreads, 0, stream, a, chunks, splits);
+    gpu::launch(attention_chunk_kernel<kHd, 8, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits);
   } else {
-    gpu::launch(attention_chunk_kernel<kHd, 16>, grid, kThreads, 0, stream, a, chunks, splits);
+    gpu::launch(attention_chunk_kernel<kHd, 16, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits);
+  }
+}
+
+template <int kHd>
+void launch_chunks(const PagedAttentionGpuArgs& a, dim3 grid, int64_t heads, int splits, bool late_values, gpuStream_t stream) {
+  if (late_values) {
+    launch_chunks<kHd, true>(a, grid, heads, splits, stream);
+  } else {
+    launch_chunks<kHd, false>(a, grid, heads, splits, stream);
   }
 }
 
@@ -377,10 +394,10 @@ void launch_chunks(const PagedAttentionGpuArgs& a, dim3 grid, int64_t heads, int
 int64_t paged_attention_head_splits(const PagedAttentionGpuArgs& a) {
   if (a.head_splits != 0) return a.head_splits;
   if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) return 1;
-  const int64_t group = a.num_heads / a.num_kv_heads;
+  const int64_t group = a.num_heads / a.num_kv_heads, blocks = chunks_of(a) * a.num_kv_heads * a.num_rows;
   int64_t best = 1;
   for (int64_t s = 1; s <= group; ++s) {
-    if (group % s == 0 && a.num_rows * a.num_kv_heads * s <= kAttentionSplitUnits) best = s;
+    if (group % s == 0 && blocks * s <= kAttentionSplitMaxBlocks) best = s;
   }
   return best;
 }
@@ -405,12 +422,14 @@ gpuError_t paged_attention_gpu(const PagedAttentionGpuArgs& a, gpuStream_t strea
   const dim3 grid(static_cast<unsigned>(num_chunks), static_cast<unsigned>(a.num_kv_heads * splits),
                   static_cast<unsigned>(a.num_rows));
   const int64_t heads = group / splits;
+  if (a.value_loads < 0 || a.value_loads > 2) return gpuErrorInvalidValue;
+  const bool late = a.value_loads == 2 || (a.value_loads == 0 && a.num_rows * a.num_kv_heads >= kAttentionLateValueUnits);
   if (a.head_dim <= 64) {
-    launch_chunks<64>(a, grid, heads, static_cast<int>(splits), stream);
+    launch_chunks<64>(a, grid, heads, static_cast<int>(splits), late, stream);
   } else if (a.head_dim <= 128) {
-    launch_chunks<128>(a, grid, heads, static_cast<int>(splits), stream);
+    launch_chunks<128>(a, grid, heads, static_cast<int>(splits), late, stream);
   } else {
-    launch_chunks<256>(a, grid, heads, static_cast<int>(splits), stream);
+    launch_chunks<256>(a, grid, heads, static_cast<int>(splits), late, stream);
   }
   if (a.sync_counters == nullptr) {
     const dim3 combine_grid(static_cast<unsigned>(a.num_heads), static_cast<unsigned>(a.num_rows));

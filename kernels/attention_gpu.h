@@ -14,12 +14,13 @@
 // Head split: a (chunk, KV head, row) may be served by `splits` blocks, each for group / splits
 // of the KV head's query heads (each loads the chunk's K and V; the second from L2). A head's
 // operations are the same whichever block runs them, so the split never changes a bit and may
-// follow the load: one row takes more blocks (a one-stream step at 1,025 keys has 17 chunks x
-// 2 KV heads for 132 SMs; two blocks a pair were fastest on the H200, four past one wave of
-// these one-block-an-SM kernels slower); more rows take one block per KV head, so K and V
-// cross from L2 once. paged_attention_head_splits: head_splits when set (a divisor of the
-// group), else the largest divisor s of the group with num_rows * num_kv_heads * s <=
-// kAttentionSplitUnits.
+// follow the load: a short grid takes more blocks (a one-stream step at 1,025 keys has 17
+// chunks x 2 KV heads for 132 SMs; on the H200 two blocks a pair were fastest, four, past one
+// wave of these one-block-an-SM kernels, slower, and so was any split of 8,192+ keys' 64
+// chunks); a full grid takes one block per KV head, so K and V cross from L2 once.
+// paged_attention_head_splits: head_splits when set (a divisor of the group), else the
+// largest divisor s of the group with (chunks for max_keys) * num_kv_heads * num_rows * s <=
+// kAttentionSplitMaxBlocks.
 //
 // Combine, two forms with the same f32 operations in the same order (bit-identical outputs):
 //   sync_counters set (ONE launch): the last chunk block of a (row, KV head, split) to finish
@@ -48,8 +49,11 @@ namespace deltaserve::kernels {
 
 inline constexpr int64_t kAttentionTileTokens = 64;
 inline constexpr int64_t kAttentionMaxChunks = 64;
-// Row x KV head x split units the automatic head split aims for (see above).
-inline constexpr int64_t kAttentionSplitUnits = 4;
+// Grid blocks (chunks for max_keys x KV heads x rows x splits) the automatic head split may
+// reach (see above).
+inline constexpr int64_t kAttentionSplitMaxBlocks = 128;
+// Rows x KV heads from which the V loads go out after the scores (value_loads below).
+inline constexpr int64_t kAttentionLateValueUnits = 16;
 // Deprecated: the split of the first version (fixed 256-key chunks); no kernel uses it now.
 inline constexpr int64_t kAttentionChunkTokens = 256;
 
@@ -85,6 +89,10 @@ struct PagedAttentionGpuArgs {
   float* workspace;          // paged_attention_workspace_floats(args) floats
   uint32_t* sync_counters = nullptr;  // num_rows * num_heads entries, zero between calls; null: 2 launches
   int64_t head_splits = 0;            // 0: paged_attention_head_splits' choice; else a divisor of the group
+  // A tile's V loads: 1 with its K loads (one round trip a tile, one block an SM), 2 after its
+  // scores (two blocks an SM, a second round trip a tile); 0: 2 from num_rows * num_kv_heads >=
+  // kAttentionLateValueUnits, else 1. The same operations either way (same bits).
+  int64_t value_loads = 0;
 };
 
 // Blocks per (chunk, KV head, row) for these args (see "Head split" above).

@@ -77,6 +77,7 @@ void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w,
   att.sync_counters = ctx.attention_fused_combine ? ws.att_sync : nullptr;
   const int64_t group_heads = nh / nkv;
   att.head_splits = ctx.attention_head_splits > 0 && group_heads % ctx.attention_head_splits == 0 ? ctx.attention_head_splits : 0;
+  att.value_loads = ctx.attention_value_loads;
   // Rows go in groups that fit the fixed workspace (a long prefill chunk may not fit at once);
   // a row's chunking depends only on its own position, so the grouping changes no result.
   att.num_rows = 1;

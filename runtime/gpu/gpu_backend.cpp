@@ -137,6 +137,12 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
   if (const char* v = std::getenv("DELTASERVE_GPU_ATTENTION_HEAD_SPLITS"); v != nullptr && *v != '\0') {
     attention_head_splits_ = std::max<int64_t>(0, std::atoll(v));
   }
+  // Its V loads go out after the scores from kAttentionLateValueUnits rows x KV heads (two
+  // blocks an SM); DELTASERVE_GPU_ATTENTION_VALUE_LOADS=1 (with K) or 2 (after the scores)
+  // forces one order (side-by-side runs). Same bits.
+  if (const char* v = std::getenv("DELTASERVE_GPU_ATTENTION_VALUE_LOADS"); v != nullptr && (std::string(v) == "1" || std::string(v) == "2")) {
+    attention_value_loads_ = std::atoll(v);
+  }
   // Its combine is a launch of its own: on the H200 the fused form's last block (a fence, an
   // arrival count, then a head group's outputs one after another) cost more than the launch,
   // at one stream and at 64 (bench/RESULTS.md). DELTASERVE_GPU_ATTENTION_COMBINE=fused keeps
@@ -190,8 +196,12 @@ std::string GpuBackend::speed_settings() const {
          (matvec_math_ == kernels::MatvecMath::kStaged ? std::string("off (staged matvec)") : gpu::expert_grouping_setting()) +
          fuse_down_combine_setting() + ", attention head split " +
          (attention_head_splits_ > 0 ? std::to_string(attention_head_splits_) + " (forced)"
-                                     : "by rows (" + std::to_string(kernels::kAttentionSplitUnits) + " units)") +
+                                     : "up to " + std::to_string(kernels::kAttentionSplitMaxBlocks) + " blocks") +
          ", attention combine " + (attention_fused_combine_ ? "in the last chunk block" : "a launch of its own") +
+         ", attention V loads " +
+         (attention_value_loads_ == 1   ? std::string("with K (forced)")
+          : attention_value_loads_ == 2 ? std::string("after the scores (forced)")
+                                        : "after the scores from " + std::to_string(kernels::kAttentionLateValueUnits) + " rows x KV heads") +
          ", prefill matmul " + prefill_math_name(prefill_math_) + ", Q4_0 matvec " +
          (matvec_math_ == kernels::MatvecMath::kTensorCores ? "tensor"
           : matvec_math_ == kernels::MatvecMath::kStaged    ? "staged"

@@ -194,7 +194,7 @@ class GpuBackend final : public Backend {
   gpu::GpuLayerContext context() const {
     return {config_, stream_, cache_.kv_block_tokens, ws_, &launches_, trace_.enabled() ? &trace_ : nullptr, prefill_math_,
             tiled_decode_experts_, tiled_decode_min_outputs_, fuse_down_combine_rows_, carry_input_norms_,
-            attention_head_splits_, attention_fused_combine_};
+            attention_head_splits_, attention_value_loads_, attention_fused_combine_};
   }
   template <class T>
   const T* device(size_t staging_offset) const {
@@ -246,6 +246,7 @@ class GpuBackend final : public Backend {
   std::pair<int64_t, int64_t> fuse_down_combine_rows_{1, 0};  // GpuLayerContext::fuse_down_combine_rows, likewise
   bool carry_input_norms_ = false;  // GpuLayerContext::carry_input_norms, likewise
   int64_t attention_head_splits_ = 0;  // GpuLayerContext::attention_head_splits, likewise
+  int64_t attention_value_loads_ = 0;     // GpuLayerContext::attention_value_loads, likewise
   bool attention_fused_combine_ = false;  // GpuLayerContext::attention_fused_combine, likewise
   // Q4_0 decode matvec arithmetic (cache_.decode_matvec resolved at start), set on the calling
   // thread by every forward: the kernels' setting is per thread, the backend's for its lifetime.

@@ -106,6 +106,9 @@ struct GpuLayerContext {
   // Paged attention's head split (PagedAttentionGpuArgs::head_splits): 0 the kernel's choice by
   // the rows; N forces N blocks per (chunk, KV head, row) where N divides the group. Same bits.
   int64_t attention_head_splits = 0;
+  // Paged attention's V loads (PagedAttentionGpuArgs::value_loads): 0 by the rows, 1 with the
+  // K loads, 2 after the scores. Same bits.
+  int64_t attention_value_loads = 0;
   // Paged attention's combine in each (row, KV head, split)'s last chunk block (one launch) or
   // as a kernel of its own (two launches); same bits.
   bool attention_fused_combine = false;

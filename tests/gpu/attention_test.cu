@@ -3,7 +3,7 @@
 // batch invariance (a row alone == the row in the batch, bitwise). The one-launch form (sync
 // counters, the combine fused into the chunk kernel's last block) == the two-launch form,
 // bitwise, run twice on the same counters (left zero), poisoned outputs and workspace, at every
-// head split (each divisor of the group: the split must never change a bit); bad arguments
+// head split (each divisor of the group) and both V load orders (neither may change a bit); bad arguments
 // refused with nothing written.
 #include <algorithm>
 #include <cmath>
@@ -60,20 +60,22 @@ std::string nonzero_counter(const std::vector<uint32_t>& counters, int64_t units
 }
 
 // The one-launch form of g (fresh poisoned output and workspace, so neither the two-launch
-// run's outputs nor its partials can stand in for a missed write) at every head split, twice
-// on the same counters, and the two-launch form at every split: each run == want bitwise,
-// counters zero after each. "" or what went wrong.
+// run's outputs nor its partials can stand in for a missed write) at every head split and
+// both V load orders, twice on the same counters, and the two-launch form at each: each run ==
+// want bitwise, counters zero after each. "" or what went wrong.
 std::string check_one_launch(const PagedAttentionGpuArgs& g, DeviceBuffer<float>& out, DeviceBuffer<uint32_t>& counters,
                              const std::vector<float>& want) {
   DeviceBuffer<float> ws(static_cast<size_t>(paged_attention_workspace_floats(g)));
   const int64_t group = g.num_heads / g.num_kv_heads;
-  for (int64_t splits = 1; splits <= group; ++splits) {
+  for (int64_t forms = 0; forms < 2 * group; ++forms) {
+    const int64_t splits = forms / 2 + 1, value_loads = forms % 2 + 1;
     if (group % splits != 0) continue;
-    const std::string at = "head splits " + std::to_string(splits) + ", ";
+    const std::string at = "head splits " + std::to_string(splits) + ", value loads " + std::to_string(value_loads) + ", ";
     PagedAttentionGpuArgs g1 = g;
     g1.out = out.get();
     g1.workspace = ws.get();
     g1.head_splits = splits;
+    g1.value_loads = value_loads;
     g1.sync_counters = nullptr;  // two launches, this split
     out.poison();
     ws.poison();
@@ -191,7 +193,7 @@ void check_attention(Context& ctx, const AttnShape& sh, const std::vector<std::p
   ctx.results.record("paged_attention_gpu", shape, compare(got.data(), ref.data(), got.size()), 1e-9, invariant,
                      invariant ? "batch-invariant" : "NOT batch-invariant");
   if (fused_diff.empty()) fused_diff = alone_diff;
-  const std::string fused_what = fused_diff.empty() ? "== two launches (bitwise at every head split, twice, counters left zero, rows alone)"
+  const std::string fused_what = fused_diff.empty() ? "== two launches (bitwise at every head split and V load order, twice, counters left zero, rows alone)"
                                                     : "one launch != two launches: " + fused_diff;
   ctx.results.record_exact("paged_attention_gpu 1-launch", shape, fused_diff.empty(), fused_what.c_str());
 
@@ -321,6 +323,7 @@ void check_paged_bad_args(Context& ctx) {
       {"workspace null", [](PagedAttentionGpuArgs& a) { a.workspace = nullptr; }},
       {"head_splits 3 (group 2)", [](PagedAttentionGpuArgs& a) { a.head_splits = 3; }},
       {"head_splits -1", [](PagedAttentionGpuArgs& a) { a.head_splits = -1; }},
+      {"value_loads 3", [](PagedAttentionGpuArgs& a) { a.value_loads = 3; }},
   };
   bool ok = true;
   for (const bool fused : {false, true}) {

@@ -337,9 +337,12 @@ void bench_attention(int64_t context, int64_t rows, int64_t seqs = 1, std::vecto
   a.sync_counters = nullptr;  // chunk kernel + combine kernel
   report("paged_attention_gpu 2-launch", shape + " split " + std::to_string(paged_attention_head_splits(a)) + " (auto)", timed(a), bytes);
   for (const int64_t s : splits) {
-    PagedAttentionGpuArgs b = a;
-    b.head_splits = s;
-    report("paged_attention_gpu 2-launch", shape + " split " + std::to_string(s), timed(b), bytes);
+    for (const int64_t loads : {1, 2}) {
+      PagedAttentionGpuArgs b = a;
+      b.head_splits = s;
+      b.value_loads = loads;
+      report("paged_attention_gpu 2-launch", shape + " split " + std::to_string(s) + (loads == 2 ? " late V" : " V with K"), timed(b), bytes);
+    }
   }
 }
 
