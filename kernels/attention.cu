@@ -1,15 +1,16 @@
 // Paged decode/verify attention (attention_gpu.h): a chunk kernel and a combine, either fused
-// into the chunk kernel's last block per (row, KV head) or a separate kernel.
+// into the chunk kernel's last block per (row, KV head, split) or a separate kernel.
 //
 // Chunk kernel, block (chunk, kv head x head split, row), 256 threads, tiles of kTile = 64 keys.
-// The block serves `heads` = group / splits consecutive query heads of its KV head (the host
-// picks the split: per head the same operations either way, so the same bits). Per tile
-// every thread issues all its K and V loads at once (one memory round trip per tile, 128 KB
-// in flight per block at head_dim 256), then:
+// The block serves `group` = (query heads per KV head) / splits consecutive query heads of its
+// KV head (the host picks the split: per head the same operations either way, so the same
+// bits). Per tile, threads 0-63 put the keys' cache offsets in shared memory, then every
+// thread issues all its K loads at once, and its V loads with them (one memory round trip per
+// tile, 128 KB in flight per block at head_dim 256) or, kLateValues, after the scores, then:
 //   scores  8 lanes per key (32 keys per pass, 2 passes); lane j holds float4s j, j + 8, ...
 //           of the key; s = q.k * scale by an 8-lane butterfly per (key, query head)
-//   softmax warp per query head of the block: running max m, P = exp(s - m), running sum l, and the
-//           factor alpha = exp(m_old - m_new) that rescales the accumulators
+//   softmax warp per query head of the block: running max m, P = exp(s - m), running sum l,
+//           and the factor alpha = exp(m_old - m_new) that rescales the accumulators
 //   P.V     thread (ks, col) = (t % KS, t / KS) owns float4 column col of head_dim for keys
 //           ks, ks + KS, ...; the KS partial sums are added by a KS-lane butterfly at the end
 // Workspace: acc [row][head][chunk][head_dim], then (m, l) [row][head][chunk][2].
@@ -78,15 +79,14 @@ __device__ __forceinline__ float combine_output(const float* acc, int64_t hd, co
   return o / l * gpu::sigmoidf_(g);
 }
 
-// The fused combine, run by the last chunk block of (row r, query heads head0 + [0, heads)) after
+// The fused combine, run by the last chunk block of (row r, query heads head0 + [0, group)) after
 // every chunk's partials are visible. f_s, l_s: [kGroup][kMaxChunks]; m_s: [kGroup]. Per head
 // the separate combine kernel's operations, in its order.
 template <int kGroup>
-__device__ void combine_group(const PagedAttentionGpuArgs& a, int64_t grid_chunks, int64_t r, int64_t head0, int heads,
+__device__ void combine_group(const PagedAttentionGpuArgs& a, int64_t grid_chunks, int64_t r, int64_t head0, int group,
                               int used, float* f_s, float* l_s, float* m_s) {
   const int tid = static_cast<int>(threadIdx.x);
   const int64_t hd = a.head_dim;
-  const int group = heads;
   const int64_t entry0 = (r * a.num_heads + head0) * grid_chunks;  // (head head0, chunk 0)
   const float* ml = a.workspace + a.num_rows * a.num_heads * grid_chunks * hd + entry0 * 2;
   for (int i = tid; i < group * kMaxChunks; i += kThreads) {
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, kLateValues ? 2 : 1)
   __shared__ float p_s[kGroup * kTile];   // scores, then probabilities
   __shared__ float m_s[kGroup], l_s[kGroup], alpha_s[kGroup];
   __shared__ int64_t key_row_s[kTile];  // the tile's keys' cache offsets (0 past the chunk's end)
-  __shared__ int last_s;  // fused combine: this block is the (row, KV head)'s last to finish
+  __shared__ int last_s;  // fused combine: this block is the (row, KV head, split)'s last to finish
   // The fused combine reuses p_s for the factors and q_s for the sums ([kGroup][kMaxChunks]).
   static_assert(kTile >= kMaxChunks && kHd >= kMaxChunks, "combine scratch must fit p_s and q_s");
 
