@@ -131,7 +131,7 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
   // DELTASERVE_GPU_MATVEC_INPUT_NORM=0 keeps the norm launches (side-by-side runs); same bits.
   const char* carry_env = std::getenv("DELTASERVE_GPU_MATVEC_INPUT_NORM");
   carry_input_norms_ = staged && !(carry_env != nullptr && std::string(carry_env) == "0");
-  // Paged attention splits a KV head's query heads over more blocks when the step has few rows
+  // Paged attention splits a KV head's query heads over more blocks while its grid is short
   // (paged_attention_head_splits); DELTASERVE_GPU_ATTENTION_HEAD_SPLITS=N forces N where it
   // divides the group (1: one block per KV head; side-by-side runs). Same bits either way.
   if (const char* v = std::getenv("DELTASERVE_GPU_ATTENTION_HEAD_SPLITS"); v != nullptr && *v != '\0') {

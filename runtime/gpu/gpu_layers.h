@@ -104,7 +104,7 @@ struct GpuLayerContext {
   // products_normalise_input) instead of reading an rms_norm launch's output; same bits.
   bool carry_input_norms = false;
   // Paged attention's head split (PagedAttentionGpuArgs::head_splits): 0 the kernel's choice by
-  // the rows; N forces N blocks per (chunk, KV head, row) where N divides the group. Same bits.
+  // the grid; N forces N blocks per (chunk, KV head, row) where N divides the group. Same bits.
   int64_t attention_head_splits = 0;
   // Paged attention's V loads (PagedAttentionGpuArgs::value_loads): 0 by the rows, 1 with the
   // K loads, 2 after the scores. Same bits.

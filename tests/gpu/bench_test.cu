@@ -310,7 +310,8 @@ void bench_attention(int64_t context, int64_t rows, int64_t seqs = 1, std::vecto
                           ds.get(), dp.get(), bt, total_rows, nh, nkv, hd, context, 0.0625f, nullptr};
   DeviceBuffer<float> ws(static_cast<size_t>(paged_attention_workspace_floats(a)));
   a.workspace = ws.get();
-  // The backend's form: one launch, the combine in each (row, KV head, split)'s last chunk block.
+  // One launch first: the combine in each (row, KV head, split)'s last chunk block (the backend
+  // runs the two-launch form below by default).
   DeviceBuffer<uint32_t> counters(std::vector<uint32_t>(static_cast<size_t>(total_rows * nh), 0u));
   a.sync_counters = counters.get();
   const std::string shape = "nh=16 nkv=2 hd=256 ctx=" + std::to_string(context) + " seqs=" + std::to_string(seqs) +
