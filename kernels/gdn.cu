@@ -17,12 +17,18 @@
 // for n = dv <= 128 has the same reduction order as this 128-thread block).
 // Bytes per (sequence, layer): the state read once and written once (2 MiB for 35B-A3B in f32,
 // 1 MiB in bf16), the rows' qkv, plus one state's bytes per snapshot row.
+// Where the state lives during the launch (StateHome): in registers (32 a thread at dk = 128),
+// loaded straight or staged through shared memory, or in shared memory for the whole launch
+// (each row reads it twice and writes it once there): the registers then drop to ~half, twice
+// the blocks share an SM, and a many-sequence step, latency-bound in waves of blocks, keeps
+// twice the state bytes in flight. Every home runs the same f32 operations in the same order.
 // State storage (StateT): float, or uint16_t holding bf16 bits; with bf16 every row starts by
 // rounding the register state to bf16 (the previous row's o read it unrounded; rounding there
 // instead spilled at dk = dv = 128), so R rows in one launch give the bits of R launches of one
 // row. The f32 instantiation has no extra instruction (same PTX as before the option).
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 
 #include "kernels/async_copy.h"
 #include "kernels/gdn_gpu.h"
@@ -71,7 +77,7 @@ __device__ __forceinline__ void block_sum2(float& a, float& b, float* scratch) {
 
 __device__ __forceinline__ float softplusf_(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
-// A block's state slice (DK rows x kCols columns) staged in shared memory (kStaged below):
+// A block's state slice (DK rows x kCols columns) staged in shared memory (kHome below):
 // rows padded by 32 bytes, so the 4 parts of a warp's 8 columns read distinct banks (f32:
 // 160-byte rows, bf16: 96-byte rows).
 template <class StateT>
@@ -93,37 +99,68 @@ __device__ __forceinline__ void stage_state_async(unsigned char* stage, const St
   gpu::async_commit();
 }
 
+// Its 16-byte units back to the entry (kShared's final state): the reverse of stage_state_async.
+template <int DK, class StateT>
+__device__ __forceinline__ void store_staged_state(const unsigned char* stage, StateT* entry_head, int64_t dv, int64_t tile) {
+  using L = StateStage<StateT>;
+  for (int u = static_cast<int>(threadIdx.x); u < DK * L::kUnitsPerRow; u += kThreads) {
+    const int row = u / L::kUnitsPerRow, unit = u % L::kUnitsPerRow;
+    StateT* dst = entry_head + row * dv + tile * kCols + unit * (16 / static_cast<int>(sizeof(StateT)));
+    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(stage + row * L::kRowBytes + 16 * unit);
+  }
+}
+
 using detail::from_state;  // delta-state elements: kernels/gdn_state_elem.h
 using detail::to_state;
+
+// Where a block keeps its state slice between rows (the template's kHome).
+constexpr int kHomeRegisters = 0;  // loaded straight into registers
+constexpr int kHomeStaged = 1;     // staged through shared memory by cp.async, then registers
+constexpr int kHomeShared = 2;     // staged, and kept in shared memory for the whole launch
 
 // Blocks per SM the fixed-dv variants are held to: 128 registers per thread (dk = dv = 128: no
 // spills on sm_90, 8 bytes on sm_80; unbounded it took 244 registers, 2 blocks per SM, and at
 // 64 sequences the kernel is latency-bound: 8192 blocks in waves). HIP: no bound (its second
 // argument means waves per execution unit).
+// kHomeShared holds no state in registers: 8 blocks an SM (64 registers; its shared memory,
+// ~22 KB a block at dk = 128 in f32, allows 10).
 #if defined(DS_GPU_HIP)
 constexpr int kMinBlocksFixedDv = 1;
+constexpr int kMinBlocksShared = 1;
 #else
 constexpr int kMinBlocksFixedDv = 4;
+constexpr int kMinBlocksShared = 8;
 #endif
 
 // DV > 0: head_dim_v == DV, fixed at compile time (the state offsets become immediates, which
 // is what brings the registers down); DV == 0: any multiple of kCols. Same arithmetic either way.
 // StateT: the delta pools' element type (float, or uint16_t = bf16 bits).
-// kStaged: the state slice comes in through shared memory, 16-byte cp.async units (8 per
-// thread), instead of 32 scalar loads per thread straight into registers: measured on the H200
+// kHome (above): kHomeStaged brings the slice in as 16-byte cp.async units (8 per thread)
+// instead of 32 scalar loads per thread straight into registers: measured on the H200
 // (bench/RESULTS.md), 35B-A3B one sequence -3% per step (the few blocks of a small grid wait on
-// fewer, wider loads), but 64 sequences +0.5% (where many blocks already overlap their loads);
-// launch_step picks it for few sequences. Same values, same arithmetic.
-template <int DK, int DV, class StateT, bool kStaged>
-__global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_step_kernel(const GdnStepArgs a) {
+// fewer, wider loads), but 64 sequences +0.5% (where many blocks already overlap their loads).
+// kHomeShared keeps the staged slice where it landed: a row's S *= decay is recomputed from the
+// stored value in its second pass (the same product), and the state written back after a row
+// (bf16: rounded) is what the register homes' next row starts from, so the bits are theirs.
+// launch_step picks the home from the sequence count. Same values, same arithmetic.
+template <int DK, int DV, class StateT, int kHome>
+__global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksShared : DV > 0 ? kMinBlocksFixedDv : 1)
+    gdn_step_kernel(const GdnStepArgs a) {
   gpu::begin_kernel();
   static_assert(DK % kParts == 0 && DK <= kThreads && DV % kCols == 0);
+  constexpr bool kStaged = kHome != kHomeRegisters, kShared = kHome == kHomeShared;
   constexpr int kRowsPerPart = DK / kParts;
+  constexpr int kStageRowBytes = StateStage<StateT>::kRowBytes;
   __shared__ float q_s[DK], k_s[DK], v_s[kCols];
   __shared__ float scratch[2 * gpu::kMaxWarpsPerBlock];
   __shared__ float gate_s[2];  // decay, beta
   __shared__ int last_reader_s, norm_last_s;
-  __shared__ __align__(16) unsigned char stage[kStaged ? DK * StateStage<StateT>::kRowBytes : 16];
+  __shared__ __align__(16) unsigned char stage[kStaged ? DK * kStageRowBytes : 16];
+  // kShared: this thread's element of state row i (= kParts ii + part), column col.
+  auto staged_elem = [&](int ii) -> StateT& {
+    return reinterpret_cast<StateT*>(stage + (kParts * ii + static_cast<int>(threadIdx.x) % kParts) * kStageRowBytes)
+        [static_cast<int>(threadIdx.x) / kParts];
+  };
 
   const int tid = static_cast<int>(threadIdx.x);
   const int part = tid % kParts, col = tid / kParts;
@@ -176,9 +213,10 @@ __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_
   if constexpr (kStaged) {  // the slice: every thread's copies done, then visible to the block
     gpu::async_wait<0>();
     __syncthreads();
+    if constexpr (!kShared) {
 #pragma unroll
-    for (int ii = 0; ii < kRowsPerPart; ++ii)
-      S[ii] = from_state(reinterpret_cast<const StateT*>(stage + (kParts * ii + part) * StateStage<StateT>::kRowBytes)[col]);
+      for (int ii = 0; ii < kRowsPerPart; ++ii) S[ii] = from_state(staged_elem(ii));
+    }
   }
 
   const float q_scale = 1.0f / sqrtf(static_cast<float>(DK));
@@ -228,31 +266,49 @@ __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_
     __syncthreads();
 
     const float decay = gate_s[0], beta = gate_s[1];
-    float e = 0.0f;
+    const int64_t snap_entry = ring >= 0 ? ring + (r - row_begin) : -1;
+    StateT* snap = snap_entry >= 0 ? static_cast<StateT*>(a.delta_states) + snap_entry * delta_entry + j * DK * dv + c : nullptr;
+    float e = 0.0f, o = 0.0f;
+    if constexpr (kShared) {
+      // The state as stored after the previous row (bf16: already rounded), decayed in both
+      // passes by the same product.
 #pragma unroll
-    for (int ii = 0; ii < kRowsPerPart; ++ii) {
-      // bf16: the previous row's state as stored (a no-op on the loaded state), so this row
-      // starts from what a launch of its own would load.
-      if constexpr (kBf16) S[ii] = from_state(to_state<StateT>(S[ii]));
-      S[ii] *= decay;
-      e = fmaf(S[ii], k_s[kParts * ii + part], e);
-    }
-    e = gpu::group_sum<kParts>(e);
-    const float delta = beta * (v_s[col] - e);
-    float o = 0.0f;
+      for (int ii = 0; ii < kRowsPerPart; ++ii) e = fmaf(from_state(staged_elem(ii)) * decay, k_s[kParts * ii + part], e);
+      e = gpu::group_sum<kParts>(e);
+      const float delta = beta * (v_s[col] - e);
 #pragma unroll
-    for (int ii = 0; ii < kRowsPerPart; ++ii) {
-      S[ii] = fmaf(k_s[kParts * ii + part], delta, S[ii]);
-      o = fmaf(S[ii], q_s[kParts * ii + part], o);
+      for (int ii = 0; ii < kRowsPerPart; ++ii) {
+        const float s_new = fmaf(k_s[kParts * ii + part], delta, from_state(staged_elem(ii)) * decay);
+        o = fmaf(s_new, q_s[kParts * ii + part], o);
+        staged_elem(ii) = to_state<StateT>(s_new);
+        if (snap != nullptr) snap[(kParts * ii + part) * dv] = to_state<StateT>(s_new);
+      }
+    } else {
+#pragma unroll
+      for (int ii = 0; ii < kRowsPerPart; ++ii) {
+        // bf16: the previous row's state as stored (a no-op on the loaded state), so this row
+        // starts from what a launch of its own would load.
+        if constexpr (kBf16) S[ii] = from_state(to_state<StateT>(S[ii]));
+        S[ii] *= decay;
+        e = fmaf(S[ii], k_s[kParts * ii + part], e);
+      }
+      e = gpu::group_sum<kParts>(e);
+      const float delta = beta * (v_s[col] - e);
+#pragma unroll
+      for (int ii = 0; ii < kRowsPerPart; ++ii) {
+        S[ii] = fmaf(k_s[kParts * ii + part], delta, S[ii]);
+        o = fmaf(S[ii], q_s[kParts * ii + part], o);
+      }
+      if (snap != nullptr) {
+#pragma unroll
+        for (int ii = 0; ii < kRowsPerPart; ++ii) snap[(kParts * ii + part) * dv] = to_state<StateT>(S[ii]);
+      }
     }
     o = gpu::group_sum<kParts>(o);
     if (part == 0) a.out[r * a.out_stride + j * dv + c] = o;
 
-    if (ring >= 0) {  // snapshot after row r: delta state, and the conv channels this block owns
-      const int64_t entry = ring + (r - row_begin);
-      StateT* snap = static_cast<StateT*>(a.delta_states) + entry * delta_entry + j * DK * dv + c;
-#pragma unroll
-      for (int ii = 0; ii < kRowsPerPart; ++ii) snap[(kParts * ii + part) * dv] = to_state<StateT>(S[ii]);
+    if (ring >= 0) {  // snapshot after row r: the conv channels this block owns (the delta state above)
+      const int64_t entry = snap_entry;
       float* conv_snap = a.conv_states + entry * conv_entry;
 #pragma unroll
       for (int h = 0; h < kHistory; ++h) {
@@ -289,9 +345,13 @@ __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_
   }
   __syncthreads();
   if (state_out >= 0) {
-    StateT* state_dst = static_cast<StateT*>(a.delta_states) + state_out * delta_entry + j * DK * dv + c;
+    StateT* const out_head = static_cast<StateT*>(a.delta_states) + state_out * delta_entry + j * DK * dv;
+    if constexpr (kShared) {
+      store_staged_state<DK>(stage, out_head, dv, tile);  // the last row's writes: before the barriers above
+    } else {
 #pragma unroll
-    for (int ii = 0; ii < kRowsPerPart; ++ii) state_dst[(kParts * ii + part) * dv] = to_state<StateT>(S[ii]);
+      for (int ii = 0; ii < kRowsPerPart; ++ii) out_head[(kParts * ii + part) * dv + c] = to_state<StateT>(S[ii]);
+    }
     float* conv_out = a.conv_states + state_out * conv_entry;
     const bool write_qk = last_reader_s != 0;
 #pragma unroll
@@ -309,9 +369,11 @@ __global__ void __launch_bounds__(kThreads, DV > 0 ? kMinBlocksFixedDv : 1) gdn_
   }
 }
 
-// Launches of at most this many sequences stage the state (kStaged): one sequence measured
-// faster staged, 16 equal, 64 slower (bench/RESULTS.md). DELTASERVE_GPU_GDN_STAGED_SEQS=N for
-// side-by-side runs (0: never); values do not depend on it.
+// Launches of at most this many sequences stage the state into registers (kHomeStaged): one
+// sequence measured faster staged, 16 equal, 64 slower (bench/RESULTS.md); past it the state
+// stays in shared memory (kHomeShared). DELTASERVE_GPU_GDN_STAGED_SEQS=N moves the line;
+// DELTASERVE_GPU_GDN_STATE_HOME=registers|staged|shared forces one home (side-by-side runs).
+// Values do not depend on either.
 int64_t staged_max_seqs() {
   static const int64_t n = [] {
     const char* env = std::getenv("DELTASERVE_GPU_GDN_STAGED_SEQS");
@@ -320,28 +382,58 @@ int64_t staged_max_seqs() {
   return n;
 }
 
-template <class StateT, bool kStaged>
+GdnStateHome forced_home() {
+  static const GdnStateHome home = [] {
+    const char* env = std::getenv("DELTASERVE_GPU_GDN_STATE_HOME");
+    const std::string v = env != nullptr ? env : "";
+    return v == "registers" ? GdnStateHome::kRegisters
+           : v == "staged"  ? GdnStateHome::kStaged
+           : v == "shared"  ? GdnStateHome::kShared
+                            : GdnStateHome::kAuto;
+  }();
+  return home;
+}
+
+GdnStateHome home_for(const GdnStepArgs& a) {
+  if (a.state_home != GdnStateHome::kAuto) return a.state_home;
+  if (forced_home() != GdnStateHome::kAuto) return forced_home();
+  return a.num_seqs <= staged_max_seqs() ? GdnStateHome::kStaged : GdnStateHome::kShared;
+}
+
+template <class StateT, int kHome>
 void launch_as(const GdnStepArgs& a, gpuStream_t stream) {
   const dim3 grid(static_cast<unsigned>(a.head_dim_v / kCols), static_cast<unsigned>(a.num_v_heads),
                   static_cast<unsigned>(a.num_seqs));
   const bool dv_is_dk = a.head_dim_v == a.head_dim_k;
   if (a.head_dim_k == 64) {
-    if (dv_is_dk) gpu::launch(gdn_step_kernel<64, 64, StateT, kStaged>, grid, kThreads, 0, stream, a);
-    else gpu::launch(gdn_step_kernel<64, 0, StateT, kStaged>, grid, kThreads, 0, stream, a);
+    if (dv_is_dk) gpu::launch(gdn_step_kernel<64, 64, StateT, kHome>, grid, kThreads, 0, stream, a);
+    else gpu::launch(gdn_step_kernel<64, 0, StateT, kHome>, grid, kThreads, 0, stream, a);
   } else {
-    if (dv_is_dk) gpu::launch(gdn_step_kernel<128, 128, StateT, kStaged>, grid, kThreads, 0, stream, a);
-    else gpu::launch(gdn_step_kernel<128, 0, StateT, kStaged>, grid, kThreads, 0, stream, a);
+    if (dv_is_dk) gpu::launch(gdn_step_kernel<128, 128, StateT, kHome>, grid, kThreads, 0, stream, a);
+    else gpu::launch(gdn_step_kernel<128, 0, StateT, kHome>, grid, kThreads, 0, stream, a);
   }
 }
 
 template <class StateT>
 gpuError_t launch_step(const GdnStepArgs& a, gpuStream_t stream) {
-  if (a.num_seqs <= staged_max_seqs()) launch_as<StateT, true>(a, stream);
-  else launch_as<StateT, false>(a, stream);
+  switch (home_for(a)) {
+    case GdnStateHome::kRegisters: launch_as<StateT, kHomeRegisters>(a, stream); break;
+    case GdnStateHome::kStaged: launch_as<StateT, kHomeStaged>(a, stream); break;
+    default: launch_as<StateT, kHomeShared>(a, stream); break;
+  }
   return gpuGetLastError();
 }
 
 }  // namespace
+
+std::string gdn_step_state_home_setting() {
+  switch (forced_home()) {
+    case GdnStateHome::kRegisters: return "registers (forced)";
+    case GdnStateHome::kStaged: return "staged into registers (forced)";
+    case GdnStateHome::kShared: return "shared memory (forced)";
+    default: return "staged into registers to " + std::to_string(staged_max_seqs()) + " sequences, then shared memory";
+  }
+}
 
 gpuError_t gdn_step_gpu(const GdnStepArgs& a, gpuStream_t stream) {
   if (a.conv_kernel != kConvKernel || a.head_dim_v <= 0 || a.head_dim_v % kCols != 0 || a.num_k_heads <= 0 ||
@@ -352,6 +444,9 @@ gpuError_t gdn_step_gpu(const GdnStepArgs& a, gpuStream_t stream) {
     return gpuErrorInvalidValue;
   }
   if (a.delta_type != StateType::kF32 && a.delta_type != StateType::kBf16) return gpuErrorInvalidValue;
+  if (a.state_home != GdnStateHome::kAuto && a.state_home != GdnStateHome::kRegisters &&
+      a.state_home != GdnStateHome::kStaged && a.state_home != GdnStateHome::kShared)
+    return gpuErrorInvalidValue;
   if (a.num_seqs == 0) return gpuSuccess;
   if (a.head_dim_k != 64 && a.head_dim_k != 128) return gpuErrorInvalidValue;
   if (a.delta_type == StateType::kBf16) return launch_step<uint16_t>(a, stream);

@@ -2,7 +2,7 @@
 // sequences of a step in one launch: causal conv1d (width 4) + SiLU over q|k|v, L2 norm of q
 // and k per key head (q then scaled by dk^-1/2), beta = sigmoid(b), g = ssm_a *
 // softplus(alpha + dt_bias), and the gated delta rule. Each sequence's rows run in order with
-// its recurrent state held in registers across them: the state is read once and written once
+// its recurrent state held on chip across them (GdnStateHome): the state is read once and written once
 // per step, plus one snapshot per row when the sequence has ring entries (verify rows).
 // Output o is per value head, before the gated norm (gated_rms_norm_gpu) and out projection,
 // or, with norm_w set, after it (the norm fused into the epilogue; see GdnStepArgs::norm_w).
@@ -45,12 +45,13 @@
 // fields, the finished column blocks of each of the key head's value heads.)
 //
 // Preconditions (else gpuErrorInvalidValue, nothing launched): head_dim_k 64 or 128;
-// head_dim_v a multiple of 32; conv_kernel == 4; qkv 4-byte aligned. With norm_w set also:
-// z non-null and gdn_step_fuses_norm (head_dim_v <= 128, num_v_heads / num_k_heads <= 7).
+// head_dim_v a multiple of 32; conv_kernel == 4; qkv 4-byte aligned; state_home one of the
+// enum's values. With norm_w set also: z non-null and gdn_step_fuses_norm (head_dim_v <= 128, num_v_heads / num_k_heads <= 7).
 // Calling thread: any; enqueues on `stream`; no allocation.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/gpu_compat.h"
 
@@ -59,6 +60,12 @@ namespace deltaserve::kernels {
 // Element type of the delta-state pools (see "Delta-state precision" above).
 enum class StateType : int32_t { kF32, kBf16 };
 inline constexpr int64_t state_type_bytes(StateType t) { return t == StateType::kBf16 ? 2 : 4; }
+
+// Where a block keeps its slice of the delta state across its sequence's rows (timing only:
+// every home gives the same bits). kAuto: staged into registers for launches of few sequences
+// (their few blocks wait on fewer, wider loads), in shared memory for many (half the
+// registers, twice the blocks an SM); DELTASERVE_GPU_GDN_STATE_HOME overrides kAuto.
+enum class GdnStateHome : int32_t { kAuto, kRegisters, kStaged, kShared };
 
 struct GdnStepArgs {
   const float* qkv;         // [num_rows][qkv_stride]: pre-conv projections, q | k | v (Dc)
@@ -91,6 +98,7 @@ struct GdnStepArgs {
   int64_t z_stride = 0;
   float norm_eps = 0.0f;          // rms_norm_eps, 1e-6
   StateType delta_type = StateType::kF32;
+  GdnStateHome state_home = GdnStateHome::kAuto;
 };
 
 // Whether gdn_step_gpu accepts norm_w for these shapes (else the caller runs
@@ -102,6 +110,9 @@ inline bool gdn_step_fuses_norm(int64_t num_k_heads, int64_t num_v_heads, int64_
 }
 
 gpuError_t gdn_step_gpu(const GdnStepArgs& args, gpuStream_t stream);
+
+// kAuto's choice as words, for the backend's settings line.
+std::string gdn_step_state_home_setting();
 
 // Chunked prefill form (MODEL.md 3): the same outputs and final states as gdn_step_gpu over
 // the same rows (to f32 rounding of a different summation order), for long prefill chunks of
@@ -157,6 +168,7 @@ struct GdnPrefillArgs {
   int64_t conv_kernel;      // 4
   float l2_eps;             // 1e-6
   StateType delta_type = StateType::kF32;
+  GdnStateHome state_home = GdnStateHome::kAuto;
 };
 
 int64_t gdn_prefill_workspace_floats(const GdnPrefillArgs& args);

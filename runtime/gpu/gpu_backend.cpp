@@ -202,7 +202,8 @@ std::string GpuBackend::speed_settings() const {
          (attention_value_loads_ == 1   ? std::string("with K (forced)")
           : attention_value_loads_ == 2 ? std::string("after the scores (forced)")
                                         : "after the scores from " + std::to_string(kernels::kAttentionLateValueUnits) + " rows x KV heads") +
-         ", prefill matmul " + prefill_math_name(prefill_math_) + ", Q4_0 matvec " +
+         ", GDN state " + kernels::gdn_step_state_home_setting() + ", prefill matmul " + prefill_math_name(prefill_math_) +
+         ", Q4_0 matvec " +
          (matvec_math_ == kernels::MatvecMath::kTensorCores ? "tensor"
           : matvec_math_ == kernels::MatvecMath::kStaged    ? "staged"
                                                              : "fma") +

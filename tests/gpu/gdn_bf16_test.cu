@@ -121,7 +121,8 @@ bool same_bits(const uint16_t* a, const uint16_t* b, size_t n) { return std::mem
 // alternate entry); then from the same initial pools each sequence runs its rows one launch
 // per row, in place, with no ring. Row t's output, snapshot t (delta and conv) and the final
 // state must equal the one-row steps' bits.
-void check_verify_equals_steps(Context& ctx, const GdnShape& sh, const std::vector<int64_t>& lengths) {
+void check_verify_equals_steps(Context& ctx, const GdnShape& sh, const std::vector<int64_t>& lengths,
+                               GdnStateHome home = GdnStateHome::kAuto) {
   std::vector<SeqPlan> plan;
   for (int64_t t : lengths) plan.push_back({t, true, 1});
   const Problem p = make_problem(ctx, sh, plan);
@@ -129,7 +130,9 @@ void check_verify_equals_steps(Context& ctx, const GdnShape& sh, const std::vect
   const size_t de = p.delta_entry, ce = p.conv_entry;
   Device d(p);
   d.out.poison();
-  CHECK_GPU(gdn_step_gpu(d.args(p), nullptr));
+  GdnStepArgs verify = d.args(p);
+  verify.state_home = home;
+  CHECK_GPU(gdn_step_gpu(verify, nullptr));
   const std::vector<float> verify_out = d.out.download(), verify_conv = d.conv.download();
   const std::vector<uint16_t> verify_delta = d.delta.download();
 
@@ -171,7 +174,11 @@ void check_verify_equals_steps(Context& ctx, const GdnShape& sh, const std::vect
     }
     if (diff.empty() && !bitwise_equal(out.data(), verify_out.data(), out.size())) diff = "outputs differ";
   }
-  ctx.results.record_exact("gdn_step_gpu(bf16 verify)", shape_text(sh, plan), diff.empty(),
+  const char* home_name = home == GdnStateHome::kRegisters ? " (registers)"
+                          : home == GdnStateHome::kStaged  ? " (staged)"
+                          : home == GdnStateHome::kShared  ? " (shared)"
+                                                           : "";
+  ctx.results.record_exact("gdn_step_gpu(bf16 verify)", shape_text(sh, plan) + home_name, diff.empty(),
                            diff.empty() ? "== one-row steps, bitwise (out, snapshots, final state)" : diff.c_str());
 }
 
@@ -193,6 +200,12 @@ void check_bad_type(Context& ctx) {
   (void)gpuGetLastError();
   ctx.results.record_exact("gdn_step_gpu(bf16 pre)", "delta_type 7", err == gpuErrorInvalidValue,
                            err == gpuErrorInvalidValue ? "rejected" : "NOT rejected (expected gpuErrorInvalidValue)");
+  a.delta_type = StateType::kBf16;
+  a.state_home = static_cast<GdnStateHome>(9);
+  const gpuError_t home_err = gdn_step_gpu(a, nullptr);
+  (void)gpuGetLastError();
+  ctx.results.record_exact("gdn_step_gpu(pre)", "state_home 9", home_err == gpuErrorInvalidValue,
+                           home_err == gpuErrorInvalidValue ? "rejected" : "NOT rejected (expected gpuErrorInvalidValue)");
 }
 
 }  // namespace
@@ -206,6 +219,12 @@ void run_gdn_bf16_tests(Context& ctx) {
   check_verify_equals_steps(ctx, {2, 2, 64, 64}, {4, 1, 3});
   check_verify_equals_steps(ctx, {2, 4, 128, 128}, {4, 2, 1, 4});
   check_verify_equals_steps(ctx, {1, 3, 128, 96}, {3, 4});
+  // Each state home's verify launch against the (auto) one-row steps: bf16's rounding after
+  // every row holds wherever the state lives.
+  for (const GdnStateHome home : {GdnStateHome::kRegisters, GdnStateHome::kStaged, GdnStateHome::kShared}) {
+    check_verify_equals_steps(ctx, {2, 4, 128, 128}, {4, 2, 1, 4}, home);
+    check_verify_equals_steps(ctx, {1, 3, 128, 96}, {3, 4}, home);
+  }
   if (!ctx.quick) {
     check_against_reference(ctx, {16, 32, 128, 128}, mixed);
     check_verify_equals_steps(ctx, {16, 32, 128, 128}, {4, 3});

@@ -1,5 +1,6 @@
 // gdn_step_gpu against the CPU GDN chain (gdn_reference.h) per sequence: outputs, final states
-// (in place, to another entry, or not written), per-row ring snapshots, batch invariance. The
+// (in place, to another entry, or not written), per-row ring snapshots, batch invariance, the
+// same bits in every state home (GdnStateHome). The
 // fused gated norm (norm_w set) against gdn_step_gpu followed by gated_rms_norm_gpu: output,
 // states and snapshots bitwise equal, counters left zero, batch-invariant. bf16 delta states:
 // gdn_bf16_test.cu.
@@ -50,7 +51,7 @@ std::string first_difference(const char* what, const std::vector<float>& fused, 
 
 // The fused gated norm: one launch with norm_w set == gdn_step_gpu then gated_rms_norm_gpu
 // (in place over o, as the GPU GDN layer ran them), bitwise, from the same pools, with every
-// output poisoned first. Then each sequence alone (batch invariance of the fused output), and
+// output poisoned first, in every state home. Then each sequence alone (batch invariance of the fused output), and
 // the fused output against the CPU chain's o through gated_rms_norm_ref (to f32 rounding).
 void check_fused_norm(Context& ctx, const std::string& shape, const GdnStepArgs& base, const GdnShape& sh,
                       const std::vector<int32_t>& begin, const std::vector<float>& delta0, const std::vector<float>& conv0,
@@ -72,22 +73,37 @@ void check_fused_norm(Context& ctx, const std::string& shape, const GdnStepArgs&
   CHECK_GPU(gated_rms_norm_gpu(norm, nullptr));
   const std::vector<float> pair_out = d_pair.download(), pair_delta = d_delta.download(), pair_conv = d_conv.download();
 
-  d_delta.upload(delta0);
-  d_conv.upload(conv0);
-  d_fused.poison();
   GdnStepArgs fused = base;
   fused.out = d_fused.get();
   fused.norm_w = d_w.get();
   fused.z = d_z.get();
   fused.z_stride = dv_all;
   fused.norm_eps = 1e-6f;
-  CHECK_GPU(gdn_step_gpu(fused, nullptr));
-  const std::vector<float> out = d_fused.download(), delta = d_delta.download(), conv = d_conv.download();
-  const bool counters_zero = all_zero(d_sync.download());
-
-  std::string diff = first_difference("out", out, pair_out);
-  if (diff.empty()) diff = first_difference("delta pool", delta, pair_delta);
-  if (diff.empty()) diff = first_difference("conv pool", conv, pair_conv);
+  // Every state home, the auto choice last (its output is the one checked below).
+  std::vector<float> out;
+  bool counters_zero = true;
+  std::string diff;
+  for (const GdnStateHome home : {GdnStateHome::kRegisters, GdnStateHome::kStaged, GdnStateHome::kShared, GdnStateHome::kAuto}) {
+    d_delta.upload(delta0);
+    d_conv.upload(conv0);
+    d_fused.poison();
+    fused.state_home = home;
+    CHECK_GPU(gdn_step_gpu(fused, nullptr));
+    out = d_fused.download();
+    counters_zero = counters_zero && all_zero(d_sync.download());
+    const std::string name = home == GdnStateHome::kRegisters ? "registers: "
+                             : home == GdnStateHome::kStaged  ? "staged: "
+                             : home == GdnStateHome::kShared  ? "shared: "
+                                                              : "";
+    if (diff.empty()) diff = first_difference("out", out, pair_out);
+    if (diff.empty()) diff = first_difference("delta pool", d_delta.download(), pair_delta);
+    if (diff.empty()) diff = first_difference("conv pool", d_conv.download(), pair_conv);
+    if (!diff.empty()) {
+      diff = name + diff;
+      break;
+    }
+  }
+  fused.state_home = GdnStateHome::kAuto;
 
   // Each sequence alone from the same pools: the same output bits.
   for (int64_t s = 0; s < num_seqs && diff.empty(); ++s) {
@@ -194,6 +210,27 @@ void check_gdn(Context& ctx, const GdnShape& sh, const std::vector<SeqPlan>& pla
   std::string shape = "Hk=" + std::to_string(sh.hk) + " Hv=" + std::to_string(sh.hv) + " dk=" + std::to_string(sh.dk) +
                       " dv=" + std::to_string(sh.dv) + " T=";
   for (const SeqPlan& p : plan) shape += std::to_string(p.rows) + (p.ring ? "r" : "") + ",";
+
+  // Every state home (registers, staged, shared memory) from the same initial pools: the auto
+  // launch's bits (outputs, final states, ring snapshots, conv pools).
+  std::string home_diff;
+  for (const GdnStateHome home : {GdnStateHome::kRegisters, GdnStateHome::kStaged, GdnStateHome::kShared}) {
+    if (!home_diff.empty()) break;
+    d_delta.upload(delta0);
+    d_conv.upload(conv0);
+    d_out.poison();
+    GdnStepArgs ah = a;
+    ah.state_home = home;
+    CHECK_GPU(gdn_step_gpu(ah, nullptr));
+    const char* name = home == GdnStateHome::kRegisters ? "registers" : home == GdnStateHome::kStaged ? "staged" : "shared";
+    std::string d = first_difference("out", d_out.download(), out);
+    if (d.empty()) d = first_difference("delta pool", d_delta.download(), delta);
+    if (d.empty()) d = first_difference("conv pool", d_conv.download(), conv);
+    if (d.empty() && !all_zero(d_sync.download())) d = "sync counters left non-zero";
+    if (!d.empty()) home_diff = std::string(name) + ": " + d;
+  }
+  ctx.results.record_exact("gdn_step_gpu(state homes)", shape, home_diff.empty(),
+                           home_diff.empty() ? "registers == staged == shared memory, bitwise" : home_diff.c_str());
   ctx.results.record("gdn_step_gpu(out)", shape, compare(out.data(), ref.out.data(), out.size()), 1e-9, invariant && counters_zero,
                      invariant ? (counters_zero ? "batch-invariant" : "sync counters left non-zero") : "NOT batch-invariant");
   ctx.results.record("gdn_step_gpu(state)", shape, compare(delta.data(), ref.delta.data(), delta.size()), 1e-10);
