@@ -99,6 +99,19 @@ __device__ __forceinline__ void stage_state_async(unsigned char* stage, const St
   gpu::async_commit();
 }
 
+// Asks L2 for the block's state slice (its DK rows of kCols elements) before the grid
+// dependency wait, so the staged copy after it hits L2 while the kernel before this one (the
+// layer's input projection) drains. gpu::prefetch_l2 is safe on any address; the entry index
+// comes from state_in, which the step's staging copy wrote before the step's first kernel, so
+// it is final here (when this kernel starts, every kernel but the one before it has finished).
+template <int DK, class StateT>
+__device__ __forceinline__ void prefetch_state_slice(const GdnStepArgs& a) {
+  const int64_t dv = a.head_dim_v, hv = a.num_v_heads;
+  const StateT* head = static_cast<const StateT*>(a.delta_states) + a.state_in[blockIdx.z] * (hv * DK * dv) +
+                       static_cast<int64_t>(blockIdx.y) * DK * dv + static_cast<int64_t>(blockIdx.x) * kCols;
+  for (int row = static_cast<int>(threadIdx.x); row < DK; row += kThreads) gpu::prefetch_l2(head + row * dv);
+}
+
 // Its 16-byte units back to the entry (kShared's final state): the reverse of stage_state_async.
 template <int DK, class StateT>
 __device__ __forceinline__ void store_staged_state(const unsigned char* stage, StateT* entry_head, int64_t dv, int64_t tile) {
@@ -146,6 +159,10 @@ constexpr int kMinBlocksShared = 8;
 template <int DK, int DV, class StateT, int kHome>
 __global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksShared : DV > 0 ? kMinBlocksFixedDv : 1)
     gdn_step_kernel(const GdnStepArgs a) {
+  // Launches of few sequences (one wave of blocks): one stream 2.467 -> 2.440 ms (35B-A3B, H200,
+  // bench/RESULTS.md); at 64 streams (kHomeShared) only the first of 15 waves could gain, and it
+  // measured even to slightly slower, so the many-sequence home leaves it out.
+  if (kHome == kHomeStaged && a.prefetch_state) prefetch_state_slice<DK, StateT>(a);
   gpu::begin_kernel();
   static_assert(DK % kParts == 0 && DK <= kThreads && DV % kCols == 0);
   constexpr bool kStaged = kHome != kHomeRegisters, kShared = kHome == kHomeShared;
@@ -400,8 +417,20 @@ GdnStateHome home_for(const GdnStepArgs& a) {
   return a.num_seqs <= staged_max_seqs() ? GdnStateHome::kStaged : GdnStateHome::kShared;
 }
 
+// The state slice's L2 prefetch before the grid dependency wait (prefetch_state_slice), on
+// where prefetches are (gpu::prefetch_enabled); DELTASERVE_GPU_GDN_PREFETCH=0 leaves it out
+// (side-by-side runs). Timing only.
+bool state_prefetch_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("DELTASERVE_GPU_GDN_PREFETCH");
+    return !(env != nullptr && std::string(env) == "0");
+  }();
+  return on && gpu::prefetch_enabled();
+}
+
 template <class StateT, int kHome>
-void launch_as(const GdnStepArgs& a, gpuStream_t stream) {
+void launch_as(GdnStepArgs a, gpuStream_t stream) {
+  a.prefetch_state = state_prefetch_enabled();
   const dim3 grid(static_cast<unsigned>(a.head_dim_v / kCols), static_cast<unsigned>(a.num_v_heads),
                   static_cast<unsigned>(a.num_seqs));
   const bool dv_is_dk = a.head_dim_v == a.head_dim_k;

@@ -99,6 +99,7 @@ struct GdnStepArgs {
   float norm_eps = 0.0f;          // rms_norm_eps, 1e-6
   StateType delta_type = StateType::kF32;
   GdnStateHome state_home = GdnStateHome::kAuto;
+  bool prefetch_state = false;  // set by the launcher (gdn.cu): callers leave it
 };
 
 // Whether gdn_step_gpu accepts norm_w for these shapes (else the caller runs
@@ -169,6 +170,7 @@ struct GdnPrefillArgs {
   float l2_eps;             // 1e-6
   StateType delta_type = StateType::kF32;
   GdnStateHome state_home = GdnStateHome::kAuto;
+  bool prefetch_state = false;  // set by the launcher (gdn.cu): callers leave it
 };
 
 int64_t gdn_prefill_workspace_floats(const GdnPrefillArgs& args);

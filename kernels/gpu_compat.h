@@ -203,7 +203,9 @@ static_assert(kWarpSize == 32 || kWarpSize == 64, "unexpected warp width");
 // latency and block ramp between the ~340 small kernels of a decode step. Correctness rests
 // on one rule (tests/gpu/launch_rule_check.sh): every __global__ function of kernels/ calls
 // begin_kernel() before any global memory access and before any early return; only L2
-// prefetches (below) and reads of kernel parameters may come first. It waits until the
+// prefetches (below), reads of kernel parameters and the addresses prefetches need, read from
+// memory no kernel of the step writes (the GDN step's state entry index: the step's staging
+// copy wrote it before the step's first kernel), may come first. It waits until the
 // previous kernel on the stream has completed with its writes visible (so transitively every
 // earlier one), then allows the next kernel to be scheduled. HIP and older targets: no-ops,
 // and gpu::launch is an ordinary launch.
