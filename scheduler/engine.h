@@ -97,7 +97,12 @@ class Engine : public RequestQueue {
   bool draining_ = false;
   bool stopping_ = false;
   bool idle_ = true;  // the scheduler had nothing queued or running at the last publish
-  int32_t num_waiting_ = 0;  // the scheduler's waiting queue at the last publish
+  int32_t num_waiting_ = 0;  // the scheduler's waiting queue at the last publish, plus taken
+                             // submissions past the free places (take_inbox)
+  // Running places (max_num_seqs) free at the last publish, less the submissions the step loop
+  // has taken since; 0 while the scheduler has requests waiting (they go first). submit()
+  // counts only the inbox past these as waiting.
+  int64_t free_places_ = 0;
   EngineStats stats_;
   std::string integrity_error_;
   RequestId next_id_ = 1;

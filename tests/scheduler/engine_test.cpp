@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "tests/scheduler/harness.h"
 
@@ -129,7 +130,9 @@ TEST_F(EngineTest, TooLongPromptIsRejectedAtSubmit) {
 }
 
 TEST_F(EngineTest, QueueBoundAnswersQueueFull) {
-  Engine engine(runner, small_config(/*max_num_waiting=*/2), &observer);
+  SchedulerConfig config = small_config(/*max_num_waiting=*/2);
+  config.max_num_seqs = 1;  // one running place: every later request waits
+  Engine engine(runner, config, &observer);
   engine.start();
   gate.arm();
   const RequestId first = engine.submit(make_spec(4, 3, 1), collector.sink()).id;
@@ -144,6 +147,29 @@ TEST_F(EngineTest, QueueBoundAnswersQueueFull) {
   EXPECT_EQ(collector.get(first).finish, FinishReason::Length);
   EXPECT_EQ(engine.submit(make_spec(4, 3, 5), collector.sink()).status, SubmitStatus::Accepted);
   EXPECT_TRUE(engine.wait_idle(10s));
+}
+
+// Requests that arrive together while places are free are not waiting: with 16 places and 2
+// waiting allowed, 15 submitted mid-step beside a running one all get places, 2 more wait, and
+// only the next is refused. (The bound once counted every submission not yet taken by the
+// step loop, so a burst smaller than the free places drew 429s.)
+TEST_F(EngineTest, QueueBoundCountsOnlyRequestsBeyondTheFreePlaces) {
+  Engine engine(runner, small_config(/*max_num_waiting=*/2), &observer);  // 16 slots
+  engine.start();
+  gate.arm();
+  std::vector<RequestId> ids{engine.submit(make_spec(4, 3, 1), collector.sink()).id};
+  ASSERT_TRUE(gate.wait_inside());  // the engine is mid-step; the inbox fills up
+  for (int i = 0; i < 17; ++i) {
+    const SubmitResult r = engine.submit(make_spec(4, 3, 2 + static_cast<uint32_t>(i)), collector.sink());
+    ASSERT_EQ(r.status, SubmitStatus::Accepted) << "submission " << i + 2;
+    ids.push_back(r.id);
+  }
+  EXPECT_EQ(engine.stats().num_waiting, 2);
+  EXPECT_EQ(engine.submit(make_spec(4, 3, 99), collector.sink()).status, SubmitStatus::QueueFull);
+  gate.release();
+  ASSERT_TRUE(engine.wait_idle(10s));
+  for (RequestId id : ids) EXPECT_EQ(collector.get(id).finish, FinishReason::Length) << "request " << id;
+  EXPECT_EQ(engine.stats().num_waiting, 0);
 }
 
 TEST_F(EngineTest, CancelFreesTheSlotBeforeTheNextStep) {
