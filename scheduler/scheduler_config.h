@@ -12,7 +12,7 @@ struct SchedulerConfig {
   int32_t max_num_seqs = 0;                // running sequences at most; 0 = one per state slot
   int32_t max_num_batched_tokens = 2048;   // rows per step: decode + draft + prefill
   int32_t max_prefill_chunk_tokens = 512;  // prompt tokens of one sequence per step
-  int32_t max_num_waiting = 256;           // queued requests beyond which submit is QueueFull
+  int32_t max_num_waiting = 256;           // requests waiting for a running place beyond which submit is QueueFull
   int32_t max_context_tokens = 0;          // prompt + generated; 0 = runner's window capped
                                            // by the KV pool
   // Speculation (MTP drafts verified in the same step as the decode row).

@@ -149,7 +149,7 @@ std::vector<OptionDef> option_table(const std::shared_ptr<std::string>& kwargs_t
       def(&C::force_include_usage, "force_include_usage", "Send the usage chunk on every stream, asked for or not"),
       kwargs_def(kwargs_text),
       def(&C::max_streams, "max_streams", "Sequences generating at once (state slots); 0 = as many as memory allows"),
-      def(&C::max_waiting, "max_waiting", "Queued requests beyond which new ones get 429"),
+      def(&C::max_waiting, "max_waiting", "Requests waiting for a free stream beyond which new ones get 429"),
       def(&C::context_tokens, "context_tokens", "Prompt + output tokens per sequence; 0 = the model's window (capped by the KV pool)"),
       def(&C::max_batched_tokens, "max_batched_tokens", "Rows (tokens) per engine step: decode, drafts and prefill chunks"),
       def(&C::max_prefill_chunk_tokens, "max_prefill_chunk_tokens", "Prompt tokens of one sequence per step"),
