@@ -35,7 +35,9 @@
 // out its rows' RMSNorm scales in rms_norm_gpu's order (input_norm_scales) while chunk 0's
 // activations are in flight, then normalises each activation item as it splits it, so the
 // products see rms_norm_gpu's output bit for bit without a norm launch before them.
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/async_copy.h"
 #include "kernels/gpu_compat.h"
@@ -315,6 +317,20 @@ __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecPar
 #endif
 }
 
+// Launches whose largest matrix is at most this many bytes prefetch their first chunks into L2
+// before the grid dependency wait: matvec::kPrefetchMaxMatrixBytes, as the other matvec
+// launchers. Measured on the H200 (bench/RESULTS.md), prefetching every launch against this
+// line: 27B one stream 8.33 vs 8.14 ms, four streams 14.50 vs 14.28 (its 18-100 MB matrices),
+// 35B-A3B one stream even (its largest, the LM head, no longer prefetches).
+// DELTASERVE_GPU_STAGED_PREFETCH_MAX_MB=N moves the line (side-by-side runs).
+size_t staged_prefetch_max_bytes() {
+  static const size_t bytes = [] {
+    const char* env = std::getenv("DELTASERVE_GPU_STAGED_PREFETCH_MAX_MB");
+    return env != nullptr && *env != '\0' ? static_cast<size_t>(std::atoll(env)) << 20 : matvec::kPrefetchMaxMatrixBytes;
+  }();
+  return bytes;
+}
+
 template <int R, int B, int S, bool kNorm, bool kInNorm>
 gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
   constexpr size_t kSmem = smem_bytes<R, B, S>();
@@ -330,7 +346,14 @@ gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
     grid_x += matvec::mma_row_tiles(g);
     num_groups = g.num_groups > num_groups ? g.num_groups : num_groups;
   }
-  p.prefetch_weights = gpu::prefetch_enabled();
+  // L2 prefetch of the first chunks before the grid dependency wait, for launches whose
+  // largest matrix is at most staged_prefetch_max_bytes().
+  size_t largest = 0;
+  for (int s = 0; s < p.num_segs; ++s) {
+    const MatvecSeg& g = p.seg[s];
+    largest = std::max(largest, static_cast<size_t>(g.num_out) * g.w_row_bytes * (g.w_up != nullptr ? 2 : 1));
+  }
+  p.prefetch_weights = gpu::prefetch_enabled() && largest <= staged_prefetch_max_bytes();
   for (int64_t first = 0; first < num_groups; first += kMaxGridY) {
     p.group_offset = first;
     const dim3 grid(static_cast<unsigned>(grid_x),
