@@ -17,7 +17,7 @@
 // for n = dv <= 128 has the same reduction order as this 128-thread block).
 // Bytes per (sequence, layer): the state read once and written once (2 MiB for 35B-A3B in f32,
 // 1 MiB in bf16), the rows' qkv, plus one state's bytes per snapshot row.
-// Where the state lives during the launch (StateHome): in registers (32 a thread at dk = 128),
+// Where the state lives during the launch (GdnStateHome): in registers (32 a thread at dk = 128),
 // loaded straight or staged through shared memory, or in shared memory for the whole launch
 // (each row reads it twice and writes it once there): the registers then drop to ~half, twice
 // the blocks share an SM, and a many-sequence step, latency-bound in waves of blocks, keeps
