@@ -12,7 +12,9 @@
 # Environment: DELTASERVE_BUILD_DIR (ctest sets it), DELTASERVE_SOAK_REQUESTS (default 2000),
 # DELTASERVE_SOAK_OUT (report folder; default $DELTASERVE_BUILD_DIR/soak),
 # DELTASERVE_SOAK_SERVE_ARGS (extra daemon flags, e.g. "--device cuda" for the GPU soak),
-# DELTASERVE_SOAK_CONCURRENCY (default 6), DELTASERVE_SOAK_MAX_S (the tool's own limit, 420).
+# DELTASERVE_SOAK_CONCURRENCY (default 6), DELTASERVE_SOAK_MAX_S (the tool's own limit, 420),
+# DELTASERVE_SOAK_MAX_WAITING (the daemon's --max-waiting and the tool's model of it, default 8;
+# set it here rather than in the serve flags, or the tool judges 429s against the wrong bound).
 # Loopback only; bounded: the tool stops itself after 420 s, the whole test after ~8 min.
 set -euo pipefail
 source "$(dirname "$0")/daemon_lib.bash"
@@ -26,15 +28,16 @@ mkdir -p "$out"
 
 concurrency="${DELTASERVE_SOAK_CONCURRENCY:-6}"
 max_s="${DELTASERVE_SOAK_MAX_S:-420}"
+max_waiting="${DELTASERVE_SOAK_MAX_WAITING:-8}"
 # shellcheck disable=SC2086  # extra flags are meant to split
-start_daemon --max-streams 4 --max-waiting 8 --context-tokens 512 --max-body-bytes 65536 \
+start_daemon --max-streams 4 --max-waiting "$max_waiting" --context-tokens 512 --max-body-bytes 65536 \
   --log-level warn ${DELTASERVE_SOAK_SERVE_ARGS:-}
 echo "soak_ci: daemon pid $DAEMON_PID on $DAEMON_URL; $requests requests"
 
 status=0
 timeout $((max_s + 60)) "$load" --url "$DAEMON_URL" --soak --concurrency "$concurrency" --requests "$requests" \
   --input-tokens 24 --output-tokens 12 --seed 7 \
-  --server-pid "$DAEMON_PID" --server-max-waiting 8 --server-max-body-bytes 65536 \
+  --server-pid "$DAEMON_PID" --server-max-waiting "$max_waiting" --server-max-body-bytes 65536 \
   --rss-growth-bound-mib 64 --settle-timeout-s 20 --max-duration-s "$max_s" \
   --idle-timeout-s 60 --request-timeout-s 120 \
   --json "$out/soak.json" --plot "$out/plots" || status=$?
