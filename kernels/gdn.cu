@@ -158,11 +158,11 @@ constexpr int kMinBlocksShared = 8;
 // launch_step picks the home from the sequence count. Same values, same arithmetic.
 template <int DK, int DV, class StateT, int kHome>
 __global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksShared : DV > 0 ? kMinBlocksFixedDv : 1)
-    gdn_step_kernel(const GdnStepArgs a) {
+    gdn_step_kernel(const GdnStepArgs a, bool prefetch_state) {
   // Launches of few sequences (one wave of blocks): one stream 2.467 -> 2.440 ms (35B-A3B, H200,
   // bench/RESULTS.md); at 64 streams (kHomeShared) only the first of 15 waves could gain, and it
   // measured even to slightly slower, so the many-sequence home leaves it out.
-  if (kHome == kHomeStaged && a.prefetch_state) prefetch_state_slice<DK, StateT>(a);
+  if (kHome == kHomeStaged && prefetch_state) prefetch_state_slice<DK, StateT>(a);
   gpu::begin_kernel();
   static_assert(DK % kParts == 0 && DK <= kThreads && DV % kCols == 0);
   constexpr bool kStaged = kHome != kHomeRegisters, kShared = kHome == kHomeShared;
@@ -429,17 +429,17 @@ bool state_prefetch_enabled() {
 }
 
 template <class StateT, int kHome>
-void launch_as(GdnStepArgs a, gpuStream_t stream) {
-  a.prefetch_state = state_prefetch_enabled();
+void launch_as(const GdnStepArgs& a, gpuStream_t stream) {
+  const bool prefetch = state_prefetch_enabled();
   const dim3 grid(static_cast<unsigned>(a.head_dim_v / kCols), static_cast<unsigned>(a.num_v_heads),
                   static_cast<unsigned>(a.num_seqs));
   const bool dv_is_dk = a.head_dim_v == a.head_dim_k;
   if (a.head_dim_k == 64) {
-    if (dv_is_dk) gpu::launch(gdn_step_kernel<64, 64, StateT, kHome>, grid, kThreads, 0, stream, a);
-    else gpu::launch(gdn_step_kernel<64, 0, StateT, kHome>, grid, kThreads, 0, stream, a);
+    if (dv_is_dk) gpu::launch(gdn_step_kernel<64, 64, StateT, kHome>, grid, kThreads, 0, stream, a, prefetch);
+    else gpu::launch(gdn_step_kernel<64, 0, StateT, kHome>, grid, kThreads, 0, stream, a, prefetch);
   } else {
-    if (dv_is_dk) gpu::launch(gdn_step_kernel<128, 128, StateT, kHome>, grid, kThreads, 0, stream, a);
-    else gpu::launch(gdn_step_kernel<128, 0, StateT, kHome>, grid, kThreads, 0, stream, a);
+    if (dv_is_dk) gpu::launch(gdn_step_kernel<128, 128, StateT, kHome>, grid, kThreads, 0, stream, a, prefetch);
+    else gpu::launch(gdn_step_kernel<128, 0, StateT, kHome>, grid, kThreads, 0, stream, a, prefetch);
   }
 }
 

@@ -99,7 +99,6 @@ struct GdnStepArgs {
   float norm_eps = 0.0f;          // rms_norm_eps, 1e-6
   StateType delta_type = StateType::kF32;
   GdnStateHome state_home = GdnStateHome::kAuto;
-  bool prefetch_state = false;  // set by the launcher (gdn.cu): callers leave it
 };
 
 // Whether gdn_step_gpu accepts norm_w for these shapes (else the caller runs
@@ -169,8 +168,6 @@ struct GdnPrefillArgs {
   int64_t conv_kernel;      // 4
   float l2_eps;             // 1e-6
   StateType delta_type = StateType::kF32;
-  GdnStateHome state_home = GdnStateHome::kAuto;
-  bool prefetch_state = false;  // set by the launcher (gdn.cu): callers leave it
 };
 
 int64_t gdn_prefill_workspace_floats(const GdnPrefillArgs& args);

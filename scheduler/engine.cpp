@@ -141,7 +141,7 @@ SubmitResult Engine::submit(RequestSpec spec, EventSink sink) {
   // Requests that will wait for a running place: the scheduler's waiting ones, and the inbox's
   // past the free places. (Counting the whole inbox refused simultaneous requests that free
   // places would take at once: 16 at once on a server of 16 streams and 8 waiting got 8 429s.)
-  const auto num_queued = std::max<int64_t>(0, static_cast<int64_t>(inbox_.submits.size()) - free_places_) + num_waiting_;
+  const int64_t num_queued = inbox_past_free_places() + num_waiting_;
   if (num_queued >= scheduler_.config().max_num_waiting) {
     result.status = SubmitStatus::QueueFull;
     result.message = "too many queued requests (" + std::to_string(num_queued) + "); retry later";
@@ -193,7 +193,7 @@ bool Engine::ready() const {
 EngineStats Engine::stats() const {
   std::lock_guard lock(mutex_);
   EngineStats stats = stats_;
-  stats.num_waiting = num_waiting_ + static_cast<int32_t>(std::max<int64_t>(0, static_cast<int64_t>(inbox_.submits.size()) - free_places_));
+  stats.num_waiting = num_waiting_ + static_cast<int32_t>(inbox_past_free_places());
   return stats;
 }
 

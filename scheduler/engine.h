@@ -12,6 +12,7 @@
 // the next step is planned; its sink gets a final Cancelled event.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -103,6 +104,10 @@ class Engine : public RequestQueue {
   // has taken since; 0 while the scheduler has requests waiting (they go first). submit()
   // counts only the inbox past these as waiting.
   int64_t free_places_ = 0;
+  // The inbox's submissions past free_places_ (they will wait); mutex_ held.
+  int64_t inbox_past_free_places() const {
+    return std::max<int64_t>(0, static_cast<int64_t>(inbox_.submits.size()) - free_places_);
+  }
   EngineStats stats_;
   std::string integrity_error_;
   RequestId next_id_ = 1;
