@@ -51,6 +51,18 @@ void set_matvec_math(MatvecMath math);
 MatvecMath matvec_math();        // the setting, or kCudaCores where the device has no bf16 mma
 bool tensor_matvec_available();  // the current device has bf16 mma (CUDA sm_80 and up)
 
+// kStaged launches of 1-2 activation rows (no expert segments) give each block one 16-row
+// weight tile or two side by side (matmul_mma_staged.cu): two share the block's activation
+// loads and its fixed work (parameters, copy addresses, the input norm's scales, the sums'
+// epilogue) over twice the weights. Each output row's arithmetic is the one-tile walk's, so
+// the bits are the same either way. kAuto: two for launches with the input norm of at least 4
+// one-tile blocks per multiprocessor, one for the rest (matmul_mma_staged.cu says why); kOne /
+// kTwo force one (tests, side-by-side runs; DELTASERVE_GPU_STAGED_TILES=1|2 sets the starting
+// value). Set per calling thread like the math; default kAuto.
+enum class StagedTiles { kAuto, kOne, kTwo };
+void set_staged_tiles(StagedTiles tiles);
+StagedTiles staged_tiles();
+
 // Device scratch for kTensorCores launches of many rows, set per calling thread like the math
 // (a backend sets it before each step; default none): such a launch first splits each of its
 // activation matrices into bf16 parts there, once, instead of in every 16-row weight tile

@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <string_view>
 
 #include "kernels/async_copy.h"
 #include "kernels/gpu_compat.h"
@@ -58,9 +59,8 @@ using staged::kThreads;
 using staged::kTileRows;
 using staged::kWarps;
 
-// Chunks in flight per block: 4, or 2 for launches of at most 2 chunks a row (the 35B-A3B's
-// 2,048- and 512-input rows), whose blocks then take half the shared memory, so more of them
-// share a multiprocessor. Timing only: the arithmetic does not depend on it.
+// Stages (chunks in flight + 1) per block: 4, or fewer where launch_stages says why. Timing
+// only: the arithmetic does not depend on it.
 constexpr int kMaxStages = 4;
 constexpr int64_t kMaxGridY = 65535;
 
@@ -70,9 +70,10 @@ __host__ __device__ constexpr int column_tiles() {
   return (3 * R + 7) / 8;
 }
 
-template <int R, int B, int S>
+// M: 16-row tiles per block (TileRows below).
+template <int R, int B, int S, int M>
 __host__ __device__ constexpr size_t smem_bytes() {
-  return static_cast<size_t>(S) * Chunk<B>::kStageBytes + static_cast<size_t>(R) * Chunk<B>::kSplitBytesPerRow;
+  return static_cast<size_t>(S) * M * Chunk<B>::kStageBytes + static_cast<size_t>(R) * Chunk<B>::kSplitBytesPerRow;
 }
 
 #if defined(DS_MMA_BF16)
@@ -108,17 +109,20 @@ __device__ __forceinline__ float4 input_normed(float4 x, float scale, float4 w) 
 // One row group of the block's tile. Every thread of the block calls it (barriers inside).
 // kInNorm: the segment's input norm (g.in_norm_w): x rows are residual rows, each activation
 // item is normalised as it is split.
-template <int R, int B, int kStages, bool kNorm, bool kInNorm>
+// M: the block's 16-row tiles (its x index covers tiles M x .. M x + M - 1), staged side by
+// side and multiplied with the same activation loads; each row's walk is the one-tile one.
+template <int R, int B, int kStages, bool kNorm, bool kInNorm, int M>
 __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, uint8_t* smem) {
   using C = Chunk<B>;
   constexpr int NT = column_tiles<R>();
   constexpr int kChunkBlocks = C::kBlocks, kChunkInputs = C::kInputs, kSegBytes = C::kSegBytes, kRowStride = C::kRowStride;
-  constexpr int kStageBytes = C::kStageBytes, kUnitsPerRow = C::kUnitsPerRow, kCopiesPerThread = C::kCopiesPerThread;
+  constexpr int kBlockRows = M * kTileRows, kStageBytes = M * C::kStageBytes, kUnitsPerRow = C::kUnitsPerRow;
+  constexpr int kCopiesPerThread = (kBlockRows * kUnitsPerRow + kThreads - 1) / kThreads;
   const int tid = static_cast<int>(threadIdx.x), lane = gpu::lane_id(), warp = gpu::warp_id();
   const int lane_group = lane >> 2, lane_quad = lane & 3;
   const int64_t row0 = group * R;
   const int num_valid = static_cast<int>(min(static_cast<int64_t>(R), g.num_rows - row0));
-  const int64_t tile = static_cast<int64_t>(blockIdx.x) - g.block_begin;
+  const int64_t tile = (static_cast<int64_t>(blockIdx.x) - g.block_begin) * M;  // the block's first 16-row tile
   // Expert segments (R == 1): group = the pair, its expert's weights, its token's x row.
   const bool expert_pair = g.expert_ids != nullptr;
   const size_t expert = expert_pair ? static_cast<size_t>(g.expert_ids[group]) * g.expert_bytes : 0;
@@ -133,7 +137,7 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
   for (int j = 0; j < kCopiesPerThread; ++j) {
     const int u = tid + j * kThreads;
     const int r = u / kUnitsPerRow, unit = u - r * kUnitsPerRow;
-    src[j] = u < kTileRows * kUnitsPerRow ? tile_row(g, expert, tile, r) + 16 * unit : nullptr;
+    src[j] = u < kBlockRows * kUnitsPerRow ? tile_row(g, expert, tile + r / kTileRows, r % kTileRows) + 16 * unit : nullptr;
     dst[j] = r * kRowStride + 16 * unit;
   }
   auto issue = [&](int chunk) {
@@ -156,9 +160,12 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
     const int n = 8 * t + lane_group;
     split_at[t] = n < 3 * R ? (((n / 3) * kChunkBlocks) * 3 + n % 3) * 4 + lane_quad : -1;
   }
-  float acc[NT][4];
+  float acc[M][NT][4];
 #pragma unroll
-  for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[m][t][0] = acc[m][t][1] = acc[m][t][2] = acc[m][t][3] = 0.0f;
+  }
 
   // A chunk's activations: item (row, block, quad c) = the 8 inputs lane quad c of an mma
   // reads (4c.., 16 + 4c..) of one row and block, split into its three parts' uint4 in shared
@@ -234,43 +241,46 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
     }
     gpu::async_wait<kStages - 1>();
     __syncthreads();
-    staged::chunk_products<B, NT>(smem + (chunk % kStages) * kStageBytes, split4, split_at, acc);
+    staged::chunk_products_tiles<B, NT, M>(smem + (chunk % kStages) * kStageBytes, split4, split_at, acc);
     __syncthreads();  // the stage and the split are rewritten next chunk
   }
   gpu::async_wait<0>();  // (only empty groups remain; no copy may land after the reuse below)
 
-  // The warps' sums, through the (now idle) stage and split memory: partial[warp][t][lane][4].
-  static_assert(sizeof(float) * kWarps * NT * 32 * 4 <= smem_bytes<R, B, kStages>());
+  // The warps' sums, through the (now idle) stage and split memory: partial[warp][m][t][lane][4].
+  static_assert(sizeof(float) * kWarps * M * NT * 32 * 4 <= smem_bytes<R, B, kStages, M>());
   float* partial = reinterpret_cast<float*>(smem);
 #pragma unroll
-  for (int t = 0; t < NT; ++t) {
+  for (int m = 0; m < M; ++m) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) partial[((warp * NT + t) * 32 + lane) * 4 + e] = acc[t][e];
+    for (int t = 0; t < NT; ++t) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) partial[(((warp * M + m) * NT + t) * 32 + lane) * 4 + e] = acc[m][t][e];
+    }
   }
   __syncthreads();
-  // C[i][n] of column tile t: lane (i % 8) * 4 + (n % 8) / 2, element (i >= 8 ? 2 : 0) + n % 2.
-  auto column_sum = [&](int i, int n) {
-    const int t = n / 8, m = n % 8;
-    const int at = (t * 32 + (i % 8) * 4 + m / 2) * 4 + (i >= 8 ? 2 : 0) + m % 2;
+  // C[i][n] of column tile t of tile m: lane (i % 8) * 4 + (n % 8) / 2, element (i >= 8 ? 2 : 0) + n % 2.
+  auto column_sum = [&](int m, int i, int n) {
+    const int t = n / 8, c = n % 8;
+    const int at = ((m * NT + t) * 32 + (i % 8) * 4 + c / 2) * 4 + (i >= 8 ? 2 : 0) + c % 2;
     float v = partial[at];
-    for (int w = 1; w < kWarps; ++w) v += partial[w * NT * 128 + at];
+    for (int w = 1; w < kWarps; ++w) v += partial[w * M * NT * 128 + at];
     return v;
   };
-  auto row_value = [&](int i, int r) { return staged::parts_value([&](int p) { return column_sum(i, 3 * r + p); }); };
+  auto row_value = [&](int m, int i, int r) { return staged::parts_value([&](int p) { return column_sum(m, i, 3 * r + p); }); };
   const bool gated = g.w_up != nullptr;
   const int outputs = gated ? kTileRows / 2 : kTileRows;
-  if (tid < outputs * num_valid) {
-    const int i = tid % outputs, r = tid / outputs;
+  if (tid < M * outputs * num_valid) {
+    const int i = tid % outputs, m = (tid / outputs) % M, r = tid / (outputs * M);
     float* y = g.y + (row0 + r) * g.y_stride;
     if (gated) {
-      const int64_t out = tile * (kTileRows / 2) + i;
+      const int64_t out = (tile + m) * (kTileRows / 2) + i;
       // swiglu_gpu's expression, as the other matvec kernels' gated segments.
-      const float gate = row_value(i, r);
-      if (out < g.num_out) y[out] = gate / (1.0f + expf(-gate)) * row_value(i + 8, r);
+      const float gate = row_value(m, i, r);
+      if (out < g.num_out) y[out] = gate / (1.0f + expf(-gate)) * row_value(m, i + 8, r);
     } else {
-      const int64_t out = tile * kTileRows + i;
+      const int64_t out = (tile + m) * kTileRows + i;
       if (out < g.num_out) {
-        const float v = row_value(i, r);
+        const float v = row_value(m, i, r);
         y[out] = g.accumulate ? y[out] + v : v;
       }
     }
@@ -284,19 +294,19 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
 // Asks L2 for the first kStages - 1 chunks of the tile's weight rows: the weights do not depend
 // on the previous kernel, so their fetch may overlap its tail (gpu::prefetch_l2, the one access
 // allowed before begin_kernel); the copies that follow the wait then hit L2.
-template <int B, int kStages>
+template <int B, int kStages, int M>
 __device__ __forceinline__ void prefetch_first_chunks(const MatvecSeg& g) {
   using C = Chunk<B>;
   constexpr int kLines = ((kStages - 1) * C::kSegBytes + 127) / 128 + 1;  // +1: a row need not start on a line
-  const int64_t tile = static_cast<int64_t>(blockIdx.x) - g.block_begin;
+  const int64_t tile = (static_cast<int64_t>(blockIdx.x) - g.block_begin) * M;
   const int64_t bytes = min(static_cast<int64_t>(kStages - 1), g.num_in / C::kInputs) * C::kSegBytes;
-  staged::prefetch_tile_rows([&](int r) { return tile_row(g, 0, tile, r); }, bytes, kLines);
+  staged::prefetch_tile_rows([&](int r) { return tile_row(g, 0, tile + r / kTileRows, r % kTileRows); }, bytes, kLines, M * kTileRows);
 }
 #endif
 
-// Block (x, y): x the segment's 16-row tile, y the row group of R activation rows.
-template <int R, int B, int S, bool kNorm, bool kInNorm>
-__global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecParams p) {
+// Block (x, y): x the segment's M 16-row tiles, y the row group of R activation rows.
+template <int R, int B, int S, bool kNorm, bool kInNorm, int M>
+__device__ __forceinline__ void staged_kernel_body(const MatvecParams& p) {
 #if defined(DS_MMA_BF16)
   extern __shared__ __align__(16) uint8_t smem[];
   // Groups of up to 4 rows: a launch of one segment (most) takes it whole, without
@@ -307,14 +317,34 @@ __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecPar
   const MatvecSeg g = R <= 4 && p.num_segs == 1 ? p.seg[0] : matvec::segment_of(p);
   const int64_t group = p.group_offset + blockIdx.y;
   // (An expert segment's rows are known only after the wait: its expert ids come from the router.)
-  if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B, S>(g);
+  if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B, S, M>(g);
   gpu::begin_kernel();
   if (group >= g.num_groups) return;
-  staged_group<R, B, S, kNorm, kInNorm>(g, group, smem);
+  staged_group<R, B, S, kNorm, kInNorm, M>(g, group, smem);
 #else
   gpu::begin_kernel();
   (void)p;  // never launched there: matvec_math() is kCudaCores without bf16 mma
 #endif
+}
+
+template <int R, int B, int S, bool kNorm, bool kInNorm>
+__global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecParams p) {
+  staged_kernel_body<R, B, S, kNorm, kInNorm, 1>(p);
+}
+
+// Two tiles a block: held to the registers of 3 blocks a multiprocessor (ptxas took 74-99
+// unbounded: 2).
+constexpr int kTilesMinBlocks = 3;
+template <int R, int B, int S, bool kNorm, bool kInNorm>
+__global__ void __launch_bounds__(kThreads, kTilesMinBlocks) matvec_staged_tiles_kernel(const MatvecParams p) {
+  staged_kernel_body<R, B, S, kNorm, kInNorm, 2>(p);
+}
+
+template <int R, int B, int S, bool kNorm, bool kInNorm, int M>
+constexpr auto staged_kernel() {
+  static_assert(M == 1 || M == 2);
+  if constexpr (M == 1) return matvec_staged_kernel<R, B, S, kNorm, kInNorm>;
+  else return matvec_staged_tiles_kernel<R, B, S, kNorm, kInNorm>;
 }
 
 // Launches whose largest matrix is at most this many bytes prefetch their first chunks into L2
@@ -331,11 +361,11 @@ size_t staged_prefetch_max_bytes() {
   return bytes;
 }
 
-template <int R, int B, int S, bool kNorm, bool kInNorm>
+template <int R, int B, int S, bool kNorm, bool kInNorm, int M>
 gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
-  constexpr size_t kSmem = smem_bytes<R, B, S>();
+  constexpr size_t kSmem = smem_bytes<R, B, S, M>();
   static std::atomic<uint64_t> smem_allowed{0};
-  const gpuError_t allowed = staged::allow_dynamic_smem(matvec_staged_kernel<R, B, S, kNorm, kInNorm>, kSmem, smem_allowed);
+  const gpuError_t allowed = staged::allow_dynamic_smem(staged_kernel<R, B, S, kNorm, kInNorm, M>(), kSmem, smem_allowed);
   if (allowed != gpuSuccess) return allowed;
   int64_t grid_x = 0, num_groups = 0;
   for (int s = 0; s < p.num_segs; ++s) {
@@ -343,7 +373,7 @@ gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
     g.num_groups = (g.num_rows + R - 1) / R;
     g.block_begin = grid_x;
     static_assert(kTileRows == 16);
-    grid_x += matvec::mma_row_tiles(g);
+    grid_x += (matvec::mma_row_tiles(g) + M - 1) / M;
     num_groups = g.num_groups > num_groups ? g.num_groups : num_groups;
   }
   // L2 prefetch of the first chunks before the grid dependency wait, for launches whose
@@ -358,32 +388,96 @@ gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
     p.group_offset = first;
     const dim3 grid(static_cast<unsigned>(grid_x),
                     static_cast<unsigned>(num_groups - first < kMaxGridY ? num_groups - first : kMaxGridY));
-    gpu::launch(matvec_staged_kernel<R, B, S, kNorm, kInNorm>, grid, kThreads, kSmem, stream, p);
+    gpu::launch(staged_kernel<R, B, S, kNorm, kInNorm, M>(), grid, kThreads, kSmem, stream, p);
   }
   return gpuGetLastError();
 }
 
-// Rows per group R from the launch's largest segment; a launch with expert segments takes
-// R = 1 (each pair has its own weights), as in the CUDA-core kernel (matmul.cu).
-template <int B, int S, bool kNorm, bool kInNorm>
-gpuError_t launch_rows(const MatvecParams& p, gpuStream_t stream) {
-  int64_t n = 0;
+// The launch's largest segment's rows, and whether it has expert segments.
+struct LaunchRows {
+  int64_t rows = 0;
   bool experts = false;
+};
+LaunchRows launch_rows_of(const MatvecParams& p) {
+  LaunchRows l;
   for (int s = 0; s < p.num_segs; ++s) {
-    n = p.seg[s].num_rows > n ? p.seg[s].num_rows : n;
-    experts = experts || p.seg[s].expert_ids != nullptr;
+    l.rows = p.seg[s].num_rows > l.rows ? p.seg[s].num_rows : l.rows;
+    l.experts = l.experts || p.seg[s].expert_ids != nullptr;
   }
-  if (n == 1 || experts) return launch_staged<1, B, S, kNorm, kInNorm>(p, stream);
-  if (n == 2) return launch_staged<2, B, S, kNorm, kInNorm>(p, stream);
-  if (n <= 4) return launch_staged<4, B, S, kNorm, kInNorm>(p, stream);
-  return launch_staged<8, B, S, kNorm, kInNorm>(p, stream);
+  return l;
 }
 
+// One tile a block. Rows per group R from the launch's largest segment; a launch with expert
+// segments takes R = 1 (each pair has its own weights), as in the CUDA-core kernel (matmul.cu).
+template <int B, int S, bool kNorm, bool kInNorm>
+gpuError_t launch_rows(const MatvecParams& p, gpuStream_t stream) {
+  const LaunchRows l = launch_rows_of(p);
+  if (l.rows == 1 || l.experts) return launch_staged<1, B, S, kNorm, kInNorm, 1>(p, stream);
+  if (l.rows == 2) return launch_staged<2, B, S, kNorm, kInNorm, 1>(p, stream);
+  if (l.rows <= 4) return launch_staged<4, B, S, kNorm, kInNorm, 1>(p, stream);
+  return launch_staged<8, B, S, kNorm, kInNorm, 1>(p, stream);
+}
+
+// Two tiles a block: launches of 1-2 rows without expert segments (two_tiles).
+template <int B, int S, bool kNorm, bool kInNorm>
+gpuError_t launch_two_tiles(const MatvecParams& p, gpuStream_t stream) {
+  if (launch_rows_of(p).rows == 1) return launch_staged<1, B, S, kNorm, kInNorm, 2>(p, stream);
+  return launch_staged<2, B, S, kNorm, kInNorm, 2>(p, stream);
+}
+
+// Multiprocessors of the calling thread's device, asked once per device (not per launch:
+// these calls would then also run inside decode graph capture). 0 where unknown.
+int device_multiprocessors() {
+#if defined(DS_GPU_CUDA)
+  static std::atomic<int> cached[64];
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0) return 0;
+  int n = device < 64 ? cached[device].load(std::memory_order_relaxed) : 0;
+  if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) == cudaSuccess && device < 64)
+    cached[device].store(n, std::memory_order_relaxed);
+  return n;
+#else
+  return 0;
+#endif
+}
+
+// kAuto's rule (H200, bench/RESULTS.md): two tiles a block for launches that carry the input
+// norm (every block of them first reduces its rows over the whole width, so half the blocks
+// is half that work) of at least 4 one-tile blocks per multiprocessor (fewer leave
+// multiprocessors idle: the 27B's down and out projections, 320 tiles on 132, 20.5 -> 23.8 us
+// with two). The 35B-A3B's in_proj with the input norm went 14.0 -> 11.7 us and its one-stream
+// step 2.436 -> 2.36 ms. Plain launches stay on one: alone most were faster with two (the 27B's
+// gate/up 44.6 -> 42.9 us, its LM head 271 -> 249), but in the graph step the 27B (all plain
+// launches) went 8.16 -> 8.37 ms with two on every launch of 4+ tiles a multiprocessor and
+// 8.15 -> 8.19 with two on its LM head alone.
+constexpr int64_t kTwoTilesMinTilesPerMultiprocessor = 4;
+
+bool two_tiles(const MatvecParams& p, bool input_norm) {
+  const LaunchRows l = launch_rows_of(p);
+  if (l.rows > 2 || l.experts) return false;
+  const StagedTiles tiles = staged_tiles();
+  if (tiles != StagedTiles::kAuto) return tiles == StagedTiles::kTwo;
+  if (!input_norm) return false;
+  int64_t total = 0;
+  for (int s = 0; s < p.num_segs; ++s) total += matvec::mma_row_tiles(p.seg[s]);
+  const int64_t sms = device_multiprocessors();
+  return sms > 0 && total >= kTwoTilesMinTilesPerMultiprocessor * sms;
+}
+
+// Stages: 2 for launches of at most 2 chunks a row (the 35B-A3B's 2,048- and 512-input rows),
+// whose blocks then take less shared memory, so more of them share a multiprocessor; else 4
+// for one tile a block, 3 for two (63 KB a block, 3 blocks a multiprocessor; 4 stages would
+// hold it to 2: the 27B's gate/up 43.3 vs 40.1 us alone, its LM head 255 vs 237). Measured and
+// not kept: 6 stages for one-tile launches that fit in one wave at 3 blocks a multiprocessor
+// (the 27B's down, 320 blocks of 17 chunks, 30.9 -> 26.7 us alone) made the 27B's step 8.15 ->
+// 8.31 ms; 6 for every one-tile launch, 8.09 -> 8.78.
 template <int B, bool kNorm, bool kInNorm>
 gpuError_t launch_stages(const MatvecParams& p, gpuStream_t stream) {
   int64_t chunks = 0;
   for (int s = 0; s < p.num_segs; ++s) chunks = p.seg[s].num_in / Chunk<B>::kInputs > chunks ? p.seg[s].num_in / Chunk<B>::kInputs : chunks;
-  return chunks <= 2 ? launch_rows<B, 2, kNorm, kInNorm>(p, stream) : launch_rows<B, kMaxStages, kNorm, kInNorm>(p, stream);
+  const bool two = two_tiles(p, kInNorm);
+  if (chunks <= 2) return two ? launch_two_tiles<B, 2, kNorm, kInNorm>(p, stream) : launch_rows<B, 2, kNorm, kInNorm>(p, stream);
+  return two ? launch_two_tiles<B, 3, kNorm, kInNorm>(p, stream) : launch_rows<B, kMaxStages, kNorm, kInNorm>(p, stream);
 }
 
 // The epilogue / prologue choice: the norm epilogue, the input norm (matmul.cu never asks for
@@ -406,7 +500,19 @@ bool all_inputs_multiple_of(const MatvecParams& p, int64_t inputs) {
   return true;
 }
 
+// The calling thread's StagedTiles (matmul_gpu.h); DELTASERVE_GPU_STAGED_TILES=1|2 starts it at
+// kOne / kTwo (side-by-side runs).
+StagedTiles tiles_from_env() {
+  const char* env = std::getenv("DELTASERVE_GPU_STAGED_TILES");
+  if (env == nullptr) return StagedTiles::kAuto;
+  return std::string_view(env) == "1" ? StagedTiles::kOne : std::string_view(env) == "2" ? StagedTiles::kTwo : StagedTiles::kAuto;
+}
+thread_local StagedTiles t_tiles = tiles_from_env();
+
 }  // namespace
+
+void set_staged_tiles(StagedTiles tiles) { t_tiles = tiles; }
+StagedTiles staged_tiles() { return t_tiles; }
 
 namespace matvec {
 

@@ -59,43 +59,61 @@ __device__ __forceinline__ void split_quad(float4 xa, float4 xb, uint4* out) {
 // in fragment order (uint4 (row, block, part, quad) as matmul_mma_staged.cu writes them, block
 // b's at 12 b - split_shift); split_at[t]: this lane's uint4 of block 0 for column tile t, -1
 // past the activation columns (zeros). The shifts let a warp stage only its own blocks.
-template <int B, int NT, int kRowStride = Chunk<B>::kRowStride>
-__device__ __forceinline__ void chunk_products(const uint8_t* stage, const uint4* split, const int (&split_at)[NT],
-                                               float (&acc)[NT][4], int stage_shift = 0, int split_shift = 0) {
+// M: 16-row tiles staged one after another (tile m's rows from 16 m kRowStride on), each with
+// its own acc[m]; they share the activation loads, and each row's arithmetic is the one-tile
+// walk's, so a row's bits do not depend on M.
+template <int B, int NT, int M, int kRowStride = Chunk<B>::kRowStride>
+__device__ __forceinline__ void chunk_products_tiles(const uint8_t* stage, const uint4* split, const int (&split_at)[NT],
+                                                     float (&acc)[M][NT][4], int stage_shift = 0, int split_shift = 0) {
   const int lane = gpu::lane_id(), warp = gpu::warp_id();
   const int lane_group = lane >> 2, lane_quad = lane & 3;
 #pragma unroll
   for (int j = 0; j < B; ++j) {
     const int b = warp * B + j;
-    const uint8_t* bg = stage + lane_group * kRowStride + 18 * b - stage_shift;
-    const uint8_t* bg8 = bg + 8 * kRowStride;
-    const float d_g = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(bg));
-    const float d_g8 = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(bg8));
-    const gpu::mma::Q4_0Fragments a =
-        gpu::mma::q4_0_fragments<NT == 1>(gpu::load_u32_align2(bg + 2 + 4 * lane_quad), gpu::load_u32_align2(bg8 + 2 + 4 * lane_quad));
+    float d_g[M], d_g8[M];
+    gpu::mma::Q4_0Fragments a[M];
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const uint8_t* bg = stage + (m * kTileRows + lane_group) * kRowStride + 18 * b - stage_shift;
+      const uint8_t* bg8 = bg + 8 * kRowStride;
+      d_g[m] = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(bg));
+      d_g8[m] = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(bg8));
+      a[m] = gpu::mma::q4_0_fragments<NT == 1>(gpu::load_u32_align2(bg + 2 + 4 * lane_quad), gpu::load_u32_align2(bg8 + 2 + 4 * lane_quad));
+    }
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       uint4 bx = make_uint4(0u, 0u, 0u, 0u);
       if (split_at[t] >= 0) bx = split[split_at[t] + 12 * b - split_shift];
-      float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      gpu::mma::mma_bf16(s, a.lo, bx.x, bx.y);
-      gpu::mma::mma_bf16(s, a.hi, bx.z, bx.w);
-      acc[t][0] = fmaf(d_g, s[0], acc[t][0]);
-      acc[t][1] = fmaf(d_g, s[1], acc[t][1]);
-      acc[t][2] = fmaf(d_g8, s[2], acc[t][2]);
-      acc[t][3] = fmaf(d_g8, s[3], acc[t][3]);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        gpu::mma::mma_bf16(s, a[m].lo, bx.x, bx.y);
+        gpu::mma::mma_bf16(s, a[m].hi, bx.z, bx.w);
+        acc[m][t][0] = fmaf(d_g[m], s[0], acc[m][t][0]);
+        acc[m][t][1] = fmaf(d_g[m], s[1], acc[m][t][1]);
+        acc[m][t][2] = fmaf(d_g8[m], s[2], acc[m][t][2]);
+        acc[m][t][3] = fmaf(d_g8[m], s[3], acc[m][t][3]);
+      }
     }
   }
+}
+
+// The one-tile form (the fused MoE down + combine's).
+template <int B, int NT, int kRowStride = Chunk<B>::kRowStride>
+__device__ __forceinline__ void chunk_products(const uint8_t* stage, const uint4* split, const int (&split_at)[NT],
+                                               float (&acc)[NT][4], int stage_shift = 0, int split_shift = 0) {
+  chunk_products_tiles<B, NT, 1, kRowStride>(stage, split, split_at, reinterpret_cast<float(&)[1][NT][4]>(acc), stage_shift,
+                                             split_shift);
 }
 #endif
 
 // Asks L2 (gpu::prefetch_l2, the one access allowed before the grid dependency wait) for the
-// first `bytes` of each of a 16-row tile's weight rows (row_of(i), i < 16), the block's
-// threads striding over 128-byte lines; `lines`: lines a row's `bytes` may touch (+1 for a row
-// that does not start on a line).
+// first `bytes` of each of a block's `rows` weight rows (row_of(i), i < rows; a 16-row tile
+// unless told), the block's threads striding over 128-byte lines; `lines`: lines a row's
+// `bytes` may touch (+1 for a row that does not start on a line).
 template <class RowOf>
-__device__ __forceinline__ void prefetch_tile_rows(RowOf row_of, int64_t bytes, int lines) {
-  for (int i = static_cast<int>(threadIdx.x); i < kTileRows * lines; i += kThreads) {
+__device__ __forceinline__ void prefetch_tile_rows(RowOf row_of, int64_t bytes, int lines, int rows = kTileRows) {
+  for (int i = static_cast<int>(threadIdx.x); i < rows * lines; i += kThreads) {
     const uint8_t* row = row_of(i / lines);
     const uint8_t* at = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(row) & ~uintptr_t{127}) + 128 * (i % lines);
     if (at < row + bytes) gpu::prefetch_l2(at);

@@ -18,10 +18,13 @@ def main() -> int:
         return 2
     with open(sys.argv[1], newline="") as f:
         rows = [r for r in csv.reader(f) if len(r) > 10]
-    if not rows or "Kernel Name" not in rows[0]:
+    # The program's own output shares stdout with the CSV (its settings line alone has a dozen
+    # commas), so the header is the first row that names the kernel column.
+    start = next((i for i, r in enumerate(rows) if "Kernel Name" in r), None)
+    if start is None:
         print(f"{sys.argv[1]}: no Nsight Compute CSV header", file=sys.stderr)
         return 1
-    header, data = rows[0], rows[1:]
+    header, data = rows[start], [r for r in rows[start + 1:] if len(r) == len(rows[start])]
     name_at, value_at, grid_at = header.index("Kernel Name"), header.index("Metric Value"), header.index("Grid Size")
     launches = int(sys.argv[2])
     step = data[-launches:]

@@ -5,6 +5,8 @@
 // without graphs). Weight-sized inputs rotate over enough copies to exceed the 60 MB L2.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -445,6 +447,35 @@ void run_matvec_benchmarks(Context&) {
     }
   }
   set_matvec_math(MatvecMath::kCudaCores);
+}
+
+// The staged matvec alone on the 27B's one- and two-row shapes (its decode step's matrices,
+// gate and up as one plain matrix of the gated launch's tiles) and the LM heads: a quick
+// side-by-side of the staged kernel's switches.
+void run_staged_matvec_benchmarks(Context&) {
+  std::printf("| kernel | shape | us/launch | GB/s |\n|---|---|---|---|\n");
+  const MatvecMath before = matvec_math();
+  if (set_matvec_math(MatvecMath::kStaged), matvec_math() != MatvecMath::kStaged) {
+    std::printf("(no staged matvec on this device)\n");
+    return;
+  }
+  struct Shape {
+    int64_t in, out;
+    const char* what;
+  };
+  const Shape shapes[] = {{5120, 34816, "27b gate+up"}, {17408, 5120, "27b down"}, {5120, 10240, "27b qkv"}, {5120, 6144, "27b z"},
+                          {6144, 5120, "27b out"},      {5120, 12288, "27b q+gate"}, {5120, 248320, "27b lm_head"},
+                          {2048, 8192, "qkv"},          {4096, 2048, "out"}};
+  // DELTASERVE_BENCH_SHAPE=name: that shape alone, one row (a profiler's target).
+  const char* only = std::getenv("DELTASERVE_BENCH_SHAPE");
+  for (const Shape& sh : shapes) {
+    if (only != nullptr && *only != '\0') {
+      if (std::strcmp(only, sh.what) == 0) bench_matmul(DType::Q4_0, sh.in, sh.out, 1, sh.what);
+      continue;
+    }
+    for (int64_t rows : {1, 2}) bench_matmul(DType::Q4_0, sh.in, sh.out, rows, sh.what);
+  }
+  set_matvec_math(before);
 }
 
 void run_benchmarks(Context& ctx) {

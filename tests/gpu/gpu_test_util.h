@@ -158,6 +158,7 @@ void run_moe_down_combine_tests(Context& ctx);
 void run_exact_tile_tests(Context& ctx);  // also in matmul_experts_prefill (kTensorExact cases)
 void run_benchmarks(Context& ctx);
 void run_matvec_benchmarks(Context& ctx);
+void run_staged_matvec_benchmarks(Context& ctx);
 void run_attention_benchmarks(Context& ctx);
 void run_prefill_math_benchmarks();  // --bench-prefill
 

@@ -6,6 +6,7 @@
 //     --quick    smaller grid (for compute-sanitizer memcheck / racecheck runs)
 //     --bench    per-kernel timings at the Qwen3.6-35B-A3B decode shapes instead of checks
 //     --bench-matvec  only the matrix-vector timings (quick A/B of a matvec change)
+//     --bench-staged  the staged matvec alone on the 27B's one- and two-row shapes and the LM heads
 //     --bench-prefill only the tiled prefill products, f32 / TF32 / exact tensor side by side
 //     --bench-attention only the paged decode attention timings (1-64 streams, head splits)
 //     --only a,b  only the named suites (matmul, matmul_grouped, matmul_experts_prefill, ops,
@@ -23,18 +24,19 @@ using namespace deltaserve::kernels::gputest;
 
 int main(int argc, char** argv) {
   Context ctx;
-  bool bench = false, bench_matvec = false, bench_prefill = false, bench_attention = false;
+  bool bench = false, bench_matvec = false, bench_staged = false, bench_prefill = false, bench_attention = false;
   std::string only;  // ",a,b," or empty: every suite
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) ctx.quick = true;
     else if (std::strcmp(argv[i], "--verbose") == 0) ctx.results.verbose = true;
     else if (std::strcmp(argv[i], "--bench") == 0) bench = true;
     else if (std::strcmp(argv[i], "--bench-matvec") == 0) bench_matvec = true;
+    else if (std::strcmp(argv[i], "--bench-staged") == 0) bench_staged = true;
     else if (std::strcmp(argv[i], "--bench-prefill") == 0) bench_prefill = true;
     else if (std::strcmp(argv[i], "--bench-attention") == 0) bench_attention = true;
     else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = "," + std::string(argv[++i]) + ",";
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--verbose] [--bench] [--bench-matvec] [--bench-prefill] [--bench-attention] [--only suite,...]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--verbose] [--bench] [--bench-matvec] [--bench-staged] [--bench-prefill] [--bench-attention] [--only suite,...]\n", argv[0]);
       return 2;
     }
   }
@@ -43,10 +45,11 @@ int main(int argc, char** argv) {
   CHECK_GPU(gpuGetDevice(&device));
   CHECK_GPU(gpuGetDeviceProperties(&prop, device));
   std::printf("device %d: %s, %d SMs, warp %d\n", device, prop.name, prop.multiProcessorCount, prop.warpSize);
-  if (bench || bench_matvec || bench_prefill || bench_attention) {
+  if (bench || bench_matvec || bench_staged || bench_prefill || bench_attention) {
     if (bench_prefill) run_prefill_math_benchmarks();
     else if (bench_attention) run_attention_benchmarks(ctx);
     else if (bench_matvec) run_matvec_benchmarks(ctx);
+    else if (bench_staged) run_staged_matvec_benchmarks(ctx);
     else run_benchmarks(ctx);
     return 0;
   }

@@ -214,6 +214,43 @@ void check_segments(Context& ctx, DType type, int64_t num_in, int64_t num_rows, 
 // matmul_norm_gpu == matmul_gpu then rms_norm_gpu, bit for bit (y and the normed rows), twice
 // on one counter array (the counters must come back to zero; the second launch accumulates
 // again, so it also checks that no stale partial sums leak between launches).
+// The staged matvec with one and with two 16-row tiles a block (StagedTiles::kOne / kTwo),
+// bitwise: a gated segment and a plain accumulating one in one launch, with the input norm
+// when `input_norm` (then x's rows are residual rows).
+void check_staged_tiles(Context& ctx, int64_t num_in, int64_t out_g, int64_t out_p, int64_t num_rows, bool input_norm) {
+  const DType t = DType::Q4_0;
+  const size_t rb = dtype_row_bytes(t, num_in);
+  const std::vector<uint8_t> wg = random_weights(ctx.rng, t, num_in, out_g), wu = random_weights(ctx.rng, t, num_in, out_g);
+  const std::vector<uint8_t> wp = random_weights(ctx.rng, t, num_in, out_p);
+  const std::vector<float> x = random_floats(ctx.rng, static_cast<size_t>(num_rows * num_in));
+  const std::vector<float> y0 = random_floats(ctx.rng, static_cast<size_t>(num_rows * out_p));
+  const std::vector<float> nw = random_floats(ctx.rng, static_cast<size_t>(num_in));
+  DeviceBuffer<uint8_t> dwg(wg), dwu(wu), dwp(wp);
+  DeviceBuffer<float> dx(x), dnw(nw);
+  std::vector<float> gated[2], plain[2];
+  for (int form = 0; form < 2; ++form) {
+    DeviceBuffer<float> g(static_cast<size_t>(num_rows * out_g)), p(y0);
+    g.poison();
+    MatmulSegment segs[2]{};
+    segs[0].args = MatmulArgs{dwg.get(), t, num_in, out_g, rb, dx.get(), num_rows, num_in, g.get(), out_g};
+    segs[0].w_up = dwu.get();
+    segs[1].args = MatmulArgs{dwp.get(), t, num_in, out_p, rb, dx.get(), num_rows, num_in, p.get(), out_p, true};
+    if (input_norm) {
+      for (MatmulSegment& sg : segs) sg.input_norm_w = dnw.get(), sg.input_norm_eps = 1e-6f;
+    }
+    set_staged_tiles(form == 0 ? StagedTiles::kOne : StagedTiles::kTwo);
+    CHECK_GPU(matmul_segments_gpu(segs, 2, nullptr));
+    gated[form] = g.download();
+    plain[form] = p.download();
+  }
+  set_staged_tiles(StagedTiles::kAuto);
+  const bool same = bitwise_equal(gated[0].data(), gated[1].data(), gated[0].size()) &&
+                    bitwise_equal(plain[0].data(), plain[1].data(), plain[0].size());
+  ctx.results.record_exact("matmul_segments_gpu two tiles",
+                           shape_text(t, num_in, out_g + out_p, num_rows) + (input_norm ? " +input norm" : ""), same,
+                           same ? "two tiles a block == one, bitwise" : "two tiles a block != one");
+}
+
 void check_matmul_norm(Context& ctx, DType type, int64_t num_in, int64_t num_out, int64_t num_rows, bool accumulate) {
   const std::vector<uint8_t> w = random_weights(ctx.rng, type, num_in, num_out);
   const std::vector<float> x = random_floats(ctx.rng, static_cast<size_t>(num_rows * num_in));
@@ -473,6 +510,32 @@ void run_matmul_tests(Context& ctx) {
       check_matmul_norm(ctx, t, 1024, 2048, r, true);
       check_matmul_norm(ctx, t, 2048, 100, r, false);
       check_matmul_norm(ctx, t, 256, 2048, r, true);
+    }
+    // Two 16-row tiles a block (StagedTiles::kTwo, forced for every launch of 1-2 rows; kAuto
+    // takes it only for launches of hundreds of tiles): against matmul_ref, the batch
+    // invariance checks then compare 1-row launches on two tiles with groups of 4-8 rows on
+    // one, bitwise; outputs that leave the second tile empty or part full; the narrow walk
+    // (768), 2 chunks (2,048) and more; gated, accumulating, input-norm and norm-epilogue
+    // launches; and one tile against two directly.
+    set_staged_tiles(StagedTiles::kTwo);
+    for (int64_t in : ctx.quick ? std::vector<int64_t>{768, 5120} : std::vector<int64_t>{768, 2048, 3072, 5120}) {
+      for (int64_t out : ctx.quick ? std::vector<int64_t>{16, 129} : std::vector<int64_t>{1, 16, 40, 129}) {
+        for (int64_t r : {1, 2, 3, 9}) check_matmul(ctx, t, in, out, r, false);
+      }
+    }
+    check_matmul(ctx, t, 3072, 33, 2, true);
+    for (int64_t r : {1, 2}) {
+      check_segments(ctx, t, 2048, r, false);
+      check_input_norm(ctx, 5120, r);
+      check_matmul_norm(ctx, t, 1024, 2048, r, true);
+    }
+    set_staged_tiles(StagedTiles::kAuto);
+    for (int64_t r : {1, 2}) {
+      for (bool norm : {false, true}) {
+        check_staged_tiles(ctx, 5120, 37, 70, r, norm);
+        check_staged_tiles(ctx, 2048, 8, 16, r, norm);
+        check_staged_tiles(ctx, 768, 100, 9, r, norm);
+      }
     }
   }
   set_matvec_math(MatvecMath::kCudaCores);
