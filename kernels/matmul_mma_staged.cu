@@ -23,7 +23,9 @@
 // against matmul_ref).
 //
 // Layout. A block owns a tile of 16 weight rows (plain: 16 outputs; gated: 8 outputs, W rows
-// in A rows 0-7, W_up rows in 8-15) and one group of up to 8 activation rows (grid.y). It walks
+// in A rows 0-7, W_up rows in 8-15), or two such tiles side by side (StagedTiles, the same
+// walk per tile sharing the activation loads), and one group of up to 8 activation rows
+// (grid.y). It walks
 // K in chunks of 8 * B Q4_0 blocks (Chunk: B = 4, 576 bytes of each row, for rows of a multiple
 // of 1,024 inputs; else B = 1), up to 4 chunks in flight; each row's bytes land an odd multiple
 // of 4 words apart so the lanes of a quad reading 8 rows never share a bank (4-way conflicts
@@ -70,7 +72,7 @@ __host__ __device__ constexpr int column_tiles() {
   return (3 * R + 7) / 8;
 }
 
-// M: 16-row tiles per block (TileRows below).
+// M: 16-row tiles per block (staged_group).
 template <int R, int B, int S, int M>
 __host__ __device__ constexpr size_t smem_bytes() {
   return static_cast<size_t>(S) * M * Chunk<B>::kStageBytes + static_cast<size_t>(R) * Chunk<B>::kSplitBytesPerRow;
