@@ -2,6 +2,9 @@
 // on how kernels launch and whether they prefetch.
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
+#include <utility>
 
 #include "kernels/gpu_compat.h"
 
@@ -44,6 +47,29 @@ bool prefetch_enabled() {
     return env == nullptr || std::strcmp(env, "0") != 0;
   }();
   return enabled;
+}
+
+// DELTASERVE_GPU_SMEM_CARVEOUT=N (0-100, percent of the L1 / shared memory array given to
+// shared memory) sets every launched kernel's preferred carveout once per device, so that
+// neighbouring launches of a step ask for the same split (probe: does a split changing between
+// launches cost the 27B's step its mixed-shared-memory forms? bench/RESULTS.md).
+void apply_carveout(const void* kernel) {
+#if defined(DS_GPU_CUDA)
+  static const int percent = [] {
+    const char* env = std::getenv("DELTASERVE_GPU_SMEM_CARVEOUT");
+    return env != nullptr && *env != '\0' ? std::atoi(env) : -1;
+  }();
+  if (percent < 0) return;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return;
+  static std::mutex mutex;
+  static std::set<std::pair<int, const void*>> done;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!done.insert({device, kernel}).second) return;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, percent) != cudaSuccess) (void)cudaGetLastError();
+#else
+  (void)kernel;
+#endif
 }
 
 }  // namespace deltaserve::kernels::gpu
