@@ -1,5 +1,5 @@
-// gpu::dependent_launch_enabled and gpu::prefetch_enabled (gpu_compat.h): one-time decisions
-// on how kernels launch and whether they prefetch.
+// gpu::dependent_launch_enabled, gpu::prefetch_enabled and gpu::apply_carveout (gpu_compat.h):
+// one-time decisions on how kernels launch and whether they prefetch.
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
