@@ -307,31 +307,50 @@ __device__ __forceinline__ void prefetch_first_chunks(const MatvecSeg& g) {
 #endif
 
 // Block (x, y): x the segment's M 16-row tiles, y the row group of R activation rows.
+#if defined(DS_MMA_BF16)
+// Groups of up to 4 rows: a launch of one segment (most) takes it whole, without segment_of's
+// selection over every segment's fields (predicated uniform loads and selects that every warp
+// of every block ran). H200 (bench/RESULTS.md): 35B-A3B one stream 2.777 -> 2.722 ms, two
+// streams 3.40 -> 3.34, 27B one stream 8.65 -> 8.55; but 8-16 rows 0.3-1% slower, so 8-row
+// groups keep the selection alone (their machine code is unchanged).
+template <int R>
+__device__ __forceinline__ MatvecSeg block_segment(const MatvecParams& p) {
+  return R <= 4 && p.num_segs == 1 ? p.seg[0] : matvec::segment_of(p);
+}
+#endif
+
+// A kernel's part before the grid dependency wait: the L2 prefetch of the block's first chunks
+// (an expert segment's rows are known only after the wait: its expert ids come from the router).
+template <int R, int B, int S, int M>
+__device__ __forceinline__ void staged_block_prefetch(const MatvecParams& p) {
+#if defined(DS_MMA_BF16)
+  const MatvecSeg g = block_segment<R>(p);
+  const int64_t group = p.group_offset + blockIdx.y;
+  if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B, S, M>(g);
+#else
+  (void)p;
+#endif
+}
+
+// The rest, after the wait.
 template <int R, int B, int S, bool kNorm, bool kInNorm, int M>
-__device__ __forceinline__ void staged_kernel_body(const MatvecParams& p) {
+__device__ __forceinline__ void staged_block(const MatvecParams& p) {
 #if defined(DS_MMA_BF16)
   extern __shared__ __align__(16) uint8_t smem[];
-  // Groups of up to 4 rows: a launch of one segment (most) takes it whole, without
-  // segment_of's selection over every segment's fields (predicated uniform loads and selects
-  // that every warp of every block ran). H200 (bench/RESULTS.md): 35B-A3B one stream 2.777 ->
-  // 2.722 ms, two streams 3.40 -> 3.34, 27B one stream 8.65 -> 8.55; but 8-16 rows 0.3-1% slower,
-  // so 8-row groups keep the selection alone (their machine code is unchanged).
-  const MatvecSeg g = R <= 4 && p.num_segs == 1 ? p.seg[0] : matvec::segment_of(p);
+  const MatvecSeg g = block_segment<R>(p);
   const int64_t group = p.group_offset + blockIdx.y;
-  // (An expert segment's rows are known only after the wait: its expert ids come from the router.)
-  if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B, S, M>(g);
-  gpu::begin_kernel();
   if (group >= g.num_groups) return;
   staged_group<R, B, S, kNorm, kInNorm, M>(g, group, smem);
 #else
-  gpu::begin_kernel();
   (void)p;  // never launched there: matvec_math() is kCudaCores without bf16 mma
 #endif
 }
 
 template <int R, int B, int S, bool kNorm, bool kInNorm>
 __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecParams p) {
-  staged_kernel_body<R, B, S, kNorm, kInNorm, 1>(p);
+  staged_block_prefetch<R, B, S, 1>(p);
+  gpu::begin_kernel();
+  staged_block<R, B, S, kNorm, kInNorm, 1>(p);
 }
 
 // Two tiles a block: held to the registers of 3 blocks a multiprocessor (ptxas took 74-99
@@ -339,7 +358,9 @@ __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecPar
 constexpr int kTilesMinBlocks = 3;
 template <int R, int B, int S, bool kNorm, bool kInNorm>
 __global__ void __launch_bounds__(kThreads, kTilesMinBlocks) matvec_staged_tiles_kernel(const MatvecParams p) {
-  staged_kernel_body<R, B, S, kNorm, kInNorm, 2>(p);
+  staged_block_prefetch<R, B, S, 2>(p);
+  gpu::begin_kernel();
+  staged_block<R, B, S, kNorm, kInNorm, 2>(p);
 }
 
 template <int R, int B, int S, bool kNorm, bool kInNorm, int M>
