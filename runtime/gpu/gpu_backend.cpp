@@ -190,7 +190,7 @@ std::string GpuBackend::speed_settings() const {
          on(kernels::gpu::dependent_launch_enabled()) + ", L2 prefetch " + on(kernels::gpu::prefetch_enabled()) +
          ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", input norms in the products " + on(carry_input_norms_) +
          (carry_input_norms_ ? " (1-" + std::to_string(gpu::kCarriedInputNormMaxRows) + " decode rows, width <= " +
-                                     std::to_string(gpu::kCarriedInputNormMaxWidth) + ")"
+                                     std::to_string(gpu::carried_input_norm_max_width()) + ")"
                              : std::string()) +
          ", expert pair groups " +
          (matvec_math_ == kernels::MatvecMath::kStaged ? std::string("off (staged matvec)") : gpu::expert_grouping_setting()) +

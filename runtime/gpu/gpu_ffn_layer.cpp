@@ -576,12 +576,6 @@ std::string expert_grouping_setting() {
   return setting < 0 ? "auto" : setting == 0 ? "off" : std::to_string(setting);
 }
 
-// Why: at one or a few rows a norm launch is a chain of its own (the wait for the previous
-// kernel, a round trip for the row, the block reduction, the writes, then the next kernel's
-// wait), while the product that reads it waits for its activations anyway; normalising in
-// every block of that product costs it one more round trip over the row (bench/RESULTS.md).
-namespace {
-// DELTASERVE_GPU_INPUT_NORM_MAX_WIDTH=N moves the width bound (side-by-side runs).
 int64_t carried_input_norm_max_width() {
   static const int64_t width = [] {
     const char* env = std::getenv("DELTASERVE_GPU_INPUT_NORM_MAX_WIDTH");
@@ -589,8 +583,11 @@ int64_t carried_input_norm_max_width() {
   }();
   return width;
 }
-}  // namespace
 
+// Why: at one or a few rows a norm launch is a chain of its own (the wait for the previous
+// kernel, a round trip for the row, the block reduction, the writes, then the next kernel's
+// wait), while the product that reads it waits for its activations anyway; normalising in
+// every block of that product costs it one more round trip over the row (bench/RESULTS.md).
 bool products_normalise_input(const GpuLayerContext& ctx, RowSplit rows) {
   return ctx.carry_input_norms && ctx.config.num_embd <= carried_input_norm_max_width() && rows.num_decode_rows > 0 &&
          rows.num_decode_rows <= kCarriedInputNormMaxRows && rows.num_prefill_rows() == 0;

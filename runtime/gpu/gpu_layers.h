@@ -177,7 +177,7 @@ struct InputNorm {
 };
 // Whether this step's products carry their input norms: ctx.carry_input_norms (the staged
 // matvec; DELTASERVE_GPU_MATVEC_INPUT_NORM=0 never, for side-by-side runs), steps of 1 to
-// kCarriedInputNormMaxRows decode rows only, models of at most kCarriedInputNormMaxWidth
+// kCarriedInputNormMaxRows decode rows only, models of at most carried_input_norm_max_width()
 // hidden units. Same bits either way, so the choice may follow the load.
 bool products_normalise_input(const GpuLayerContext& ctx, RowSplit rows);
 // Why bounds: every block of a product normalises the rows it multiplies, so the norm's reads
@@ -186,6 +186,9 @@ bool products_normalise_input(const GpuLayerContext& ctx, RowSplit rows);
 // (5,120 wide, its norms separate launches before) one stream 8.54 -> 9.26 ms.
 inline constexpr int64_t kCarriedInputNormMaxRows = 2;
 inline constexpr int64_t kCarriedInputNormMaxWidth = 2048;
+// The width bound in force: kCarriedInputNormMaxWidth, or DELTASERVE_GPU_INPUT_NORM_MAX_WIDTH=N
+// (side-by-side runs; the 27B at 5,120 with two-tile launches: 8.37 vs 8.16 ms per step).
+int64_t carried_input_norm_max_width();
 
 // y_i[r] = W_i x[r] for every i, in as few launches as the weight types allow (one per type,
 // at most kMaxMatmulSegments matrices each); same bits as one matmul per matrix. With in.w set,
