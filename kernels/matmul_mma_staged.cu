@@ -473,18 +473,43 @@ int device_multiprocessors() {
 // gate/up 44.6 -> 42.9 us, its LM head 271 -> 249), but in the graph step the 27B (all plain
 // launches) went 8.16 -> 8.37 ms with two on every launch of 4+ tiles a multiprocessor and
 // 8.15 -> 8.19 with two on its LM head alone.
+// DELTASERVE_GPU_STAGED_TILES_PLAIN=1 gives plain launches the same rule (the measured form;
+// side-by-side runs).
 constexpr int64_t kTwoTilesMinTilesPerMultiprocessor = 4;
 
+bool env_on(const char* name) {
+  const char* env = std::getenv(name);
+  return env != nullptr && std::string_view(env) == "1";
+}
+
+int64_t launch_tiles(const MatvecParams& p) {
+  int64_t total = 0;
+  for (int s = 0; s < p.num_segs; ++s) total += matvec::mma_row_tiles(p.seg[s]);
+  return total;
+}
+
 bool two_tiles(const MatvecParams& p, bool input_norm) {
+  static const bool plain_too = env_on("DELTASERVE_GPU_STAGED_TILES_PLAIN");
   const LaunchRows l = launch_rows_of(p);
   if (l.rows > 2 || l.experts) return false;
   const StagedTiles tiles = staged_tiles();
   if (tiles != StagedTiles::kAuto) return tiles == StagedTiles::kTwo;
-  if (!input_norm) return false;
-  int64_t total = 0;
-  for (int s = 0; s < p.num_segs; ++s) total += matvec::mma_row_tiles(p.seg[s]);
+  if (!input_norm && !plain_too) return false;
   const int64_t sms = device_multiprocessors();
-  return sms > 0 && total >= kTwoTilesMinTilesPerMultiprocessor * sms;
+  return sms > 0 && launch_tiles(p) >= kTwoTilesMinTilesPerMultiprocessor * sms;
+}
+
+// 6 stages for one-tile launches of 1-2 rows that fit in one wave at 3 blocks a multiprocessor
+// (63 KB a block), only with DELTASERVE_GPU_STAGED_DEEP=1 (side-by-side runs): measured and not
+// kept (launch_stages).
+constexpr int kDeepStages = 6;
+constexpr int64_t kDeepMaxTilesPerMultiprocessor = 3;
+
+bool deep_stages(const MatvecParams& p) {
+  static const bool enabled = env_on("DELTASERVE_GPU_STAGED_DEEP");
+  if (!enabled || launch_rows_of(p).rows > 2) return false;
+  const int64_t sms = device_multiprocessors();
+  return sms > 0 && launch_tiles(p) <= kDeepMaxTilesPerMultiprocessor * sms;
 }
 
 // Stages: 2 for launches of at most 2 chunks a row (the 35B-A3B's 2,048- and 512-input rows),
@@ -492,15 +517,17 @@ bool two_tiles(const MatvecParams& p, bool input_norm) {
 // for one tile a block, 3 for two (63 KB a block, 3 blocks a multiprocessor; 4 stages would
 // hold it to 2: the 27B's gate/up 43.3 vs 40.1 us alone, its LM head 255 vs 237). Measured and
 // not kept: 6 stages for one-tile launches that fit in one wave at 3 blocks a multiprocessor
-// (the 27B's down, 320 blocks of 17 chunks, 30.9 -> 26.7 us alone) made the 27B's step 8.15 ->
-// 8.31 ms; 6 for every one-tile launch, 8.09 -> 8.78.
+// (the 27B's down, 320 blocks of 17 chunks, 30.9 -> 26.7 us alone; deep_stages) made the
+// 27B's step 8.15 -> 8.31 ms; 6 for every one-tile launch, 8.09 -> 8.78.
 template <int B, bool kNorm, bool kInNorm>
 gpuError_t launch_stages(const MatvecParams& p, gpuStream_t stream) {
   int64_t chunks = 0;
   for (int s = 0; s < p.num_segs; ++s) chunks = p.seg[s].num_in / Chunk<B>::kInputs > chunks ? p.seg[s].num_in / Chunk<B>::kInputs : chunks;
   const bool two = two_tiles(p, kInNorm);
   if (chunks <= 2) return two ? launch_two_tiles<B, 2, kNorm, kInNorm>(p, stream) : launch_rows<B, 2, kNorm, kInNorm>(p, stream);
-  return two ? launch_two_tiles<B, 3, kNorm, kInNorm>(p, stream) : launch_rows<B, kMaxStages, kNorm, kInNorm>(p, stream);
+  if (two) return launch_two_tiles<B, 3, kNorm, kInNorm>(p, stream);
+  if (deep_stages(p)) return launch_rows<B, kDeepStages, kNorm, kInNorm>(p, stream);
+  return launch_rows<B, kMaxStages, kNorm, kInNorm>(p, stream);
 }
 
 // The epilogue / prologue choice: the norm epilogue, the input norm (matmul.cu never asks for
