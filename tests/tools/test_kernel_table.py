@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """bench/tools/kernel_table.py on a small Nsight Compute-style CSV: program output lines
-ignored, only the last LAUNCHES rows counted, kernels grouped by name and grid, nanoseconds
+ignored (among them a settings line of more than ten fields), only the last LAUNCHES rows counted, kernels grouped by name and grid, nanoseconds
 with thousands separators read as microseconds; a file without the header is refused.
 
   /usr/bin/python3 tests/tools/test_kernel_table.py
@@ -32,7 +32,9 @@ def run(text: str, launches: int) -> subprocess.CompletedProcess:
 
 
 def main() -> int:
-    lines = ["model      synthetic, program output", HEADER,
+    # The daemon's settings line has more than ten commas: a CSV row of its own to the reader.
+    settings = "settings   " + ", ".join(f"switch {i} on" for i in range(14))
+    lines = ["model      synthetic, program output", settings, HEADER,
              row(0, "warmup_kernel(Args)", "(1, 1, 1)", "99,000"),  # before the step: not counted
              row(1, "void deltaserve::kernels::(anonymous namespace)::matvec_kernel<1>(P)", "(256, 1, 1)", "10,000"),
              row(2, "router_kernel(Args)", "(33, 1, 1)", "14,000"),
