@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """bench/tools/kernel_table.py on a small Nsight Compute-style CSV: program output lines
-ignored (among them a settings line of more than ten fields), only the last LAUNCHES rows counted, kernels grouped by name and grid, nanoseconds
-with thousands separators read as microseconds; a file without the header is refused.
+ignored (among them a settings line of more than ten fields), only the last LAUNCHES rows
+counted, kernels grouped by name and grid, nanoseconds with thousands separators read as
+microseconds; a file without the header is refused.
 
   /usr/bin/python3 tests/tools/test_kernel_table.py
 """
