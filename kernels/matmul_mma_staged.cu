@@ -319,38 +319,23 @@ __device__ __forceinline__ MatvecSeg block_segment(const MatvecParams& p) {
 }
 #endif
 
-// A kernel's part before the grid dependency wait: the L2 prefetch of the block's first chunks
-// (an expert segment's rows are known only after the wait: its expert ids come from the router).
-template <int R, int B, int S, int M>
-__device__ __forceinline__ void staged_block_prefetch(const MatvecParams& p) {
-#if defined(DS_MMA_BF16)
-  const MatvecSeg g = block_segment<R>(p);
-  const int64_t group = p.group_offset + blockIdx.y;
-  if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B, S, M>(g);
-#else
-  (void)p;
-#endif
-}
-
-// The rest, after the wait.
-template <int R, int B, int S, bool kNorm, bool kInNorm, int M>
-__device__ __forceinline__ void staged_block(const MatvecParams& p) {
+// Each kernel: the block's segment and row group (kernel parameters only), the L2 prefetch of
+// its first chunks (an expert segment's rows are known only after the wait: its expert ids come
+// from the router), the grid dependency wait, then the group's walk.
+template <int R, int B, int S, bool kNorm, bool kInNorm>
+__global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecParams p) {
 #if defined(DS_MMA_BF16)
   extern __shared__ __align__(16) uint8_t smem[];
   const MatvecSeg g = block_segment<R>(p);
   const int64_t group = p.group_offset + blockIdx.y;
+  if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B, S, 1>(g);
+  gpu::begin_kernel();
   if (group >= g.num_groups) return;
-  staged_group<R, B, S, kNorm, kInNorm, M>(g, group, smem);
+  staged_group<R, B, S, kNorm, kInNorm, 1>(g, group, smem);
 #else
+  gpu::begin_kernel();
   (void)p;  // never launched there: matvec_math() is kCudaCores without bf16 mma
 #endif
-}
-
-template <int R, int B, int S, bool kNorm, bool kInNorm>
-__global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecParams p) {
-  staged_block_prefetch<R, B, S, 1>(p);
-  gpu::begin_kernel();
-  staged_block<R, B, S, kNorm, kInNorm, 1>(p);
 }
 
 // Two tiles a block: held to the registers of 3 blocks a multiprocessor (ptxas took 74-99
@@ -358,9 +343,18 @@ __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecPar
 constexpr int kTilesMinBlocks = 3;
 template <int R, int B, int S, bool kNorm, bool kInNorm>
 __global__ void __launch_bounds__(kThreads, kTilesMinBlocks) matvec_staged_tiles_kernel(const MatvecParams p) {
-  staged_block_prefetch<R, B, S, 2>(p);
+#if defined(DS_MMA_BF16)
+  extern __shared__ __align__(16) uint8_t smem[];
+  const MatvecSeg g = block_segment<R>(p);
+  const int64_t group = p.group_offset + blockIdx.y;
+  if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B, S, 2>(g);
   gpu::begin_kernel();
-  staged_block<R, B, S, kNorm, kInNorm, 2>(p);
+  if (group >= g.num_groups) return;
+  staged_group<R, B, S, kNorm, kInNorm, 2>(g, group, smem);
+#else
+  gpu::begin_kernel();
+  (void)p;
+#endif
 }
 
 template <int R, int B, int S, bool kNorm, bool kInNorm, int M>
