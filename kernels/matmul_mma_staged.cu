@@ -339,7 +339,9 @@ __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecPar
 }
 
 // Two tiles a block: held to the registers of 3 blocks a multiprocessor (ptxas took 74-99
-// unbounded: 2).
+// unbounded: 2). Its body is the one-tile kernel's with M = 2, spelled out: the launch bounds
+// differ (an explicit bound of one block on the one-tile kernel raised its registers, RESULTS),
+// and the launch-rule check reads each kernel's own body for the wait.
 constexpr int kTilesMinBlocks = 3;
 template <int R, int B, int S, bool kNorm, bool kInNorm>
 __global__ void __launch_bounds__(kThreads, kTilesMinBlocks) matvec_staged_tiles_kernel(const MatvecParams p) {
