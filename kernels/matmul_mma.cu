@@ -338,14 +338,7 @@ int device_attribute(cudaDeviceAttr attribute, int fallback) {
 }
 #endif
 
-int multiprocessors() {
-#if defined(DS_GPU_CUDA)
-  static const int count = device_attribute(cudaDevAttrMultiProcessorCount, 132);
-  return count;
-#else
-  return 64;  // HIP: never launched (matvec_math() is kCudaCores there)
-#endif
-}
+using matvec::multiprocessors;
 
 // The calling thread's pre-split scratch (set_matvec_split_scratch): like the math, per thread.
 struct SplitScratch {
@@ -479,6 +472,15 @@ MatvecMath matvec_math() { return device_has_bf16_mma() ? t_math : MatvecMath::k
 bool tensor_matvec_available() { return device_has_bf16_mma(); }
 
 namespace matvec {
+int multiprocessors() {
+#if defined(DS_GPU_CUDA)
+  static const int count = device_attribute(cudaDevAttrMultiProcessorCount, 132);
+  return count;
+#else
+  return 64;  // HIP: never launched (matvec_math() is kCudaCores there)
+#endif
+}
+
 gpuError_t launch_q4_0_mma(const MatvecParams& p, gpuStream_t stream) {
   return p.seg[0].norm_counters != nullptr ? launch_mma<true>(p, stream) : launch_mma<false>(p, stream);
 }

@@ -444,22 +444,6 @@ gpuError_t launch_two_tiles(const MatvecParams& p, gpuStream_t stream) {
   return launch_staged<2, B, S, kNorm, kInNorm, 2>(p, stream);
 }
 
-// Multiprocessors of the calling thread's device, asked once per device (not per launch:
-// these calls would then also run inside decode graph capture). 0 where unknown.
-int device_multiprocessors() {
-#if defined(DS_GPU_CUDA)
-  static std::atomic<int> cached[64];
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0) return 0;
-  int n = device < 64 ? cached[device].load(std::memory_order_relaxed) : 0;
-  if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) == cudaSuccess && device < 64)
-    cached[device].store(n, std::memory_order_relaxed);
-  return n;
-#else
-  return 0;
-#endif
-}
-
 // kAuto's rule (H200, bench/RESULTS.md): two tiles a block for launches that carry the input
 // norm (every block of them first reduces its rows over the whole width, so half the blocks
 // is half that work) of at least 4 one-tile blocks per multiprocessor (fewer leave
@@ -491,8 +475,7 @@ bool two_tiles(const MatvecParams& p, bool input_norm) {
   const StagedTiles tiles = staged_tiles();
   if (tiles != StagedTiles::kAuto) return tiles == StagedTiles::kTwo;
   if (!input_norm && !plain_too) return false;
-  const int64_t sms = device_multiprocessors();
-  return sms > 0 && launch_tiles(p) >= kTwoTilesMinTilesPerMultiprocessor * sms;
+  return launch_tiles(p) >= kTwoTilesMinTilesPerMultiprocessor * matvec::multiprocessors();
 }
 
 // 6 stages for one-tile launches of 1-2 rows that fit in one wave at 3 blocks a multiprocessor
@@ -504,8 +487,7 @@ constexpr int64_t kDeepMaxTilesPerMultiprocessor = 3;
 bool deep_stages(const MatvecParams& p) {
   static const bool enabled = env_on("DELTASERVE_GPU_STAGED_DEEP");
   if (!enabled || launch_rows_of(p).rows > 2) return false;
-  const int64_t sms = device_multiprocessors();
-  return sms > 0 && launch_tiles(p) <= kDeepMaxTilesPerMultiprocessor * sms;
+  return launch_tiles(p) <= kDeepMaxTilesPerMultiprocessor * matvec::multiprocessors();
 }
 
 // Stages: 2 for launches of at most 2 chunks a row (the 35B-A3B's 2,048- and 512-input rows),

@@ -124,6 +124,10 @@ inline int64_t mma_row_tiles(const MatvecSeg& g) {
   return (g.num_out + per_tile - 1) / per_tile;
 }
 
+// Multiprocessors of the device (the first caller's, asked once; matmul_mma.cu): the
+// tensor-core and staged launchers size their grids by it.
+int multiprocessors();
+
 // The tensor-core Q4_0 launch (matmul_mma.cu) of plain segments (gated and norm epilogue
 // included; no expert segments), for matvec_math() == kTensorCores.
 gpuError_t launch_q4_0_mma(const MatvecParams& p, gpuStream_t stream);
