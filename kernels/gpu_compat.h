@@ -175,6 +175,25 @@ void apply_carveout(const void* kernel);
 // runs; values never depend on it). Decided once per process.
 bool prefetch_enabled();
 
+namespace timeline {
+// The in-step timeline of a measuring build (gpu_timeline.h): one launch's stamp, and the buffer
+// every kernel unit's device copy points at.
+struct Stamp {
+  uint64_t started_ns = 0;   // block (0, 0, 0) began (before its grid dependency wait)
+  uint64_t released_ns = 0;  // its wait returned
+  uint32_t grid_x = 0, grid_y = 0, block_x = 0, smem_bytes = 0;
+};
+struct DeviceBuffer {
+  Stamp* stamps = nullptr;
+  unsigned* count = nullptr;  // launches stamped since the last reset (may exceed capacity)
+  unsigned capacity = 0;
+};
+// A kernel unit's function that points its device copy at the buffer; registered by each unit
+// of a DS_GPU_TIMELINE build (device part below), called by timeline::enable (launch.cu).
+using PointUnit = gpuError_t (*)(const DeviceBuffer&);
+bool register_unit(PointUnit point);
+}  // namespace timeline
+
 // Whether p is 16-byte aligned (the launchers' check before 16-byte loads and copies).
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
@@ -212,10 +231,43 @@ static_assert(kWarpSize == 32 || kWarpSize == 64, "unexpected warp width");
 // previous kernel on the stream has completed with its writes visible (so transitively every
 // earlier one), then allows the next kernel to be scheduled. HIP and older targets: no-ops,
 // and gpu::launch is an ordinary launch.
+#if defined(DS_GPU_TIMELINE) && defined(DS_GPU_CUDA)
+// The timeline of a measuring build (gpu_timeline.h): this unit's copy of the buffer pointer,
+// registered with launch.cu at load so that timeline::enable can point it.
+namespace timeline {
+namespace {
+__device__ DeviceBuffer unit_buffer;
+gpuError_t point_unit(const DeviceBuffer& b) { return cudaMemcpyToSymbol(unit_buffer, &b, sizeof b); }
+[[maybe_unused]] const bool unit_registered = register_unit(&point_unit);
+
+__device__ __forceinline__ uint64_t global_timer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+}  // namespace
+}  // namespace timeline
+#endif
+
 __device__ __forceinline__ void begin_kernel() {
+#if defined(DS_GPU_TIMELINE) && defined(DS_GPU_CUDA)
+  const bool stamps = (threadIdx.x | threadIdx.y | threadIdx.z | blockIdx.x | blockIdx.y | blockIdx.z) == 0 &&
+                      timeline::unit_buffer.stamps != nullptr;
+  const uint64_t started = stamps ? timeline::global_timer_ns() : 0;
+#endif
 #if defined(DS_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+#if defined(DS_GPU_TIMELINE) && defined(DS_GPU_CUDA)
+  if (stamps) {
+    const uint64_t released = timeline::global_timer_ns();
+    const timeline::DeviceBuffer b = timeline::unit_buffer;
+    const unsigned slot = atomicAdd(b.count, 1u);
+    unsigned smem = 0;
+    asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem));
+    if (slot < b.capacity) b.stamps[slot] = timeline::Stamp{started, released, gridDim.x, gridDim.y, blockDim.x, smem};
+  }
 #endif
 }
 

@@ -1,12 +1,16 @@
 // gpu::dependent_launch_enabled, gpu::prefetch_enabled and gpu::apply_carveout (gpu_compat.h):
-// one-time decisions on how kernels launch and whether they prefetch.
+// one-time decisions on how kernels launch and whether they prefetch; and the host side of
+// the measuring build's in-step timeline (gpu_timeline.h).
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "kernels/gpu_compat.h"
+#include "kernels/gpu_timeline.h"
 
 namespace deltaserve::kernels::gpu {
 namespace {
@@ -51,8 +55,10 @@ bool prefetch_enabled() {
 
 // DELTASERVE_GPU_SMEM_CARVEOUT=N (0-100, percent of the L1 / shared memory array given to
 // shared memory) sets every launched kernel's preferred carveout once per device, so that
-// neighbouring launches of a step ask for the same split (probe: does a split changing between
-// launches cost the 27B's step its mixed-shared-memory forms? bench/RESULTS.md).
+// neighbouring launches of a step ask for the same split. A probe, off by default: on the H200
+// (bench/RESULTS.md) 100 made the 27B's step 8.08 -> 8.13 ms and left its mixed-shared-memory
+// forms as slow as without it, so a changing split was not what cost them (the in-step
+// timeline showed what did: the launch after a two-tile one).
 void apply_carveout(const void* kernel) {
 #if defined(DS_GPU_CUDA)
   static const int percent = [] {
@@ -71,5 +77,79 @@ void apply_carveout(const void* kernel) {
   (void)kernel;
 #endif
 }
+
+namespace timeline {
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::vector<PointUnit> units;
+  DeviceBuffer buffer;
+};
+
+// Function-local: units register during static initialisation, in any order.
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+bool register_unit(PointUnit point) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.units.push_back(point);
+  return true;
+}
+
+bool built() {
+#if defined(DS_GPU_TIMELINE) && defined(DS_GPU_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool enable(unsigned capacity) {
+  if (!built() || capacity == 0) return false;
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (r.buffer.stamps != nullptr) return true;
+  DeviceBuffer b;
+  b.capacity = capacity;
+  if (gpuMalloc(reinterpret_cast<void**>(&b.stamps), sizeof(Stamp) * capacity) != gpuSuccess ||
+      gpuMalloc(reinterpret_cast<void**>(&b.count), sizeof(unsigned)) != gpuSuccess ||
+      gpuMemset(b.count, 0, sizeof(unsigned)) != gpuSuccess) {
+    (void)gpuGetLastError();
+    return false;
+  }
+  for (PointUnit point : r.units) {
+    if (point(b) != gpuSuccess) {
+      (void)gpuGetLastError();
+      return false;
+    }
+  }
+  r.buffer = b;
+  return true;
+}
+
+bool enabled() { return registry().buffer.stamps != nullptr; }
+
+void reset(gpuStream_t stream) {
+  const DeviceBuffer& b = registry().buffer;
+  if (b.count != nullptr) (void)gpuMemsetAsync(b.count, 0, sizeof(unsigned), stream);
+}
+
+std::vector<Stamp> read(unsigned* launched) {
+  const DeviceBuffer& b = registry().buffer;
+  *launched = 0;
+  if (b.count == nullptr || gpuMemcpy(launched, b.count, sizeof(unsigned), gpuMemcpyDeviceToHost) != gpuSuccess) return {};
+  std::vector<Stamp> stamps(std::min(*launched, b.capacity));
+  if (!stamps.empty() && gpuMemcpy(stamps.data(), b.stamps, sizeof(Stamp) * stamps.size(), gpuMemcpyDeviceToHost) != gpuSuccess)
+    return {};
+  return stamps;
+}
+
+}  // namespace timeline
 
 }  // namespace deltaserve::kernels::gpu

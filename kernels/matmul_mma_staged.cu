@@ -452,7 +452,11 @@ gpuError_t launch_two_tiles(const MatvecParams& p, gpuStream_t stream) {
 // step 2.436 -> 2.36 ms. Plain launches stay on one: alone most were faster with two (the 27B's
 // gate/up 44.6 -> 42.9 us, its LM head 271 -> 249), but in the graph step the 27B (all plain
 // launches) went 8.16 -> 8.37 ms with two on every launch of 4+ tiles a multiprocessor and
-// 8.15 -> 8.19 with two on its LM head alone.
+// 8.15 -> 8.19 with two on its LM head alone. Why, from the in-step timeline (kernels/
+// gpu_timeline.h): the two-tile launches themselves cost the step less (gate/up 42.4 -> 41.0
+// us), but the one-tile down projection after each gate/up then cost 30.8 us instead of 24.7
+// (its blocks resident 8.4 us before its wait returned instead of 5.6; how that costs it, 320
+// blocks on 132 multiprocessors, is not established).
 // DELTASERVE_GPU_STAGED_TILES_PLAIN=1 gives plain launches the same rule (the measured form;
 // side-by-side runs).
 constexpr int64_t kTwoTilesMinTilesPerMultiprocessor = 4;
@@ -480,7 +484,8 @@ bool two_tiles(const MatvecParams& p, bool input_norm) {
 
 // 6 stages for one-tile launches of 1-2 rows that fit in one wave at 3 blocks a multiprocessor
 // (63 KB a block), only with DELTASERVE_GPU_STAGED_DEEP=1 (side-by-side runs): measured and not
-// kept (launch_stages).
+// kept (launch_stages; in the step's timeline the 27B's down went 24.7 -> 26.6 us and its out
+// 11.9 -> 13.2, though the down alone was faster).
 constexpr int kDeepStages = 6;
 constexpr int64_t kDeepMaxTilesPerMultiprocessor = 3;
 

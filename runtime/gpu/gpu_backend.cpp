@@ -86,6 +86,7 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
                              " visible)");
   DS_GPU_CHECK(gpuSetDevice(device_), "device %d", device_);
   DS_GPU_CHECK(gpuStreamCreate(&stream_), "stream on device %d", device_);
+  timeline_ = std::make_unique<gpu::StepTimeline>();
   weights_ = std::make_unique<gpu::GpuWeights>(config_, model_.weights, [this](const std::string& line) {
     std::fprintf(stderr, "deltaserve: %s backend, device %d: %s\n", name().c_str(), device_, line.c_str());
   });

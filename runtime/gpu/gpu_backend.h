@@ -62,6 +62,7 @@
 #include "runtime/gpu/kernel_trace.h"
 #include "runtime/gpu/pinned_arena.h"
 #include "runtime/gpu/step_graphs.h"
+#include "runtime/gpu/step_timeline.h"
 #include "runtime/model_weights.h"
 
 namespace deltaserve::runtime {
@@ -239,6 +240,7 @@ class GpuBackend final : public Backend {
   mutable gpu::KernelTrace trace_;           // fed by DS_GPU_LAUNCH through context() while on
   bool graphs_after_trace_ = false;          // the graph setting to restore when tracing stops
   int64_t launches_last_forward_ = 0;
+  std::unique_ptr<gpu::StepTimeline> timeline_;  // a measuring build's in-step table (step_timeline.h)
   // Set at construction (see set_prefill_math).
   kernels::MatmulMath prefill_math_ = kernels::MatmulMath::kF32;
   bool tiled_decode_experts_ = false;  // GpuLayerContext::tiled_decode_experts, set at construction

@@ -290,6 +290,7 @@ void GpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
   (void)kernels::take_matvec_split_launches();  // splits launched outside this backend's calls are not its own
   check_plan(plan);
   DS_GPU_CHECK(gpuSetDevice(device_), "device %d", device_);
+  timeline_->begin(stream_);
   staging_->clear();
   const size_t num_seqs = plan.sequences.size();
   OutputRows orows;
@@ -369,6 +370,7 @@ void GpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
   }
   launches_last_forward_ = launches_ - before;
   lm_head_finish(num_hidden, num_logits, out);
+  timeline_->end();
 }
 
 void GpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
@@ -395,6 +397,7 @@ void GpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
                                 std::to_string(cache_.num_state_slots) + ", " + std::to_string(max_rows_) + ", " +
                                 std::to_string(max_logit_rows_) + ")");
   DS_GPU_CHECK(gpuSetDevice(device_), "device %d", device_);
+  timeline_->begin(stream_);
   staging_->clear();
   OutputRows orows;
   std::vector<const std::vector<int32_t>*> tokens, blocks;
@@ -442,6 +445,7 @@ void GpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
   lm_head_enqueue(mw.shared_head_norm, device<int32_t>(hidden_at), num_hidden, device<int32_t>(logit_at), num_logits);
   launches_last_forward_ = launches_ - before;
   lm_head_finish(num_hidden, num_logits, out);
+  timeline_->end();
 }
 
 }  // namespace deltaserve::runtime

@@ -30,6 +30,7 @@ using deltaserve::testing::block_range;
 using deltaserve::testing::make_step;
 using deltaserve::testing::nmse;
 using deltaserve::testing::random_tokens;
+using deltaserve::testing::ScopedEnv;
 
 constexpr int32_t kSeqs = 3, kBlocksPerSeq = 4, kDraftRows = 4, kNewTokens = 16;
 
@@ -284,24 +285,6 @@ TEST_P(StatePrecisionTest, TensorMatvecSpeculativeGreedyEqualsPlainGreedy) { mat
 
 TEST_P(StatePrecisionTest, StagedMatvecSpeculativeGreedyEqualsPlainGreedy) { matvec_speculation_exact(DecodeMatvec::kStaged); }
 
-// An environment variable set for one scope (the backend reads its speed switches at construction).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
 
 // Tensor mode with every Q4_0 decode product on the exact tile (the default line,
 // gpu::kTiledDecodeMinOutputs, takes only LM-head-wide matrices there, wider than any of this

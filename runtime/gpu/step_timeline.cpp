@@ -1,0 +1,97 @@
+#include "runtime/gpu/step_timeline.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <tuple>
+
+namespace deltaserve::runtime::gpu {
+namespace timeline = kernels::gpu::timeline;
+
+namespace {
+
+constexpr unsigned kCapacity = 16384;  // stamps a forward (the 27B's 64-stream step: ~700)
+
+bool same_shape(const std::vector<timeline::Stamp>& a, const std::vector<timeline::Stamp>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].grid_x != b[i].grid_x || a[i].grid_y != b[i].grid_y || a[i].block_x != b[i].block_x ||
+        a[i].smem_bytes != b[i].smem_bytes)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+StepTimeline::StepTimeline() {
+  const char* env = std::getenv("DELTASERVE_GPU_TIMELINE");
+  if (env == nullptr || std::string(env) != "1") return;
+  if (!timeline::built()) {
+    std::fprintf(stderr, "timeline   DELTASERVE_GPU_TIMELINE=1 needs a build configured with -DDELTASERVE_GPU_TIMELINE=ON: none\n");
+    return;
+  }
+  on_ = timeline::enable(kCapacity);
+  if (!on_) std::fprintf(stderr, "timeline   could not allocate the device timeline: none\n");
+}
+
+StepTimeline::~StepTimeline() { print(); }
+
+void StepTimeline::begin(gpuStream_t stream) {
+  if (on_) timeline::reset(stream);
+}
+
+void StepTimeline::end() {
+  if (!on_) return;
+  unsigned launched = 0;
+  const std::vector<timeline::Stamp> stamps = timeline::read(&launched);
+  if (stamps.empty() || launched != stamps.size()) return;  // overflowed: not a step this table keeps
+  if (!same_shape(stamps, profile_.shape)) {
+    if (profile_.counted > 0) print();
+    profile_ = Profile{};
+    profile_.shape = stamps;
+    profile_.cost_ns.assign(stamps.size(), 0.0);
+    profile_.lead_ns.assign(stamps.size(), 0.0);
+  }
+  if (profile_.seen++ == 0) return;
+  for (size_t i = 0; i < stamps.size(); ++i) {
+    if (i + 1 < stamps.size()) profile_.cost_ns[i] += static_cast<double>(stamps[i + 1].released_ns - stamps[i].released_ns);
+    profile_.lead_ns[i] += static_cast<double>(stamps[i].released_ns - stamps[i].started_ns);
+  }
+  profile_.span_ns += static_cast<double>(stamps.back().released_ns - stamps.front().released_ns);
+  ++profile_.counted;
+}
+
+void StepTimeline::print() const {
+  const Profile& p = profile_;
+  if (p.counted == 0) return;
+  const double n = static_cast<double>(p.counted);
+  std::fprintf(stderr, "timeline   %zu launches a forward, %lld forwards averaged; first wait to last: %.1f us\n", p.shape.size(),
+               static_cast<long long>(p.counted), p.span_ns / n / 1000.0);
+  std::fprintf(stderr, "timeline   launch     grid.x grid.y block  smem_B  cost_us  lead_us\n");
+  for (size_t i = 0; i < p.shape.size(); ++i) {
+    const timeline::Stamp& s = p.shape[i];
+    std::fprintf(stderr, "timeline   %6zu %10u %6u %5u %7u %8.2f %8.2f\n", i, s.grid_x, s.grid_y, s.block_x, s.smem_bytes,
+                 i + 1 < p.shape.size() ? p.cost_ns[i] / n / 1000.0 : 0.0, p.lead_ns[i] / n / 1000.0);
+  }
+  // By launch shape: the step's time per kind of launch (the last launch, whose cost is not
+  // measured, counts zero).
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>, std::tuple<int64_t, double, double>> by_shape;
+  for (size_t i = 0; i < p.shape.size(); ++i) {
+    const timeline::Stamp& s = p.shape[i];
+    auto& [count, cost, lead] = by_shape[{s.grid_x, s.grid_y, s.block_x, s.smem_bytes}];
+    ++count;
+    cost += i + 1 < p.shape.size() ? p.cost_ns[i] / n : 0.0;
+    lead += p.lead_ns[i] / n;
+  }
+  std::fprintf(stderr, "timeline   by shape:  grid.x grid.y block  smem_B launches  cost_us  us_each  lead_us_each\n");
+  for (const auto& [shape, v] : by_shape) {
+    const auto& [gx, gy, bx, smem] = shape;
+    const auto& [count, cost, lead] = v;
+    std::fprintf(stderr, "timeline   shape %12u %6u %5u %7u %8lld %8.1f %8.2f %8.2f\n", gx, gy, bx, smem, static_cast<long long>(count),
+                 cost / 1000.0, cost / 1000.0 / static_cast<double>(count), lead / 1000.0 / static_cast<double>(count));
+  }
+}
+
+}  // namespace deltaserve::runtime::gpu
