@@ -220,17 +220,6 @@ namespace deltaserve::kernels::gpu {
 inline constexpr int kWarpSize = DS_WARP_SIZE;
 static_assert(kWarpSize == 32 || kWarpSize == 64, "unexpected warp width");
 
-// Programmatic dependent launch (CUDA on sm_90 and up): a kernel started by gpu::launch may
-// be scheduled while the kernel before it on the stream drains, which hides the launch
-// latency and block ramp between the ~340 small kernels of a decode step. Correctness rests
-// on one rule (tests/gpu/launch_rule_check.sh): every __global__ function of kernels/ calls
-// begin_kernel() before any global memory access and before any early return; only L2
-// prefetches (below), reads of kernel parameters and the addresses prefetches need, read from
-// memory no kernel of the step writes (the GDN step's state entry index: the step's staging
-// copy wrote it before the step's first kernel), may come first. It waits until the
-// previous kernel on the stream has completed with its writes visible (so transitively every
-// earlier one), then allows the next kernel to be scheduled. HIP and older targets: no-ops,
-// and gpu::launch is an ordinary launch.
 #if defined(DS_GPU_TIMELINE) && defined(DS_GPU_CUDA)
 // The timeline of a measuring build (gpu_timeline.h): this unit's copy of the buffer pointer,
 // registered with launch.cu at load so that timeline::enable can point it.
@@ -249,6 +238,19 @@ __device__ __forceinline__ uint64_t global_timer_ns() {
 }  // namespace timeline
 #endif
 
+// Programmatic dependent launch (CUDA on sm_90 and up): a kernel started by gpu::launch may
+// be scheduled while the kernel before it on the stream drains, which hides the launch
+// latency and block ramp between the ~340 small kernels of a decode step. Correctness rests
+// on one rule (tests/gpu/launch_rule_check.sh): every __global__ function of kernels/ calls
+// begin_kernel() before any global memory access and before any early return; only L2
+// prefetches (below), reads of kernel parameters and the addresses prefetches need, read from
+// memory no kernel of the step writes (the GDN step's state entry index: the step's staging
+// copy wrote it before the step's first kernel), may come first. It waits until the
+// previous kernel on the stream has completed with its writes visible (so transitively every
+// earlier one), then allows the next kernel to be scheduled. HIP and older targets: no-ops,
+// and gpu::launch is an ordinary launch. A measuring build (DS_GPU_TIMELINE) also stamps the
+// launch here (block (0, 0, 0) only; the read of the unit's pointer is of memory only the host
+// writes).
 __device__ __forceinline__ void begin_kernel() {
 #if defined(DS_GPU_TIMELINE) && defined(DS_GPU_CUDA)
   const bool stamps = (threadIdx.x | threadIdx.y | threadIdx.z | blockIdx.x | blockIdx.y | blockIdx.z) == 0 &&

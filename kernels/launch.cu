@@ -110,6 +110,7 @@ bool built() {
 #endif
 }
 
+// The buffer is held for the process (a measuring build's; the product never allocates it).
 bool enable(unsigned capacity) {
   if (!built() || capacity == 0) return false;
   Registry& r = registry();
