@@ -73,16 +73,16 @@ void StepTimeline::print() const {
   for (size_t i = 0; i < p.shape.size(); ++i) {
     const timeline::Stamp& s = p.shape[i];
     std::fprintf(stderr, "timeline   %6zu %10u %6u %5u %7u %8.2f %8.2f\n", i, s.grid_x, s.grid_y, s.block_x, s.smem_bytes,
-                 i + 1 < p.shape.size() ? p.cost_ns[i] / n / 1000.0 : 0.0, p.lead_ns[i] / n / 1000.0);
+                 p.cost_ns[i] / n / 1000.0, p.lead_ns[i] / n / 1000.0);
   }
-  // By launch shape: the step's time per kind of launch (the last launch, whose cost is not
-  // measured, counts zero).
+  // By launch shape: the step's time per kind of launch (the last launch's cost is not measured
+  // and stays zero: end() adds none for it).
   std::map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>, std::tuple<int64_t, double, double>> by_shape;
   for (size_t i = 0; i < p.shape.size(); ++i) {
     const timeline::Stamp& s = p.shape[i];
     auto& [count, cost, lead] = by_shape[{s.grid_x, s.grid_y, s.block_x, s.smem_bytes}];
     ++count;
-    cost += i + 1 < p.shape.size() ? p.cost_ns[i] / n : 0.0;
+    cost += p.cost_ns[i] / n;
     lead += p.lead_ns[i] / n;
   }
   std::fprintf(stderr, "timeline   by shape:  grid.x grid.y block  smem_B launches  cost_us  us_each  lead_us_each\n");
