@@ -419,8 +419,43 @@ bool params_of(const MatmulSegment* segs, int num_segs, MatvecParams& p) {
     }
     g.in_norm_w = in.input_norm_w;
     g.in_norm_eps = in.input_norm_eps;
+    g.xw_w = in.norm_partials.w;
+    g.xw_out = in.norm_partials.out;
+    g.xw_stride = in.norm_partials.out_stride;
+    g.sq_out = in.norm_partials.squares;
+    g.sq_out_stride = in.norm_partials.squares_stride;
+    g.sq_in = in.deferred_norm.squares;
+    g.sq_in_stride = in.deferred_norm.squares_stride;
+    g.sq_in_count = (a.num_in + 15) / 16;
+    g.sq_eps = in.deferred_norm.eps;
   }
   return true;
+}
+
+bool has_deferred_norm(const MatmulSegment& s) { return s.norm_partials.squares != nullptr || s.deferred_norm.squares != nullptr; }
+
+// The deferred-norm rule (matmul_segments_deferred_norm_supported) on the launch's segments.
+bool deferred_norm_launch(const MatmulSegment* segs, int num_segs, const MatvecParams& p) {
+  const MatmulSegment& first = segs[0];
+  if (first.args.w_type != DType::Q4_0 || matvec_math() != MatvecMath::kStaged) return false;
+  if (first.norm_partials.squares != nullptr) {  // producer: one plain segment
+    const MatmulSegment::NormPartials& n = first.norm_partials;
+    if (num_segs != 1 || first.w_up != nullptr || first.expert_ids != nullptr || first.groups.rows_per_group != 0 ||
+        first.input_norm_w != nullptr || first.deferred_norm.squares != nullptr || n.w == nullptr || n.out == nullptr ||
+        n.out_stride < first.args.num_out || n.squares_stride < (first.args.num_out + 15) / 16)
+      return false;
+  } else {
+    for (int s = 0; s < num_segs; ++s) {
+      const MatmulSegment& in = segs[s];
+      if (in.deferred_norm.squares != first.deferred_norm.squares || in.deferred_norm.eps != first.deferred_norm.eps ||
+          in.deferred_norm.squares_stride < (first.args.num_in + 15) / 16 || in.norm_partials.squares != nullptr ||
+          in.input_norm_w != nullptr || in.expert_ids != nullptr || in.groups.rows_per_group != 0 ||
+          in.args.x != first.args.x || in.args.x_stride != first.args.x_stride || in.args.num_rows != first.args.num_rows ||
+          in.args.num_in != first.args.num_in || in.args.num_in > kDeferredNormMaxInputs)
+        return false;
+    }
+  }
+  return p.num_segs == 0 || matvec::staged_shapes(p);
 }
 
 // The input-norm rule (matmul_segments_input_norm_supported) on the launch's segments: every
@@ -448,16 +483,26 @@ bool matmul_segments_input_norm_supported(const MatmulSegment* segs, int num_seg
   return params_of(segs, num_segs, p) && input_norm_launch(segs, num_segs, p);
 }
 
+bool matmul_segments_deferred_norm_supported(const MatmulSegment* segs, int num_segs) {
+  if (segs == nullptr || num_segs < 1 || num_segs > kMaxMatmulSegments) return false;
+  MatvecParams p{};
+  return params_of(segs, num_segs, p) && deferred_norm_launch(segs, num_segs, p);
+}
+
 gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStream_t stream) {
   if (segs == nullptr || num_segs < 1 || num_segs > kMaxMatmulSegments) return gpuErrorInvalidValue;
   MatvecParams p{};
   if (!params_of(segs, num_segs, p)) return gpuErrorInvalidValue;
-  bool input_norm = false;
-  for (int s = 0; s < num_segs; ++s) input_norm = input_norm || segs[s].input_norm_w != nullptr;
+  bool input_norm = false, deferred = false;
+  for (int s = 0; s < num_segs; ++s) {
+    input_norm = input_norm || segs[s].input_norm_w != nullptr;
+    deferred = deferred || has_deferred_norm(segs[s]);
+  }
   if (input_norm && !input_norm_launch(segs, num_segs, p)) return gpuErrorInvalidValue;
+  if (deferred && !deferred_norm_launch(segs, num_segs, p)) return gpuErrorInvalidValue;
   if (p.num_segs == 0) return gpuSuccess;
-  // The input norm rides only in the staged launch (input_norm_launch checked its rule).
-  if (input_norm) return matvec::launch_q4_0_staged(p, stream);
+  // The input and deferred norms ride only in the staged launch (their rules checked it).
+  if (input_norm || deferred) return matvec::launch_q4_0_staged(p, stream);
   return dispatch(p, segs[0].args.w_type, stream);
 }
 

@@ -175,8 +175,43 @@ struct MatmulSegment {
   // matmul_segments_input_norm_supported holds; else matmul_segments_gpu refuses the launch.
   const float* input_norm_w = nullptr;
   float input_norm_eps = 0.0f;
+  // A deferred RMSNorm between a product that adds into the residual and the products that
+  // read its norm. RMSNorm(x) * w = s * (x * w) with s = 1 / sqrt(mean(x^2) + eps) a scalar per
+  // row, and a product is linear, so W (RMSNorm(x) * w) = s * (W (x * w)): the producer writes
+  // x * w and per-16-output sums of x^2, the consumers multiply their products by s, and the
+  // step has no norm launch (its wait, its round trips, its stores) between them. Its own bits
+  // (not rms_norm_gpu's), so a model takes it for every decode row count or for none.
+  // Producer (norm_partials.squares set; one plain segment, any accumulate): besides y, out
+  // row r = y row r * w elementwise, and squares[r * squares_stride + t] = the sum of y[r][o]^2
+  // over tile t's 16 outputs o = 16 t .. 16 t + 15 (a fixed butterfly).
+  struct NormPartials {
+    const float* w = nullptr;  // [num_out]: the norm's weight
+    float* out = nullptr;      // [rows][out_stride]
+    int64_t out_stride = 0;
+    float* squares = nullptr;  // [rows][squares_stride], squares_stride >= ceil(num_out / 16)
+    int64_t squares_stride = 0;
+  } norm_partials;
+  // Consumer (deferred_norm.squares set): x rows are a producer's out rows (x * w) and each
+  // output is multiplied by s = 1 / sqrt(S / num_in + eps), S the sum of the row's
+  // ceil(num_in / 16) squares in a fixed order (thread t of 256 adding t, t + 256, ..., then
+  // a butterfly and the warps in order); rows of at most 16,384 inputs.
+  struct DeferredNorm {
+    const float* squares = nullptr;
+    int64_t squares_stride = 0;
+    float eps = 0.0f;
+  } deferred_norm;
 };
 gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStream_t stream);
+
+// Whether matmul_segments_gpu takes these segments with their deferred norm (producer or
+// consumer side): the staged matvec (matvec_math() == kStaged) and its shape rule, Q4_0, no
+// expert segments, no input norm; a producer alone in its launch, not gated; consumers all
+// with the same x, x_stride, rows, width and squares. A rule on the matrices and the setting
+// only, so a model can ask it once for all row counts.
+bool matmul_segments_deferred_norm_supported(const MatmulSegment* segs, int num_segs);
+// The widest rows a deferred norm's readers take (each reader thread adds a bounded share of
+// the row's tile sums).
+inline constexpr int64_t kDeferredNormMaxInputs = 16384;
 
 // Whether matmul_segments_gpu takes these segments with their input norm: the staged matvec
 // (matvec_math() == kStaged) and its shape rule, Q4_0, plain or gated segments (no expert

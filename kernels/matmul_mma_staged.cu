@@ -248,9 +248,38 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
   }
   gpu::async_wait<0>();  // (only empty groups remain; no copy may land after the reuse below)
 
-  // The warps' sums, through the (now idle) stage and split memory: partial[warp][m][t][lane][4].
-  static_assert(sizeof(float) * kWarps * M * NT * 32 * 4 <= smem_bytes<R, B, kStages, M>());
+  // Deferred norm (g.sq_in): this thread's share of each row's sum of the producer's tile
+  // squares (tiles t, t + 256, ... added in order from 0), every load issued before the first
+  // add (one round trip, not one per load: a rolled loop cost the 27B's 2- and 4-row steps
+  // more than the norm launches it replaced); then a butterfly per warp.
+  const bool deferred_in = g.sq_in != nullptr;
+  float squares[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) squares[r] = 0.0f;
+  if (deferred_in) {
+    float v[R][matvec::kDeferredNormSquaresPerThread];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float* row = g.sq_in + (x_row0 + r) * g.sq_in_stride;
+#pragma unroll
+      for (int j = 0; j < matvec::kDeferredNormSquaresPerThread; ++j) {
+        const int64_t i = tid + j * kThreads;
+        v[r][j] = r < num_valid && i < g.sq_in_count ? row[i] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int j = 0; j < matvec::kDeferredNormSquaresPerThread; ++j) squares[r] += v[r][j];  // + 0: exact
+    }
+  }
+
+  // The warps' sums, through the (now idle) stage and split memory: partial[warp][m][t][lane][4],
+  // then (deferred norm) each warp's share of the squares, row_squares[warp][r].
+  constexpr int kPartialFloats = kWarps * M * NT * 32 * 4;
+  static_assert(sizeof(float) * (kPartialFloats + kWarps * R) <= smem_bytes<R, B, kStages, M>());
   float* partial = reinterpret_cast<float*>(smem);
+  float* row_squares = partial + kPartialFloats;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
 #pragma unroll
@@ -259,7 +288,20 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
       for (int e = 0; e < 4; ++e) partial[(((warp * M + m) * NT + t) * 32 + lane) * 4 + e] = acc[m][t][e];
     }
   }
+  if (deferred_in) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float v = gpu::warp_sum(squares[r]);
+      if (lane == 0) row_squares[warp * R + r] = v;
+    }
+  }
   __syncthreads();
+  // Row r's scale: the warps' shares added in warp order (every thread that asks gets the same bits).
+  auto deferred_scale = [&](int r) {
+    float total = 0.0f;
+    for (int w = 0; w < kWarps; ++w) total += row_squares[w * R + r];
+    return 1.0f / sqrtf(total / static_cast<float>(g.num_in) + g.sq_eps);
+  };
   // C[i][n] of column tile t of tile m: lane (i % 8) * 4 + (n % 8) / 2, element (i >= 8 ? 2 : 0) + n % 2.
   auto column_sum = [&](int m, int i, int n) {
     const int t = n / 8, c = n % 8;
@@ -271,21 +313,37 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
   auto row_value = [&](int m, int i, int r) { return staged::parts_value([&](int p) { return column_sum(m, i, 3 * r + p); }); };
   const bool gated = g.w_up != nullptr;
   const int outputs = gated ? kTileRows / 2 : kTileRows;
+  float square = 0.0f;  // deferred norm producer: this thread's y^2
   if (tid < M * outputs * num_valid) {
     const int i = tid % outputs, m = (tid / outputs) % M, r = tid / (outputs * M);
     float* y = g.y + (row0 + r) * g.y_stride;
+    const float scale = deferred_in ? deferred_scale(r) : 1.0f;
     if (gated) {
       const int64_t out = (tile + m) * (kTileRows / 2) + i;
       // swiglu_gpu's expression, as the other matvec kernels' gated segments.
-      const float gate = row_value(m, i, r);
-      if (out < g.num_out) y[out] = gate / (1.0f + expf(-gate)) * row_value(m, i + 8, r);
+      float gate = row_value(m, i, r), up = row_value(m, i + 8, r);
+      if (deferred_in) gate *= scale, up *= scale;
+      if (out < g.num_out) y[out] = gate / (1.0f + expf(-gate)) * up;
     } else {
       const int64_t out = (tile + m) * kTileRows + i;
       if (out < g.num_out) {
-        const float v = row_value(m, i, r);
-        y[out] = g.accumulate ? y[out] + v : v;
+        float v = row_value(m, i, r);
+        if (deferred_in) v *= scale;
+        const float value = g.accumulate ? y[out] + v : v;
+        y[out] = value;
+        if (g.sq_out != nullptr) {
+          g.xw_out[(row0 + r) * g.xw_stride + out] = __fmul_rn(value, g.xw_w[out]);
+          square = __fmul_rn(value, value);  // not contracted into the butterfly's first add
+        }
       }
     }
+  }
+  // Deferred norm producer: a plain tile's 16 outputs are 16 consecutive threads (one row and
+  // tile each), whose squares a butterfly adds; its first thread writes the sum.
+  if (g.sq_out != nullptr) {
+    square = gpu::group_sum<kTileRows>(square);
+    const int m = (tid / kTileRows) % M, r = tid / (kTileRows * M);
+    if (tid % kTileRows == 0 && r < num_valid) g.sq_out[(row0 + r) * g.sq_out_stride + tile + m] = square;
   }
   if constexpr (kNorm) {
     gpu::fence_acq_rel_device();  // the threads that wrote y: visible device-wide before the block counts itself done

@@ -50,7 +50,27 @@ struct MatvecSeg {
   // rms_norm_gpu's RMSNorm(x row) * in_norm_w (matmul_gpu.h, MatmulSegment::input_norm_w).
   const float* in_norm_w;
   float in_norm_eps;
+  // Deferred norm (staged launches only; matmul_gpu.h, MatmulSegment::norm_partials and
+  // deferred_norm). Producer (sq_out set; one plain segment): besides y, the block writes
+  // xw_out[row][o] = y[row][o] * xw_w[o] and, per 16-output tile t, sq_out[row][t] = the
+  // tile's sum of y^2. Consumer (sq_in set): x rows are such xw rows; the products are
+  // multiplied by 1 / sqrt(sum of the row's sq_in_count tile sums / num_in + sq_eps).
+  const float* xw_w;
+  float* xw_out;
+  int64_t xw_stride;
+  float* sq_out;
+  int64_t sq_out_stride;
+  const float* sq_in;
+  int64_t sq_in_stride;
+  int64_t sq_in_count;
+  float sq_eps;
 };
+
+// A deferred norm's readers (MatvecSeg::sq_in, the staged launch): each of the block's 256
+// threads loads at most this many of a row's tile sums of squares: kDeferredNormMaxInputs
+// (matmul_gpu.h) follows from it.
+inline constexpr int kDeferredNormSquaresPerThread = 4;
+static_assert(kDeferredNormMaxInputs == int64_t{16} * 256 * kDeferredNormSquaresPerThread);
 
 // Largest matrix (one segment; one expert) whose rows the matvec prefetches: on the H200 the
 // prefetch made the 35B-A3B's batch-1 step 5-7% faster (matrices <= 9.4 MB, and the expert

@@ -132,6 +132,11 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
   // DELTASERVE_GPU_MATVEC_INPUT_NORM=0 keeps the norm launches (side-by-side runs); same bits.
   const char* carry_env = std::getenv("DELTASERVE_GPU_MATVEC_INPUT_NORM");
   carry_input_norms_ = staged && !(carry_env != nullptr && std::string(carry_env) == "0");
+  // Under the staged matvec a dense model's norms between its products are deferred into them
+  // (gpu::norm_deferred; the 27B: 128 one-block norm launches a step gone).
+  // DELTASERVE_GPU_DEFER_NORMS=0 keeps the norm launches (side-by-side runs; other bits).
+  const char* defer_env = std::getenv("DELTASERVE_GPU_DEFER_NORMS");
+  defer_norms_ = staged && !(defer_env != nullptr && std::string(defer_env) == "0");
   // Paged attention splits a KV head's query heads over more blocks while its grid is short
   // (paged_attention_head_splits); DELTASERVE_GPU_ATTENTION_HEAD_SPLITS=N forces N where it
   // divides the group (1: one block per KV head; side-by-side runs). Same bits either way.
@@ -189,7 +194,8 @@ std::string GpuBackend::speed_settings() const {
   const auto on = [](bool b) { return b ? "on" : "off"; };
   return std::string("step graphs ") + on(graphs_enabled()) + ", dependent launches " +
          on(kernels::gpu::dependent_launch_enabled()) + ", L2 prefetch " + on(kernels::gpu::prefetch_enabled()) +
-         ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", input norms in the products " + on(carry_input_norms_) +
+         ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", deferred norms " + on(defer_norms_) +
+         ", input norms in the products " + on(carry_input_norms_) +
          (carry_input_norms_ ? " (1-" + std::to_string(gpu::kCarriedInputNormMaxRows) + " decode rows, width <= " +
                                      std::to_string(gpu::carried_input_norm_max_width()) + ")"
                              : std::string()) +
@@ -312,6 +318,8 @@ void GpuBackend::size_buffers() {
 #endif
   }
   w.add(ws_.norm_sync, R);  // matmul_norm_gpu counters: zero-filled by allocate(), left zero by every launch
+  ws_.norm_squares_stride = ((H + 15) / 16 + 3) / 4 * 4;  // a deferred norm's tile sums, rows 16-byte aligned
+  w.add(ws_.norm_squares, R * ws_.norm_squares_stride);
   if (c.is_moe()) {
     w.add(ws_.router_logits, R * c.num_experts);
     w.add(ws_.router_sync, R);  // zero-filled by allocate(); every launch leaves it zero

@@ -177,11 +177,16 @@ class GpuBackend final : public Backend {
                                  const std::vector<const std::vector<int32_t>*>& kv_blocks, const OutputRows& rows,
                                  int64_t num_decode_seqs, size_t& hidden_rows_at, size_t& logit_index_at);
   // Adds the block's mixer and FFN into the residual rows ws_.x. input_normed: ws_.a already
-  // holds the block's attn_norm of ws_.x (the previous block's FFN wrote it); next_attn_norm:
-  // the next block's attn_norm, for this block's FFN to write into ws_.a (null: none).
+  // holds the block's attn_norm of ws_.x (the previous block's FFN wrote it; input_deferred:
+  // as a deferred norm, gpu::NextNorm::deferred); next_attn_norm: the next block's attn_norm,
+  // for this block's FFN to write into ws_.a (null: none; next_deferred: deferred).
   void run_block(const gpu::GpuLayerWeights& lw, const gpu::KvPool* kv, const gpu::GdnStatePools* gdn,
                  const gpu::StepRowsView& rows, bool input_normed = false,
-                 const gpu::DeviceTensor* next_attn_norm = nullptr);
+                 const gpu::DeviceTensor* next_attn_norm = nullptr, bool input_deferred = false, bool next_deferred = false);
+  // Whether the norm between block `prev`'s FFN and block `next`'s mixer, or between a block's
+  // mixer and its FFN, is deferred (gpu::norm_deferred on their matrices).
+  bool mixer_norm_deferred(const gpu::GpuLayerWeights& prev, const gpu::GpuLayerWeights& next) const;
+  bool ffn_norm_deferred(const gpu::GpuLayerWeights& lw) const;
   // Enqueues the final norm of the hidden rows, the LM head of the logit rows and their argmax
   // ids into the output buffer; lm_head_finish copies hidden rows, ids and the host logit rows
   // to the host (one synchronisation).
@@ -194,7 +199,7 @@ class GpuBackend final : public Backend {
   std::string fuse_down_combine_setting() const;  // speed_settings' words for fuse_down_combine_rows_
   gpu::GpuLayerContext context() const {
     return {config_, stream_, cache_.kv_block_tokens, ws_, &launches_, trace_.enabled() ? &trace_ : nullptr, prefill_math_,
-            tiled_decode_experts_, tiled_decode_min_outputs_, fuse_down_combine_rows_, carry_input_norms_,
+            tiled_decode_experts_, tiled_decode_min_outputs_, fuse_down_combine_rows_, carry_input_norms_, defer_norms_,
             attention_head_splits_, attention_value_loads_, attention_fused_combine_};
   }
   template <class T>
@@ -247,6 +252,7 @@ class GpuBackend final : public Backend {
   int64_t tiled_decode_min_outputs_ = 0;  // GpuLayerContext::tiled_decode_min_outputs, likewise
   std::pair<int64_t, int64_t> fuse_down_combine_rows_{1, 0};  // GpuLayerContext::fuse_down_combine_rows, likewise
   bool carry_input_norms_ = false;  // GpuLayerContext::carry_input_norms, likewise
+  bool defer_norms_ = false;        // GpuLayerContext::defer_norms, likewise
   int64_t attention_head_splits_ = 0;  // GpuLayerContext::attention_head_splits, likewise
   int64_t attention_value_loads_ = 0;     // GpuLayerContext::attention_value_loads, likewise
   bool attention_fused_combine_ = false;  // GpuLayerContext::attention_fused_combine, likewise

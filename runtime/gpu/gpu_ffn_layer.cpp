@@ -60,6 +60,26 @@ kernels::MatmulSegment gated(kernels::MatmulSegment s, const DeviceTensor& up) {
 bool same_layout(const DeviceTensor& a, const DeviceTensor& b) {
   return a.type == b.type && a.ne0 == b.ne0 && a.ne1 == b.ne1 && a.row_bytes == b.row_bytes;
 }
+// A decode-row segment reading a deferred norm's rows (InputNorm::deferred).
+kernels::MatmulSegment reads_deferred_norm(kernels::MatmulSegment s, const GpuLayerContext& ctx) {
+  s.deferred_norm.squares = ctx.ws.norm_squares;
+  s.deferred_norm.squares_stride = ctx.ws.norm_squares_stride;
+  s.deferred_norm.eps = ctx.config.rms_eps;
+  return s;
+}
+// The decode-row segment of a product that adds into the residual y and writes the next norm
+// deferred (NextNorm::deferred).
+kernels::MatmulSegment writes_deferred_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, int64_t num_rows,
+                                            float* y, const DeviceTensor& norm, float* out, int64_t out_stride) {
+  kernels::MatmulSegment s = segment(w, x, num_rows, y);
+  s.args.accumulate = true;
+  s.norm_partials.w = norm.f32();
+  s.norm_partials.out = out;
+  s.norm_partials.out_stride = out_stride;
+  s.norm_partials.squares = ctx.ws.norm_squares;
+  s.norm_partials.squares_stride = ctx.ws.norm_squares_stride;
+  return s;
+}
 
 // Launches the segments, fusing those of one weight type into one launch.
 void launch_segments(const GpuLayerContext& ctx, std::vector<kernels::MatmulSegment> segs, const char* what) {
@@ -156,6 +176,11 @@ void normalise_input(const GpuLayerContext& ctx, const InputNorm& in, RowSplit r
 void gated_product(const GpuLayerContext& ctx, const DeviceTensor& gate, const DeviceTensor& up, const float* x,
                    RowSplit rows, float* g, float* u, const InputNorm& in = {}) {
   const int64_t nd = rows.num_decode_rows, np = rows.num_prefill_rows(), width = gate.ne1;
+  if (in.deferred) {  // norm_deferred said the gated launch takes it: one launch, else an error
+    if (nd > 0) launch_segments(ctx, {reads_deferred_norm(gated(segment(gate, x, nd, g), up), ctx)}, "gate*up (deferred norm)");
+    if (np > 0) gated_product_tiled(ctx, gate, up, x, nd, np, g, u);
+    return;
+  }
   if (in.w != nullptr) {
     std::vector<kernels::MatmulSegment> segs;
     if (nd > 0 && !decode_tiled(ctx, gate) && same_layout(gate, up)) segs.push_back(gated(segment(gate, x, nd, g), up));
@@ -523,6 +548,14 @@ void matmul_then_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const f
                       const NextNorm& next) {
   if (next.w == nullptr) return matmul(ctx, w, x, rows, y, /*accumulate=*/true);
   const int64_t nd = rows.num_decode_rows, np = rows.num_prefill_rows(), h = next.w->ne0;
+  if (next.deferred) {  // the decode rows' norm left to its readers; the prefill rows' launched
+    if (nd > 0) launch_segments(ctx, {writes_deferred_norm(ctx, w, x, nd, y, *next.w, next.out, next.out_stride)}, "deferred norm");
+    if (np > 0) {
+      matmul_tiled(ctx, w, x, nd, np, y, /*accumulate=*/true);
+      rms_norm(ctx, *next.w, y + nd * h, np, next.out + nd * next.out_stride, next.out_stride);
+    }
+    return;
+  }
   if (nd == 0 || decode_tiled(ctx, w) || !fuse_norm_into_matvec(nd, h)) {  // one norm launch over every row
     matmul(ctx, w, x, rows, y, /*accumulate=*/true);
     rms_norm(ctx, *next.w, y, rows.num_rows, next.out, next.out_stride);
@@ -543,6 +576,16 @@ void matmul_then_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const f
 
 void matmul_many(const GpuLayerContext& ctx, const DeviceTensor* const* ws, float* const* ys, int count, const float* x,
                  RowSplit rows, const InputNorm& in) {
+  if (in.deferred) {  // norm_deferred said the decode rows' launch takes it: one launch, else an error
+    if (rows.num_decode_rows > 0) {
+      std::vector<kernels::MatmulSegment> segs;
+      for (int i = 0; i < count; ++i) segs.push_back(reads_deferred_norm(segment(*ws[i], x, rows.num_decode_rows, ys[i]), ctx));
+      launch_segments(ctx, std::move(segs), "deferred-norm products");
+    }
+    if (rows.num_prefill_rows() > 0)
+      for (int i = 0; i < count; ++i) matmul_tiled(ctx, *ws[i], x, rows.num_decode_rows, rows.num_prefill_rows(), ys[i], false);
+    return;
+  }
   if (in.w != nullptr) {
     std::vector<kernels::MatmulSegment> segs;
     bool tiled = false;
@@ -576,6 +619,30 @@ std::string expert_grouping_setting() {
   return setting < 0 ? "auto" : setting == 0 ? "off" : std::to_string(setting);
 }
 
+bool norm_deferred(const GpuLayerContext& ctx, const DeviceTensor& producer, const DeviceTensor& norm,
+                   const DeviceTensor* const* consumers, int count, bool gated_pair) {
+  const int64_t h = producer.ne1;
+  if (!ctx.defer_norms || ctx.ws.norm_squares == nullptr || count < 1 || count > kernels::kMaxMatmulSegments ||
+      (gated_pair && count != 2) || norm.ne0 != h || norm.type != kernels::DType::F32 || decode_tiled(ctx, producer))
+    return false;
+  // The rules read the matrices (and the setting); one row and the workspace stand in for the step's.
+  const GpuWorkspace& ws = ctx.ws;
+  const kernels::MatmulSegment writer = writes_deferred_norm(ctx, producer, ws.y, 1, ws.x, norm, ws.a, h);
+  if (!kernels::matmul_segments_deferred_norm_supported(&writer, 1)) return false;
+  std::vector<kernels::MatmulSegment> readers;
+  for (int i = 0; i < count; ++i) {
+    const DeviceTensor& c = *consumers[i];
+    if (c.ne0 != h || decode_tiled(ctx, c)) return false;
+  }
+  if (gated_pair) {
+    if (!same_layout(*consumers[0], *consumers[1])) return false;
+    readers.push_back(reads_deferred_norm(gated(segment(*consumers[0], ws.a, 1, ws.y), *consumers[1]), ctx));
+  } else {
+    for (int i = 0; i < count; ++i) readers.push_back(reads_deferred_norm(segment(*consumers[i], ws.a, 1, ws.y), ctx));
+  }
+  return kernels::matmul_segments_deferred_norm_supported(readers.data(), static_cast<int>(readers.size()));
+}
+
 int64_t carried_input_norm_max_width() {
   static const int64_t width = [] {
     const char* env = std::getenv("DELTASERVE_GPU_INPUT_NORM_MAX_WIDTH");
@@ -603,10 +670,13 @@ bool ffn_normalises_input(const GpuLayerContext& ctx, RowSplit rows) {
 void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y,
                  const NextNorm& next, const FfnInputNorm& in) {
   if (in.w != nullptr && in.b != b) throw std::logic_error("ffn_forward: the input norm must write b");
+  if (ctx.config.is_moe() && (in.deferred || next.deferred)) throw std::logic_error("ffn_forward: no deferred norm in a MoE FFN");
   if (ctx.config.is_moe()) {
     moe_forward(ctx, w, rows, b, y, next, in);
   } else {
-    gated_product(ctx, w.gate, w.up, b, rows, ctx.ws.ffn_g, ctx.ws.ffn_u, InputNorm{in.w, y, in.b});
+    InputNorm gate_in{in.w, y, in.b};
+    gate_in.deferred = in.deferred;
+    gated_product(ctx, w.gate, w.up, b, rows, ctx.ws.ffn_g, ctx.ws.ffn_u, gate_in);
     matmul_then_norm(ctx, w.down, ctx.ws.ffn_g, rows, y, next);
   }
 }

@@ -165,30 +165,72 @@ gpu::StepRowsView GpuBackend::stage_common(const std::vector<const std::vector<i
   return rows;
 }
 
+namespace {
+
+// The products that read a block's mixer input norm (gdn_forward's and attention_forward's
+// input projections, in their order).
+int mixer_inputs(const gpu::GpuLayerWeights& lw, const gpu::DeviceTensor* (&out)[4]) {
+  if (lw.kind == LayerKind::GatedDeltaNet) {
+    out[0] = &lw.gdn.qkv, out[1] = &lw.gdn.gate, out[2] = &lw.gdn.beta, out[3] = &lw.gdn.alpha;
+    return 4;
+  }
+  out[0] = &lw.attention.q, out[1] = &lw.attention.k, out[2] = &lw.attention.v;
+  return 3;
+}
+
+const gpu::DeviceTensor& mixer_output(const gpu::GpuLayerWeights& lw) {
+  return lw.kind == LayerKind::GatedDeltaNet ? lw.gdn.output : lw.attention.output;
+}
+
+}  // namespace
+
+bool GpuBackend::mixer_norm_deferred(const gpu::GpuLayerWeights& prev, const gpu::GpuLayerWeights& next) const {
+  if (config_.is_moe()) return false;  // the MoE FFN's combine writes its norm (or the router takes it)
+  const gpu::DeviceTensor* readers[4];
+  const int count = mixer_inputs(next, readers);
+  return gpu::norm_deferred(context(), prev.ffn.down, next.attn_norm, readers, count, false);
+}
+
+bool GpuBackend::ffn_norm_deferred(const gpu::GpuLayerWeights& lw) const {
+  if (config_.is_moe()) return false;
+  const gpu::DeviceTensor* readers[] = {&lw.ffn.gate, &lw.ffn.up};
+  return gpu::norm_deferred(context(), mixer_output(lw), lw.post_attention_norm, readers, 2, true);
+}
+
 void GpuBackend::run_block(const gpu::GpuLayerWeights& lw, const gpu::KvPool* kv, const gpu::GdnStatePools* gdn,
-                           const gpu::StepRowsView& rows, bool input_normed, const gpu::DeviceTensor* next_attn_norm) {
+                           const gpu::StepRowsView& rows, bool input_normed, const gpu::DeviceTensor* next_attn_norm,
+                           bool input_deferred, bool next_deferred) {
   const gpu::GpuLayerContext ctx = context();
   const int64_t n = rows.num_rows, h = config_.num_embd;
-  // The mixer's input norm: written by the previous block (input_normed), carried into the
-  // mixer's input projections (products_normalise_input: no launch of its own), or an
-  // rms_norm launch. Same bits every way.
+  // The mixer's input norm: written by the previous block (input_normed; input_deferred: as a
+  // deferred norm, which the input projections scale), carried into the mixer's input
+  // projections (products_normalise_input: no launch of its own), or an rms_norm launch. Same
+  // bits every way but the deferred one, which follows the matrices only (norm_deferred).
   const bool carried = gpu::products_normalise_input(ctx, gpu::row_split(rows));
   if (!input_normed && !carried) gpu::rms_norm(ctx, lw.attn_norm, ws_.x, n, ws_.a, h);
-  const gpu::InputNorm mixer_in = !input_normed && carried ? gpu::InputNorm{&lw.attn_norm, ws_.x, ws_.a} : gpu::InputNorm{};
-  // The FFN's input norm: in the MoE router's launch for short steps, carried into a dense
-  // FFN's gate/up launch, else after the mixer's output projection (an rms_norm launch, or
-  // its epilogue).
-  const bool ffn_norms_input = gpu::ffn_normalises_input(ctx, gpu::row_split(rows));
-  const gpu::NextNorm post = ffn_norms_input ? gpu::NextNorm{} : gpu::NextNorm{&lw.post_attention_norm, ws_.a, h};
+  gpu::InputNorm mixer_in = !input_normed && carried ? gpu::InputNorm{&lw.attn_norm, ws_.x, ws_.a} : gpu::InputNorm{};
+  mixer_in.deferred = input_normed && input_deferred;
+  // The FFN's input norm: deferred between the mixer's output projection and a dense FFN's
+  // gate/up launch (ffn_norm_deferred), in the MoE router's launch for short steps, carried
+  // into a dense FFN's gate/up launch, else after the mixer's output projection (an rms_norm
+  // launch, or its epilogue).
+  const bool ffn_deferred = ffn_norm_deferred(lw);
+  const bool ffn_norms_input = !ffn_deferred && gpu::ffn_normalises_input(ctx, gpu::row_split(rows));
+  gpu::NextNorm post = ffn_norms_input ? gpu::NextNorm{} : gpu::NextNorm{&lw.post_attention_norm, ws_.a, h};
+  post.deferred = ffn_deferred;
   if (gdn != nullptr) {
     gpu::gdn_forward(ctx, lw.gdn, *gdn, rows, ws_.a, ws_.x, post, mixer_in);
   } else {
     gpu::attention_forward(ctx, lw.attention, *kv, rows, ws_.a, ws_.x, post, mixer_in);
   }
-  const gpu::FfnInputNorm in = ffn_norms_input ? gpu::FfnInputNorm{&lw.post_attention_norm, ws_.a} : gpu::FfnInputNorm{};
-  // Where the next block's mixer carries its input norm, nothing writes it here.
-  const gpu::DeviceTensor* next_norm = carried ? nullptr : next_attn_norm;
-  gpu::ffn_forward(ctx, lw.ffn, gpu::row_split(rows), ws_.a, ws_.x, gpu::NextNorm{next_norm, ws_.a, h}, in);
+  gpu::FfnInputNorm in = ffn_norms_input ? gpu::FfnInputNorm{&lw.post_attention_norm, ws_.a} : gpu::FfnInputNorm{};
+  in.deferred = ffn_deferred;
+  // Where the next block's mixer carries its input norm, nothing writes it here (a deferred
+  // one is always written here).
+  const gpu::DeviceTensor* next_norm = carried && !next_deferred ? nullptr : next_attn_norm;
+  gpu::NextNorm next{next_norm, ws_.a, h};
+  next.deferred = next_norm != nullptr && next_deferred;
+  gpu::ffn_forward(ctx, lw.ffn, gpu::row_split(rows), ws_.a, ws_.x, next, in);
 }
 
 // Final norm of the hidden rows of ws_.x and the LM head for the logit rows (a subset of
@@ -269,17 +311,23 @@ void GpuBackend::enqueue_trunk(const gpu::StepRowsView& rows, size_t hidden_at, 
   // Each block's FFN also writes the next block's attn_norm into ws_.a (MoE: inside the
   // combine launch), so blocks after the first skip their own; not where the mixers carry
   // their input norms (run_block).
+  // A deferred norm between two blocks (mixer_norm_deferred) is always written by the first.
   const bool carried = gpu::products_normalise_input(ctx, gpu::row_split(rows));
+  const auto layer = [&](int64_t i) -> const gpu::GpuLayerWeights& { return weights_->layers[static_cast<size_t>(i)]; };
+  bool input_deferred = false;
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    const gpu::GpuLayerWeights& lw = weights_->layers[static_cast<size_t>(i)];
+    const gpu::GpuLayerWeights& lw = layer(i);
     const size_t index = static_cast<size_t>(layer_cache_index_[static_cast<size_t>(i)]);
-    const gpu::DeviceTensor* next_norm =
-        i + 1 < c.num_layers ? &weights_->layers[static_cast<size_t>(i + 1)].attn_norm : nullptr;
+    const bool last = i + 1 == c.num_layers;
+    const gpu::DeviceTensor* next_norm = last ? nullptr : &layer(i + 1).attn_norm;
+    const bool next_deferred = !last && mixer_norm_deferred(lw, layer(i + 1));
+    const bool input_normed = i > 0 && (input_deferred || !carried);
     if (lw.kind == LayerKind::GatedDeltaNet) {
-      run_block(lw, nullptr, &gdn_[index], rows, i > 0 && !carried, next_norm);
+      run_block(lw, nullptr, &gdn_[index], rows, input_normed, next_norm, input_deferred, next_deferred);
     } else {
-      run_block(lw, &kv_[index], nullptr, rows, i > 0 && !carried, next_norm);
+      run_block(lw, &kv_[index], nullptr, rows, input_normed, next_norm, input_deferred, next_deferred);
     }
+    input_deferred = next_deferred;
   }
   lm_head_enqueue(weights_->output_norm, device<int32_t>(hidden_at), num_hidden, device<int32_t>(logit_at), num_logits);
 }

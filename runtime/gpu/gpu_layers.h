@@ -70,6 +70,9 @@ struct GpuWorkspace {
   float* router_logits = nullptr;                               // [R][E]
   int32_t* router_sync = nullptr;  // [R] moe_router_gpu counters, zero between launches
   unsigned* norm_sync = nullptr;   // [R] matmul_norm_gpu counters, zero between launches
+  // [R][norm_squares_stride]: a deferred norm's per-16-output sums of squares (NextNorm::deferred)
+  float* norm_squares = nullptr;
+  int64_t norm_squares_stride = 0;
   int32_t* expert_ids = nullptr;                                // [R][k]
   float* expert_weights = nullptr;                              // [R][k]
   // Decode pairs grouped by expert (moe_group_pairs_gpu): [R*k] experts, [R*k][4] pairs, count.
@@ -103,6 +106,10 @@ struct GpuLayerContext {
   // Under the staged matvec: decode steps' products carry their input norms (InputNorm,
   // products_normalise_input) instead of reading an rms_norm launch's output; same bits.
   bool carry_input_norms = false;
+  // Under the staged matvec: the dense models' norms between a product that adds into the
+  // residual and the products that read the norm are deferred (norm_deferred; NextNorm and
+  // InputNorm::deferred). Their own bits: a backend-lifetime choice, never the load's.
+  bool defer_norms = false;
   // Paged attention's head split (PagedAttentionGpuArgs::head_splits): 0 the kernel's choice by
   // the grid; N forces N blocks per (chunk, KV head, row) where N divides the group. Same bits.
   int64_t attention_head_splits = 0;
@@ -174,6 +181,9 @@ struct InputNorm {
   const DeviceTensor* w = nullptr;
   const float* residual = nullptr;  // [N][H]: the rows to normalise
   float* out = nullptr;             // [N][H]: the normed rows, where an rms_norm launch writes them
+  // Set (w null): x's decode rows are a deferred norm's x * w rows (NextNorm::deferred), its
+  // sums of squares in ctx.ws.norm_squares; the products take the scale; prefill rows are normed.
+  bool deferred = false;
 };
 // Whether this step's products carry their input norms: ctx.carry_input_norms (the staged
 // matvec; DELTASERVE_GPU_MATVEC_INPUT_NORM=0 never, for side-by-side runs), steps of 1 to
@@ -201,7 +211,19 @@ struct NextNorm {
   const DeviceTensor* w = nullptr;  // null: none
   float* out = nullptr;             // [N][out_stride]; may be the FFN's input b (read before)
   int64_t out_stride = 0;
+  // Deferred (norm_deferred said so for the product and its readers): the decode rows' out is
+  // y * w, not scaled, with y's per-16-output sums of squares in ctx.ws.norm_squares, from the
+  // product's own launch; the readers scale their products (kernels::MatmulSegment::
+  // deferred_norm). Prefill rows get the norm launch as ever.
+  bool deferred = false;
 };
+// Whether the norm (weight `norm`) between `producer` (a plain product of the decode rows adding into the
+// residual) and `consumers` (the products reading the norm; gated_pair: consumers[0..1] are a
+// gated pair, one launch) is deferred: ctx.defer_norms, and both launches take it (kernels::
+// matmul_segments_deferred_norm_supported). A function of the matrices and the backend's
+// setting only, so every step of a model makes the same choice whatever its rows.
+bool norm_deferred(const GpuLayerContext& ctx, const DeviceTensor& producer, const DeviceTensor& norm,
+                   const DeviceTensor* const* consumers, int count, bool gated_pair);
 // Mixers: read the normed rows a [N][H], ADD their output into y [N][H] (the residual add
 // fused into the output projection: y + W o rounds exactly as a separate add did), then, with
 // post.w set, write post.out = RMSNorm(y) * post.w (the FFN's input norm, by matmul_then_norm).
@@ -215,6 +237,7 @@ void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w,
 struct FfnInputNorm {
   const DeviceTensor* w = nullptr;  // null: b holds the normed rows already
   float* b = nullptr;               // [N][H]: the FFN's input b
+  bool deferred = false;            // (w null) b's decode rows are a deferred norm's (InputNorm::deferred)
 };
 // Whether the FFN takes its input norm itself for a step: MoE steps of at most 4 rows, where
 // the fused router normalises its rows in each block (rms_norm_gpu's bits), so the norm costs

@@ -2,6 +2,7 @@
 // matmul_expert_ref, and their batch invariance; matmul_segments_gpu (several matrices, gated
 // pairs, expert segments in one launch) bitwise against the separate launches.
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -350,6 +351,148 @@ void check_input_norm(Context& ctx, int64_t num_in, int64_t num_rows) {
                                                                             : "== rms_norm_gpu + matmul_segments_gpu");
 }
 
+// The deferred norm (MatmulSegment::norm_partials / deferred_norm, kStaged). Producer: a
+// plain accumulating product over residual rows y0 that also writes out = y * gamma and each
+// 16-output tile's sum of y^2; y must be matmul_gpu's bits, out exactly y * gamma, the tile sums
+// the fixed butterfly's bits. Consumer: a plain and a gated segment reading out with the
+// squares; against rms_norm_gpu + the same segments on its output (other bits, 1e-8), each
+// row alone == in its group, one tile a block == two (bitwise), and refused off the staged
+// matvec. Residual rows differ in scale by up to 2^4; width h, num_rows rows.
+float butterfly16(const float* v) {
+  float a[16];
+  for (int i = 0; i < 16; ++i) a[i] = v[i];
+  for (int mask = 8; mask > 0; mask >>= 1) {
+    float b[16];
+    for (int i = 0; i < 16; ++i) b[i] = a[i] + a[i ^ mask];
+    for (int i = 0; i < 16; ++i) a[i] = b[i];
+  }
+  return a[0];
+}
+
+void check_deferred_norm(Context& ctx, int64_t h, int64_t num_rows) {
+  const DType type = DType::Q4_0;
+  const int64_t k_in = 1024, out_p = 40, out_g = 24, out_stride = h + 4, sq_stride = (h + 15) / 16 + 3;
+  const std::vector<uint8_t> wprod = random_weights(ctx.rng, type, k_in, h);
+  const std::vector<uint8_t> wp = random_weights(ctx.rng, type, h, out_p), wg = random_weights(ctx.rng, type, h, out_g),
+                             wu = random_weights(ctx.rng, type, h, out_g);
+  const std::vector<float> xin = random_floats(ctx.rng, static_cast<size_t>(num_rows * k_in));
+  std::vector<float> y0 = random_floats(ctx.rng, static_cast<size_t>(num_rows * h));
+  for (int64_t r = 0; r < num_rows; ++r) {
+    const float scale = static_cast<float>(1 << (r % 5)) / 4.0f;
+    for (int64_t i = 0; i < h; ++i) y0[static_cast<size_t>(r * h + i)] *= scale;
+  }
+  const std::vector<float> gamma = random_floats(ctx.rng, static_cast<size_t>(h));
+  const float eps = 1e-6f;
+  DeviceBuffer<uint8_t> dwprod(wprod), dwp(wp), dwg(wg), dwu(wu);
+  DeviceBuffer<float> dxin(xin), dgamma(gamma), dy(y0), ry(y0);
+  DeviceBuffer<float> out(static_cast<size_t>(num_rows * out_stride)), squares(static_cast<size_t>(num_rows * sq_stride));
+  out.poison();
+  squares.poison();
+
+  // Producer, against matmul_gpu and the host's products and butterflies.
+  MatmulSegment prod{};
+  prod.args = MatmulArgs{dwprod.get(), type, k_in, h, dtype_row_bytes(type, k_in), dxin.get(), num_rows, k_in, dy.get(), h, true};
+  prod.norm_partials = MatmulSegment::NormPartials{dgamma.get(), out.get(), out_stride, squares.get(), sq_stride};
+  const bool prod_supported = matmul_segments_deferred_norm_supported(&prod, 1);
+  if (prod_supported) CHECK_GPU(matmul_segments_gpu(&prod, 1, nullptr));
+  MatmulArgs plain_prod = prod.args;
+  plain_prod.y = ry.get();
+  CHECK_GPU(matmul_gpu(plain_prod, nullptr));
+  const std::vector<float> y = dy.download(), yref = ry.download(), xw = out.download(), sq = squares.download();
+  bool prod_ok = prod_supported && bitwise_equal(y.data(), yref.data(), y.size());
+  for (int64_t r = 0; r < num_rows && prod_ok; ++r) {
+    const float* yr = y.data() + r * h;
+    for (int64_t i = 0; i < h; ++i) prod_ok = prod_ok && xw[static_cast<size_t>(r * out_stride + i)] == yr[i] * gamma[static_cast<size_t>(i)];
+    for (int64_t t = 0; t < (h + 15) / 16; ++t) {
+      float v[16] = {};
+      for (int64_t i = 0; i < 16 && 16 * t + i < h; ++i) v[i] = yr[16 * t + i] * yr[16 * t + i];
+      const float want = butterfly16(v), got = sq[static_cast<size_t>(r * sq_stride + t)];
+      prod_ok = prod_ok && std::memcmp(&want, &got, sizeof(float)) == 0;
+    }
+  }
+  ctx.results.record_exact("matmul_segments_gpu(deferred norm, producer)", shape_text(type, k_in, h, num_rows), prod_ok,
+                           !prod_supported ? "not supported" : prod_ok ? "y == matmul_gpu, out == y * w, tile sums == butterflies"
+                                                                        : "y, out or the tile sums differ");
+
+  // Consumers: deferred from out, against rms_norm_gpu + the same segments.
+  DeviceBuffer<float> normed(static_cast<size_t>(num_rows * h));
+  normed.poison();
+  CHECK_GPU(rms_norm_gpu(RmsNormArgs{dy.get(), h, dgamma.get(), normed.get(), h, num_rows, h, eps}, nullptr));
+  auto consumers = [&](const float* x, int64_t x_stride, const float* sq_rows, int64_t rows, float* py, float* gy, MatmulSegment (&segs)[2]) {
+    segs[0] = MatmulSegment{};
+    segs[1] = MatmulSegment{};
+    segs[0].args = MatmulArgs{dwp.get(), type, h, out_p, dtype_row_bytes(type, h), x, rows, x_stride, py, out_p};
+    segs[1].args = MatmulArgs{dwg.get(), type, h, out_g, dtype_row_bytes(type, h), x, rows, x_stride, gy, out_g};
+    segs[1].w_up = dwu.get();
+    if (sq_rows != nullptr)
+      for (MatmulSegment& sg : segs) sg.deferred_norm = MatmulSegment::DeferredNorm{sq_rows, sq_stride, eps};
+  };
+  DeviceBuffer<float> p1(static_cast<size_t>(num_rows * out_p)), g1(static_cast<size_t>(num_rows * out_g)), p2(p1.size()), g2(g1.size());
+  p1.poison(), g1.poison(), p2.poison(), g2.poison();
+  MatmulSegment deferred[2], plain[2];
+  consumers(out.get(), out_stride, squares.get(), num_rows, p1.get(), g1.get(), deferred);
+  consumers(normed.get(), h, nullptr, num_rows, p2.get(), g2.get(), plain);
+  const bool supported = matmul_segments_deferred_norm_supported(deferred, 2);
+  if (supported) CHECK_GPU(matmul_segments_gpu(deferred, 2, nullptr));
+  CHECK_GPU(matmul_segments_gpu(plain, 2, nullptr));
+  const std::vector<float> a_p = p1.download(), a_g = g1.download(), b_p = p2.download(), b_g = g2.download();
+  std::vector<float> got(a_p), want(b_p);
+  got.insert(got.end(), a_g.begin(), a_g.end());
+  want.insert(want.end(), b_g.begin(), b_g.end());
+
+  // Each row alone, and (1-2 rows) two tiles a block, bitwise the group's.
+  bool invariant = true;
+  DeviceBuffer<float> p3(static_cast<size_t>(out_p)), g3(static_cast<size_t>(out_g));
+  for (int64_t r = 0; r < num_rows && supported; ++r) {
+    for (StagedTiles tiles : {StagedTiles::kOne, StagedTiles::kTwo}) {
+      p3.poison(), g3.poison();
+      MatmulSegment one[2];
+      consumers(out.get() + r * out_stride, out_stride, squares.get() + r * sq_stride, 1, p3.get(), g3.get(), one);
+      set_staged_tiles(tiles);
+      CHECK_GPU(matmul_segments_gpu(one, 2, nullptr));
+      set_staged_tiles(StagedTiles::kAuto);
+      const std::vector<float> op = p3.download(), og = g3.download();
+      invariant = invariant && bitwise_equal(op.data(), a_p.data() + r * out_p, static_cast<size_t>(out_p)) &&
+                  bitwise_equal(og.data(), a_g.data() + r * out_g, static_cast<size_t>(out_g));
+    }
+  }
+  // Refused off the staged matvec: nothing launched.
+  const MatvecMath math = matvec_math();
+  set_matvec_math(MatvecMath::kCudaCores);
+  const bool refused = !matmul_segments_deferred_norm_supported(deferred, 2) && !matmul_segments_deferred_norm_supported(&prod, 1) &&
+                       matmul_segments_gpu(deferred, 2, nullptr) == gpuErrorInvalidValue;
+  (void)gpuGetLastError();
+  set_matvec_math(math);
+  const bool untouched = bitwise_equal(p1.download().data(), a_p.data(), a_p.size());
+  const bool ok = supported && invariant && refused && untouched;
+  ctx.results.record("matmul_segments_gpu(deferred norm, readers)", shape_text(type, h, out_p + out_g, num_rows),
+                     compare(got.data(), want.data(), got.size()), kMatmulNmse, ok,
+                     !supported ? "not supported" : !invariant ? "NOT batch-invariant (or two tiles != one)"
+                                                  : !(refused && untouched) ? "not refused off the staged matvec"
+                                                                            : "batch-invariant, two tiles == one");
+}
+
+// The deferred norm's readers take rows of at most 16,384 inputs (each reader thread loads a
+// bounded share of the tile sums): a wider launch is refused, nothing run.
+void check_deferred_norm_bound(Context& ctx) {
+  const DType type = DType::Q4_0;
+  const int64_t wide = kDeferredNormMaxInputs + 256;
+  DeviceBuffer<uint8_t> w(std::vector<uint8_t>(dtype_row_bytes(type, wide), 0));
+  DeviceBuffer<float> x(static_cast<size_t>(wide)), y(16), squares(static_cast<size_t>(wide / 16));
+  auto reader = [&](int64_t num_in) {
+    MatmulSegment s{};
+    s.args = MatmulArgs{w.get(), type, num_in, 1, dtype_row_bytes(type, num_in), x.get(), 1, num_in, y.get(), 1};
+    s.deferred_norm = MatmulSegment::DeferredNorm{squares.get(), wide / 16, 1e-6f};
+    return s;
+  };
+  const MatmulSegment at = reader(kDeferredNormMaxInputs), past = reader(wide);
+  const bool ok = matmul_segments_deferred_norm_supported(&at, 1) && !matmul_segments_deferred_norm_supported(&past, 1) &&
+                  matmul_segments_gpu(&past, 1, nullptr) == gpuErrorInvalidValue;
+  (void)gpuGetLastError();
+  ctx.results.record_exact("matmul_segments_gpu(deferred norm, width bound)", shape_text(type, wide, 1, 1), ok,
+                           ok ? "16,384 inputs taken, 16,640 refused" : "the width bound does not hold");
+}
+
 // Tensor-core launches with pre-split activations (set_matvec_split_scratch) == the same
 // launches splitting as they go, bit for bit: three segments (plain, gated, plain on a second
 // activation matrix), with the scratch large enough, and too small for both matrices (the
@@ -506,6 +649,14 @@ void run_matmul_tests(Context& ctx) {
       for (int64_t in : ctx.quick ? std::vector<int64_t>{2048} : std::vector<int64_t>{768, 2048, 5120}) check_input_norm(ctx, in, r);
     }
     check_input_norm(ctx, 17408, 2);
+    // The deferred norm: widths 768 (the readers' narrow walk: 3 chunks of 256), 2,048, 2,304
+    // (9 chunks of 256) and the 27B's 5,120 (320 tile sums: two a reader thread), rows across
+    // the groups of 1, 2, 4 and 8 and past them.
+    for (int64_t r : ctx.quick ? std::vector<int64_t>{1, 3, 9} : std::vector<int64_t>{1, 2, 3, 4, 5, 8, 9, 17}) {
+      for (int64_t h : ctx.quick ? std::vector<int64_t>{5120} : std::vector<int64_t>{768, 2048, 2304, 5120}) check_deferred_norm(ctx, h, r);
+    }
+    check_deferred_norm(ctx, 16384, 3);  // four tile sums a reader thread
+    check_deferred_norm_bound(ctx);
     for (int64_t r : ctx.quick ? std::vector<int64_t>{1, 9} : std::vector<int64_t>{1, 2, 3, 8, 13}) {
       check_matmul_norm(ctx, t, 1024, 2048, r, true);
       check_matmul_norm(ctx, t, 2048, 100, r, false);

@@ -382,6 +382,40 @@ TEST_P(StatePrecisionTest, CarriedInputNormsGiveTheNormLaunchesBits) {
   }
 }
 
+// Under the staged matvec a dense model's norms between its products are deferred into them
+// (gpu::norm_deferred, every row count): greedy speculation stays exact (verify rows give the
+// bits of one-row steps), the logits stay close to the norm launches' (DELTASERVE_GPU_DEFER_NORMS=0;
+// the deferred form has bits of its own), and every norm launch of a decode step but the first
+// block's input norm goes (2L - 1 of them at 3 rows, past the carried norms' bound).
+TEST_P(StatePrecisionTest, DeferredNormsKeepSpeculationExact) {
+  if (GetParam()) GTEST_SKIP() << "MoE model: its norms ride in the router and the combine launches";
+  model_ = deltaserve::testing::make_synthetic_model(false, kernels::DType::Q4_0, 62);
+  matvec_ = DecodeMatvec::kStaged;
+  {
+    GpuBackend probe(*model_, cache_config(StatePrecision::kF32, DecodeMatvec::kStaged));
+    if (probe.speed_settings().find("Q4_0 matvec staged") == std::string::npos) GTEST_SKIP() << "no bf16 tensor cores";
+    EXPECT_NE(probe.speed_settings().find("deferred norms on"), std::string::npos) << probe.speed_settings();
+  }
+  const Trace d = plain(StatePrecision::kF32), ds = speculative(StatePrecision::kF32, d);
+  for (int32_t slot = 0; slot < kSeqs; ++slot) EXPECT_EQ(ds.tokens[slot], d.tokens[slot]) << "slot " << slot;
+  EXPECT_GT(ds.num_partial, 0) << "no verify step rolled back";
+  EXPECT_TRUE(bitwise_as_plain(ds, d)) << "deferred norms: speculative logits/states not bitwise the plain ones";
+  const ScopedEnv launches("DELTASERVE_GPU_DEFER_NORMS", "0");
+  {
+    GpuBackend probe(*model_, cache_config(StatePrecision::kF32, DecodeMatvec::kStaged));
+    EXPECT_NE(probe.speed_settings().find("deferred norms off"), std::string::npos) << probe.speed_settings();
+  }
+  const Trace a = plain(StatePrecision::kF32);
+  const LogitsDiff diff = logits_diff(a, d);
+  EXPECT_GT(diff.compared, 0);
+  EXPECT_TRUE(diff.any_different) << "deferred norms give the norm launches' bits: were they deferred?";
+  EXPECT_LE(diff.worst_nmse, 1e-6) << "deferred norms vs norm launches: logits";
+  EXPECT_EQ(a.launches_per_decode_step - d.launches_per_decode_step, 2 * model_->config.num_layers - 1);
+  std::printf("deferred norms: %lld vs %lld launches per decode step, worst logits NMSE %.3g over %d positions\n",
+              static_cast<long long>(d.launches_per_decode_step), static_cast<long long>(a.launches_per_decode_step),
+              diff.worst_nmse, diff.compared);
+}
+
 // Auto takes the tensor cores (where the device has them): the tensor matvec for servers of
 // kTensorMatvecMinSlots+ slots, the staged one below; fma without bf16 mma.
 TEST(DecodeMatvecAuto, StagedBelowThirtyTwoSlotsTensorFrom) {
