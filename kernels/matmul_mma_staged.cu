@@ -113,7 +113,7 @@ __device__ __forceinline__ float4 input_normed(float4 x, float scale, float4 w) 
 // item is normalised as it is split.
 // M: the block's 16-row tiles (its x index covers tiles M x .. M x + M - 1), staged side by
 // side and multiplied with the same activation loads; each row's walk is the one-tile one.
-template <int R, int B, int kStages, bool kNorm, bool kInNorm, int M>
+template <int R, int B, int kStages, bool kNorm, bool kInNorm, int M, bool kDeferred>
 __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, uint8_t* smem) {
   using C = Chunk<B>;
   constexpr int NT = column_tiles<R>();
@@ -252,7 +252,7 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
   // squares (tiles t, t + 256, ... added in order from 0), every load issued before the first
   // add (one round trip, not one per load: a rolled loop cost the 27B's 2- and 4-row steps
   // more than the norm launches it replaced); then a butterfly per warp.
-  const bool deferred_in = g.sq_in != nullptr;
+  const bool deferred_in = kDeferred && g.sq_in != nullptr;
   float squares[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) squares[r] = 0.0f;
@@ -313,37 +313,57 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
   auto row_value = [&](int m, int i, int r) { return staged::parts_value([&](int p) { return column_sum(m, i, 3 * r + p); }); };
   const bool gated = g.w_up != nullptr;
   const int outputs = gated ? kTileRows / 2 : kTileRows;
-  float square = 0.0f;  // deferred norm producer: this thread's y^2
-  if (tid < M * outputs * num_valid) {
-    const int i = tid % outputs, m = (tid / outputs) % M, r = tid / (outputs * M);
-    float* y = g.y + (row0 + r) * g.y_stride;
-    const float scale = deferred_in ? deferred_scale(r) : 1.0f;
-    if (gated) {
-      const int64_t out = (tile + m) * (kTileRows / 2) + i;
-      // swiglu_gpu's expression, as the other matvec kernels' gated segments.
-      float gate = row_value(m, i, r), up = row_value(m, i + 8, r);
-      if (deferred_in) gate *= scale, up *= scale;
-      if (out < g.num_out) y[out] = gate / (1.0f + expf(-gate)) * up;
-    } else {
-      const int64_t out = (tile + m) * kTileRows + i;
-      if (out < g.num_out) {
-        float v = row_value(m, i, r);
-        if (deferred_in) v *= scale;
-        const float value = g.accumulate ? y[out] + v : v;
-        y[out] = value;
-        if (g.sq_out != nullptr) {
-          g.xw_out[(row0 + r) * g.xw_stride + out] = __fmul_rn(value, g.xw_w[out]);
-          square = __fmul_rn(value, value);  // not contracted into the butterfly's first add
+  if constexpr (!kDeferred) {
+    if (tid < M * outputs * num_valid) {
+      const int i = tid % outputs, m = (tid / outputs) % M, r = tid / (outputs * M);
+      float* y = g.y + (row0 + r) * g.y_stride;
+      if (gated) {
+        const int64_t out = (tile + m) * (kTileRows / 2) + i;
+        // swiglu_gpu's expression, as the other matvec kernels' gated segments.
+        const float gate = row_value(m, i, r);
+        if (out < g.num_out) y[out] = gate / (1.0f + expf(-gate)) * row_value(m, i + 8, r);
+      } else {
+        const int64_t out = (tile + m) * kTileRows + i;
+        if (out < g.num_out) {
+          const float v = row_value(m, i, r);
+          y[out] = g.accumulate ? y[out] + v : v;
         }
       }
     }
-  }
-  // Deferred norm producer: a plain tile's 16 outputs are 16 consecutive threads (one row and
-  // tile each), whose squares a butterfly adds; its first thread writes the sum.
-  if (g.sq_out != nullptr) {
-    square = gpu::group_sum<kTileRows>(square);
-    const int m = (tid / kTileRows) % M, r = tid / (kTileRows * M);
-    if (tid % kTileRows == 0 && r < num_valid) g.sq_out[(row0 + r) * g.sq_out_stride + tile + m] = square;
+  } else {
+    // The same, the readers' sums times the row's scale; the producer also writes x * w and its
+    // y^2 (__fmul_rn: not contracted into the butterfly's first add).
+    float square = 0.0f;
+    if (tid < M * outputs * num_valid) {
+      const int i = tid % outputs, m = (tid / outputs) % M, r = tid / (outputs * M);
+      float* y = g.y + (row0 + r) * g.y_stride;
+      const float scale = deferred_in ? deferred_scale(r) : 1.0f;
+      if (gated) {
+        const int64_t out = (tile + m) * (kTileRows / 2) + i;
+        float gate = row_value(m, i, r), up = row_value(m, i + 8, r);
+        if (deferred_in) gate *= scale, up *= scale;
+        if (out < g.num_out) y[out] = gate / (1.0f + expf(-gate)) * up;
+      } else {
+        const int64_t out = (tile + m) * kTileRows + i;
+        if (out < g.num_out) {
+          float v = row_value(m, i, r);
+          if (deferred_in) v *= scale;
+          const float value = g.accumulate ? y[out] + v : v;
+          y[out] = value;
+          if (g.sq_out != nullptr) {
+            g.xw_out[(row0 + r) * g.xw_stride + out] = __fmul_rn(value, g.xw_w[out]);
+            square = __fmul_rn(value, value);
+          }
+        }
+      }
+    }
+    // The producer: a plain tile's 16 outputs are 16 consecutive threads (one row and tile
+    // each), whose squares a butterfly adds; its first thread writes the sum.
+    if (g.sq_out != nullptr) {
+      square = gpu::group_sum<kTileRows>(square);
+      const int m = (tid / kTileRows) % M, r = tid / (kTileRows * M);
+      if (tid % kTileRows == 0 && r < num_valid) g.sq_out[(row0 + r) * g.sq_out_stride + tile + m] = square;
+    }
   }
   if constexpr (kNorm) {
     gpu::fence_acq_rel_device();  // the threads that wrote y: visible device-wide before the block counts itself done
@@ -380,7 +400,7 @@ __device__ __forceinline__ MatvecSeg block_segment(const MatvecParams& p) {
 // Each kernel: the block's segment and row group (kernel parameters only), the L2 prefetch of
 // its first chunks (an expert segment's rows are known only after the wait: its expert ids come
 // from the router), the grid dependency wait, then the group's walk.
-template <int R, int B, int S, bool kNorm, bool kInNorm>
+template <int R, int B, int S, bool kNorm, bool kInNorm, bool kDeferred>
 __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecParams p) {
 #if defined(DS_MMA_BF16)
   extern __shared__ __align__(16) uint8_t smem[];
@@ -389,7 +409,7 @@ __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecPar
   if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B, S, 1>(g);
   gpu::begin_kernel();
   if (group >= g.num_groups) return;
-  staged_group<R, B, S, kNorm, kInNorm, 1>(g, group, smem);
+  staged_group<R, B, S, kNorm, kInNorm, 1, kDeferred>(g, group, smem);
 #else
   gpu::begin_kernel();
   (void)p;  // never launched there: matvec_math() is kCudaCores without bf16 mma
@@ -401,7 +421,7 @@ __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecPar
 // differ (an explicit bound of one block on the one-tile kernel raised its registers, RESULTS),
 // and the launch-rule check reads each kernel's own body for the wait.
 constexpr int kTilesMinBlocks = 3;
-template <int R, int B, int S, bool kNorm, bool kInNorm>
+template <int R, int B, int S, bool kNorm, bool kInNorm, bool kDeferred>
 __global__ void __launch_bounds__(kThreads, kTilesMinBlocks) matvec_staged_tiles_kernel(const MatvecParams p) {
 #if defined(DS_MMA_BF16)
   extern __shared__ __align__(16) uint8_t smem[];
@@ -410,18 +430,18 @@ __global__ void __launch_bounds__(kThreads, kTilesMinBlocks) matvec_staged_tiles
   if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B, S, 2>(g);
   gpu::begin_kernel();
   if (group >= g.num_groups) return;
-  staged_group<R, B, S, kNorm, kInNorm, 2>(g, group, smem);
+  staged_group<R, B, S, kNorm, kInNorm, 2, kDeferred>(g, group, smem);
 #else
   gpu::begin_kernel();
   (void)p;
 #endif
 }
 
-template <int R, int B, int S, bool kNorm, bool kInNorm, int M>
+template <int R, int B, int S, bool kNorm, bool kInNorm, int M, bool kDeferred>
 constexpr auto staged_kernel() {
   static_assert(M == 1 || M == 2);
-  if constexpr (M == 1) return matvec_staged_kernel<R, B, S, kNorm, kInNorm>;
-  else return matvec_staged_tiles_kernel<R, B, S, kNorm, kInNorm>;
+  if constexpr (M == 1) return matvec_staged_kernel<R, B, S, kNorm, kInNorm, kDeferred>;
+  else return matvec_staged_tiles_kernel<R, B, S, kNorm, kInNorm, kDeferred>;
 }
 
 // Launches whose largest matrix is at most this many bytes prefetch their first chunks into L2
@@ -438,11 +458,11 @@ size_t staged_prefetch_max_bytes() {
   return bytes;
 }
 
-template <int R, int B, int S, bool kNorm, bool kInNorm, int M>
+template <int R, int B, int S, bool kNorm, bool kInNorm, int M, bool kDeferred>
 gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
   constexpr size_t kSmem = smem_bytes<R, B, S, M>();
   static std::atomic<uint64_t> smem_allowed{0};
-  const gpuError_t allowed = staged::allow_dynamic_smem(staged_kernel<R, B, S, kNorm, kInNorm, M>(), kSmem, smem_allowed);
+  const gpuError_t allowed = staged::allow_dynamic_smem(staged_kernel<R, B, S, kNorm, kInNorm, M, kDeferred>(), kSmem, smem_allowed);
   if (allowed != gpuSuccess) return allowed;
   int64_t grid_x = 0, num_groups = 0;
   for (int s = 0; s < p.num_segs; ++s) {
@@ -465,7 +485,7 @@ gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
     p.group_offset = first;
     const dim3 grid(static_cast<unsigned>(grid_x),
                     static_cast<unsigned>(num_groups - first < kMaxGridY ? num_groups - first : kMaxGridY));
-    gpu::launch(staged_kernel<R, B, S, kNorm, kInNorm, M>(), grid, kThreads, kSmem, stream, p);
+    gpu::launch(staged_kernel<R, B, S, kNorm, kInNorm, M, kDeferred>(), grid, kThreads, kSmem, stream, p);
   }
   return gpuGetLastError();
 }
@@ -486,20 +506,20 @@ LaunchRows launch_rows_of(const MatvecParams& p) {
 
 // One tile a block. Rows per group R from the launch's largest segment; a launch with expert
 // segments takes R = 1 (each pair has its own weights), as in the CUDA-core kernel (matmul.cu).
-template <int B, int S, bool kNorm, bool kInNorm>
+template <int B, int S, bool kNorm, bool kInNorm, bool kDeferred>
 gpuError_t launch_rows(const MatvecParams& p, gpuStream_t stream) {
   const LaunchRows l = launch_rows_of(p);
-  if (l.rows == 1 || l.experts) return launch_staged<1, B, S, kNorm, kInNorm, 1>(p, stream);
-  if (l.rows == 2) return launch_staged<2, B, S, kNorm, kInNorm, 1>(p, stream);
-  if (l.rows <= 4) return launch_staged<4, B, S, kNorm, kInNorm, 1>(p, stream);
-  return launch_staged<8, B, S, kNorm, kInNorm, 1>(p, stream);
+  if (l.rows == 1 || l.experts) return launch_staged<1, B, S, kNorm, kInNorm, 1, kDeferred>(p, stream);
+  if (l.rows == 2) return launch_staged<2, B, S, kNorm, kInNorm, 1, kDeferred>(p, stream);
+  if (l.rows <= 4) return launch_staged<4, B, S, kNorm, kInNorm, 1, kDeferred>(p, stream);
+  return launch_staged<8, B, S, kNorm, kInNorm, 1, kDeferred>(p, stream);
 }
 
 // Two tiles a block: launches of 1-2 rows without expert segments (two_tiles).
-template <int B, int S, bool kNorm, bool kInNorm>
+template <int B, int S, bool kNorm, bool kInNorm, bool kDeferred>
 gpuError_t launch_two_tiles(const MatvecParams& p, gpuStream_t stream) {
-  if (launch_rows_of(p).rows == 1) return launch_staged<1, B, S, kNorm, kInNorm, 2>(p, stream);
-  return launch_staged<2, B, S, kNorm, kInNorm, 2>(p, stream);
+  if (launch_rows_of(p).rows == 1) return launch_staged<1, B, S, kNorm, kInNorm, 2, kDeferred>(p, stream);
+  return launch_staged<2, B, S, kNorm, kInNorm, 2, kDeferred>(p, stream);
 }
 
 // kAuto's rule (H200, bench/RESULTS.md): two tiles a block for launches that carry the input
@@ -560,24 +580,28 @@ bool deep_stages(const MatvecParams& p) {
 // not kept: 6 stages for one-tile launches that fit in one wave at 3 blocks a multiprocessor
 // (the 27B's down, 320 blocks of 17 chunks, 30.9 -> 26.7 us alone; deep_stages) made the
 // 27B's step 8.15 -> 8.31 ms; 6 for every one-tile launch, 8.09 -> 8.78.
-template <int B, bool kNorm, bool kInNorm>
+template <int B, bool kNorm, bool kInNorm, bool kDeferred>
 gpuError_t launch_stages(const MatvecParams& p, gpuStream_t stream) {
   int64_t chunks = 0;
   for (int s = 0; s < p.num_segs; ++s) chunks = p.seg[s].num_in / Chunk<B>::kInputs > chunks ? p.seg[s].num_in / Chunk<B>::kInputs : chunks;
   const bool two = two_tiles(p, kInNorm);
-  if (chunks <= 2) return two ? launch_two_tiles<B, 2, kNorm, kInNorm>(p, stream) : launch_rows<B, 2, kNorm, kInNorm>(p, stream);
-  if (two) return launch_two_tiles<B, 3, kNorm, kInNorm>(p, stream);
-  if (deep_stages(p)) return launch_rows<B, kDeepStages, kNorm, kInNorm>(p, stream);
-  return launch_rows<B, kMaxStages, kNorm, kInNorm>(p, stream);
+  if (chunks <= 2) return two ? launch_two_tiles<B, 2, kNorm, kInNorm, kDeferred>(p, stream) : launch_rows<B, 2, kNorm, kInNorm, kDeferred>(p, stream);
+  if (two) return launch_two_tiles<B, 3, kNorm, kInNorm, kDeferred>(p, stream);
+  if (deep_stages(p)) return launch_rows<B, kDeepStages, kNorm, kInNorm, kDeferred>(p, stream);
+  return launch_rows<B, kMaxStages, kNorm, kInNorm, kDeferred>(p, stream);
 }
 
-// The epilogue / prologue choice: the norm epilogue, the input norm (matmul.cu never asks for
-// both), or neither.
+// The epilogue / prologue choice: the norm epilogue, the input norm, a deferred norm's
+// product (matmul.cu never asks for two of them), or none.
 template <int B>
 gpuError_t launch_epilogue(const MatvecParams& p, gpuStream_t stream) {
-  if (p.seg[0].norm_counters != nullptr) return launch_stages<B, true, false>(p, stream);
-  if (p.seg[0].in_norm_w != nullptr) return launch_stages<B, false, true>(p, stream);
-  return launch_stages<B, false, false>(p, stream);
+  if (p.seg[0].norm_counters != nullptr) return launch_stages<B, true, false, false>(p, stream);
+  if (p.seg[0].in_norm_w != nullptr) return launch_stages<B, false, true, false>(p, stream);
+  // A deferred norm's producer or readers: kernels of their own, so the others keep their
+  // machine code (in the shared kernels its epilogue cost the 35B-A3B 1% at one stream and 4%
+  // at 16 on the H200, bench/RESULTS.md).
+  if (p.seg[0].sq_out != nullptr || p.seg[0].sq_in != nullptr) return launch_stages<B, false, false, true>(p, stream);
+  return launch_stages<B, false, false, false>(p, stream);
 }
 
 // B for every segment of the launch: 4 when all rows are multiples of 1,024 inputs, else 1. A
