@@ -176,11 +176,6 @@ void normalise_input(const GpuLayerContext& ctx, const InputNorm& in, RowSplit r
 void gated_product(const GpuLayerContext& ctx, const DeviceTensor& gate, const DeviceTensor& up, const float* x,
                    RowSplit rows, float* g, float* u, const InputNorm& in = {}) {
   const int64_t nd = rows.num_decode_rows, np = rows.num_prefill_rows(), width = gate.ne1;
-  if (in.deferred) {  // norm_deferred said the gated launch takes it: one launch, else an error
-    if (nd > 0) launch_segments(ctx, {reads_deferred_norm(gated(segment(gate, x, nd, g), up), ctx)}, "gate*up (deferred norm)");
-    if (np > 0) gated_product_tiled(ctx, gate, up, x, nd, np, g, u);
-    return;
-  }
   if (in.w != nullptr) {
     std::vector<kernels::MatmulSegment> segs;
     if (nd > 0 && !decode_tiled(ctx, gate) && same_layout(gate, up)) segs.push_back(gated(segment(gate, x, nd, g), up));
@@ -191,10 +186,13 @@ void gated_product(const GpuLayerContext& ctx, const DeviceTensor& gate, const D
     normalise_input(ctx, in, rows);
   }
   if (nd > 0) {
-    if (decode_tiled(ctx, gate) && decode_tiled(ctx, up)) {
+    // A deferred norm's rows (in.deferred) go to the gated launch, which takes it or refuses
+    // (norm_deferred said it takes it).
+    if (!in.deferred && decode_tiled(ctx, gate) && decode_tiled(ctx, up)) {
       gated_product_decode_tiled(ctx, gate, up, x, nd, g, u, "ffn");
-    } else if (same_layout(gate, up)) {
-      launch_segments(ctx, {gated(segment(gate, x, nd, g), up)}, "gate*up");
+    } else if (in.deferred || same_layout(gate, up)) {
+      const kernels::MatmulSegment s = gated(segment(gate, x, nd, g), up);
+      launch_segments(ctx, {in.deferred ? reads_deferred_norm(s, ctx) : s}, "gate*up");
     } else {
       matmul(ctx, gate, x, nd, g);
       matmul(ctx, up, x, nd, u);
@@ -576,16 +574,6 @@ void matmul_then_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const f
 
 void matmul_many(const GpuLayerContext& ctx, const DeviceTensor* const* ws, float* const* ys, int count, const float* x,
                  RowSplit rows, const InputNorm& in) {
-  if (in.deferred) {  // norm_deferred said the decode rows' launch takes it: one launch, else an error
-    if (rows.num_decode_rows > 0) {
-      std::vector<kernels::MatmulSegment> segs;
-      for (int i = 0; i < count; ++i) segs.push_back(reads_deferred_norm(segment(*ws[i], x, rows.num_decode_rows, ys[i]), ctx));
-      launch_segments(ctx, std::move(segs), "deferred-norm products");
-    }
-    if (rows.num_prefill_rows() > 0)
-      for (int i = 0; i < count; ++i) matmul_tiled(ctx, *ws[i], x, rows.num_decode_rows, rows.num_prefill_rows(), ys[i], false);
-    return;
-  }
   if (in.w != nullptr) {
     std::vector<kernels::MatmulSegment> segs;
     bool tiled = false;
@@ -601,11 +589,14 @@ void matmul_many(const GpuLayerContext& ctx, const DeviceTensor* const* ws, floa
   }
   if (rows.num_decode_rows > 0) {
     std::vector<kernels::MatmulSegment> segs;
+    // A deferred norm's rows (in.deferred) all go to the segment launch, which takes the norm
+    // or refuses (norm_deferred said it takes it).
     for (int i = 0; i < count; ++i) {
-      if (decode_tiled(ctx, *ws[i])) {
+      if (!in.deferred && decode_tiled(ctx, *ws[i])) {
         matmul_decode_tiled(ctx, *ws[i], x, rows.num_decode_rows, ys[i], false);
       } else {
-        segs.push_back(segment(*ws[i], x, rows.num_decode_rows, ys[i]));
+        const kernels::MatmulSegment s = segment(*ws[i], x, rows.num_decode_rows, ys[i]);
+        segs.push_back(in.deferred ? reads_deferred_norm(s, ctx) : s);
       }
     }
     if (!segs.empty()) launch_segments(ctx, std::move(segs), ws[0]->name.c_str());
