@@ -3,8 +3,8 @@
 # the 27B A/B (off / on / on with carveout 100); the bars with it off (= main); same-bits knobs on the 27B.
 set -u
 cd "$(dirname "$0")/.."
-tar xJf carry/both.tar.xz -C carry
-B=carry/gpu_bundle
+tar xJf staging/both.tar.xz -C staging
+B=staging/gpu_bundle
 export LD_LIBRARY_PATH=$PWD/$B/lib
 mkdir -p $OUT/l
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $OUT/l/device.txt 2>&1
