@@ -98,8 +98,8 @@ __device__ __forceinline__ void chunk_products_tiles(const uint8_t* stage, const
       if (split_at[t] >= 0) bx = split[split_at[t] + 12 * b - split_shift];
 #pragma unroll
       for (int m = 0; m < M; ++m) {
-        float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        gpu::mma::mma_bf16(s, a[m].lo, bx.x, bx.y);
+        float s[4];
+        gpu::mma::mma_bf16_from_zero(s, a[m].lo, bx.x, bx.y);
         gpu::mma::mma_bf16(s, a[m].hi, bx.z, bx.w);
         acc[m][t][0] = fmaf(d_g[m], s[0], acc[m][t][0]);
         acc[m][t][1] = fmaf(d_g[m], s[1], acc[m][t][1]);
