@@ -24,6 +24,24 @@ __device__ __forceinline__ void async_copy16(void* dst, const void* src) {
 #endif
 }
 
+// A shared-memory window's base for async_copy16_at: its shared-space address where cp.async
+// exists, converted once (each conversion of a generic pointer is three instructions, and
+// ptxas repeats them for every predicated copy), else the pointer.
+#if defined(DS_ASYNC_COPY)
+using SharedBase = unsigned;
+__device__ __forceinline__ SharedBase shared_base(void* window) { return static_cast<unsigned>(__cvta_generic_to_shared(window)); }
+// async_copy16 to byte `offset` of the window.
+__device__ __forceinline__ void async_copy16_at(SharedBase base, unsigned offset, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(base + offset), "l"(src) : "memory");
+}
+#else
+using SharedBase = unsigned char*;
+__device__ __forceinline__ SharedBase shared_base(void* window) { return static_cast<unsigned char*>(window); }
+__device__ __forceinline__ void async_copy16_at(SharedBase base, unsigned offset, const void* src) {
+  async_copy16(base + offset, src);
+}
+#endif
+
 // Closes the group of this thread's copies issued since the last commit.
 __device__ __forceinline__ void async_commit() {
 #if defined(DS_ASYNC_COPY)

@@ -133,20 +133,25 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
   uint8_t* split = smem + kStages * kStageBytes;
 
   // This thread's 16-byte copies of a chunk: (weight row, unit) pairs fixed for the whole walk.
+  // Copy j exists for every thread when the tile has (j + 1) * kThreads units, so only
+  // the last ones test their source; the stages' shared-space base is converted once.
+  constexpr int kUnits = kBlockRows * kUnitsPerRow;
   const uint8_t* src[kCopiesPerThread];
-  int dst[kCopiesPerThread];
+  unsigned dst[kCopiesPerThread];
 #pragma unroll
   for (int j = 0; j < kCopiesPerThread; ++j) {
     const int u = tid + j * kThreads;
     const int r = u / kUnitsPerRow, unit = u - r * kUnitsPerRow;
-    src[j] = u < kBlockRows * kUnitsPerRow ? tile_row(g, expert, tile + r / kTileRows, r % kTileRows) + 16 * unit : nullptr;
-    dst[j] = r * kRowStride + 16 * unit;
+    src[j] = u < kUnits ? tile_row(g, expert, tile + r / kTileRows, r % kTileRows) + 16 * unit : nullptr;
+    dst[j] = static_cast<unsigned>(r * kRowStride + 16 * unit);
   }
+  const gpu::SharedBase stages = gpu::shared_base(smem);
   auto issue = [&](int chunk) {
-    uint8_t* stage = smem + (chunk % kStages) * kStageBytes;
+    const unsigned stage = static_cast<unsigned>((chunk % kStages) * kStageBytes);
 #pragma unroll
     for (int j = 0; j < kCopiesPerThread; ++j) {
-      if (src[j] != nullptr) gpu::async_copy16(stage + dst[j], src[j] + static_cast<size_t>(chunk) * kSegBytes);
+      if ((j + 1) * kThreads <= kUnits || src[j] != nullptr)  // the first test folds (unrolled j)
+        gpu::async_copy16_at(stages, stage + dst[j], src[j] + static_cast<size_t>(chunk) * kSegBytes);
     }
   };
 #pragma unroll

@@ -58,15 +58,27 @@ __device__ __forceinline__ void split_quad(float4 xa, float4 xb, uint4* out) {
 // zero (low nibbles, then high) and acc = fma(d, s, acc). split: the chunk's activations split
 // in fragment order (uint4 (row, block, part, quad) as matmul_mma_staged.cu writes them, block
 // b's at 12 b - split_shift); split_at[t]: this lane's uint4 of block 0 for column tile t, -1
-// past the activation columns (zeros). The shifts let a warp stage only its own blocks.
+// past the activation columns (zeros). The shifts let a warp stage only its own blocks;
+// stage_shift is a multiple of 4 (qs_word_of's alignment).
 // M: 16-row tiles staged one after another (tile m's rows from 16 m kRowStride on), each with
 // its own acc[m]; they share the activation loads, and each row's arithmetic is the one-tile
 // walk's, so a row's bits do not depend on M.
+// A lane's 4 qs bytes of block b in a staged row (at 18 b + 2 + 4 c from the row's start, rows
+// 16-byte aligned): 4-byte aligned for odd b. With B even, b = B warp + j has j's parity, known
+// once j is unrolled: odd blocks take one 32-bit load, even ones two 16-bit halves (the 27B's
+// one-row step -x% on the H200, bench/RESULTS.md). Same bytes either way.
+template <int B>
+__device__ __forceinline__ uint32_t qs_word_of(const uint8_t* p, int j) {
+  if (B % 2 == 0 && j % 2 == 1) return *reinterpret_cast<const uint32_t*>(p);
+  return gpu::load_u32_align2(p);
+}
+
 template <int B, int NT, int M, int kRowStride = Chunk<B>::kRowStride>
 __device__ __forceinline__ void chunk_products_tiles(const uint8_t* stage, const uint4* split, const int (&split_at)[NT],
                                                      float (&acc)[M][NT][4], int stage_shift = 0, int split_shift = 0) {
   const int lane = gpu::lane_id(), warp = gpu::warp_id();
   const int lane_group = lane >> 2, lane_quad = lane & 3;
+  auto qs_word = [](const uint8_t* p, int j) { return qs_word_of<B>(p, j); };
 #pragma unroll
   for (int j = 0; j < B; ++j) {
     const int b = warp * B + j;
@@ -78,7 +90,7 @@ __device__ __forceinline__ void chunk_products_tiles(const uint8_t* stage, const
       const uint8_t* bg8 = bg + 8 * kRowStride;
       d_g[m] = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(bg));
       d_g8[m] = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(bg8));
-      a[m] = gpu::mma::q4_0_fragments<NT == 1>(gpu::load_u32_align2(bg + 2 + 4 * lane_quad), gpu::load_u32_align2(bg8 + 2 + 4 * lane_quad));
+      a[m] = gpu::mma::q4_0_fragments<NT == 1>(qs_word(bg + 2 + 4 * lane_quad, j), qs_word(bg8 + 2 + 4 * lane_quad, j));
     }
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
@@ -86,8 +98,8 @@ __device__ __forceinline__ void chunk_products_tiles(const uint8_t* stage, const
       if (split_at[t] >= 0) bx = split[split_at[t] + 12 * b - split_shift];
 #pragma unroll
       for (int m = 0; m < M; ++m) {
-        float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        gpu::mma::mma_bf16(s, a[m].lo, bx.x, bx.y);
+        float s[4];
+        gpu::mma::mma_bf16_from_zero(s, a[m].lo, bx.x, bx.y);
         gpu::mma::mma_bf16(s, a[m].hi, bx.z, bx.w);
         acc[m][t][0] = fmaf(d_g[m], s[0], acc[m][t][0]);
         acc[m][t][1] = fmaf(d_g[m], s[1], acc[m][t][1]);

@@ -103,6 +103,16 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// d = A * B + 0: mma_bf16 on a zeroed accumulator (the same bits) without the zeroing, C given
+// as the zero register.
+__device__ __forceinline__ void mma_bf16_from_zero(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
 // One Q4_0 block's contribution to a 16 x 8 tile: the block's sum as two independent chains
 // (low and high nibbles, smallest activation parts first, so the tensor core's latency
 // overlaps), added, then one fused multiply-add by the lane rows' scales d_g, d_g8. b_lo / b_hi:
