@@ -65,8 +65,8 @@ __device__ __forceinline__ void split_quad(float4 xa, float4 xb, uint4* out) {
 // walk's, so a row's bits do not depend on M.
 // A lane's 4 qs bytes of block b in a staged row (at 18 b + 2 + 4 c from the row's start, rows
 // 16-byte aligned): 4-byte aligned for odd b. With B even, b = B warp + j has j's parity, known
-// once j is unrolled: odd blocks take one 32-bit load, even ones two 16-bit halves (the 27B's
-// one-row step -x% on the H200, bench/RESULTS.md). Same bytes either way.
+// once j is unrolled: odd blocks take one 32-bit load, even ones two 16-bit halves. Same bytes
+// either way; measured even on the H200 on top of the copies' shared base (bench/RESULTS.md).
 template <int B>
 __device__ __forceinline__ uint32_t qs_word_of(const uint8_t* p, int j) {
   if (B % 2 == 0 && j % 2 == 1) return *reinterpret_cast<const uint32_t*>(p);

@@ -104,7 +104,7 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
 }
 
 // d = A * B + 0: mma_bf16 on a zeroed accumulator (the same bits) without the zeroing, C given
-// as the zero register.
+// as a zero operand (measured even in the staged matvec on the H200, bench/RESULTS.md).
 __device__ __forceinline__ void mma_bf16_from_zero(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
