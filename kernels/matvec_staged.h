@@ -53,16 +53,6 @@ __device__ __forceinline__ void split_quad(float4 xa, float4 xb, uint4* out) {
   for (int p = 0; p < 3; ++p) out[4 * p] = make_uint4(part_of(lo0, p), part_of(lo1, p), part_of(hi0, p), part_of(hi1, p));
 }
 
-// One warp's products of a staged chunk: its blocks b = B warp + j (j < B, in order) of the 16
-// rows in `stage` (block b of row i at i * kRowStride + 18 b - stage_shift), each two mma from
-// zero (low nibbles, then high) and acc = fma(d, s, acc). split: the chunk's activations split
-// in fragment order (uint4 (row, block, part, quad) as matmul_mma_staged.cu writes them, block
-// b's at 12 b - split_shift); split_at[t]: this lane's uint4 of block 0 for column tile t, -1
-// past the activation columns (zeros). The shifts let a warp stage only its own blocks;
-// stage_shift is a multiple of 4 (qs_word_of's alignment).
-// M: 16-row tiles staged one after another (tile m's rows from 16 m kRowStride on), each with
-// its own acc[m]; they share the activation loads, and each row's arithmetic is the one-tile
-// walk's, so a row's bits do not depend on M.
 // A lane's 4 qs bytes of block b in a staged row (at 18 b + 2 + 4 c from the row's start, rows
 // 16-byte aligned): 4-byte aligned for odd b. With B even, b = B warp + j has j's parity, known
 // once j is unrolled: odd blocks take one 32-bit load, even ones two 16-bit halves. Same bytes
@@ -73,12 +63,21 @@ __device__ __forceinline__ uint32_t qs_word_of(const uint8_t* p, int j) {
   return gpu::load_u32_align2(p);
 }
 
+// One warp's products of a staged chunk: its blocks b = B warp + j (j < B, in order) of the 16
+// rows in `stage` (block b of row i at i * kRowStride + 18 b - stage_shift), each two mma from
+// zero (low nibbles, then high) and acc = fma(d, s, acc). split: the chunk's activations split
+// in fragment order (uint4 (row, block, part, quad) as matmul_mma_staged.cu writes them, block
+// b's at 12 b - split_shift); split_at[t]: this lane's uint4 of block 0 for column tile t, -1
+// past the activation columns (zeros). The shifts let a warp stage only its own blocks;
+// stage_shift is a multiple of 4 (qs_word_of's alignment).
+// M: 16-row tiles staged one after another (tile m's rows from 16 m kRowStride on), each with
+// its own acc[m]; they share the activation loads, and each row's arithmetic is the one-tile
+// walk's, so a row's bits do not depend on M.
 template <int B, int NT, int M, int kRowStride = Chunk<B>::kRowStride>
 __device__ __forceinline__ void chunk_products_tiles(const uint8_t* stage, const uint4* split, const int (&split_at)[NT],
                                                      float (&acc)[M][NT][4], int stage_shift = 0, int split_shift = 0) {
   const int lane = gpu::lane_id(), warp = gpu::warp_id();
   const int lane_group = lane >> 2, lane_quad = lane & 3;
-  auto qs_word = [](const uint8_t* p, int j) { return qs_word_of<B>(p, j); };
 #pragma unroll
   for (int j = 0; j < B; ++j) {
     const int b = warp * B + j;
@@ -90,7 +89,7 @@ __device__ __forceinline__ void chunk_products_tiles(const uint8_t* stage, const
       const uint8_t* bg8 = bg + 8 * kRowStride;
       d_g[m] = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(bg));
       d_g8[m] = gpu::f16_bits_to_float(*reinterpret_cast<const uint16_t*>(bg8));
-      a[m] = gpu::mma::q4_0_fragments<NT == 1>(qs_word(bg + 2 + 4 * lane_quad, j), qs_word(bg8 + 2 + 4 * lane_quad, j));
+      a[m] = gpu::mma::q4_0_fragments<NT == 1>(qs_word_of<B>(bg + 2 + 4 * lane_quad, j), qs_word_of<B>(bg8 + 2 + 4 * lane_quad, j));
     }
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
