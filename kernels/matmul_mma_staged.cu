@@ -161,11 +161,11 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
   }
 
   // Lane (g, c) of column tile t holds column n = 8t + g: activation row n / 3, part n % 3.
-  int split_at[NT];  // the lane's uint4 in a chunk's split, block 0; -1 past the 3R columns
+  int split_at[NT];  // the lane's uint4 in a chunk's split, block 0 (past the 3R columns: any)
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     const int n = 8 * t + lane_group;
-    split_at[t] = n < 3 * R ? (((n / 3) * kChunkBlocks) * 3 + n % 3) * 4 + lane_quad : -1;
+    split_at[t] = n < 3 * R ? (((n / 3) * kChunkBlocks) * 3 + n % 3) * 4 + lane_quad : staged::split_at_past(lane_quad);
   }
   float acc[M][NT][4];
 #pragma unroll
