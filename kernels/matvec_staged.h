@@ -75,19 +75,24 @@ __device__ __forceinline__ int split_at_past(int lane_quad) { return lane_quad; 
 // whose column is past the activation's parts take any uint4 of the split (split_at_past: their
 // quad's of column 0): each mma column is its own dot product, so their columns hold sums that
 // nobody reads, and the load needs neither a predicate nor zeroed registers (4 instructions a
-// block in the one-row SASS, with an address recomputed each block). The shifts let a warp stage
-// only its own blocks; stage_shift is a multiple of 4 (qs_word_of's alignment).
+// block in the one-row SASS, with an address recomputed each block). kZeroPast: the earlier
+// form, split_at[t] = -1 past the parts and zeros loaded there; kept for the 2-row kernels,
+// which measured ~1% slower at 2 streams without it (27B, H200, bench/RESULTS.md) while the 1-,
+// 4- and 8-row ones gained. The shifts let a warp stage only its own blocks; stage_shift is a
+// multiple of 4 (qs_word_of's alignment).
 // M: 16-row tiles staged one after another (tile m's rows from 16 m kRowStride on), each with
 // its own acc[m]; they share the activation loads, and each row's arithmetic is the one-tile
 // walk's, so a row's bits do not depend on M.
-template <int B, int NT, int M, int kRowStride = Chunk<B>::kRowStride>
+template <int B, int NT, int M, int kRowStride = Chunk<B>::kRowStride, bool kZeroPast = false>
 __device__ __forceinline__ void chunk_products_tiles(const uint8_t* stage, const uint4* split, const int (&split_at)[NT],
                                                      float (&acc)[M][NT][4], int stage_shift = 0, int split_shift = 0) {
   const int lane = gpu::lane_id(), warp = gpu::warp_id();
   const int lane_group = lane >> 2, lane_quad = lane & 3;
-  const uint4* b_at[NT];  // this lane's uint4 of the warp's first block, per column tile
+  [[maybe_unused]] const uint4* b_at[NT];  // this lane's uint4 of the warp's first block, per column tile
+  if constexpr (!kZeroPast) {
 #pragma unroll
-  for (int t = 0; t < NT; ++t) b_at[t] = split + split_at[t] + 12 * warp * B - split_shift;
+    for (int t = 0; t < NT; ++t) b_at[t] = split + split_at[t] + 12 * warp * B - split_shift;
+  }
 #pragma unroll
   for (int j = 0; j < B; ++j) {
     const int b = warp * B + j;
@@ -103,7 +108,13 @@ __device__ __forceinline__ void chunk_products_tiles(const uint8_t* stage, const
     }
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-      const uint4 bx = b_at[t][12 * j];
+      uint4 bx;
+      if constexpr (kZeroPast) {
+        bx = make_uint4(0u, 0u, 0u, 0u);
+        if (split_at[t] >= 0) bx = split[split_at[t] + 12 * b - split_shift];
+      } else {
+        bx = b_at[t][12 * j];
+      }
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float s[4];
