@@ -161,11 +161,13 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
   }
 
   // Lane (g, c) of column tile t holds column n = 8t + g: activation row n / 3, part n % 3.
-  int split_at[NT];  // the lane's uint4 in a chunk's split, block 0; -1 past the 3R columns
+  // 2-row groups load zeros past the parts (chunk_products_tiles' kZeroPast), the others any.
+  constexpr bool kZeroPast = R == 2;
+  int split_at[NT];  // the lane's uint4 in a chunk's split, block 0 (past the 3R columns: any, or -1)
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     const int n = 8 * t + lane_group;
-    split_at[t] = n < 3 * R ? (((n / 3) * kChunkBlocks) * 3 + n % 3) * 4 + lane_quad : -1;
+    split_at[t] = n < 3 * R ? (((n / 3) * kChunkBlocks) * 3 + n % 3) * 4 + lane_quad : (kZeroPast ? -1 : staged::split_at_past(lane_quad));
   }
   float acc[M][NT][4];
 #pragma unroll
@@ -248,7 +250,7 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
     }
     gpu::async_wait<kStages - 1>();
     __syncthreads();
-    staged::chunk_products_tiles<B, NT, M>(smem + (chunk % kStages) * kStageBytes, split4, split_at, acc);
+    staged::chunk_products_tiles<B, NT, M, kRowStride, kZeroPast>(smem + (chunk % kStages) * kStageBytes, split4, split_at, acc);
     __syncthreads();  // the stage and the split are rewritten next chunk
   }
   gpu::async_wait<0>();  // (only empty groups remain; no copy may land after the reuse below)

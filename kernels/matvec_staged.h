@@ -63,21 +63,36 @@ __device__ __forceinline__ uint32_t qs_word_of(const uint8_t* p, int j) {
   return gpu::load_u32_align2(p);
 }
 
+// split_at of a lane whose column n (of 3 R activation parts) is past them: its quad's uint4 of
+// column 0 (chunk_products_tiles says why any will do).
+__device__ __forceinline__ int split_at_past(int lane_quad) { return lane_quad; }
+
 // One warp's products of a staged chunk: its blocks b = B warp + j (j < B, in order) of the 16
 // rows in `stage` (block b of row i at i * kRowStride + 18 b - stage_shift), each two mma from
 // zero (low nibbles, then high) and acc = fma(d, s, acc). split: the chunk's activations split
 // in fragment order (uint4 (row, block, part, quad) as matmul_mma_staged.cu writes them, block
-// b's at 12 b - split_shift); split_at[t]: this lane's uint4 of block 0 for column tile t, -1
-// past the activation columns (zeros). The shifts let a warp stage only its own blocks;
-// stage_shift is a multiple of 4 (qs_word_of's alignment).
+// b's at 12 b - split_shift); split_at[t]: this lane's uint4 of block 0 for column tile t. Lanes
+// whose column is past the activation's parts take any uint4 of the split (split_at_past: their
+// quad's of column 0): each mma column is its own dot product, so their columns hold sums that
+// nobody reads, and the load needs neither a predicate nor zeroed registers (4 instructions a
+// block in the one-row SASS, with an address recomputed each block). kZeroPast: the earlier
+// form, split_at[t] = -1 past the parts and zeros loaded there; kept for the 2-row kernels,
+// which measured ~1% slower at 2 streams without it (27B, H200, bench/RESULTS.md) while the 1-,
+// 4- and 8-row ones gained. The shifts let a warp stage only its own blocks; stage_shift is a
+// multiple of 4 (qs_word_of's alignment).
 // M: 16-row tiles staged one after another (tile m's rows from 16 m kRowStride on), each with
 // its own acc[m]; they share the activation loads, and each row's arithmetic is the one-tile
 // walk's, so a row's bits do not depend on M.
-template <int B, int NT, int M, int kRowStride = Chunk<B>::kRowStride>
+template <int B, int NT, int M, int kRowStride = Chunk<B>::kRowStride, bool kZeroPast = false>
 __device__ __forceinline__ void chunk_products_tiles(const uint8_t* stage, const uint4* split, const int (&split_at)[NT],
                                                      float (&acc)[M][NT][4], int stage_shift = 0, int split_shift = 0) {
   const int lane = gpu::lane_id(), warp = gpu::warp_id();
   const int lane_group = lane >> 2, lane_quad = lane & 3;
+  [[maybe_unused]] const uint4* b_at[NT];  // this lane's uint4 of the warp's first block, per column tile
+  if constexpr (!kZeroPast) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) b_at[t] = split + split_at[t] + 12 * warp * B - split_shift;
+  }
 #pragma unroll
   for (int j = 0; j < B; ++j) {
     const int b = warp * B + j;
@@ -93,8 +108,13 @@ __device__ __forceinline__ void chunk_products_tiles(const uint8_t* stage, const
     }
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-      uint4 bx = make_uint4(0u, 0u, 0u, 0u);
-      if (split_at[t] >= 0) bx = split[split_at[t] + 12 * b - split_shift];
+      uint4 bx;
+      if constexpr (kZeroPast) {
+        bx = make_uint4(0u, 0u, 0u, 0u);
+        if (split_at[t] >= 0) bx = split[split_at[t] + 12 * b - split_shift];
+      } else {
+        bx = b_at[t][12 * j];
+      }
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float s[4];

@@ -202,9 +202,9 @@ __device__ __forceinline__ void down_combine_block(const MoeDownCombineArgs& a, 
     }
   }
 
-  // Lane (g, q) holds column g of the one column tile: part g of the row (g < 3), else zeros.
+  // Lane (g, q) holds column g of the one column tile: part g of the row (g < 3), else unread sums.
   const int lane_group = lane >> 2, lane_quad = lane & 3;
-  const int split_at[1] = {lane_group < 3 ? lane_group * 4 + lane_quad : -1};
+  const int split_at[1] = {lane_group < 3 ? lane_group * 4 + lane_quad : staged::split_at_past(lane_quad)};
   float acc[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
   for (int c = 0; c < l.total_chunks; ++c) {
     if (c + S - 1 < l.total_chunks) issue(c + S - 1);
