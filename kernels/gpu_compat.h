@@ -181,12 +181,16 @@ namespace timeline {
 struct Stamp {
   uint64_t started_ns = 0;   // block (0, 0, 0) began (before its grid dependency wait)
   uint64_t released_ns = 0;  // its wait returned
+  // When the previous launch's last block ended, for a previous launch that stamps its blocks'
+  // ends (gpu::stamp_block_end; the staged matvec); 0 otherwise.
+  uint64_t previous_end_ns = 0;
   uint32_t grid_x = 0, grid_y = 0, block_x = 0, smem_bytes = 0;
 };
 struct DeviceBuffer {
   Stamp* stamps = nullptr;
   unsigned* count = nullptr;  // launches stamped since the last reset (may exceed capacity)
   unsigned capacity = 0;
+  unsigned long long* last_end = nullptr;  // the latest block end stamped since the last launch began
 };
 // A kernel unit's function that points its device copy at the buffer; registered by each unit
 // of a DS_GPU_TIMELINE build (device part below), called by timeline::enable (launch.cu).
@@ -268,8 +272,21 @@ __device__ __forceinline__ void begin_kernel() {
     const unsigned slot = atomicAdd(b.count, 1u);
     unsigned smem = 0;
     asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem));
-    if (slot < b.capacity) b.stamps[slot] = timeline::Stamp{started, released, gridDim.x, gridDim.y, blockDim.x, smem};
+    // The previous launch completed before the wait returned, so its blocks' end stamps are all in.
+    const uint64_t previous_end = b.last_end != nullptr ? atomicExch(b.last_end, 0ull) : 0;
+    if (slot < b.capacity)
+      b.stamps[slot] = timeline::Stamp{started, released, previous_end, gridDim.x, gridDim.y, blockDim.x, smem};
   }
+#endif
+}
+
+// A measuring build (DS_GPU_TIMELINE) stamps the block's end for the next launch's stamp
+// (Stamp::previous_end_ns): every thread of the block calls it last. Else nothing.
+__device__ __forceinline__ void stamp_block_end() {
+#if defined(DS_GPU_TIMELINE) && defined(DS_GPU_CUDA)
+  __syncthreads();
+  if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0 && timeline::unit_buffer.last_end != nullptr)
+    atomicMax(timeline::unit_buffer.last_end, static_cast<unsigned long long>(timeline::global_timer_ns()));
 #endif
 }
 

@@ -120,7 +120,9 @@ bool enable(unsigned capacity) {
   b.capacity = capacity;
   if (gpuMalloc(reinterpret_cast<void**>(&b.stamps), sizeof(Stamp) * capacity) != gpuSuccess ||
       gpuMalloc(reinterpret_cast<void**>(&b.count), sizeof(unsigned)) != gpuSuccess ||
-      gpuMemset(b.count, 0, sizeof(unsigned)) != gpuSuccess) {
+      gpuMemset(b.count, 0, sizeof(unsigned)) != gpuSuccess ||
+      gpuMalloc(reinterpret_cast<void**>(&b.last_end), sizeof(unsigned long long)) != gpuSuccess ||
+      gpuMemset(b.last_end, 0, sizeof(unsigned long long)) != gpuSuccess) {
     (void)gpuGetLastError();
     return false;
   }

@@ -376,6 +376,7 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
     gpu::fence_acq_rel_device();  // the threads that wrote y: visible device-wide before the block counts itself done
     matvec::norm_epilogue(g, group, row0, num_valid, gridDim.x);
   }
+  gpu::stamp_block_end();
 }
 
 // Asks L2 for the first kStages - 1 chunks of the tile's weight rows: the weights do not depend

@@ -53,10 +53,19 @@ void StepTimeline::end() {
     profile_.shape = stamps;
     profile_.cost_ns.assign(stamps.size(), 0.0);
     profile_.lead_ns.assign(stamps.size(), 0.0);
+    profile_.run_ns.assign(stamps.size(), 0.0);
+    profile_.handoff_ns.assign(stamps.size(), 0.0);
   }
   if (profile_.seen++ == 0) return;
   for (size_t i = 0; i < stamps.size(); ++i) {
-    if (i + 1 < stamps.size()) profile_.cost_ns[i] += static_cast<double>(stamps[i + 1].released_ns - stamps[i].released_ns);
+    if (i + 1 < stamps.size()) {
+      profile_.cost_ns[i] += static_cast<double>(stamps[i + 1].released_ns - stamps[i].released_ns);
+      const uint64_t end = stamps[i + 1].previous_end_ns;
+      if (end >= stamps[i].released_ns && end <= stamps[i + 1].released_ns) {
+        profile_.run_ns[i] += static_cast<double>(end - stamps[i].released_ns);
+        profile_.handoff_ns[i] += static_cast<double>(stamps[i + 1].released_ns - end);
+      }
+    }
     profile_.lead_ns[i] += static_cast<double>(stamps[i].released_ns - stamps[i].started_ns);
   }
   profile_.span_ns += static_cast<double>(stamps.back().released_ns - stamps.front().released_ns);
@@ -69,28 +78,35 @@ void StepTimeline::print() const {
   const double n = static_cast<double>(p.counted);
   std::fprintf(stderr, "timeline   %zu launches a forward, %lld forwards averaged; first wait to last: %.1f us\n", p.shape.size(),
                static_cast<long long>(p.counted), p.span_ns / n / 1000.0);
-  std::fprintf(stderr, "timeline   launch     grid.x grid.y block  smem_B  cost_us  lead_us\n");
+  std::fprintf(stderr, "timeline   launch     grid.x grid.y block  smem_B  cost_us  lead_us   run_us handoff_us\n");
   for (size_t i = 0; i < p.shape.size(); ++i) {
     const timeline::Stamp& s = p.shape[i];
-    std::fprintf(stderr, "timeline   %6zu %10u %6u %5u %7u %8.2f %8.2f\n", i, s.grid_x, s.grid_y, s.block_x, s.smem_bytes,
-                 p.cost_ns[i] / n / 1000.0, p.lead_ns[i] / n / 1000.0);
+    std::fprintf(stderr, "timeline   %6zu %10u %6u %5u %7u %8.2f %8.2f %8.2f %8.2f\n", i, s.grid_x, s.grid_y, s.block_x, s.smem_bytes,
+                 p.cost_ns[i] / n / 1000.0, p.lead_ns[i] / n / 1000.0, p.run_ns[i] / n / 1000.0, p.handoff_ns[i] / n / 1000.0);
   }
   // By launch shape: the step's time per kind of launch (the last launch's cost is not measured
   // and stays zero: end() adds none for it).
-  std::map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>, std::tuple<int64_t, double, double>> by_shape;
+  struct ShapeSums {
+    int64_t count = 0;
+    double cost = 0, lead = 0, run = 0, handoff = 0;
+  };
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>, ShapeSums> by_shape;
   for (size_t i = 0; i < p.shape.size(); ++i) {
     const timeline::Stamp& s = p.shape[i];
-    auto& [count, cost, lead] = by_shape[{s.grid_x, s.grid_y, s.block_x, s.smem_bytes}];
-    ++count;
-    cost += p.cost_ns[i] / n;
-    lead += p.lead_ns[i] / n;
+    ShapeSums& sums = by_shape[{s.grid_x, s.grid_y, s.block_x, s.smem_bytes}];
+    ++sums.count;
+    sums.cost += p.cost_ns[i] / n;
+    sums.lead += p.lead_ns[i] / n;
+    sums.run += p.run_ns[i] / n;
+    sums.handoff += p.handoff_ns[i] / n;
   }
-  std::fprintf(stderr, "timeline   by shape:  grid.x grid.y block  smem_B launches  cost_us  us_each  lead_us_each\n");
+  std::fprintf(stderr,
+               "timeline   by shape:  grid.x grid.y block  smem_B launches  cost_us  us_each  lead_us_each  run_us_each  handoff_us_each\n");
   for (const auto& [shape, v] : by_shape) {
     const auto& [gx, gy, bx, smem] = shape;
-    const auto& [count, cost, lead] = v;
-    std::fprintf(stderr, "timeline   shape %12u %6u %5u %7u %8lld %8.1f %8.2f %8.2f\n", gx, gy, bx, smem, static_cast<long long>(count),
-                 cost / 1000.0, cost / 1000.0 / static_cast<double>(count), lead / 1000.0 / static_cast<double>(count));
+    const double each = 1000.0 * static_cast<double>(v.count);
+    std::fprintf(stderr, "timeline   shape %12u %6u %5u %7u %8lld %8.1f %8.2f %8.2f %8.2f %8.2f\n", gx, gy, bx, smem,
+                 static_cast<long long>(v.count), v.cost / 1000.0, v.cost / each, v.lead / each, v.run / each, v.handoff / each);
   }
 }
 
