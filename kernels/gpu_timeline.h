@@ -1,7 +1,10 @@
 // The in-step timeline of a build configured with -DDELTASERVE_GPU_TIMELINE=ON (CUDA only; a
 // measuring build, never a product one): block (0, 0, 0) of every launch stamps the device's
 // global timer when it starts and when its grid dependency wait returns (gpu::begin_kernel),
-// with the launch's grid, block and dynamic shared memory, into a device buffer in launch order.
+// with the launch's grid, block and dynamic shared memory, into a device buffer in launch order;
+// the staged matvec's blocks also stamp their ends (gpu::stamp_block_end), which the next
+// launch's stamp carries (Stamp::previous_end_ns), so such a launch's cost splits into its run
+// and the handoff to the next launch.
 //
 // Why: the tools that time kernels one at a time (Nsight Compute, the event trace) serialise
 // them, and the decode step's time is not their sum: with dependent launches a kernel's blocks
