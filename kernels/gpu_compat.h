@@ -184,13 +184,15 @@ struct Stamp {
   // When the previous launch's last block ended, for a previous launch that stamps its blocks'
   // ends (gpu::stamp_block_end; the staged matvec); 0 otherwise.
   uint64_t previous_end_ns = 0;
+  uint64_t previous_first_end_ns = 0;  // likewise, its first block's end (~0: none stamped)
   uint32_t grid_x = 0, grid_y = 0, block_x = 0, smem_bytes = 0;
 };
 struct DeviceBuffer {
   Stamp* stamps = nullptr;
   unsigned* count = nullptr;  // launches stamped since the last reset (may exceed capacity)
   unsigned capacity = 0;
-  unsigned long long* last_end = nullptr;  // the latest block end stamped since the last launch began
+  unsigned long long* last_end = nullptr;   // the latest block end stamped since the last launch began
+  unsigned long long* first_end = nullptr;  // the earliest (~0: none)
 };
 // A kernel unit's function that points its device copy at the buffer; registered by each unit
 // of a DS_GPU_TIMELINE build (device part below), called by timeline::enable (launch.cu).
@@ -274,8 +276,10 @@ __device__ __forceinline__ void begin_kernel() {
     asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem));
     // The previous launch completed before the wait returned, so its blocks' end stamps are all in.
     const uint64_t previous_end = b.last_end != nullptr ? atomicExch(b.last_end, 0ull) : 0;
+    const uint64_t previous_first_end = b.first_end != nullptr ? atomicExch(b.first_end, ~0ull) : ~0ull;
     if (slot < b.capacity)
-      b.stamps[slot] = timeline::Stamp{started, released, previous_end, gridDim.x, gridDim.y, blockDim.x, smem};
+      b.stamps[slot] =
+          timeline::Stamp{started, released, previous_end, previous_first_end, gridDim.x, gridDim.y, blockDim.x, smem};
   }
 #endif
 }
@@ -285,8 +289,11 @@ __device__ __forceinline__ void begin_kernel() {
 __device__ __forceinline__ void stamp_block_end() {
 #if defined(DS_GPU_TIMELINE) && defined(DS_GPU_CUDA)
   __syncthreads();
-  if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0 && timeline::unit_buffer.last_end != nullptr)
-    atomicMax(timeline::unit_buffer.last_end, static_cast<unsigned long long>(timeline::global_timer_ns()));
+  if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0 && timeline::unit_buffer.last_end != nullptr) {
+    const unsigned long long now = timeline::global_timer_ns();
+    atomicMax(timeline::unit_buffer.last_end, now);
+    atomicMin(timeline::unit_buffer.first_end, now);
+  }
 #endif
 }
 

@@ -122,7 +122,9 @@ bool enable(unsigned capacity) {
       gpuMalloc(reinterpret_cast<void**>(&b.count), sizeof(unsigned)) != gpuSuccess ||
       gpuMemset(b.count, 0, sizeof(unsigned)) != gpuSuccess ||
       gpuMalloc(reinterpret_cast<void**>(&b.last_end), sizeof(unsigned long long)) != gpuSuccess ||
-      gpuMemset(b.last_end, 0, sizeof(unsigned long long)) != gpuSuccess) {
+      gpuMemset(b.last_end, 0, sizeof(unsigned long long)) != gpuSuccess ||
+      gpuMalloc(reinterpret_cast<void**>(&b.first_end), sizeof(unsigned long long)) != gpuSuccess ||
+      gpuMemset(b.first_end, 0xff, sizeof(unsigned long long)) != gpuSuccess) {
     (void)gpuGetLastError();
     return false;
   }

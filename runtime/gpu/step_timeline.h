@@ -41,9 +41,10 @@ class StepTimeline {
   struct Profile {
     std::vector<kernels::gpu::timeline::Stamp> shape;  // grids of the launches (times unused)
     std::vector<double> cost_ns, lead_ns;              // summed over the counted forwards
-    // Where the next launch stamps this one's last block end (Stamp::previous_end_ns): from this
-    // launch's wait to that end (run), and from it to the next launch's wait (handoff); summed.
-    std::vector<double> run_ns, handoff_ns;
+    // Where the next launch stamps this one's block ends (Stamp::previous_end_ns, _first_end_ns):
+    // from this launch's wait to its first block's end (first) and to its last block's end (run),
+    // and from that to the next launch's wait (handoff); summed.
+    std::vector<double> first_ns, run_ns, handoff_ns;
     double span_ns = 0;                                // first wait's return to the last one's
     int64_t seen = 0, counted = 0;
   };
