@@ -113,8 +113,12 @@ __device__ __forceinline__ float4 input_normed(float4 x, float scale, float4 w) 
 // item is normalised as it is split.
 // M: the block's 16-row tiles (its x index covers tiles M x .. M x + M - 1), staged side by
 // side and multiplied with the same activation loads; each row's walk is the one-tile one.
+// early: the kernel has not waited yet (gpu::begin_kernel): the first chunks' weight copies
+// go out first (weights: memory no kernel of the step writes; nothing else is read before the
+// wait but kernel parameters), then the wait; never with expert segments, whose rows come from
+// the router.
 template <int R, int B, int kStages, bool kNorm, bool kInNorm, int M, bool kDeferred>
-__device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, uint8_t* smem) {
+__device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, uint8_t* smem, bool early = false) {
   using C = Chunk<B>;
   constexpr int NT = column_tiles<R>();
   constexpr int kChunkBlocks = C::kBlocks, kChunkInputs = C::kInputs, kSegBytes = C::kSegBytes, kRowStride = C::kRowStride;
@@ -159,6 +163,7 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
     if (s < num_chunks) issue(s);
     gpu::async_commit();
   }
+  if (early) gpu::begin_kernel();
 
   // Lane (g, c) of column tile t holds column n = 8t + g: activation row n / 3, part n % 3.
   // 2-row groups load zeros past the parts (chunk_products_tiles' kZeroPast), the others any.
@@ -414,10 +419,15 @@ __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecPar
   extern __shared__ __align__(16) uint8_t smem[];
   const MatvecSeg g = block_segment<R>(p);
   const int64_t group = p.group_offset + blockIdx.y;
-  if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B, S, 1>(g);
-  gpu::begin_kernel();
-  if (group >= g.num_groups) return;
-  staged_group<R, B, S, kNorm, kInNorm, 1, kDeferred>(g, group, smem);
+  // copies_before_wait: the weights' first copies (a prefetch into shared memory) go out in
+  // staged_group before its wait.
+  const bool early = p.copies_before_wait && group < g.num_groups && g.expert_ids == nullptr;
+  if (!early) {
+    if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B, S, 1>(g);
+    gpu::begin_kernel();
+    if (group >= g.num_groups) return;
+  }
+  staged_group<R, B, S, kNorm, kInNorm, 1, kDeferred>(g, group, smem, early);
 #else
   gpu::begin_kernel();
   (void)p;  // never launched there: matvec_math() is kCudaCores without bf16 mma
@@ -435,10 +445,15 @@ __global__ void __launch_bounds__(kThreads, kTilesMinBlocks) matvec_staged_tiles
   extern __shared__ __align__(16) uint8_t smem[];
   const MatvecSeg g = block_segment<R>(p);
   const int64_t group = p.group_offset + blockIdx.y;
-  if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B, S, 2>(g);
-  gpu::begin_kernel();
-  if (group >= g.num_groups) return;
-  staged_group<R, B, S, kNorm, kInNorm, 2, kDeferred>(g, group, smem);
+  // copies_before_wait: the weights' first copies (a prefetch into shared memory) go out in
+  // staged_group before its wait.
+  const bool early = p.copies_before_wait && group < g.num_groups && g.expert_ids == nullptr;
+  if (!early) {
+    if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B, S, 2>(g);
+    gpu::begin_kernel();
+    if (group >= g.num_groups) return;
+  }
+  staged_group<R, B, S, kNorm, kInNorm, 2, kDeferred>(g, group, smem, early);
 #else
   gpu::begin_kernel();
   (void)p;
@@ -466,6 +481,21 @@ size_t staged_prefetch_max_bytes() {
   return bytes;
 }
 
+// The blocks' first kStages - 1 chunks of weight copies go out before the grid dependency wait
+// (staged_group's early; launches without expert segments), so the blocks that start while the
+// previous kernel drains have their first chunks in shared memory when it ends, instead of
+// asking for them then. H200 (bench/RESULTS.md, same bits): 27B one stream 7.67 -> 7.08 ms
+// (130 -> 141 tok/s), two streams 8.74 -> 8.19, four 14.09 -> 13.72; 35B-A3B one stream 2.38 ->
+// 2.31, 16 streams 12.45 -> 12.31. DELTASERVE_GPU_STAGED_EARLY=0: after the wait, as before
+// (side-by-side runs).
+bool copies_before_wait() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("DELTASERVE_GPU_STAGED_EARLY");
+    return env == nullptr || std::string_view(env) != "0";
+  }();
+  return enabled;
+}
+
 template <int R, int B, int S, bool kNorm, bool kInNorm, int M, bool kDeferred>
 gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
   constexpr size_t kSmem = smem_bytes<R, B, S, M>();
@@ -489,6 +519,7 @@ gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
     largest = std::max(largest, static_cast<size_t>(g.num_out) * g.w_row_bytes * (g.w_up != nullptr ? 2 : 1));
   }
   p.prefetch_weights = gpu::prefetch_enabled() && largest <= staged_prefetch_max_bytes();
+  p.copies_before_wait = copies_before_wait();
   for (int64_t first = 0; first < num_groups; first += kMaxGridY) {
     p.group_offset = first;
     const dim3 grid(static_cast<unsigned>(grid_x),

@@ -4,7 +4,9 @@
 # gpu::launch must wait in gpu::begin_kernel() before it touches memory the previous kernels
 # write. This fails when a kernels/*.cu launches with <<<>>> (bypassing gpu::launch) or when
 # a __global__ function's body does not call gpu::begin_kernel() first; the only code allowed
-# before it is an L2 prefetch block (safe on any address). No GPU needed. Run from the root.
+# before it is a prefetch block (L2 prefetches, safe on any address; or the staged matvec's
+# branch that copies its first weight chunks into shared memory and waits inside staged_group,
+# matmul_mma_staged.cu). No GPU needed. Run from the root.
 set -euo pipefail
 /usr/bin/python3 - <<'PY'
 import glob, re, sys
