@@ -55,8 +55,8 @@ bool tensor_matvec_available();  // the current device has bf16 mma (CUDA sm_80 
 // weight tile or two side by side (matmul_mma_staged.cu): two share the block's activation
 // loads and its fixed work (parameters, copy addresses, the input norm's scales, the sums'
 // epilogue) over twice the weights. Each output row's arithmetic is the one-tile walk's, so
-// the bits are the same either way. kAuto: two for launches with the input norm of at least 4
-// one-tile blocks per multiprocessor, one for the rest (matmul_mma_staged.cu says why); kOne /
+// the bits are the same either way. kAuto: two for launches of at least 4 one-tile blocks per
+// multiprocessor, one for the rest (matmul_mma_staged.cu says why); kOne /
 // kTwo force one (tests, side-by-side runs; DELTASERVE_GPU_STAGED_TILES=1|2 sets the starting
 // value). Set per calling thread like the math; default kAuto.
 enum class StagedTiles { kAuto, kOne, kTwo };

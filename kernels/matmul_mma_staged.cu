@@ -573,14 +573,16 @@ gpuError_t launch_two_tiles(const MatvecParams& p, gpuStream_t stream) {
 // gpu_timeline.h): the two-tile launches themselves cost the step less (gate/up 42.4 -> 41.0
 // us), but the one-tile down projection after each gate/up then cost 30.8 us instead of 24.7
 // (its blocks resident 8.4 us before its wait returned instead of 5.6; how that costs it, 320
-// blocks on 132 multiprocessors, is not established).
-// DELTASERVE_GPU_STAGED_TILES_PLAIN=1 gives plain launches the same rule (the measured form;
-// side-by-side runs).
+// blocks on 132 multiprocessors, is not established). Since the first weight copies go out
+// before the grid dependency wait (copies_before_wait) plain launches take the rule too: 27B
+// two streams 8.16-8.21 -> 7.77-7.79 ms alone, one stream even; with the down and out on six
+// stages (deep_stages) one stream 7.13-7.15 -> 6.82-6.85 and two 8.18-8.22 -> 7.55-7.56
+// (bench/RESULTS.md). DELTASERVE_GPU_STAGED_TILES_PLAIN=0 keeps them on one (side-by-side runs).
 constexpr int64_t kTwoTilesMinTilesPerMultiprocessor = 4;
 
-bool env_on(const char* name) {
+bool env_off(const char* name) {
   const char* env = std::getenv(name);
-  return env != nullptr && std::string_view(env) == "1";
+  return env != nullptr && std::string_view(env) == "0";
 }
 
 int64_t launch_tiles(const MatvecParams& p) {
@@ -590,7 +592,7 @@ int64_t launch_tiles(const MatvecParams& p) {
 }
 
 bool two_tiles(const MatvecParams& p, bool input_norm) {
-  static const bool plain_too = env_on("DELTASERVE_GPU_STAGED_TILES_PLAIN");
+  static const bool plain_too = !env_off("DELTASERVE_GPU_STAGED_TILES_PLAIN");
   const LaunchRows l = launch_rows_of(p);
   if (l.rows > 2 || l.experts) return false;
   const StagedTiles tiles = staged_tiles();
@@ -600,14 +602,17 @@ bool two_tiles(const MatvecParams& p, bool input_norm) {
 }
 
 // 6 stages for one-tile launches of 1-2 rows that fit in one wave at 3 blocks a multiprocessor
-// (63 KB a block), only with DELTASERVE_GPU_STAGED_DEEP=1 (side-by-side runs): measured and not
-// kept (launch_stages; in the step's timeline the 27B's down went 24.7 -> 26.6 us and its out
-// 11.9 -> 13.2, though the down alone was faster).
+// (63 KB a block: the 27B's down and out). Measured slower before the first weight copies went
+// out before the grid dependency wait (in the step's timeline the 27B's down went 24.7 -> 26.6
+// us and its out 11.9 -> 13.2, though the down alone was faster); with them (5 chunks before the
+// wait instead of 3) the 27B's one-stream step 7.13-7.26 -> 6.96-7.04 ms alone, 6.82-6.85 with
+// plain launches on two tiles (bench/RESULTS.md). DELTASERVE_GPU_STAGED_DEEP=0 keeps 4 stages
+// (side-by-side runs).
 constexpr int kDeepStages = 6;
 constexpr int64_t kDeepMaxTilesPerMultiprocessor = 3;
 
 bool deep_stages(const MatvecParams& p) {
-  static const bool enabled = env_on("DELTASERVE_GPU_STAGED_DEEP");
+  static const bool enabled = !env_off("DELTASERVE_GPU_STAGED_DEEP");
   if (!enabled || launch_rows_of(p).rows > 2) return false;
   return launch_tiles(p) <= kDeepMaxTilesPerMultiprocessor * matvec::multiprocessors();
 }
@@ -615,10 +620,11 @@ bool deep_stages(const MatvecParams& p) {
 // Stages: 2 for launches of at most 2 chunks a row (the 35B-A3B's 2,048- and 512-input rows),
 // whose blocks then take less shared memory, so more of them share a multiprocessor; else 4
 // for one tile a block, 3 for two (63 KB a block, 3 blocks a multiprocessor; 4 stages would
-// hold it to 2: the 27B's gate/up 43.3 vs 40.1 us alone, its LM head 255 vs 237). Measured and
-// not kept: 6 stages for one-tile launches that fit in one wave at 3 blocks a multiprocessor
-// (the 27B's down, 320 blocks of 17 chunks, 30.9 -> 26.7 us alone; deep_stages) made the
-// 27B's step 8.15 -> 8.31 ms; 6 for every one-tile launch, 8.09 -> 8.78.
+// hold it to 2: the 27B's gate/up 43.3 vs 40.1 us alone, its LM head 255 vs 237); 6 for
+// one-tile launches of 1-2 rows that fit in one wave at 3 blocks a multiprocessor
+// (deep_stages: the 27B's down and out). Measured and not kept: 6 for every one-tile launch,
+// 8.09 -> 8.78 ms (27B, before the early copies); 5 for one-row launches (4 a multiprocessor
+// still), 7.13-7.26 -> 7.45-7.53 with the early copies.
 template <int B, bool kNorm, bool kInNorm, bool kDeferred>
 gpuError_t launch_stages(const MatvecParams& p, gpuStream_t stream) {
   int64_t chunks = 0;
