@@ -410,9 +410,11 @@ __device__ __forceinline__ MatvecSeg block_segment(const MatvecParams& p) {
 }
 #endif
 
-// Each kernel: the block's segment and row group (kernel parameters only), the L2 prefetch of
-// its first chunks (an expert segment's rows are known only after the wait: its expert ids come
-// from the router), the grid dependency wait, then the group's walk.
+// Each kernel: the block's segment and row group (kernel parameters only), then either its
+// first chunks' copies into shared memory, the grid dependency wait and the walk, all in
+// staged_group (copies_before_wait), or (an expert segment's rows are known only after the
+// wait: its expert ids come from the router; or the copies turned off) the L2 prefetch of its
+// first chunks, the wait, then the walk.
 template <int R, int B, int S, bool kNorm, bool kInNorm, bool kDeferred>
 __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecParams p) {
 #if defined(DS_MMA_BF16)
