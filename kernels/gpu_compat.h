@@ -252,9 +252,9 @@ __device__ __forceinline__ uint64_t global_timer_ns() {
 // prefetches (below), reads of kernel parameters and the addresses prefetches need, read from
 // memory no kernel of the step writes (the GDN step's state entry index: the step's staging
 // copy wrote it before the step's first kernel), and the staged matvec's copies of its first
-// weight chunks into shared memory (weights: no kernel of a step writes them), may come first. It waits until the
-// previous kernel on the stream has completed with its writes visible (so transitively every
-// earlier one), then allows the next kernel to be scheduled. HIP and older targets: no-ops,
+// weight chunks into shared memory (weights: no kernel of a step writes them), may come first.
+// It waits until the previous kernel on the stream has completed with its writes visible (so
+// transitively every earlier one), then allows the next kernel to be scheduled. HIP and older targets: no-ops,
 // and gpu::launch is an ordinary launch. A measuring build (DS_GPU_TIMELINE) also stamps the
 // launch here (block (0, 0, 0) only; the read of the unit's pointer is of memory only the host
 // writes).

@@ -84,8 +84,8 @@ struct MatvecParams {
   int num_segs;
   int64_t group_offset;  // first row group of this launch (grid.y limit)
   bool prefetch_weights;  // prefetch_block_weights (DELTASERVE_GPU_PREFETCH=0: off, for side-by-side runs)
-  bool copies_before_wait;  // staged launches: the first chunks' weight copies go out before the grid dependency wait
-                            // (matmul_mma_staged.cu, copies_before_wait)
+  bool copies_before_wait;  // staged launches: the first chunks' weight copies go out before the grid
+                            // dependency wait (matmul_mma_staged.cu, copies_before_wait)
 };
 
 // This block's segment, selected with constant indices (a run-time index into the parameter
