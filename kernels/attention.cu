@@ -19,6 +19,8 @@
 // from -inf, factors expf(m_c - M), then l and o by fmaf chains, o / l * sigmoid(gate). Both
 // forms run exactly these operations (combine_output is shared), so their bits agree.
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 
 #include "kernels/attention_gpu.h"
 #include "kernels/gpu_compat.h"
@@ -121,6 +123,25 @@ __device__ __forceinline__ int64_t cached_offset(const PagedAttentionGpuArgs& a,
   return ((block * a.block_tokens + p % bt) * a.num_kv_heads + kvh) * a.head_dim;
 }
 
+// Asks L2 for the K and V rows of the block's first tile before the grid dependency wait
+// (gpu::prefetch_l2, safe on any address): the positions, row sequences and block tables are
+// the step's staged inputs, final before its first kernel (gpu_compat.h), and the rows of
+// earlier tokens were written by earlier forwards; a row the kernel before this one writes
+// fills with whatever it holds then, and the loads after the wait see its final value.
+__device__ __forceinline__ void prefetch_first_tile(const PagedAttentionGpuArgs& a, int splits) {
+  const int64_t chunk = blockIdx.x, kvh = blockIdx.y / splits, r = blockIdx.z;
+  const int64_t num_keys = static_cast<int64_t>(a.positions[r]) + 1;
+  const int64_t begin = chunk * chunk_tiles(num_keys) * kTile;
+  const int n = static_cast<int>(min(static_cast<int64_t>(kTile), num_keys - begin));
+  const int lines = static_cast<int>((a.head_dim * static_cast<int64_t>(sizeof(float)) + 127) / 128);
+  const int32_t* table = a.block_tables + static_cast<int64_t>(a.row_seq[r]) * a.block_table_stride;
+  for (int i = static_cast<int>(threadIdx.x); i < n * 2 * lines; i += kThreads) {
+    const int key = i / (2 * lines), rest = i % (2 * lines);
+    const float* row = (rest < lines ? a.k_cache : a.v_cache) + cached_offset(a, table, static_cast<int>(begin + key), kvh);
+    gpu::prefetch_l2(row + 32 * (rest % lines));
+  }
+}
+
 // kHd: head_dim rounded up to 64, 128 or 256; kGroup: the block's query heads rounded up to
 // 1, 2, 4, 8 or 16 (register arrays are sized by these; the real values are masked at run
 // time). Grid (chunks, num_kv_heads * splits, rows): blockIdx.y = kvh * splits + split.
@@ -129,7 +150,8 @@ __device__ __forceinline__ int64_t cached_offset(const PagedAttentionGpuArgs& a,
 // tile, hidden by the other block when the grid is large); the same operations either way.
 template <int kHd, int kGroup, bool kLateValues>
 __global__ void __launch_bounds__(kThreads, kLateValues ? 2 : 1)
-    attention_chunk_kernel(const PagedAttentionGpuArgs a, int64_t grid_chunks, int splits) {
+    attention_chunk_kernel(const PagedAttentionGpuArgs a, int64_t grid_chunks, int splits, bool prefetch_kv) {
+  if (prefetch_kv) prefetch_first_tile(a, splits);
   gpu::begin_kernel();
   constexpr int kKVecs = kHd / (4 * kLanesPerKey);      // K float4s per lane per key
   constexpr int kKeysPerPass = kThreads / kLanesPerKey;  // 32
@@ -357,6 +379,18 @@ __global__ void kv_append_kernel(const KvAppendGpuArgs a) {
   }
 }
 
+// The chunk kernel's prefetch_first_tile, with gpu::prefetch_enabled() (DELTASERVE_GPU_PREFETCH=0
+// turns every prefetch off). H200 (bench/RESULTS.md): in the 27B's step the chunk launch 6.85 ->
+// 6.64 us; one stream 6.767 / 6.790 -> 6.777 / 6.757 ms, two 7.483 / 7.470 -> 7.426 / 7.446.
+// DELTASERVE_GPU_ATTENTION_PREFETCH=0 leaves this one out (side-by-side runs).
+bool prefetch_kv() {
+  static const bool on = [] {
+    const char* env = std::getenv("DELTASERVE_GPU_ATTENTION_PREFETCH");
+    return !(env != nullptr && std::string_view(env) == "0");
+  }();
+  return on && gpu::prefetch_enabled();
+}
+
 // Grid chunks: an upper bound of every row's chunk count (the count is not monotone in the
 // number of keys, the tile count is).
 int64_t chunks_of(const PagedAttentionGpuArgs& a) {
@@ -368,15 +402,15 @@ template <int kHd, bool kLateValues>
 void launch_chunks(const PagedAttentionGpuArgs& a, dim3 grid, int64_t heads, int splits, gpuStream_t stream) {
   const int64_t chunks = grid.x;
   if (heads <= 1) {
-    gpu::launch(attention_chunk_kernel<kHd, 1, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits);
+    gpu::launch(attention_chunk_kernel<kHd, 1, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits, prefetch_kv());
   } else if (heads <= 2) {
-    gpu::launch(attention_chunk_kernel<kHd, 2, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits);
+    gpu::launch(attention_chunk_kernel<kHd, 2, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits, prefetch_kv());
   } else if (heads <= 4) {
-    gpu::launch(attention_chunk_kernel<kHd, 4, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits);
+    gpu::launch(attention_chunk_kernel<kHd, 4, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits, prefetch_kv());
   } else if (heads <= 8) {
-    gpu::launch(attention_chunk_kernel<kHd, 8, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits);
+    gpu::launch(attention_chunk_kernel<kHd, 8, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits, prefetch_kv());
   } else {
-    gpu::launch(attention_chunk_kernel<kHd, 16, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits);
+    gpu::launch(attention_chunk_kernel<kHd, 16, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits, prefetch_kv());
   }
 }
 

@@ -158,27 +158,21 @@ constexpr int kMinBlocksShared = 8;
 // launch_step picks the home from the sequence count. Same values, same arithmetic.
 template <int DK, int DV, class StateT, int kHome>
 __global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksShared : DV > 0 ? kMinBlocksFixedDv : 1)
-    gdn_step_kernel(const GdnStepArgs a, bool prefetch_state) {
+    gdn_step_kernel(const GdnStepArgs a, bool prefetch_state, bool inputs_before_wait) {
   // Launches of few sequences (one wave of blocks): one stream 2.467 -> 2.440 ms (35B-A3B, H200,
   // bench/RESULTS.md); at 64 streams (kHomeShared) only the first of 15 waves could gain, and it
   // measured even to slightly slower, so the many-sequence home leaves it out.
-  if (kHome == kHomeStaged && prefetch_state) prefetch_state_slice<DK, StateT>(a);
-  gpu::begin_kernel();
   static_assert(DK % kParts == 0 && DK <= kThreads && DV % kCols == 0);
   constexpr bool kStaged = kHome != kHomeRegisters, kShared = kHome == kHomeShared;
   constexpr int kRowsPerPart = DK / kParts;
   constexpr int kStageRowBytes = StateStage<StateT>::kRowBytes;
-  __shared__ float q_s[DK], k_s[DK], v_s[kCols];
-  __shared__ float scratch[2 * gpu::kMaxWarpsPerBlock];
-  __shared__ float gate_s[2];  // decay, beta
-  __shared__ int last_reader_s, norm_last_s;
   __shared__ __align__(16) unsigned char stage[kStaged ? DK * kStageRowBytes : 16];
-  // kShared: this thread's element of state row i (= kParts ii + part), column col.
-  auto staged_elem = [&](int ii) -> StateT& {
-    return reinterpret_cast<StateT*>(stage + (kParts * ii + static_cast<int>(threadIdx.x) % kParts) * kStageRowBytes)
-        [static_cast<int>(threadIdx.x) / kParts];
-  };
-
+  // inputs_before_wait (staged homes): the slice's cp.async copies, the conv state's and the
+  // weights' loads go out before the grid dependency wait, a prefetch into shared memory and
+  // registers (the entry index is final, as for the L2 prefetch; both states are written only
+  // by this layer's step of an earlier forward, never by the kernel before this one, the
+  // layer's input projection). Else the L2 prefetch, and those loads after the wait.
+  const bool copied_early = kStaged && inputs_before_wait;
   const int tid = static_cast<int>(threadIdx.x);
   const int part = tid % kParts, col = tid / kParts;
   const int64_t tile = blockIdx.x, j = blockIdx.y, s = blockIdx.z;
@@ -187,11 +181,61 @@ __global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksSha
   const int64_t dk_all = hk * DK;
   const int64_t dc = 2 * dk_all + hv * dv;
   const int64_t c = tile * kCols + col;  // this thread's state column
-  const int64_t row_begin = a.seq_row_begin[s], row_end = a.seq_row_begin[s + 1];
-  const int64_t state_in = a.state_in[s], state_out = a.state_out[s];
-  const int64_t ring = a.ring_first != nullptr ? a.ring_first[s] : -1;
   const int64_t delta_entry = hv * DK * dv;
   const int64_t conv_entry = kHistory * dc;
+  const int64_t state_in = a.state_in[s];  // final before the step's first kernel (gpu_compat.h)
+  const StateT* state_head = static_cast<const StateT*>(a.delta_states) + state_in * delta_entry + j * DK * dv;
+
+  // Channels this thread convolves: q and k channel `tid` of key head kh, v channel `tid`.
+  const bool has_qk = tid < DK, has_v = tid < kCols;
+  const int64_t ch_q = kh * DK + tid, ch_k = dk_all + kh * DK + tid;
+  const int64_t ch_v = 2 * dk_all + j * dv + tile * kCols + tid;
+  float hist_q[kHistory] = {}, hist_k[kHistory] = {}, hist_v[kHistory] = {};
+  float w_q[kConvKernel] = {}, w_k[kConvKernel] = {}, w_v[kConvKernel] = {};
+  float dt_bias = 0.0f, ssm_a = 0.0f;  // thread 0's gate parameters
+  float S[kRowsPerPart];                // the register homes' state column part
+  // What no kernel of this forward writes: the state slice (staged homes), the conv state
+  // (both written only by this layer's step of an earlier forward) and the weights. Before the
+  // grid dependency wait with copied_early, else after it.
+  auto load_inputs_of_earlier_forwards = [&] {
+    if constexpr (kStaged) {
+      stage_state_async<DK>(stage, state_head, dv, tile);
+    } else {
+#pragma unroll
+      for (int ii = 0; ii < kRowsPerPart; ++ii) S[ii] = from_state(state_head[(kParts * ii + part) * dv + c]);
+    }
+    const float* conv_in = a.conv_states + state_in * conv_entry;
+#pragma unroll
+    for (int h = 0; h < kHistory; ++h) {
+      if (has_qk) hist_q[h] = conv_in[h * dc + ch_q], hist_k[h] = conv_in[h * dc + ch_k];
+      if (has_v) hist_v[h] = conv_in[h * dc + ch_v];
+    }
+#pragma unroll
+    for (int h = 0; h < kConvKernel; ++h) {
+      if (has_qk) w_q[h] = a.conv_w[ch_q * kConvKernel + h], w_k[h] = a.conv_w[ch_k * kConvKernel + h];
+      if (has_v) w_v[h] = a.conv_w[ch_v * kConvKernel + h];
+    }
+    if (tid == 0) dt_bias = a.dt_bias[j], ssm_a = a.ssm_a[j];
+  };
+  if (copied_early) {
+    load_inputs_of_earlier_forwards();
+  } else if (kHome == kHomeStaged && prefetch_state) {
+    prefetch_state_slice<DK, StateT>(a);
+  }
+  gpu::begin_kernel();
+  __shared__ float q_s[DK], k_s[DK], v_s[kCols];
+  __shared__ float scratch[2 * gpu::kMaxWarpsPerBlock];
+  __shared__ float gate_s[2];  // decay, beta
+  __shared__ int last_reader_s, norm_last_s;
+  // kShared: this thread's element of state row i (= kParts ii + part), column col.
+  auto staged_elem = [&](int ii) -> StateT& {
+    return reinterpret_cast<StateT*>(stage + (kParts * ii + static_cast<int>(threadIdx.x) % kParts) * kStageRowBytes)
+        [static_cast<int>(threadIdx.x) / kParts];
+  };
+
+  const int64_t row_begin = a.seq_row_begin[s], row_end = a.seq_row_begin[s + 1];
+  const int64_t state_out = a.state_out[s];
+  const int64_t ring = a.ring_first != nullptr ? a.ring_first[s] : -1;
   // The first block of key head kh (value head kh, tile 0) writes the shared q/k channels'
   // conv snapshots; the final q/k conv state is written by the last block to have read it.
   const bool qk_owner = j < hk && tile == 0;
@@ -200,32 +244,7 @@ __global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksSha
 
   // The state first: its loads are in flight during the conv loads and the counter atomics.
   constexpr bool kBf16 = sizeof(StateT) == 2;
-  float S[kRowsPerPart];
-  const StateT* state_head = static_cast<const StateT*>(a.delta_states) + state_in * delta_entry + j * DK * dv;
-  if constexpr (kStaged) {
-    stage_state_async<DK>(stage, state_head, dv, tile);
-  } else {
-#pragma unroll
-    for (int ii = 0; ii < kRowsPerPart; ++ii) S[ii] = from_state(state_head[(kParts * ii + part) * dv + c]);
-  }
-
-  // Channels this thread convolves: q and k channel `tid` of key head kh, v channel `tid`.
-  const bool has_qk = tid < DK, has_v = tid < kCols;
-  const int64_t ch_q = kh * DK + tid, ch_k = dk_all + kh * DK + tid;
-  const int64_t ch_v = 2 * dk_all + j * dv + tile * kCols + tid;
-  float hist_q[kHistory] = {}, hist_k[kHistory] = {}, hist_v[kHistory] = {};
-  float w_q[kConvKernel] = {}, w_k[kConvKernel] = {}, w_v[kConvKernel] = {};
-  const float* conv_in = a.conv_states + state_in * conv_entry;
-#pragma unroll
-  for (int h = 0; h < kHistory; ++h) {
-    if (has_qk) hist_q[h] = conv_in[h * dc + ch_q], hist_k[h] = conv_in[h * dc + ch_k];
-    if (has_v) hist_v[h] = conv_in[h * dc + ch_v];
-  }
-#pragma unroll
-  for (int h = 0; h < kConvKernel; ++h) {
-    if (has_qk) w_q[h] = a.conv_w[ch_q * kConvKernel + h], w_k[h] = a.conv_w[ch_k * kConvKernel + h];
-    if (has_v) w_v[h] = a.conv_w[ch_v * kConvKernel + h];
-  }
+  if (!copied_early) load_inputs_of_earlier_forwards();
 
   if constexpr (kStaged) {  // the slice: every thread's copies done, then visible to the block
     gpu::async_wait<0>();
@@ -239,6 +258,10 @@ __global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksSha
   const float q_scale = 1.0f / sqrtf(static_cast<float>(DK));
   for (int64_t r = row_begin; r < row_end; ++r) {
     const float* x = a.qkv + r * a.qkv_stride;
+    // The gates' inputs, read with the row's channels (not after the norms' barriers: an L2
+    // round trip on thread 0 that the whole block waited for).
+    float alpha_in = 0.0f, beta_in = 0.0f;
+    if (tid == 0) alpha_in = a.alpha[r * a.ab_stride + j], beta_in = a.beta_logit[r * a.ab_stride + j];
     // Conv + SiLU; the window is [hist (oldest first) | x].
     float uq = 0.0f, uk = 0.0f;
     if (has_qk) {
@@ -276,9 +299,8 @@ __global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksSha
       k_s[tid] = uk * inv_k;
     }
     if (tid == 0) {
-      const float alpha = a.alpha[r * a.ab_stride + j] + a.dt_bias[j];
-      gate_s[0] = expf(a.ssm_a[j] * softplusf_(alpha));
-      gate_s[1] = gpu::sigmoidf_(a.beta_logit[r * a.ab_stride + j]);
+      gate_s[0] = expf(ssm_a * softplusf_(alpha_in + dt_bias));
+      gate_s[1] = gpu::sigmoidf_(beta_in);
     }
     __syncthreads();
 
@@ -343,6 +365,27 @@ __global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksSha
   // trip and its fences then wait on nothing but this block's o stores. Counted at the start
   // (arrival) and after the state stores (done, every thread fencing), the two round trips and
   // the store drain took a third of the stalls of a 64-sequence step (H200, Nsight Compute).
+  // The block's own final state (its delta state slice and v conv channels; no other block
+  // reads or writes them). owned_stores_first (the staged home with early loads, few
+  // sequences): stored before the count, so their drain overlaps the atomic's round trip;
+  // else after it (at 64 sequences, stores before the fences cost, above).
+  auto store_owned_state = [&] {
+    if (state_out < 0) return;
+    StateT* const out_head = static_cast<StateT*>(a.delta_states) + state_out * delta_entry + j * DK * dv;
+    if constexpr (kShared) {
+      store_staged_state<DK>(stage, out_head, dv, tile);  // the last row's writes: before the barriers above
+    } else {
+#pragma unroll
+      for (int ii = 0; ii < kRowsPerPart; ++ii) out_head[(kParts * ii + part) * dv + c] = to_state<StateT>(S[ii]);
+    }
+    float* conv_out = a.conv_states + state_out * conv_entry;
+#pragma unroll
+    for (int h = 0; h < kHistory; ++h) {
+      if (has_v) conv_out[h * dc + ch_v] = hist_v[h];
+    }
+  };
+  const bool owned_stores_first = copied_early && kHome == kHomeStaged;
+  if (owned_stores_first) store_owned_state();
   if (fused_norm && part == 0) gpu::fence_acq_rel_device();  // release this thread's o stores
   __syncthreads();
   if (tid == 0) {
@@ -361,20 +404,12 @@ __global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksSha
     norm_last_s = norm_last;
   }
   __syncthreads();
-  if (state_out >= 0) {
-    StateT* const out_head = static_cast<StateT*>(a.delta_states) + state_out * delta_entry + j * DK * dv;
-    if constexpr (kShared) {
-      store_staged_state<DK>(stage, out_head, dv, tile);  // the last row's writes: before the barriers above
-    } else {
-#pragma unroll
-      for (int ii = 0; ii < kRowsPerPart; ++ii) out_head[(kParts * ii + part) * dv + c] = to_state<StateT>(S[ii]);
-    }
+  if (!owned_stores_first) store_owned_state();
+  if (state_out >= 0 && last_reader_s != 0) {
     float* conv_out = a.conv_states + state_out * conv_entry;
-    const bool write_qk = last_reader_s != 0;
 #pragma unroll
     for (int h = 0; h < kHistory; ++h) {
-      if (has_v) conv_out[h * dc + ch_v] = hist_v[h];
-      if (has_qk && write_qk) conv_out[h * dc + ch_q] = hist_q[h], conv_out[h * dc + ch_k] = hist_k[h];
+      if (has_qk) conv_out[h * dc + ch_q] = hist_q[h], conv_out[h * dc + ch_k] = hist_k[h];
     }
   }
   // Fused gated norm: the last column block of value head j normalises j's groups in place.
@@ -417,9 +452,10 @@ GdnStateHome home_for(const GdnStepArgs& a) {
   return a.num_seqs <= staged_max_seqs() ? GdnStateHome::kStaged : GdnStateHome::kShared;
 }
 
-// The state slice's L2 prefetch before the grid dependency wait (prefetch_state_slice), on
-// where prefetches are (gpu::prefetch_enabled); DELTASERVE_GPU_GDN_PREFETCH=0 leaves it out
-// (side-by-side runs). Timing only.
+// The state slice's L2 prefetch before the grid dependency wait (prefetch_state_slice) where
+// the slice is not copied before it (inputs_before_wait off), on where prefetches are
+// (gpu::prefetch_enabled); DELTASERVE_GPU_GDN_PREFETCH=0 leaves it out (side-by-side runs).
+// Timing only.
 bool state_prefetch_enabled() {
   static const bool on = [] {
     const char* env = std::getenv("DELTASERVE_GPU_GDN_PREFETCH");
@@ -428,18 +464,32 @@ bool state_prefetch_enabled() {
   return on && gpu::prefetch_enabled();
 }
 
+// The staged homes load what earlier forwards wrote before the grid dependency wait
+// (gdn_step_kernel's inputs_before_wait: the state slice's copies, the conv state, the conv and
+// gate weights) and the staged home stores its own final state before the block's count. H200
+// (bench/RESULTS.md, same bits): the 27B's GDN step 10.4 -> 10.0 us; one stream 6.83-6.85 ->
+// 6.77-6.79 ms, two 7.54-7.56 -> 7.47-7.48; 35B-A3B one stream 2.287 / 2.290 -> 2.265 / 2.275.
+// DELTASERVE_GPU_GDN_EARLY=0 keeps them after the wait (side-by-side runs). Timing only.
+bool inputs_before_wait() {
+  static const bool on = [] {
+    const char* env = std::getenv("DELTASERVE_GPU_GDN_EARLY");
+    return !(env != nullptr && std::string(env) == "0");
+  }();
+  return on;
+}
+
 template <class StateT, int kHome>
 void launch_as(const GdnStepArgs& a, gpuStream_t stream) {
-  const bool prefetch = state_prefetch_enabled();
+  const bool prefetch = state_prefetch_enabled(), early = inputs_before_wait();
   const dim3 grid(static_cast<unsigned>(a.head_dim_v / kCols), static_cast<unsigned>(a.num_v_heads),
                   static_cast<unsigned>(a.num_seqs));
   const bool dv_is_dk = a.head_dim_v == a.head_dim_k;
   if (a.head_dim_k == 64) {
-    if (dv_is_dk) gpu::launch(gdn_step_kernel<64, 64, StateT, kHome>, grid, kThreads, 0, stream, a, prefetch);
-    else gpu::launch(gdn_step_kernel<64, 0, StateT, kHome>, grid, kThreads, 0, stream, a, prefetch);
+    if (dv_is_dk) gpu::launch(gdn_step_kernel<64, 64, StateT, kHome>, grid, kThreads, 0, stream, a, prefetch, early);
+    else gpu::launch(gdn_step_kernel<64, 0, StateT, kHome>, grid, kThreads, 0, stream, a, prefetch, early);
   } else {
-    if (dv_is_dk) gpu::launch(gdn_step_kernel<128, 128, StateT, kHome>, grid, kThreads, 0, stream, a, prefetch);
-    else gpu::launch(gdn_step_kernel<128, 0, StateT, kHome>, grid, kThreads, 0, stream, a, prefetch);
+    if (dv_is_dk) gpu::launch(gdn_step_kernel<128, 128, StateT, kHome>, grid, kThreads, 0, stream, a, prefetch, early);
+    else gpu::launch(gdn_step_kernel<128, 0, StateT, kHome>, grid, kThreads, 0, stream, a, prefetch, early);
   }
 }
 

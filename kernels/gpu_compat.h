@@ -250,9 +250,11 @@ __device__ __forceinline__ uint64_t global_timer_ns() {
 // on one rule (tests/gpu/launch_rule_check.sh): every __global__ function of kernels/ calls
 // begin_kernel() before any global memory access and before any early return; only L2
 // prefetches (below), reads of kernel parameters and the addresses prefetches need, read from
-// memory no kernel of the step writes (the GDN step's state entry index: the step's staging
-// copy wrote it before the step's first kernel), and the staged matvec's copies of its first
-// weight chunks into shared memory (weights: no kernel of a step writes them), may come first.
+// memory no kernel of the step writes (the GDN step's state entry index, attention's positions
+// and block tables: the step's staging copy wrote them before the step's first kernel), the
+// staged matvec's copies of its first weight chunks into shared memory (weights: no kernel of a
+// step writes them), and the GDN step's loads of its recurrent and conv state and weights (the
+// states are written only by the same layer's step of an earlier forward) may come first.
 // It waits until the previous kernel on the stream has completed with its writes visible (so
 // transitively every earlier one), then allows the next kernel to be scheduled. HIP and older targets: no-ops,
 // and gpu::launch is an ordinary launch. A measuring build (DS_GPU_TIMELINE) also stamps the

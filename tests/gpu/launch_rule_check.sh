@@ -6,7 +6,8 @@
 # a __global__ function's body does not call gpu::begin_kernel() first; the only code allowed
 # before it is a prefetch block (L2 prefetches, safe on any address; or the staged matvec's
 # branch that copies its first weight chunks into shared memory and waits inside staged_group,
-# matmul_mma_staged.cu). No GPU needed. Run from the root.
+# matmul_mma_staged.cu; or the GDN step's loads of what earlier forwards wrote, gdn.cu). No GPU
+# needed. Run from the root.
 set -euo pipefail
 /usr/bin/python3 - <<'PY'
 import glob, re, sys
