@@ -242,8 +242,9 @@ __global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksSha
   const bool fused_norm = a.norm_w != nullptr;
   int32_t* const counter = a.sync_counters + s * hk + kh;
 
-  // The state first: its loads are in flight during the conv loads and the counter atomics.
   constexpr bool kBf16 = sizeof(StateT) == 2;
+  // Unless they went out before the wait: the state first, its loads in flight during the conv
+  // loads.
   if (!copied_early) load_inputs_of_earlier_forwards();
 
   if constexpr (kStaged) {  // the slice: every thread's copies done, then visible to the block
@@ -358,17 +359,10 @@ __global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksSha
     __syncthreads();  // q_s, k_s, v_s, gate_s are rewritten by the next row
   }
 
-  // Count this block in once its rows are done, in one atomic: it has read the old q/k conv
-  // state (arrival; the last of the key head's blocks to arrive writes the final q/k conv
-  // state), and with the fused norm its o columns are stored (done; the last column block of
-  // value head j normalises j's groups). Why here and not at the start: the atomic's round
-  // trip and its fences then wait on nothing but this block's o stores. Counted at the start
-  // (arrival) and after the state stores (done, every thread fencing), the two round trips and
-  // the store drain took a third of the stalls of a 64-sequence step (H200, Nsight Compute).
   // The block's own final state (its delta state slice and v conv channels; no other block
   // reads or writes them). owned_stores_first (the staged home with early loads, few
   // sequences): stored before the count, so their drain overlaps the atomic's round trip;
-  // else after it (at 64 sequences, stores before the fences cost, above).
+  // else after it (at 64 sequences, stores before the fences cost, below).
   auto store_owned_state = [&] {
     if (state_out < 0) return;
     StateT* const out_head = static_cast<StateT*>(a.delta_states) + state_out * delta_entry + j * DK * dv;
@@ -386,6 +380,13 @@ __global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksSha
   };
   const bool owned_stores_first = copied_early && kHome == kHomeStaged;
   if (owned_stores_first) store_owned_state();
+  // Count this block in once its rows are done, in one atomic: it has read the old q/k conv
+  // state (arrival; the last of the key head's blocks to arrive writes the final q/k conv
+  // state), and with the fused norm its o columns are stored (done; the last column block of
+  // value head j normalises j's groups). Why here and not at the start: the atomic's round
+  // trip and its fences then wait on nothing but this block's o stores. Counted at the start
+  // (arrival) and after the state stores (done, every thread fencing), the two round trips and
+  // the store drain took a third of the stalls of a 64-sequence step (H200, Nsight Compute).
   if (fused_norm && part == 0) gpu::fence_acq_rel_device();  // release this thread's o stores
   __syncthreads();
   if (tid == 0) {
