@@ -63,6 +63,18 @@ enum class StagedTiles { kAuto, kOne, kTwo };
 void set_staged_tiles(StagedTiles tiles);
 StagedTiles staged_tiles();
 
+// When the staged matvec's deferred norm kernels of one tile a block and 1-2 row groups (the
+// 27B's down and out projections, and its norm readers' one-tile launches) load their tail's
+// inputs (matmul_mma_staged.cu): a producer's residual and next-norm weights, a reader's tile
+// sums. kEarly: before the walk, with its first activations, so their round trip overlaps the
+// walk (H200: the 27B's one-stream step 6.80 -> 6.71 ms, two streams 7.42 -> 7.32,
+// bench/RESULTS.md); kAfterWalk: after it, as before. The same bits either way. Set per calling
+// thread like the tiles (tests, side-by-side runs); default kEarly,
+// DELTASERVE_GPU_STAGED_EARLY_TAIL=0 starts it at kAfterWalk.
+enum class StagedTailLoads { kEarly, kAfterWalk };
+void set_staged_tail_loads(StagedTailLoads loads);
+StagedTailLoads staged_tail_loads();
+
 // Device scratch for kTensorCores launches of many rows, set per calling thread like the math
 // (a backend sets it before each step; default none): such a launch first splits each of its
 // activation matrices into bf16 parts there, once, instead of in every 16-row weight tile

@@ -116,9 +116,10 @@ __device__ __forceinline__ float4 input_normed(float4 x, float scale, float4 w) 
 // early: the kernel has not waited yet (gpu::begin_kernel): the first chunks' weight copies
 // go out first (weights: memory no kernel of the step writes; nothing else is read before the
 // wait but kernel parameters), then the wait; never with expert segments, whose rows come from
-// the router.
+// the router. early_tail_loads: a deferred norm kernel of 1-2 row groups loads its tail's
+// inputs before the walk (StagedTailLoads, matmul_gpu.h), the same bits either way.
 template <int R, int B, int kStages, bool kNorm, bool kInNorm, int M, bool kDeferred>
-__device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, uint8_t* smem, bool early = false) {
+__device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, uint8_t* smem, bool early, bool early_tail_loads) {
   using C = Chunk<B>;
   constexpr int NT = column_tiles<R>();
   constexpr int kChunkBlocks = C::kBlocks, kChunkInputs = C::kInputs, kSegBytes = C::kSegBytes, kRowStride = C::kRowStride;
@@ -242,6 +243,55 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
     }
   };
   if constexpr (kPipelineX) load_x(0);
+
+  // Deferred norm (g.sq_in): this thread's share of each row's sum of the producer's tile
+  // squares (tiles t, t + 256, ... added in order from 0), every load issued before the first
+  // add (one round trip, not one per load: a rolled loop cost the 27B's 2- and 4-row steps
+  // more than the norm launches it replaced); then, after the walk, a butterfly per warp.
+  const bool deferred_in = kDeferred && g.sq_in != nullptr;
+  float squares[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) squares[r] = 0.0f;
+  auto load_squares = [&] {
+    float v[R][matvec::kDeferredNormSquaresPerThread];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float* row = g.sq_in + (x_row0 + r) * g.sq_in_stride;
+#pragma unroll
+      for (int j = 0; j < matvec::kDeferredNormSquaresPerThread; ++j) {
+        const int64_t i = tid + j * kThreads;
+        v[r][j] = r < num_valid && i < g.sq_in_count ? row[i] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int j = 0; j < matvec::kDeferredNormSquaresPerThread; ++j) squares[r] += v[r][j];  // + 0: exact
+    }
+  };
+
+  // Tail loads before the walk (the deferred norm's one-tile kernels of 1-2 row groups, when the
+  // launch asks: StagedTailLoads, matmul_gpu.h): what a producer's epilogue reads, the residual
+  // it adds to and the next norm's weights, and a reader's tile sums go out here with chunk 0's
+  // activations, so their round trip overlaps the walk instead of following it. Nsight Compute
+  // put ~5% of the 27B's one-tile launches' warp samples (its down and out projections, one
+  // wave each, where every block's tail is the launch's) on the epilogue's loads. Only these
+  // kernels: the others' machine code stays as it was (with every kernel of 1-2 row groups on
+  // this path the 35B-A3B's one- and 16-stream steps were 1-2% slower, and the two-tile
+  // kernels, held to 80 registers, spilled more; bench/RESULTS.md).
+  const bool early_tail = kDeferred && R <= 2 && M == 1 && early_tail_loads;
+  float y_before = 0.0f, xw_weight = 0.0f;  // early_tail: the epilogue's residual and next-norm weight
+  if (early_tail) {
+    if (g.w_up == nullptr && tid < M * kTileRows * num_valid) {
+      const int i = tid % kTileRows, m = (tid / kTileRows) % M, r = tid / (kTileRows * M);
+      const int64_t out = (tile + m) * kTileRows + i;
+      if (out < g.num_out) {
+        if (g.accumulate) y_before = g.y[(row0 + r) * g.y_stride + out];
+        if (g.sq_out != nullptr) xw_weight = g.xw_w[out];
+      }
+    }
+    if (deferred_in) load_squares();
+  }
   if constexpr (kInNorm) input_norm_scales<R>(g, x_row0, num_valid, in_scale);
 
   for (int chunk = 0; chunk < num_chunks; ++chunk) {
@@ -260,31 +310,7 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
   }
   gpu::async_wait<0>();  // (only empty groups remain; no copy may land after the reuse below)
 
-  // Deferred norm (g.sq_in): this thread's share of each row's sum of the producer's tile
-  // squares (tiles t, t + 256, ... added in order from 0), every load issued before the first
-  // add (one round trip, not one per load: a rolled loop cost the 27B's 2- and 4-row steps
-  // more than the norm launches it replaced); then a butterfly per warp.
-  const bool deferred_in = kDeferred && g.sq_in != nullptr;
-  float squares[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) squares[r] = 0.0f;
-  if (deferred_in) {
-    float v[R][matvec::kDeferredNormSquaresPerThread];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const float* row = g.sq_in + (x_row0 + r) * g.sq_in_stride;
-#pragma unroll
-      for (int j = 0; j < matvec::kDeferredNormSquaresPerThread; ++j) {
-        const int64_t i = tid + j * kThreads;
-        v[r][j] = r < num_valid && i < g.sq_in_count ? row[i] : 0.0f;
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int j = 0; j < matvec::kDeferredNormSquaresPerThread; ++j) squares[r] += v[r][j];  // + 0: exact
-    }
-  }
+  if (!early_tail && deferred_in) load_squares();
 
   // The warps' sums, through the (now idle) stage and split memory: partial[warp][m][t][lane][4],
   // then (deferred norm) each warp's share of the squares, row_squares[warp][r].
@@ -360,10 +386,10 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
         if (out < g.num_out) {
           float v = row_value(m, i, r);
           if (deferred_in) v *= scale;
-          const float value = g.accumulate ? y[out] + v : v;
+          const float value = g.accumulate ? (early_tail ? y_before : y[out]) + v : v;
           y[out] = value;
           if (g.sq_out != nullptr) {
-            g.xw_out[(row0 + r) * g.xw_stride + out] = __fmul_rn(value, g.xw_w[out]);
+            g.xw_out[(row0 + r) * g.xw_stride + out] = __fmul_rn(value, early_tail ? xw_weight : g.xw_w[out]);
             square = __fmul_rn(value, value);
           }
         }
@@ -429,7 +455,7 @@ __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecPar
     gpu::begin_kernel();
     if (group >= g.num_groups) return;
   }
-  staged_group<R, B, S, kNorm, kInNorm, 1, kDeferred>(g, group, smem, early);
+  staged_group<R, B, S, kNorm, kInNorm, 1, kDeferred>(g, group, smem, early, p.early_tail_loads);
 #else
   gpu::begin_kernel();
   (void)p;  // never launched there: matvec_math() is kCudaCores without bf16 mma
@@ -455,7 +481,7 @@ __global__ void __launch_bounds__(kThreads, kTilesMinBlocks) matvec_staged_tiles
     gpu::begin_kernel();
     if (group >= g.num_groups) return;
   }
-  staged_group<R, B, S, kNorm, kInNorm, 2, kDeferred>(g, group, smem, early);
+  staged_group<R, B, S, kNorm, kInNorm, 2, kDeferred>(g, group, smem, early, p.early_tail_loads);
 #else
   gpu::begin_kernel();
   (void)p;
@@ -522,6 +548,7 @@ gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
   }
   p.prefetch_weights = gpu::prefetch_enabled() && largest <= staged_prefetch_max_bytes();
   p.copies_before_wait = copies_before_wait();
+  p.early_tail_loads = staged_tail_loads() == StagedTailLoads::kEarly;
   for (int64_t first = 0; first < num_groups; first += kMaxGridY) {
     p.group_offset = first;
     const dim3 grid(static_cast<unsigned>(grid_x),
@@ -671,10 +698,20 @@ StagedTiles tiles_from_env() {
 }
 thread_local StagedTiles t_tiles = tiles_from_env();
 
+// The calling thread's StagedTailLoads (matmul_gpu.h); DELTASERVE_GPU_STAGED_EARLY_TAIL=0 starts
+// it at kAfterWalk (side-by-side runs).
+StagedTailLoads tail_loads_from_env() {
+  const char* env = std::getenv("DELTASERVE_GPU_STAGED_EARLY_TAIL");
+  return env != nullptr && std::string_view(env) == "0" ? StagedTailLoads::kAfterWalk : StagedTailLoads::kEarly;
+}
+thread_local StagedTailLoads t_tail_loads = tail_loads_from_env();
+
 }  // namespace
 
 void set_staged_tiles(StagedTiles tiles) { t_tiles = tiles; }
 StagedTiles staged_tiles() { return t_tiles; }
+void set_staged_tail_loads(StagedTailLoads loads) { t_tail_loads = loads; }
+StagedTailLoads staged_tail_loads() { return t_tail_loads; }
 
 namespace matvec {
 

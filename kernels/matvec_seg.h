@@ -86,6 +86,8 @@ struct MatvecParams {
   bool prefetch_weights;  // prefetch_block_weights (DELTASERVE_GPU_PREFETCH=0: off, for side-by-side runs)
   bool copies_before_wait;  // staged launches: the first chunks' weight copies go out before the grid
                             // dependency wait (matmul_mma_staged.cu, copies_before_wait)
+  bool early_tail_loads;    // staged launches: the epilogue's and a deferred norm's loads go out
+                            // before the walk (StagedTailLoads, matmul_gpu.h)
 };
 
 // This block's segment, selected with constant indices (a run-time index into the parameter
