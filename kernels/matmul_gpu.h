@@ -75,6 +75,18 @@ enum class StagedTailLoads { kEarly, kAfterWalk };
 void set_staged_tail_loads(StagedTailLoads loads);
 StagedTailLoads staged_tail_loads();
 
+// How the staged matvec's deferred norm kernels of one row (the 27B's projections of one
+// stream) load their activations (matmul_mma_staged.cu): kAlternateHalves, the block's two
+// halves of threads take alternate chunks and each loads its chunk k + 2's while chunk k's
+// products run, two chunks ahead in the same registers (H200: the 27B's one-stream step 6.71 ->
+// 6.60 ms, 151 tok/s, bench/RESULTS.md); kEveryChunk, one half loads every chunk's one chunk
+// ahead, as before. The same bits either way. Set per calling thread like the tiles (tests,
+// side-by-side runs); default kAlternateHalves, DELTASERVE_GPU_STAGED_ALTERNATE=0 starts it at
+// kEveryChunk.
+enum class StagedActivationLoads { kAlternateHalves, kEveryChunk };
+void set_staged_activation_loads(StagedActivationLoads loads);
+StagedActivationLoads staged_activation_loads();
+
 // Device scratch for kTensorCores launches of many rows, set per calling thread like the math
 // (a backend sets it before each step; default none): such a launch first splits each of its
 // activation matrices into bf16 parts there, once, instead of in every 16-row weight tile

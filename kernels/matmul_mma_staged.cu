@@ -117,9 +117,12 @@ __device__ __forceinline__ float4 input_normed(float4 x, float scale, float4 w) 
 // go out first (weights: memory no kernel of the step writes; nothing else is read before the
 // wait but kernel parameters), then the wait; never with expert segments, whose rows come from
 // the router. early_tail_loads: a deferred norm kernel of 1-2 row groups loads its tail's
-// inputs before the walk (StagedTailLoads, matmul_gpu.h), the same bits either way.
+// inputs before the walk (StagedTailLoads, matmul_gpu.h); alternate_halves: a deferred norm
+// kernel of one row loads each chunk's activations two chunks ahead (StagedActivationLoads);
+// the same bits either way.
 template <int R, int B, int kStages, bool kNorm, bool kInNorm, int M, bool kDeferred>
-__device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, uint8_t* smem, bool early, bool early_tail_loads) {
+__device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, uint8_t* smem, bool early, bool early_tail_loads,
+                                             bool alternate_halves) {
   using C = Chunk<B>;
   constexpr int NT = column_tiles<R>();
   constexpr int kChunkBlocks = C::kBlocks, kChunkInputs = C::kInputs, kSegBytes = C::kSegBytes, kRowStride = C::kRowStride;
@@ -214,20 +217,31 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
     staged::split_quad(xa, xb, split4 + (r * kChunkBlocks + b) * 12 + c);
   };
   // kPipelineX: this thread's item of the next chunk (and its norm weights with kInNorm).
+  // alternate (StagedActivationLoads; the deferred norm's kernels of one row, whose items fill
+  // at most half the block): the block's two halves take alternate chunks, each loading its
+  // item of chunk k + 2 after splitting chunk k's, so each load has two chunks' time to arrive
+  // instead of one, in the same registers and shared memory. Nsight Compute's warp samples of
+  // the 27B's down and out projections: ~7-11% waiting on the load at its conversion, and the
+  // barrier behind it the largest stall (H200: 27B one stream 6.71 -> 6.60 ms, bench/RESULTS.md).
+  // A second split buffer instead (chunk k + 1 split during chunk k) was slower: 6.98 ms; its
+  // 6 KB more a block.
+  const bool alternate = kDeferred && R == 1 && kPipelineX && 2 * kItemsPerChunk <= kThreads && alternate_halves;
+  const int x_item = alternate ? tid % kItemsPerChunk : tid;  // this thread's item of a chunk
+  const int x_half = alternate ? tid / kItemsPerChunk : 0;    // alternate: the chunks k with k % 2 == x_half (2+: none)
   float4 xa = make_float4(0.0f, 0.0f, 0.0f, 0.0f), xb = xa, wa = xa, wb = xa;
   auto load_x = [&](int chunk) {
-    if (tid >= kItemsPerChunk) return;
-    const float* at = item_at(tid, chunk);
+    if (tid >= (alternate ? 2 : 1) * kItemsPerChunk) return;
+    const float* at = item_at(x_item, chunk);
     xa = *reinterpret_cast<const float4*>(at);
     xb = *reinterpret_cast<const float4*>(at + 16);
     if constexpr (kInNorm) {
-      const float* w = g.in_norm_w + item_input(tid, chunk);
+      const float* w = g.in_norm_w + item_input(x_item, chunk);
       wa = *reinterpret_cast<const float4*>(w);
       wb = *reinterpret_cast<const float4*>(w + 16);
     }
   };
   auto split_x = [&] {
-    if (tid < kItemsPerChunk) split_item(tid, xa, xb, wa, wb);
+    if (tid < (alternate ? 2 : 1) * kItemsPerChunk) split_item(x_item, xa, xb, wa, wb);
   };
   auto load_split_x = [&](int chunk) {
 #pragma unroll 1
@@ -242,7 +256,10 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
       split_item(item, *reinterpret_cast<const float4*>(at), *reinterpret_cast<const float4*>(at + 16), na, nb);
     }
   };
-  if constexpr (kPipelineX) load_x(0);
+  if constexpr (kPipelineX) {
+    if (!alternate) load_x(0);
+    else if (x_half < num_chunks) load_x(x_half);  // half 1: chunk 1's item, with half 0's of chunk 0
+  }
 
   // Deferred norm (g.sq_in): this thread's share of each row's sum of the producer's tile
   // squares (tiles t, t + 256, ... added in order from 0), every load issued before the first
@@ -298,8 +315,13 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
     if (chunk + kStages - 1 < num_chunks) issue(chunk + kStages - 1);
     gpu::async_commit();
     if constexpr (kPipelineX) {
-      split_x();  // this chunk's activations, loaded during the previous one
-      if (chunk + 1 < num_chunks) load_x(chunk + 1);  // in flight through this chunk's wait and products
+      if (!alternate) {
+        split_x();  // this chunk's activations, loaded during the previous one
+        if (chunk + 1 < num_chunks) load_x(chunk + 1);  // in flight through this chunk's wait and products
+      } else if (x_half == (chunk & 1)) {
+        split_x();  // this half's chunk: loaded two chunks ago
+        if (chunk + 2 < num_chunks) load_x(chunk + 2);
+      }
     } else {
       load_split_x(chunk);
     }
@@ -455,7 +477,7 @@ __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecPar
     gpu::begin_kernel();
     if (group >= g.num_groups) return;
   }
-  staged_group<R, B, S, kNorm, kInNorm, 1, kDeferred>(g, group, smem, early, p.early_tail_loads);
+  staged_group<R, B, S, kNorm, kInNorm, 1, kDeferred>(g, group, smem, early, p.early_tail_loads, p.alternate_halves);
 #else
   gpu::begin_kernel();
   (void)p;  // never launched there: matvec_math() is kCudaCores without bf16 mma
@@ -481,7 +503,7 @@ __global__ void __launch_bounds__(kThreads, kTilesMinBlocks) matvec_staged_tiles
     gpu::begin_kernel();
     if (group >= g.num_groups) return;
   }
-  staged_group<R, B, S, kNorm, kInNorm, 2, kDeferred>(g, group, smem, early, p.early_tail_loads);
+  staged_group<R, B, S, kNorm, kInNorm, 2, kDeferred>(g, group, smem, early, p.early_tail_loads, p.alternate_halves);
 #else
   gpu::begin_kernel();
   (void)p;
@@ -549,6 +571,7 @@ gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
   p.prefetch_weights = gpu::prefetch_enabled() && largest <= staged_prefetch_max_bytes();
   p.copies_before_wait = copies_before_wait();
   p.early_tail_loads = staged_tail_loads() == StagedTailLoads::kEarly;
+  p.alternate_halves = staged_activation_loads() == StagedActivationLoads::kAlternateHalves;
   for (int64_t first = 0; first < num_groups; first += kMaxGridY) {
     p.group_offset = first;
     const dim3 grid(static_cast<unsigned>(grid_x),
@@ -706,12 +729,22 @@ StagedTailLoads tail_loads_from_env() {
 }
 thread_local StagedTailLoads t_tail_loads = tail_loads_from_env();
 
+// The calling thread's StagedActivationLoads (matmul_gpu.h); DELTASERVE_GPU_STAGED_ALTERNATE=0
+// starts it at kEveryChunk (side-by-side runs).
+StagedActivationLoads activation_loads_from_env() {
+  const char* env = std::getenv("DELTASERVE_GPU_STAGED_ALTERNATE");
+  return env != nullptr && std::string_view(env) == "0" ? StagedActivationLoads::kEveryChunk : StagedActivationLoads::kAlternateHalves;
+}
+thread_local StagedActivationLoads t_activation_loads = activation_loads_from_env();
+
 }  // namespace
 
 void set_staged_tiles(StagedTiles tiles) { t_tiles = tiles; }
 StagedTiles staged_tiles() { return t_tiles; }
 void set_staged_tail_loads(StagedTailLoads loads) { t_tail_loads = loads; }
 StagedTailLoads staged_tail_loads() { return t_tail_loads; }
+void set_staged_activation_loads(StagedActivationLoads loads) { t_activation_loads = loads; }
+StagedActivationLoads staged_activation_loads() { return t_activation_loads; }
 
 namespace matvec {
 

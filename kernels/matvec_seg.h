@@ -88,6 +88,8 @@ struct MatvecParams {
                             // dependency wait (matmul_mma_staged.cu, copies_before_wait)
   bool early_tail_loads;    // staged launches: the epilogue's and a deferred norm's loads go out
                             // before the walk (StagedTailLoads, matmul_gpu.h)
+  bool alternate_halves;    // the deferred norm's launches of one row: the block's halves load and split
+                            // alternate chunks' activations (StagedActivationLoads, matmul_gpu.h)
 };
 
 // This block's segment, selected with constant indices (a run-time index into the parameter

@@ -410,8 +410,9 @@ void check_deferred_norm(Context& ctx, int64_t h, int64_t num_rows) {
       prod_ok = prod_ok && std::memcmp(&want, &got, sizeof(float)) == 0;
     }
   }
-  // The producer again with its tail loads after the walk (StagedTailLoads::kAfterWalk; one-row
-  // launches load them before it by default): the same bits.
+  // The producer again with its tail loads after the walk and its activations loaded every chunk
+  // by one half of the block (StagedTailLoads::kAfterWalk, StagedActivationLoads::kEveryChunk;
+  // one-row launches do neither by default): the same bits.
   if (prod_supported) {
     DeviceBuffer<float> dy_after(y0), out_after(static_cast<size_t>(num_rows * out_stride)),
         squares_after(static_cast<size_t>(num_rows * sq_stride));
@@ -421,16 +422,19 @@ void check_deferred_norm(Context& ctx, int64_t h, int64_t num_rows) {
     prod_after.args.y = dy_after.get();
     prod_after.norm_partials = MatmulSegment::NormPartials{dgamma.get(), out_after.get(), out_stride, squares_after.get(), sq_stride};
     const StagedTailLoads initial_loads = staged_tail_loads();
+    const StagedActivationLoads initial_x_loads = staged_activation_loads();
     set_staged_tail_loads(StagedTailLoads::kAfterWalk);
+    set_staged_activation_loads(StagedActivationLoads::kEveryChunk);
     CHECK_GPU(matmul_segments_gpu(&prod_after, 1, nullptr));
     set_staged_tail_loads(initial_loads);
+    set_staged_activation_loads(initial_x_loads);
     const std::vector<float> y_after = dy_after.download(), xw_after = out_after.download(), sq_after = squares_after.download();
     prod_ok = prod_ok && bitwise_equal(y_after.data(), y.data(), y.size()) && bitwise_equal(xw_after.data(), xw.data(), xw.size()) &&
               bitwise_equal(sq_after.data(), sq.data(), sq.size());
   }
   ctx.results.record_exact("matmul_segments_gpu(deferred norm, producer)", shape_text(type, k_in, h, num_rows), prod_ok,
                            !prod_supported ? "not supported" : prod_ok ? "y == matmul_gpu, out == y * w, tile sums == butterflies"
-                                                                        : "y, out or the tile sums differ (or differ with the tail loads after the walk)");
+                                                                        : "y, out or the tile sums differ (or differ with the old load order)");
 
   // Consumers: deferred from out, against rms_norm_gpu + the same segments.
   DeviceBuffer<float> normed(static_cast<size_t>(num_rows * h));
@@ -461,17 +465,21 @@ void check_deferred_norm(Context& ctx, int64_t h, int64_t num_rows) {
   // Each row alone, and (1-2 rows) two tiles a block, bitwise the group's.
   bool invariant = true;
   DeviceBuffer<float> p3(static_cast<size_t>(out_p)), g3(static_cast<size_t>(out_g));
-  // Also one tile with the tail loads after the walk (StagedTailLoads::kAfterWalk): the same bits.
+  // Also one tile with the tail loads after the walk (StagedTailLoads::kAfterWalk), and with the
+  // activations loaded every chunk (StagedActivationLoads::kEveryChunk): the same bits.
   const StagedTailLoads initial_loads = staged_tail_loads();
+  const StagedActivationLoads initial_x_loads = staged_activation_loads();
   for (int64_t r = 0; r < num_rows && supported; ++r) {
-    for (int form = 0; form < 3; ++form) {
+    for (int form = 0; form < 4; ++form) {
       p3.poison(), g3.poison();
       MatmulSegment one[2];
       consumers(out.get() + r * out_stride, out_stride, squares.get() + r * sq_stride, 1, p3.get(), g3.get(), one);
       set_staged_tiles(form == 1 ? StagedTiles::kTwo : StagedTiles::kOne);
       if (form == 2) set_staged_tail_loads(StagedTailLoads::kAfterWalk);
+      if (form == 3) set_staged_activation_loads(StagedActivationLoads::kEveryChunk);
       CHECK_GPU(matmul_segments_gpu(one, 2, nullptr));
       set_staged_tail_loads(initial_loads);
+      set_staged_activation_loads(initial_x_loads);
       set_staged_tiles(StagedTiles::kAuto);
       const std::vector<float> op = p3.download(), og = g3.download();
       invariant = invariant && bitwise_equal(op.data(), a_p.data() + r * out_p, static_cast<size_t>(out_p)) &&
@@ -489,7 +497,7 @@ void check_deferred_norm(Context& ctx, int64_t h, int64_t num_rows) {
   const bool ok = supported && invariant && refused && untouched;
   ctx.results.record("matmul_segments_gpu(deferred norm, readers)", shape_text(type, h, out_p + out_g, num_rows),
                      compare(got.data(), want.data(), got.size()), kMatmulNmse, ok,
-                     !supported ? "not supported" : !invariant ? "NOT batch-invariant (or two tiles != one, or the tail loads' order changes bits)"
+                     !supported ? "not supported" : !invariant ? "NOT batch-invariant (or two tiles != one, or the load order changes bits)"
                                                   : !(refused && untouched) ? "not refused off the staged matvec"
                                                                             : "batch-invariant, two tiles == one");
 }
