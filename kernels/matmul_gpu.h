@@ -79,7 +79,7 @@ StagedTailLoads staged_tail_loads();
 // stream) load their activations (matmul_mma_staged.cu): kAlternateHalves, the block's two
 // halves of threads take alternate chunks and each loads its chunk k + 2's while chunk k's
 // products run, two chunks ahead in the same registers (H200: the 27B's one-stream step 6.71 ->
-// 6.60 ms, 151 tok/s, bench/RESULTS.md); kEveryChunk, one half loads every chunk's one chunk
+// 6.62 ms, 151 tok/s, bench/RESULTS.md); kEveryChunk, one half loads every chunk's one chunk
 // ahead, as before. The same bits either way. Set per calling thread like the tiles (tests,
 // side-by-side runs); default kAlternateHalves, DELTASERVE_GPU_STAGED_ALTERNATE=0 starts it at
 // kEveryChunk.

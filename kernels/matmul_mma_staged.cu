@@ -222,7 +222,7 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
   // item of chunk k + 2 after splitting chunk k's, so each load has two chunks' time to arrive
   // instead of one, in the same registers and shared memory. Nsight Compute's warp samples of
   // the 27B's down and out projections: ~7-11% waiting on the load at its conversion, and the
-  // barrier behind it the largest stall (H200: 27B one stream 6.71 -> 6.60 ms, bench/RESULTS.md).
+  // barrier behind it the largest stall (H200: 27B one stream 6.71 -> 6.62 ms, bench/RESULTS.md).
   // A second split buffer instead (chunk k + 1 split during chunk k) was slower: 6.98 ms; its
   // 6 KB more a block.
   const bool alternate = kDeferred && R == 1 && kPipelineX && 2 * kItemsPerChunk <= kThreads && alternate_halves;
