@@ -723,19 +723,13 @@ thread_local StagedTiles t_tiles = tiles_from_env();
 
 // The calling thread's StagedTailLoads (matmul_gpu.h); DELTASERVE_GPU_STAGED_EARLY_TAIL=0 starts
 // it at kAfterWalk (side-by-side runs).
-StagedTailLoads tail_loads_from_env() {
-  const char* env = std::getenv("DELTASERVE_GPU_STAGED_EARLY_TAIL");
-  return env != nullptr && std::string_view(env) == "0" ? StagedTailLoads::kAfterWalk : StagedTailLoads::kEarly;
-}
-thread_local StagedTailLoads t_tail_loads = tail_loads_from_env();
+thread_local StagedTailLoads t_tail_loads =
+    env_off("DELTASERVE_GPU_STAGED_EARLY_TAIL") ? StagedTailLoads::kAfterWalk : StagedTailLoads::kEarly;
 
 // The calling thread's StagedActivationLoads (matmul_gpu.h); DELTASERVE_GPU_STAGED_ALTERNATE=0
 // starts it at kEveryChunk (side-by-side runs).
-StagedActivationLoads activation_loads_from_env() {
-  const char* env = std::getenv("DELTASERVE_GPU_STAGED_ALTERNATE");
-  return env != nullptr && std::string_view(env) == "0" ? StagedActivationLoads::kEveryChunk : StagedActivationLoads::kAlternateHalves;
-}
-thread_local StagedActivationLoads t_activation_loads = activation_loads_from_env();
+thread_local StagedActivationLoads t_activation_loads =
+    env_off("DELTASERVE_GPU_STAGED_ALTERNATE") ? StagedActivationLoads::kEveryChunk : StagedActivationLoads::kAlternateHalves;
 
 }  // namespace
 

@@ -86,8 +86,8 @@ struct MatvecParams {
   bool prefetch_weights;  // prefetch_block_weights (DELTASERVE_GPU_PREFETCH=0: off, for side-by-side runs)
   bool copies_before_wait;  // staged launches: the first chunks' weight copies go out before the grid
                             // dependency wait (matmul_mma_staged.cu, copies_before_wait)
-  bool early_tail_loads;    // staged launches: the epilogue's and a deferred norm's loads go out
-                            // before the walk (StagedTailLoads, matmul_gpu.h)
+  bool early_tail_loads;    // the deferred norm's one-tile launches of 1-2 rows: the epilogue's and the
+                            // tile sums' loads go out before the walk (StagedTailLoads, matmul_gpu.h)
   bool alternate_halves;    // the deferred norm's launches of one row: the block's halves load and split
                             // alternate chunks' activations (StagedActivationLoads, matmul_gpu.h)
 };
