@@ -36,6 +36,7 @@ void HttpSession::start() {
 void HttpSession::do_read_header() {
   if (closed_) return;
   parser_.emplace();
+  route_ = "other";
   parser_->body_limit(static_cast<uint64_t>(state_.config().max_body_bytes));
   parser_->header_limit(kHeaderLimitBytes);
   stream_.expires_after(std::chrono::seconds(state_.config().keep_alive_timeout_s));
@@ -46,6 +47,7 @@ void HttpSession::do_read_header() {
 void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
   if (ec) return on_read_error(ec);
   const auto& req = parser_->get();
+  route_ = route_label(request_path(std::string_view(req.target().data(), req.target().size())));
   if (const auto length = parser_->content_length();
       length && *length > static_cast<uint64_t>(state_.config().max_body_bytes)) {
     return on_read_error(http::error::body_limit);
@@ -113,11 +115,13 @@ void HttpSession::start_generation(GenerationJob job, const HttpRequest& request
     send_response(error_response(*refused, &request, state_));
     return;
   }
+  state_.metrics().on_http_response(route_, 200);  // the stream's status, whatever follows
   generation_ = std::move(generation);
   if (buffer_.size() == 0) watch_start();  // else the next request is already here
 }
 
 void HttpSession::send_response(HttpResponse response) {
+  state_.metrics().on_http_response(route_, static_cast<int>(response.result_int()));
   const bool keep_alive = response.keep_alive();
   enqueue(serialize(response));
   end_response(keep_alive);

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
@@ -80,6 +81,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool read_after_watch_ = false;   // next request read once the watch read returns
   bool close_after_watch_ = false;  // close gracefully once the watch read returns
   bool closed_ = false;
+  std::string_view route_ = "other";  // route_label() of the request being answered
   std::shared_ptr<GenerationStream> generation_;
   std::array<char, 4096> linger_buffer_{};
 };
