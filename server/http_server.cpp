@@ -1,5 +1,7 @@
 #include "server/http_server.h"
 
+#include <algorithm>
+
 #include <boost/asio/strand.hpp>
 #include <spdlog/spdlog.h>
 
