@@ -7,7 +7,7 @@
 # leak (state slots, KV blocks, pinned memory, sockets, threads, RSS growth past the bound),
 # on any unearned 5xx and on any well-formed request that did not finish. Beside it,
 # tests/soak/hostile_mix.py sends nesting bombs (each must be a 400 json_too_deep) and waves
-# of idle connections that exhaust the daemon's descriptors (it runs under `ulimit -n 192`,
+# of idle connections that exhaust the daemon's descriptors (it runs under `ulimit -n 192`
 # so its accept loop must back off and recover while the soak's requests wait and finish).
 # At the end a stream keeps the drain busy: SIGTERM starts the drain and a second SIGTERM
 # must end the daemon at once with status 143 (128 + SIGTERM).
@@ -18,7 +18,8 @@
 # DELTASERVE_SOAK_SERVE_ARGS (extra daemon flags, e.g. "--device cuda" for the GPU soak),
 # DELTASERVE_SOAK_CONCURRENCY (default 6), DELTASERVE_SOAK_MAX_S (the tool's own limit, 420),
 # DELTASERVE_SOAK_MAX_WAITING (the daemon's --max-waiting and the tool's model of it, default 8;
-# set it here rather than in the serve flags, or the tool judges 429s against the wrong bound).
+# set it here rather than in the serve flags, or the tool judges 429s against the wrong bound),
+# DELTASERVE_SOAK_MAX_FDS (`ulimit -n` of the daemon and the tools, default 192).
 # Loopback only; bounded: the tool stops itself after 420 s, the whole test after ~8 min.
 set -euo pipefail
 source "$(dirname "$0")/daemon_lib.bash"
@@ -33,13 +34,15 @@ mkdir -p "$out"
 concurrency="${DELTASERVE_SOAK_CONCURRENCY:-6}"
 max_s="${DELTASERVE_SOAK_MAX_S:-420}"
 max_waiting="${DELTASERVE_SOAK_MAX_WAITING:-8}"
-ulimit -n 192  # the daemon inherits it: descriptor pressure below is reachable
+# The daemon inherits the limit, so the descriptor pressure below is reachable.
+ulimit -n "${DELTASERVE_SOAK_MAX_FDS:-192}"
 # shellcheck disable=SC2086  # extra flags are meant to split
 start_daemon --max-streams 4 --max-waiting "$max_waiting" --context-tokens 512 --max-body-bytes 65536 \
   --log-level warn ${DELTASERVE_SOAK_SERVE_ARGS:-}
 echo "soak_ci: daemon pid $DAEMON_PID on $DAEMON_URL; $requests requests"
 
-hostile_s=$((max_s / 3))
+# Over well before the tool's closing leak checks (sockets, RSS), which must see it gone.
+hostile_s=30
 python3 tests/soak/hostile_mix.py bombs "$DAEMON_PORT" "$hostile_s" >"$out/bombs.log" 2>&1 & bombs_pid=$!
 python3 tests/soak/hostile_mix.py pressure "$DAEMON_PORT" "$hostile_s" 200 >"$out/pressure.log" 2>&1 & pressure_pid=$!
 
