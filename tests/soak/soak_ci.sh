@@ -43,8 +43,11 @@ echo "soak_ci: daemon pid $DAEMON_PID on $DAEMON_URL; $requests requests"
 
 # Over well before the tool's closing leak checks (sockets, RSS), which must see it gone.
 hostile_s=30
-python3 tests/soak/hostile_mix.py bombs "$DAEMON_PORT" "$hostile_s" >"$out/bombs.log" 2>&1 & bombs_pid=$!
-python3 tests/soak/hostile_mix.py pressure "$DAEMON_PORT" "$hostile_s" 200 >"$out/pressure.log" 2>&1 & pressure_pid=$!
+# Started a few seconds in, after the tool has taken its baseline (sockets, RSS).
+(sleep 3 && exec python3 tests/soak/hostile_mix.py bombs "$DAEMON_PORT" "$hostile_s") >"$out/bombs.log" 2>&1 &
+bombs_pid=$!
+(sleep 3 && exec python3 tests/soak/hostile_mix.py pressure "$DAEMON_PORT" "$hostile_s" 200) >"$out/pressure.log" 2>&1 &
+pressure_pid=$!
 
 status=0
 timeout $((max_s + 60)) "$load" --url "$DAEMON_URL" --soak --concurrency "$concurrency" --requests "$requests" \
