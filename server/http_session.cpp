@@ -53,6 +53,8 @@ void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
     return on_read_error(http::error::body_limit);
   }
   if (parser_->is_done()) return handle_request();
+  nesting_.reset();
+  if (req.method() == http::verb::post) nesting_.emplace(state_.config().max_json_depth);
   const auto expect = req.find(http::field::expect);
   if (expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
     enqueue("HTTP/1.1 100 Continue\r\n\r\n");
@@ -60,14 +62,25 @@ void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
   do_read_body();
 }
 
+// The body is read piece by piece so that a JSON nesting bomb is answered as soon as its
+// depth passes the limit, not after megabytes more of it have arrived.
 void HttpSession::do_read_body() {
-  http::async_read(stream_, buffer_, *parser_,
-                   beast::bind_front_handler(&HttpSession::on_read_body, shared_from_this()));
+  http::async_read_some(stream_, buffer_, *parser_,
+                        beast::bind_front_handler(&HttpSession::on_read_body, shared_from_this()));
 }
 
 void HttpSession::on_read_body(beast::error_code ec, std::size_t) {
   if (ec) return on_read_error(ec);
+  if (nesting_ && !nesting_->feed(parser_->get().body())) return reject_too_deep();
+  if (!parser_->is_done()) return do_read_body();
   handle_request();
+}
+
+// 400 and close: the rest of the body is read and dropped by the linger, never stored.
+void HttpSession::reject_too_deep() {
+  const ApiError error = nesting_->too_deep();
+  nesting_.reset();
+  send_response(error_response(error, nullptr, state_));
 }
 
 void HttpSession::on_read_error(beast::error_code ec) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "server/api_error.h"
+#include "server/json_nesting_scanner.h"
 
 namespace deltaserve::server {
 namespace {
@@ -72,10 +73,7 @@ class OrderedBuilder {
   // Checked before anything is allocated for the new level.
   bool open(Json&& empty) {
     if (static_cast<int64_t>(frames_.size()) >= limits_.max_depth) {
-      ApiError e = invalid_value("body", "the JSON body nests deeper than " + std::to_string(limits_.max_depth) +
-                                             " levels (limit --max-json-depth).");
-      e.code = "json_too_deep";
-      limit_error_ = std::move(e);
+      limit_error_ = JsonNestingScanner(limits_.max_depth).too_deep();
       return false;
     }
     if (!counted()) return false;
