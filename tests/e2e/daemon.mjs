@@ -63,9 +63,11 @@ export async function startDaemon({ args = [], fake = true, waitReady = true, ma
     proc,
     output: () => output,
     dir,
-    // SIGTERM, then the exit status ({code, signal}); SIGKILL after `timeoutMs`.
+    // SIGTERM (unless the test sent one), then the exit status ({code, signal}); SIGKILL
+    // after `timeoutMs`.
     async stop(timeoutMs = 20000) {
-      if (proc.exitCode === null) proc.kill('SIGTERM');
+      // One SIGTERM only: a second one during the drain forces the exit (status 143).
+      if (proc.exitCode === null && !proc.killed) proc.kill('SIGTERM');
       const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
       const status = await exited;
       clearTimeout(timer);
