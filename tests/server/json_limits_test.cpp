@@ -47,9 +47,9 @@ TEST(JsonLimits, DeepObjectsAndTheExactLimit) {
   limits.json.max_depth = 8;
   auto nested = [](int levels) {  // `levels` objects, the outermost the body itself
     std::string s;
-    for (int i = 1; i < levels; ++i) s += "{\"a\":";
+    for (int i = 0; i < levels; ++i) s += "{\"a\":";
     s += "1";
-    for (int i = 1; i < levels; ++i) s += "}";
+    for (int i = 0; i < levels; ++i) s += "}";
     return s;
   };
   // The body is level 1, chat_template_kwargs level 2: 8 levels in all parse.

@@ -43,7 +43,7 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path) {
 std::unique_ptr<runtime::Tokenizer> qwen3_gguf_tokenizer(const deltaserve::testing::TempDir& dir,
                                                          std::optional<bool> add_bos) {
   const nlohmann::json root = nlohmann::json::parse(read_file(std::string(kQwen3Dir) + "/tokenizer.json"));
-  std::vector<std::string> tokens(kEndOfText + 22);
+  std::vector<std::string> tokens(151936);  // Qwen3's embedding rows
   std::vector<int32_t> types(tokens.size(), 5);
   for (const auto& [text, id] : root["model"]["vocab"].items()) {
     tokens[id.get<int32_t>()] = text;
