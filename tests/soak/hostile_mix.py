@@ -4,12 +4,14 @@
   hostile_mix.py bombs PORT SECONDS       nesting bombs (every one must be a 400 json_too_deep)
   hostile_mix.py pressure PORT SECONDS N  waves of N idle connections held ~2 s, so a daemon
                                           started under a low `ulimit -n` runs out of descriptors
-  hostile_mix.py stream PORT              a long streamed completion (kept open until killed)
+  hostile_mix.py stream PORT N            N long streamed completions at once (running and
+                                          queued), so a drain has work to wait for
 
 Prints one summary line; exits 1 on any unexpected answer. Loopback only; stdlib only."""
 
 import socket
 import sys
+import threading
 import time
 
 
@@ -66,13 +68,21 @@ def pressure(port, seconds, count):
     return 0
 
 
-def stream(port):
-    body = (b'{"messages":[{"role":"user","content":"tell a long story"}],"max_tokens":400,'
+def stream(port, count):
+    body = (b'{"messages":[{"role":"user","content":"tell a long story"}],"max_tokens":480,'
             b'"stream":true,"ignore_eos":true}')
-    try:
-        request(port, body, timeout=120)
-    except OSError:
-        pass
+
+    def one():
+        try:
+            request(port, body, timeout=120)
+        except OSError:
+            pass
+
+    threads = [threading.Thread(target=one) for _ in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     return 0
 
 
@@ -82,7 +92,7 @@ def main():
         return bombs(port, float(sys.argv[3]))
     if mode == "pressure":
         return pressure(port, float(sys.argv[3]), int(sys.argv[4]))
-    return stream(port)
+    return stream(port, int(sys.argv[3]))
 
 
 if __name__ == "__main__":

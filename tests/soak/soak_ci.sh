@@ -72,11 +72,13 @@ if ((log_lines > 2000)); then
   exit 1
 fi
 
-# The second signal: a stream keeps the drain waiting; the second SIGTERM ends it at once.
-python3 tests/soak/hostile_mix.py stream "$DAEMON_PORT" & stream_pid=$!
-sleep 1
+# The second signal: 12 long streams (4 running, 8 queued) keep the drain waiting for
+# seconds; the second SIGTERM ends it at once.
+python3 tests/soak/hostile_mix.py stream "$DAEMON_PORT" 12 & stream_pid=$!
+sleep 3  # the streams are admitted (a loaded machine starts python slowly)
 kill -TERM "$DAEMON_PID"
-sleep 0.5
+sleep 0.3
+kill -0 "$DAEMON_PID" 2>/dev/null || { echo "soak_ci: the drain ended before the second signal" >&2; exit 1; }
 kill -TERM "$DAEMON_PID"
 exit_status=0
 for _ in $(seq 1 50); do
