@@ -68,9 +68,7 @@ std::optional<ApiError> GenerationStream::start() {
     head.set(http::field::server, "deltaserve");
     head.set(http::field::content_type, "text/event-stream");
     head.set(http::field::cache_control, "no-cache");
-    if (!state_.config().cors_allow_origin.empty()) {
-      head.set(http::field::access_control_allow_origin, state_.config().cors_allow_origin);
-    }
+    add_cors_headers(head, state_);
     head.set("X-Request-Id", job_.spec.external_id);
     head.keep_alive(keep_alive_);
     if (chunked_) head.chunked(true);

@@ -36,6 +36,7 @@ void HttpSession::start() {
 void HttpSession::do_read_header() {
   if (closed_) return;
   parser_.emplace();
+  route_ = "other";
   parser_->body_limit(static_cast<uint64_t>(state_.config().max_body_bytes));
   parser_->header_limit(kHeaderLimitBytes);
   stream_.expires_after(std::chrono::seconds(state_.config().keep_alive_timeout_s));
@@ -46,11 +47,14 @@ void HttpSession::do_read_header() {
 void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
   if (ec) return on_read_error(ec);
   const auto& req = parser_->get();
+  route_ = route_label(request_path(std::string_view(req.target().data(), req.target().size())));
   if (const auto length = parser_->content_length();
       length && *length > static_cast<uint64_t>(state_.config().max_body_bytes)) {
     return on_read_error(http::error::body_limit);
   }
   if (parser_->is_done()) return handle_request();
+  nesting_.reset();
+  if (req.method() == http::verb::post) nesting_.emplace(state_.config().max_json_depth);
   const auto expect = req.find(http::field::expect);
   if (expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
     enqueue("HTTP/1.1 100 Continue\r\n\r\n");
@@ -58,14 +62,25 @@ void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
   do_read_body();
 }
 
+// The body is read piece by piece so that a JSON nesting bomb is answered as soon as its
+// depth passes the limit, not after megabytes more of it have arrived.
 void HttpSession::do_read_body() {
-  http::async_read(stream_, buffer_, *parser_,
-                   beast::bind_front_handler(&HttpSession::on_read_body, shared_from_this()));
+  http::async_read_some(stream_, buffer_, *parser_,
+                        beast::bind_front_handler(&HttpSession::on_read_body, shared_from_this()));
 }
 
 void HttpSession::on_read_body(beast::error_code ec, std::size_t) {
   if (ec) return on_read_error(ec);
+  if (nesting_ && !nesting_->feed(parser_->get().body())) return reject_too_deep();
+  if (!parser_->is_done()) return do_read_body();
   handle_request();
+}
+
+// 400 and close: the rest of the body is read and dropped by the linger, never stored.
+void HttpSession::reject_too_deep() {
+  const ApiError error = nesting_->too_deep();
+  nesting_.reset();
+  send_response(error_response(error, nullptr, state_));
 }
 
 void HttpSession::on_read_error(beast::error_code ec) {
@@ -113,11 +128,13 @@ void HttpSession::start_generation(GenerationJob job, const HttpRequest& request
     send_response(error_response(*refused, &request, state_));
     return;
   }
+  state_.metrics().on_http_response(route_, 200);  // the stream's status, whatever follows
   generation_ = std::move(generation);
   if (buffer_.size() == 0) watch_start();  // else the next request is already here
 }
 
 void HttpSession::send_response(HttpResponse response) {
+  state_.metrics().on_http_response(route_, static_cast<int>(response.result_int()));
   const bool keep_alive = response.keep_alive();
   enqueue(serialize(response));
   end_response(keep_alive);

@@ -17,11 +17,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "server/json_nesting_scanner.h"
 #include "server/router.h"
 #include "server/server_state.h"
 
@@ -49,6 +51,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_read_header(boost::beast::error_code ec, std::size_t bytes);
   void do_read_body();
   void on_read_body(boost::beast::error_code ec, std::size_t bytes);
+  void reject_too_deep();
   void on_read_error(boost::beast::error_code ec);
   void handle_request();
   void start_generation(GenerationJob job, const HttpRequest& request);
@@ -80,6 +83,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool read_after_watch_ = false;   // next request read once the watch read returns
   bool close_after_watch_ = false;  // close gracefully once the watch read returns
   bool closed_ = false;
+  std::string_view route_ = "other";  // route_label() of the request being answered
+  std::optional<JsonNestingScanner> nesting_;  // POST bodies: nesting bombs stop the read early
   std::shared_ptr<GenerationStream> generation_;
   std::array<char, 4096> linger_buffer_{};
 };

@@ -14,6 +14,7 @@ ServerMetrics::ServerMetrics(MetricsOptions options)
     : options_(std::move(options)), registry_(std::make_shared<prometheus::Registry>()) {
   sets_.push_back(make_deltaserve_metrics(*registry_));
   if (options_.vllm_names) sets_.push_back(make_vllm_metrics(*registry_, options_.model_name));
+  process_ = std::make_unique<ProcessMetrics>(*registry_);
 }
 
 void ServerMetrics::set_limits(const EngineLimits& limits) {
@@ -92,6 +93,7 @@ std::string ServerMetrics::render(const scheduler::EngineStats* stats, bool read
   std::lock_guard lock(scrape_mutex_);
   const ServerGauges gauges{ready, num_open_connections()};
   for (auto& set : sets_) set->refresh_server(gauges);
+  process_->refresh();
   if (stats) {
     scheduler::EngineStats delta;
     delta.num_preemptions = stats->num_preemptions - last_stats_.num_preemptions;

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -21,6 +22,7 @@
 
 #include "scheduler/engine_stats.h"
 #include "server/metric_set.h"
+#include "server/process_metrics.h"
 #include "server/serving_engine.h"
 
 namespace deltaserve::server {
@@ -49,6 +51,8 @@ class ServerMetrics final : public scheduler::EngineObserver {
   // Sessions (any thread).
   void on_error(const std::string& type);
   void on_response_finished(ResponseEnd end);
+  // One HTTP response sent: deltaserve_http_responses_total{route, status}.
+  void on_http_response(std::string_view route, int status) { process_->count_response(route, status); }
 
   // One open HTTP connection, counted for the ticket's own lifetime: an HttpSession holds
   // one as a member, so the count rises once per accepted socket and falls once when the
@@ -85,6 +89,7 @@ class ServerMetrics final : public scheduler::EngineObserver {
   MetricsOptions options_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::vector<std::unique_ptr<MetricSet>> sets_;
+  std::unique_ptr<ProcessMetrics> process_;  // process_* and HTTP response counts
 
   // Per-stream rate: engine thread only.
   std::unordered_map<scheduler::RequestId, StreamSlot> streams_;

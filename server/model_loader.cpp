@@ -1,7 +1,9 @@
 #include "server/model_loader.h"
 
+#include <filesystem>
 #include <stdexcept>
 
+#include "runtime/gguf_file.h"
 #include "server/fake_engine.h"
 #include "server/fake_text_codec.h"
 
@@ -34,6 +36,20 @@ LoadedModel load_fake_model(const ServerConfig& config, scheduler::EngineObserve
   model.engine = std::move(engine);
   model.codec = std::move(codec);
   return model;
+}
+
+void check_model_files(const ServerConfig& config) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(config.model, ec);
+  if (ec || !fs::exists(status)) throw std::runtime_error(config.model + ": no such file or directory");
+  if (fs::is_directory(status)) {
+    if (!fs::exists(fs::path(config.model) / "config.json")) {
+      throw std::runtime_error(config.model + ": a model directory needs config.json");
+    }
+    return;
+  }
+  (void)runtime::GgufFile::open(config.model);  // throws naming the file when it is not GGUF
 }
 
 LoadedModel load_model(const ServerConfig& config, scheduler::EngineObserver* observer) {

@@ -24,6 +24,11 @@ struct LoadedModel {
   LoadedModel& operator=(LoadedModel&&) = default;
 };
 
+// Quick checks of --model before the daemon listens: the path exists, a file opens as GGUF
+// (header and metadata parse), a directory holds config.json. Throws std::runtime_error with
+// a one-line cause; the weights are read later by load_model.
+void check_model_files(const ServerConfig& config);
+
 // FakeTextCodec + FakeEngine (`--fake-engine`): sized by max_streams, max_waiting,
 // context_tokens, kv_block_tokens, kv_blocks (0s resolved to small defaults).
 LoadedModel load_fake_model(const ServerConfig& config, scheduler::EngineObserver* observer);

@@ -11,8 +11,11 @@ namespace {
 constexpr int64_t kMaxTokensCeiling = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
 
-// Syntax errors, bad UTF-8 and number overflow are 400 invalid_json.
-RequestJson parse_body(std::string_view body) { return parse_request_json(body); }
+// Syntax errors, bad UTF-8 and number overflow are 400 invalid_json; bodies past the JSON
+// limits stop parsing at the limit (400 json_too_deep / json_too_large).
+RequestJson parse_body(std::string_view body, const SchemaLimits& limits) {
+  return parse_request_json(body, limits.json);
+}
 
 int32_t token_id(const RequestJson& value, const std::string& param,
                  const SchemaLimits& limits) {
@@ -96,11 +99,21 @@ void parse_stream_options(JsonFields& f, GenerationParams& p) {
   o.reject_unknown();
 }
 
-// Fields the API defines that this server accepts and ignores (they change no output).
+// Fields the API defines that this server accepts and ignores (they change no output); their
+// types are still checked as OpenAI checks them, so a client's mistake is a 400, not silence.
 void accept_ignored(JsonFields& f) {
-  for (const char* key : {"user", "metadata", "store", "service_tier", "parallel_tool_calls",
-                          "prompt_cache_key", "safety_identifier", "priority", "request_id"}) {
-    f.accept(key);
+  for (const char* key : {"user", "service_tier", "prompt_cache_key", "safety_identifier", "request_id"}) {
+    (void)f.string(key);
+  }
+  for (const char* key : {"store", "parallel_tool_calls"}) (void)f.boolean(key);
+  (void)f.integer("priority", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+  if (const RequestJson* metadata = f.object("metadata")) {  // string -> string, as OpenAI's
+    for (auto it = metadata->begin(); it != metadata->end(); ++it) {
+      if (!it->is_string()) {
+        throw ApiException{invalid_type("metadata." + it.key(), std::string("expected a string, got ") +
+                                                                    json_type_name(*it) + ".")};
+      }
+    }
   }
 }
 
@@ -225,7 +238,7 @@ const char* reasoning_field_name(ReasoningField field) {
 }
 
 ChatRequest parse_chat_request(std::string_view body, const SchemaLimits& limits) {
-  const RequestJson root = parse_body(body);
+  const RequestJson root = parse_body(body, limits);
   JsonFields f(root, "");
   ChatRequest r;
   const RequestJson* messages = f.get("messages");
@@ -247,7 +260,7 @@ ChatRequest parse_chat_request(std::string_view body, const SchemaLimits& limits
 }
 
 CompletionRequest parse_completion_request(std::string_view body, const SchemaLimits& limits) {
-  const RequestJson root = parse_body(body);
+  const RequestJson root = parse_body(body, limits);
   JsonFields f(root, "");
   CompletionRequest r;
   const RequestJson* prompt = f.get("prompt");
@@ -283,7 +296,7 @@ CompletionRequest parse_completion_request(std::string_view body, const SchemaLi
 }
 
 TokenizeRequest parse_tokenize_request(std::string_view body, const SchemaLimits& limits) {
-  const RequestJson root = parse_body(body);
+  const RequestJson root = parse_body(body, limits);
   JsonFields f(root, "");
   TokenizeRequest r;
   r.prompt = f.string("prompt");
@@ -306,7 +319,7 @@ TokenizeRequest parse_tokenize_request(std::string_view body, const SchemaLimits
 }
 
 DetokenizeRequest parse_detokenize_request(std::string_view body, const SchemaLimits& limits) {
-  const RequestJson root = parse_body(body);
+  const RequestJson root = parse_body(body, limits);
   JsonFields f(root, "");
   DetokenizeRequest r;
   const RequestJson* tokens = f.array("tokens");

@@ -33,6 +33,7 @@ struct SchemaLimits {
   int32_t max_stop_strings = 16;
   int64_t num_vocab = 0;
   bool reject_unknown_fields = true;  // OpenAI does; a deployment may relax it
+  JsonLimits json;                    // depth and size of the body, enforced while parsing
 };
 
 // Fields shared by /v1/chat/completions and /v1/completions.

@@ -1,11 +1,13 @@
 #include "server/request_json.h"
 
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "server/api_error.h"
+#include "server/json_nesting_scanner.h"
 
 namespace deltaserve::server {
 namespace {
@@ -20,13 +22,17 @@ class OrderedBuilder {
  public:
   using Json = RequestJson;
 
-  bool null() { return put(Json(nullptr)) != nullptr; }
-  bool boolean(bool v) { return put(Json(v)) != nullptr; }
-  bool number_integer(Json::number_integer_t v) { return put(Json(v)) != nullptr; }
-  bool number_unsigned(Json::number_unsigned_t v) { return put(Json(v)) != nullptr; }
-  bool number_float(Json::number_float_t v, const Json::string_t&) { return put(Json(v)) != nullptr; }
-  bool string(Json::string_t& v) { return put(Json(std::move(v))) != nullptr; }
-  bool binary(Json::binary_t& v) { return put(Json::binary(std::move(v))) != nullptr; }
+  explicit OrderedBuilder(const JsonLimits& limits) : limits_(limits) {}
+
+  bool null() { return counted() && put(Json(nullptr)) != nullptr; }
+  bool boolean(bool v) { return counted() && put(Json(v)) != nullptr; }
+  bool number_integer(Json::number_integer_t v) { return counted() && put(Json(v)) != nullptr; }
+  bool number_unsigned(Json::number_unsigned_t v) { return counted() && put(Json(v)) != nullptr; }
+  bool number_float(Json::number_float_t v, const Json::string_t&) {
+    return counted() && put(Json(v)) != nullptr;
+  }
+  bool string(Json::string_t& v) { return counted() && put(Json(std::move(v))) != nullptr; }
+  bool binary(Json::binary_t& v) { return counted() && put(Json::binary(std::move(v))) != nullptr; }
   bool start_object(std::size_t) { return open(Json::object()); }
   bool key(Json::string_t& k) {
     frames_.back().key = std::move(k);
@@ -43,6 +49,7 @@ class OrderedBuilder {
 
   Json& root() { return root_; }
   const std::string& error() const { return error_; }
+  const std::optional<ApiError>& limit_error() const { return limit_error_; }
 
  private:
   using Members = Json::object_t::Container;  // the ordered map's (key, value) vector
@@ -53,7 +60,23 @@ class OrderedBuilder {
     std::unordered_map<std::string, size_t> index;  // key -> member (large objects)
   };
 
+  // Counts one more value; false (the parse stops) once there are more than allowed.
+  bool counted() {
+    if (++num_elements_ <= limits_.max_elements) return true;
+    ApiError e = invalid_value("body", "the JSON body has more than " + std::to_string(limits_.max_elements) +
+                                           " values (limit --max-json-elements).");
+    e.code = "json_too_large";
+    limit_error_ = std::move(e);
+    return false;
+  }
+
+  // Checked before anything is allocated for the new level.
   bool open(Json&& empty) {
+    if (static_cast<int64_t>(frames_.size()) >= limits_.max_depth) {
+      limit_error_ = JsonNestingScanner(limits_.max_depth).too_deep();
+      return false;
+    }
+    if (!counted()) return false;
     Json* slot = put(std::move(empty));
     frames_.push_back(Frame{slot, {}, {}});
     return true;
@@ -102,21 +125,25 @@ class OrderedBuilder {
     return it == frame.index.end() ? members.size() : it->second;
   }
 
+  JsonLimits limits_;
+  int64_t num_elements_ = 0;
   Json root_;
   std::vector<Frame> frames_;
   std::string error_;
+  std::optional<ApiError> limit_error_;
 };
 
 }  // namespace
 
-RequestJson parse_request_json(std::string_view text) {
-  OrderedBuilder builder;
+RequestJson parse_request_json(std::string_view text, const JsonLimits& limits) {
+  OrderedBuilder builder(limits);
   bool ok = false;
   try {
     ok = RequestJson::sax_parse(text.begin(), text.end(), &builder);
   } catch (const nlohmann::json::exception& e) {
     throw ApiException{invalid_json(e.what())};
   }
+  if (builder.limit_error()) throw ApiException{*builder.limit_error()};
   if (!ok) throw ApiException{invalid_json(builder.error())};
   return std::move(builder.root());
 }

@@ -7,6 +7,43 @@ namespace deltaserve::server {
 namespace {
 
 constexpr std::string_view kServerName = "deltaserve";
+// Response headers a browser client may read across origins (the OpenAI SDKs read these).
+constexpr std::string_view kExposedHeaders = "X-Request-Id, Retry-After, WWW-Authenticate";
+// Headers a preflight allows when --cors-allow-headers is empty and the browser names none.
+constexpr std::string_view kDefaultAllowedHeaders = "Authorization, Content-Type";
+
+// A request's Access-Control-Request-Headers, echoed only when it is a plain list of
+// header names (tokens, commas, spaces), so nothing odd is reflected into the response.
+bool is_header_name_list(std::string_view list) {
+  if (list.empty() || list.size() > 4096) return false;
+  for (const char c : list) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                    c == '_' || c == ',' || c == ' ' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// OPTIONS with --cors-allow-origin: the configured header list, else whatever the browser
+// asks for (the OpenAI SDK sends X-Stainless-* headers), so cross-origin clients work.
+HttpResponse preflight_response(const HttpRequest& request, const ServerState& state) {
+  HttpResponse res = json_response(http::status::no_content, "", request, state);
+  res.set(http::field::access_control_allow_methods, "GET, POST, OPTIONS");
+  std::string allowed;
+  for (const std::string& header : state.config().cors_allow_headers) {
+    allowed += (allowed.empty() ? "" : ", ") + header;
+  }
+  if (allowed.empty()) {
+    const auto asked = request.find(http::field::access_control_request_headers);
+    const std::string_view list = asked == request.end() ? std::string_view()
+                                                         : std::string_view(asked->value().data(), asked->value().size());
+    allowed = is_header_name_list(list) ? std::string(list) : std::string(kDefaultAllowedHeaders);
+    res.set(http::field::vary, "Access-Control-Request-Headers");
+  }
+  res.set(http::field::access_control_allow_headers, allowed);
+  res.set(http::field::access_control_max_age, "600");
+  return res;
+}
 
 // Constant-time comparison, so the time to reject a key says nothing about its prefix.
 bool same_secret(std::string_view a, std::string_view b) {
@@ -22,9 +59,14 @@ bool authorized(const HttpRequest& request, const ServerState& state) {
   const auto header = request.find(http::field::authorization);
   if (header == request.end()) return false;
   std::string_view value(header->value().data(), header->value().size());
-  constexpr std::string_view kBearer = "Bearer ";
-  if (value.size() <= kBearer.size() || value.substr(0, kBearer.size()) != kBearer) return false;
+  // The auth scheme is case-insensitive (RFC 9110 11.1): "bearer KEY" is as good as "Bearer KEY".
+  constexpr std::string_view kBearer = "bearer";
+  if (value.size() <= kBearer.size() || !boost::beast::iequals(value.substr(0, kBearer.size()), kBearer) ||
+      (value[kBearer.size()] != ' ' && value[kBearer.size()] != '\t')) {
+    return false;
+  }
   value.remove_prefix(kBearer.size());
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
   bool ok = false;
   for (const std::string& key : keys) ok = same_secret(value, key) || ok;
   return ok;
@@ -117,11 +159,12 @@ HttpResponse handle_detokenize(const HttpRequest& req, ServerState& state) {
 }
 
 // Method check for a known path; returns false (and fills `out`) when it is not allowed.
+// HEAD goes wherever GET does (load balancers probe with it); route_request drops the body.
 bool allow(const HttpRequest& req, http::verb verb, ServerState& state, Routed& out) {
-  if (req.method() == verb) return true;
+  if (req.method() == verb || (verb == http::verb::get && req.method() == http::verb::head)) return true;
   HttpResponse res = error_response(
       method_not_allowed(std::string(req.method_string()), std::string(req.target())), &req, state);
-  res.set(http::field::allow, verb == http::verb::get ? "GET" : "POST");
+  res.set(http::field::allow, verb == http::verb::get ? "GET, HEAD" : "POST");
   out.response = std::move(res);
   return false;
 }
@@ -176,9 +219,7 @@ HttpResponse json_response(http::status status, const std::string& body, const H
   HttpResponse res{status, request.version()};
   res.set(http::field::server, kServerName);
   res.set(http::field::content_type, "application/json");
-  if (!state.config().cors_allow_origin.empty()) {
-    res.set(http::field::access_control_allow_origin, state.config().cors_allow_origin);
-  }
+  add_cors_headers(res, state);
   res.keep_alive(keep_alive_after(request, state));
   res.body() = body;
   res.prepare_payload();
@@ -190,9 +231,7 @@ HttpResponse error_response(const ApiError& error, const HttpRequest* request, S
   HttpResponse res{static_cast<http::status>(error.status), request ? request->version() : 11};
   res.set(http::field::server, kServerName);
   res.set(http::field::content_type, "application/json");
-  if (!state.config().cors_allow_origin.empty()) {
-    res.set(http::field::access_control_allow_origin, state.config().cors_allow_origin);
-  }
+  add_cors_headers(res, state);
   if (error.retry_after_s > 0) res.set(http::field::retry_after, std::to_string(error.retry_after_s));
   if (error.status == 401) res.set(http::field::www_authenticate, "Bearer");
   res.keep_alive(request && keep_alive_after(*request, state));
@@ -215,30 +254,62 @@ ApiError submit_error(const scheduler::SubmitResult& result, const ServerState& 
   return internal_error("unexpected submit status");
 }
 
+void add_cors_headers(http::fields& headers, const ServerState& state) {
+  if (state.config().cors_allow_origin.empty()) return;
+  headers.set(http::field::access_control_allow_origin, state.config().cors_allow_origin);
+  headers.set(http::field::access_control_expose_headers, kExposedHeaders);
+}
+
+std::string_view request_path(std::string_view target) {
+  // Absolute form (RFC 9112 3.2.2), as proxies send it: "http://host:port/path?query".
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (target.size() > scheme.size() && boost::beast::iequals(target.substr(0, scheme.size()), scheme)) {
+      const size_t slash = target.find('/', scheme.size());
+      target = slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
+      break;
+    }
+  }
+  return target.substr(0, target.find('?'));
+}
+
+std::string_view route_label(std::string_view path) {
+  for (std::string_view route : {"/health", "/ready", "/metrics", "/v1/models", "/v1/chat/completions",
+                                 "/v1/completions", "/tokenize", "/detokenize"}) {
+    if (path == route) return route;
+  }
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  if (path == "/v1/tokenize") return "/tokenize";
+  if (path == "/v1/detokenize") return "/detokenize";
+  if (path == "/" || path == "/index.html" || path.rfind("/static/", 0) == 0) return "/static";
+  return "other";  // bounded: unknown paths never become labels of their own
+}
+
 Routed route_request(const HttpRequest& request, ServerState& state) {
-  std::string_view target(request.target().data(), request.target().size());
-  const std::string_view path = target.substr(0, target.find('?'));
+  const std::string_view path = request_path(std::string_view(request.target().data(), request.target().size()));
   if (request.method() == http::verb::options && !state.config().cors_allow_origin.empty()) {
     Routed out;
-    HttpResponse res = json_response(http::status::no_content, "", request, state);
-    res.set(http::field::access_control_allow_methods, "GET, POST, OPTIONS");
-    res.set(http::field::access_control_allow_headers, "Authorization, Content-Type");
-    res.set(http::field::access_control_max_age, "600");
-    out.response = std::move(res);
+    out.response = preflight_response(request, state);
     return out;
   }
+  Routed out;
   try {
     if (needs_auth(path) && !authorized(request, state)) {
       throw ApiException{unauthorized(request.find(http::field::authorization) == request.end()
                                           ? "Missing API key: send 'Authorization: Bearer <key>'."
                                           : "Incorrect API key provided.")};
     }
-    return dispatch(request, state, path);
+    out = dispatch(request, state, path);
   } catch (const ApiException& e) {
-    Routed out;
     out.response = error_response(e.error, &request, state);
-    return out;
   }
+  if (request.method() == http::verb::head && out.response) {
+    // The headers GET would send, Content-Length included, and no body.
+    out.response->prepare_payload();
+    const auto length = out.response->body().size();
+    out.response->body().clear();
+    out.response->content_length(length);
+  }
+  return out;
 }
 
 }  // namespace deltaserve::server

@@ -3,6 +3,7 @@
 // the session to run. Auth, 404/405, readiness and every error body are decided here.
 //
 //   GET  /health                  liveness: 200 while the process serves HTTP
+//   (HEAD works wherever GET does; absolute-form targets "http://host/path" are accepted)
 //   GET  /ready                   200 when the model is loaded; 503 loading / draining
 //   GET  /metrics                 Prometheus text format
 //   GET  /v1/models[/{id}]        the served model
@@ -11,7 +12,8 @@
 //   POST /tokenize, /detokenize   (also under /v1/)
 //   GET  /, /static/*             the built-in chat page (static_files.h)
 //
-// With --api-key, /v1/*, /tokenize and /detokenize need "Authorization: Bearer <key>";
+// With --api-key, /v1/*, /tokenize and /detokenize need "Authorization: Bearer <key>" (the
+// scheme in any case);
 // /health, /ready and /metrics stay open (probes and scrapers carry no key).
 // Thread-safe; called on the session's strand.
 #pragma once
@@ -37,6 +39,18 @@ struct Routed {
 };
 
 Routed route_request(const HttpRequest& request, ServerState& state);
+
+// The CORS headers of every response (with --cors-allow-origin): the allowed origin and the
+// response headers a browser client may read.
+void add_cors_headers(http::fields& headers, const ServerState& state);
+
+// The path of a request target: the query dropped, an absolute-form target
+// ("http://host:port/path") reduced to its path.
+std::string_view request_path(std::string_view target);
+
+// The `route` label of deltaserve_http_responses_total for a path: one of a fixed set
+// ("/v1/chat/completions", "/v1/models/{id}", "/static", ...; "other" for anything else).
+std::string_view route_label(std::string_view path);
 
 // A JSON response with the daemon's common headers (Server, CORS, Connection).
 HttpResponse json_response(http::status status, const std::string& body, const HttpRequest& request,

@@ -1,21 +1,29 @@
 // `deltaserve serve`: configuration, listener, model loading, and the shutdown sequence.
 //
-// Order of events: the listener binds first (so /health answers and /ready says 503 while
-// the model loads), the model loads on its own thread, then /ready turns 200. SIGTERM or
-// SIGINT: stop accepting, /ready 503, new requests 503; in-flight requests get
-// --shutdown-grace-s to finish; the rest are cancelled (their streams end with an error
-// event); exit 0.
+// Order of events: the model file is checked (it exists and its header or config parses)
+// before anything listens, so a wrong --model fails at once without opening the port; then
+// the listener binds (so /health answers and /ready says 503 while the weights load), the
+// model loads on its own thread, then /ready turns 200. SIGTERM or SIGINT: stop accepting,
+// /ready 503, new requests 503; in-flight requests get --shutdown-grace-s to finish; the
+// rest are cancelled (their streams end with an error event); exit 0. A second SIGTERM or
+// SIGINT during the drain exits at once with 128 + the signal's number.
+//
+// Logs go to stderr; fatal errors are one line there, and the exit statuses are listed in
+// `serve --help` (server_config.h). stdout carries only the "listening on" line.
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <thread>
 
+#include <boost/system/system_error.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
@@ -58,6 +66,20 @@ void write_port_file(const std::string& path, uint16_t port) {
   std::filesystem::rename(tmp, path);  // readers never see a half-written file
 }
 
+// One line on stderr for an error that ends the process.
+void fatal_line(const std::string& what) { std::fprintf(stderr, "deltaserve serve: %s\n", what.c_str()); }
+
+// The second SIGTERM/SIGINT (the first one started the drain): exit at once.
+void force_exit_on_second_signal(sigset_t signals) {
+  std::thread([signals] {
+    int signal_number = 0;
+    if (sigwait(&signals, &signal_number) != 0) return;
+    fatal_line("signal " + std::to_string(signal_number) + " during the drain: exiting now without waiting");
+    std::fflush(stderr);
+    std::_Exit(server::kExitForcedBase + signal_number);
+  }).detach();
+}
+
 // Graceful shutdown: see the file comment.
 void drain(const ServerConfig& config, server::ServerState& state, server::HttpServer& http,
            server::ServingEngine* engine) {
@@ -91,12 +113,21 @@ int serve_main(int argc, char** argv) {
   try {
     invocation = server::load_server_config(argc, argv);
   } catch (const server::ConfigError& e) {
-    std::fprintf(stderr, "deltaserve serve: %s\n", e.what());
-    return 2;
+    fatal_line(e.what());
+    return server::kExitConfig;
   }
   if (invocation.exit_now) return invocation.exit_code;
   const ServerConfig& config = invocation.config;
+  if (!spdlog::get("deltaserve")) spdlog::set_default_logger(spdlog::stderr_color_mt("deltaserve"));
   spdlog::set_level(spdlog::level::from_str(config.log_level));
+  if (!config.fake_engine) {
+    try {
+      server::check_model_files(config);
+    } catch (const std::exception& e) {
+      fatal_line(std::string("cannot load the model: ") + e.what());
+      return server::kExitModelLoad;
+    }
+  }
 
   // Signals are taken by sigwait() below; every thread started from here inherits the mask.
   sigset_t signals;
@@ -111,10 +142,13 @@ int serve_main(int argc, char** argv) {
   std::unique_ptr<server::HttpServer> http;
   try {
     http = std::make_unique<server::HttpServer>(state, config.host, static_cast<uint16_t>(config.port));
+  } catch (const boost::system::system_error& e) {
+    // The code's message only: what() appends Boost's source location.
+    fatal_line("cannot listen on " + config.host + ":" + std::to_string(config.port) + ": " + e.code().message());
+    return server::kExitListen;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "deltaserve serve: cannot listen on %s:%d: %s\n", config.host.c_str(),
-                 config.port, e.what());
-    return 1;
+    fatal_line("cannot listen on " + config.host + ":" + std::to_string(config.port) + ": " + e.what());
+    return server::kExitListen;
   }
   const int num_threads = config.http_threads > 0
                               ? config.http_threads
@@ -141,7 +175,7 @@ int serve_main(int argc, char** argv) {
       state.publish(&service);
       spdlog::info("ready");
     } catch (const std::exception& e) {
-      spdlog::error("cannot load the model: {}", e.what());
+      fatal_line(std::string("cannot load the model: ") + e.what());
       load_failed = true;
       kill(getpid(), SIGTERM);
     }
@@ -149,13 +183,14 @@ int serve_main(int argc, char** argv) {
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  if (!load_failed) spdlog::info("signal {}: shutting down", signal_number);
+  if (!load_failed) spdlog::info("signal {}: shutting down (a second signal exits at once)", signal_number);
+  force_exit_on_second_signal(signals);
   loader.join();
   drain(config, state, *http, state.service() ? service.engine : nullptr);
   model = server::LoadedModel();  // engine first: its last events post to the stopped I/O context
   http.reset();
   spdlog::info("stopped");
-  return load_failed ? 1 : 0;
+  return load_failed ? server::kExitModelLoad : server::kExitOk;
 }
 
 }  // namespace deltaserve::cli

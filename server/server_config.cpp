@@ -133,11 +133,14 @@ std::vector<OptionDef> option_table(const std::shared_ptr<std::string>& kwargs_t
       def(&C::api_key_file, "api_key_file", "File with one accepted API key per line"),
       def(&C::http_threads, "http_threads", "I/O threads of the HTTP server; 0 = min(4, cores)"),
       def(&C::max_body_bytes, "max_body_bytes", "Largest request body accepted (bigger: 413)"),
+      def(&C::max_json_depth, "max_json_depth", "Deepest nesting of arrays/objects in a JSON request body (deeper: 400 json_too_deep, found while parsing)"),
+      def(&C::max_json_elements, "max_json_elements", "Most values (of any kind) in a JSON request body (more: 400 json_too_large, found while parsing)"),
       def(&C::keep_alive_timeout_s, "keep_alive_timeout_s", "Seconds an idle keep-alive connection (or a slow request) may take before it is closed"),
       def(&C::shutdown_grace_s, "shutdown_grace_s", "On SIGTERM/SIGINT: seconds in-flight requests get to finish before they are cancelled"),
       def(&C::stream_queue_bytes, "stream_queue_bytes", "Unsent SSE bytes a stream may queue for a slow client before the request is cancelled"),
       def(&C::sse_keepalive_s, "sse_keepalive_s", "Seconds a stream may go without a chunk (queued, long prefill) before an SSE comment ': keep-alive' is sent so proxies keep it open; 0 = never"),
       def(&C::cors_allow_origin, "cors_allow_origin", "Access-Control-Allow-Origin value (e.g. '*'); empty = no CORS headers"),
+      def(&C::cors_allow_headers, "cors_allow_headers", "Request headers a CORS preflight allows (comma-separated); empty = whatever the preflight asks for (Access-Control-Request-Headers)"),
       def(&C::retry_after_s, "retry_after_s", "Retry-After seconds sent with 429 and 503"),
       def(&C::default_max_tokens, "default_max_tokens", "max_tokens when a request gives none; 0 = up to the context"),
       def(&C::max_logprobs, "max_logprobs", "Largest top_logprobs (chat) / logprobs (completions) accepted"),
@@ -190,6 +193,11 @@ void read_key_file(ServerConfig& config) {
 nlohmann::ordered_json ServerConfig::to_json() const {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   for (const OptionDef& d : option_table(std::make_shared<std::string>())) d.write_json(*this, out);
+  // Secrets never leave the process: each key shows as a placeholder (their number stays
+  // visible); --api-key-file names a path, not a secret.
+  nlohmann::ordered_json keys = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < api_keys.size(); ++i) keys.push_back(kRedacted);
+  out["api_key"] = std::move(keys);
   return out;
 }
 
@@ -219,17 +227,19 @@ ServeInvocation load_server_config(int argc, char** argv) {
                "set in the JSON file given by --config (key = flag name with '_' for '-'); "
                "flags override the file.",
                "deltaserve serve");
+  app.footer(kExitCodesHelp);
   std::string config_path;
   bool dump_config = false;
   app.add_option("--config", config_path, "JSON config file (see config/deltaserve.json)");
-  app.add_flag("--dump-config", dump_config, "Print the effective configuration as JSON and exit");
+  app.add_flag("--dump-config", dump_config,
+               "Print the effective configuration as JSON and exit (API keys shown as \"<redacted>\")");
   std::vector<std::pair<const OptionDef*, CLI::Option*>> flags;
   for (const OptionDef& d : table) flags.emplace_back(&d, d.add_flag(app, cli));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     result.exit_now = true;
-    result.exit_code = app.exit(e);
+    result.exit_code = app.exit(e) == 0 ? kExitOk : kExitConfig;  // --help: 0; a bad flag: 2
     return result;
   }
 

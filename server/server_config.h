@@ -30,11 +30,14 @@ struct ServerConfig {
   std::string api_key_file;         // one key per line, added to api_keys
   int32_t http_threads = 0;         // 0 = min(4, cores)
   int64_t max_body_bytes = 8 << 20;
+  int32_t max_json_depth = 128;     // nesting of a JSON body; deeper: 400 before it is built
+  int64_t max_json_elements = 1 << 20;  // values in a JSON body; more: 400 before they are built
   int32_t keep_alive_timeout_s = 60;
   int32_t shutdown_grace_s = 30;    // SIGTERM: in-flight requests get this long to finish
   int64_t stream_queue_bytes = 4 << 20;  // unsent SSE bytes per stream before it is cut
   double sse_keepalive_s = 15.0;    // ": keep-alive" comment after this long without a chunk; 0 = off
   std::string cors_allow_origin;    // "" = no CORS headers
+  std::vector<std::string> cors_allow_headers;  // preflight's allowed headers; empty = echo the request's
   int32_t retry_after_s = 1;        // Retry-After on 429 / 503
 
   // Request handling.
@@ -71,8 +74,23 @@ struct ServerConfig {
   int32_t fake_step_us = 2000;
   int32_t fake_load_ms = 0;
 
-  nlohmann::ordered_json to_json() const;  // every file option (in --help order), for --dump-config
+  // Every file option (in --help order), for --dump-config; API keys redacted (kRedacted).
+  nlohmann::ordered_json to_json() const;
 };
+
+// Exit statuses of `deltaserve serve` (listed in --help). Errors go to stderr, one line.
+constexpr int kExitOk = 0;            // stopped by SIGTERM/SIGINT after draining
+constexpr int kExitModelLoad = 1;     // the model could not be loaded (or checked before listening)
+constexpr int kExitConfig = 2;        // bad flags, config file or option values
+constexpr int kExitListen = 3;        // the address/port could not be bound
+constexpr int kExitForcedBase = 128;  // a second SIGTERM/SIGINT during the drain: 128 + signal
+constexpr const char* kExitCodesHelp =
+    "Exit status: 0 stopped by SIGTERM/SIGINT after draining; 1 the model could not be loaded; "
+    "2 invalid flags, config file or option values; 3 the address or port could not be bound; "
+    "128+N a second signal N during the drain forced the exit (130 SIGINT, 143 SIGTERM). "
+    "Fatal errors are written to stderr as one line; logs go to stderr, the listening address to stdout.";
+// What --dump-config prints in place of each API key.
+constexpr const char* kRedacted = "<redacted>";
 
 class ConfigError : public std::runtime_error {
  public:

@@ -38,6 +38,13 @@ void validate_config(const ServerConfig& c) {
   }
   check_range("--http-threads", c.http_threads, 0, 256);
   check_range<int64_t>("--max-body-bytes", c.max_body_bytes, 1024, int64_t{1} << 30);
+  check_range("--max-json-depth", c.max_json_depth, 1, 100000);
+  check_range<int64_t>("--max-json-elements", c.max_json_elements, 16, int64_t{1} << 30);
+  for (const std::string& header : c.cors_allow_headers) {
+    if (header.empty() || header.find_first_of("\r\n,") != std::string::npos) {
+      throw ConfigError("--cors-allow-headers: '" + header + "' is not a header name");
+    }
+  }
   check_range("--keep-alive-timeout-s", c.keep_alive_timeout_s, 1, 86400);
   check_range("--shutdown-grace-s", c.shutdown_grace_s, 0, 86400);
   check_range<int64_t>("--stream-queue-bytes", c.stream_queue_bytes, 4096, int64_t{1} << 30);

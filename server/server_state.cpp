@@ -23,6 +23,7 @@ SchemaLimits ServerState::schema_limits() const {
   limits.max_logprobs = config_.max_logprobs;
   limits.max_stop_strings = config_.max_stop_strings;
   limits.reject_unknown_fields = config_.reject_unknown_fields;
+  limits.json = JsonLimits{config_.max_json_depth, config_.max_json_elements};
   if (const ModelService* s = service()) limits.num_vocab = s->codec->num_vocab();
   return limits;
 }

@@ -40,7 +40,7 @@ std::optional<HttpResponse> static_file_response(const HttpRequest& request, Ser
                                                  std::string_view path) {
   const bool is_page = path == "/" || path == "/index.html" || path.rfind("/static/", 0) == 0;
   if (!is_page) return std::nullopt;
-  if (request.method() != http::verb::get) {
+  if (request.method() != http::verb::get && request.method() != http::verb::head) {
     HttpResponse res = error_response(
         method_not_allowed(std::string(request.method_string()), std::string(path)), &request, state);
     res.set(http::field::allow, "GET");

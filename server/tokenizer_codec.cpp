@@ -53,10 +53,10 @@ TokenizerCodec::TokenizerCodec(std::unique_ptr<runtime::Tokenizer> tokenizer, co
 }
 
 std::vector<int32_t> TokenizerCodec::encode(const std::string& text, bool add_special_tokens) const {
-  // Qwen tokenizers add no BOS; add_special_tokens only matters for tokenizers that do.
+  // BOS exactly when the model's metadata says add_bos_token (Qwen's say false, although
+  // llama.cpp's Qwen GGUFs carry a bos id).
   std::vector<int32_t> ids;
-  if (add_special_tokens && bos_text_ && tokenizer_->bos_id() && tokenizer_->bos_id() != tokenizer_->eos_id())
-    ids.push_back(*tokenizer_->bos_id());
+  if (add_special_tokens && tokenizer_->add_bos_token()) ids.push_back(*tokenizer_->bos_id());
   const std::vector<int32_t> body = tokenizer_->encode(text, true);
   ids.insert(ids.end(), body.begin(), body.end());
   return ids;

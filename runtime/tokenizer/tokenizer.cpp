@@ -30,7 +30,8 @@ Tokenizer::Tokenizer(TokenizerSpec spec)
       nfc_(spec.nfc),
       bos_id_(spec.bos_id),
       eos_id_(spec.eos_id),
-      pad_id_(spec.pad_id) {
+      pad_id_(spec.pad_id),
+      add_bos_(spec.add_bos) {
   size_t num_ids = spec.model_tokens.size();
   for (const AddedToken& t : spec.added_tokens) {
     if (t.id < 0) throw TokenizerError("added token '" + t.content + "' has a negative id");

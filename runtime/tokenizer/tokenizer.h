@@ -9,8 +9,10 @@
 //
 // Ownership and threads: build once at startup (the factories throw TokenizerError), then
 // share it as const across any number of threads; every method is thread-safe and none
-// blocks beyond a short cache-shard lock. No BOS/EOS is ever added by encode(): Qwen adds
-// none (add_bos_token false); chat templates write special tokens as text.
+// blocks beyond a short cache-shard lock. No BOS/EOS is ever added by encode() itself: the
+// caller adds BOS when add_bos_token() says so (the model's own metadata: GGUF
+// tokenizer.ggml.add_bos_token, tokenizer_config.json add_bos_token; absent = false, as
+// Qwen's tokenizers add none); chat templates write special tokens as text.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +43,7 @@ struct TokenizerSpec {
   std::string split_pattern;  // Oniguruma dialect (tokenizer.json); empty = no split
   bool nfc = false;
   std::optional<int32_t> bos_id, eos_id, pad_id;
+  bool add_bos = false;  // the metadata's add_bos_token
 };
 
 class Tokenizer {
@@ -76,6 +79,9 @@ class Tokenizer {
   bool is_special(int32_t id) const { return valid(id) && (flags_[id] & kSpecial) != 0; }
   bool is_added(int32_t id) const { return valid(id) && (flags_[id] & kAdded) != 0; }
   std::optional<int32_t> bos_id() const { return bos_id_; }
+  // Whether a prompt encoded "with special tokens" starts with bos_id() (the model's
+  // add_bos_token; false when it has no BOS).
+  bool add_bos_token() const { return add_bos_ && bos_id_.has_value(); }
   std::optional<int32_t> eos_id() const { return eos_id_; }
   std::optional<int32_t> pad_id() const { return pad_id_; }
   bool has_nfc() const { return nfc_; }
@@ -98,6 +104,7 @@ class Tokenizer {
   std::unique_ptr<RegexSplitter> splitter_;
   bool nfc_;
   std::optional<int32_t> bos_id_, eos_id_, pad_id_;
+  bool add_bos_ = false;
 };
 
 }  // namespace deltaserve::runtime

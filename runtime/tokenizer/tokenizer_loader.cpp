@@ -61,7 +61,9 @@ std::string byte_level_to_bytes(std::string_view text) {
 std::pair<std::string, std::string> split_merge(std::string_view merge, size_t rank) {
   const size_t space = merge.find(' ');
   if (space == std::string_view::npos || merge.find(' ', space + 1) != std::string_view::npos) {
-    throw TokenizerError("merge #" + std::to_string(rank) + " is not of the form \"a b\"");
+    const std::string_view shown = merge.substr(0, 64);
+    throw TokenizerError("merge #" + std::to_string(rank) + " \"" + std::string(shown) +
+                         (shown.size() < merge.size() ? "...\"" : "\"") + " is not of the form \"a b\"");
   }
   return {byte_level_to_bytes(merge.substr(0, space)), byte_level_to_bytes(merge.substr(space + 1))};
 }
@@ -91,8 +93,13 @@ class VocabSaxReader : public nlohmann::json_sax<json> {
     return leave();
   }
   bool string(string_t& v) override {
-    if (in_merges() && depth_ == 3) spec_.merges.push_back(split_merge(v, spec_.merges.size()));
-    else if (in_merges() && depth_ == 4) pair_.push_back(v);
+    if (in_merges() && depth_ == 3) {
+      try {
+        spec_.merges.push_back(split_merge(v, spec_.merges.size()));
+      } catch (const TokenizerError& e) {
+        return fail(std::string("model.merges: ") + e.what());
+      }
+    } else if (in_merges() && depth_ == 4) pair_.push_back(v);
     return true;
   }
   bool number_unsigned(number_unsigned_t v) override { return vocab_entry(static_cast<int64_t>(v)); }
@@ -258,6 +265,12 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json_string(std::string_view tokenize
       spec.bos_id = resolve("bos_token");
       spec.eos_id = resolve("eos_token");
       spec.pad_id = resolve("pad_token");
+      if (config.contains("add_bos_token")) {
+        if (!config["add_bos_token"].is_boolean()) {
+          throw TokenizerError("tokenizer_config.json: add_bos_token must be true or false");
+        }
+        spec.add_bos = config["add_bos_token"].get<bool>();
+      }
     } else {
       spec.eos_id = id_of(spec, "<|endoftext|>");
     }
@@ -302,6 +315,12 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
   spec.model_tokens.resize(tokens.size());
   for (size_t id = 0; id < tokens.size(); ++id) {
     const int64_t type = types.empty() ? 1 : types[id];
+    // llama.cpp's types: 0 undefined, 1 normal, 2 unknown, 3 control, 4 user-defined,
+    // 5 unused, 6 byte. Anything else is a broken file, not a normal token.
+    if (type < 0 || type > 6) {
+      throw TokenizerError(gguf.path() + ": tokenizer.ggml.token_type[" + std::to_string(id) + "] = " +
+                           std::to_string(type) + " is not a token type (0..6)");
+    }
     if (type == 3 || type == 4 || type == 2) {  // control, user-defined, unknown
       AddedToken t;
       t.id = static_cast<int32_t>(id);
@@ -314,7 +333,11 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
   }
   const auto& merges = gguf.get_string_array("tokenizer.ggml.merges");
   spec.merges.reserve(merges.size());
-  for (size_t rank = 0; rank < merges.size(); ++rank) spec.merges.push_back(split_merge(merges[rank], rank));
+  try {
+    for (size_t rank = 0; rank < merges.size(); ++rank) spec.merges.push_back(split_merge(merges[rank], rank));
+  } catch (const TokenizerError& e) {
+    throw TokenizerError(gguf.path() + ": tokenizer.ggml.merges: " + e.what());
+  }
 
   auto optional_id = [&](const char* key) -> std::optional<int32_t> {
     if (!gguf.find(key)) return std::nullopt;
@@ -325,6 +348,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
   spec.bos_id = optional_id("tokenizer.ggml.bos_token_id");
   spec.eos_id = optional_id("tokenizer.ggml.eos_token_id");
   spec.pad_id = optional_id("tokenizer.ggml.padding_token_id");
+  if (gguf.find("tokenizer.ggml.add_bos_token")) spec.add_bos = gguf.get_bool("tokenizer.ggml.add_bos_token");
   try {
     return from_spec(std::move(spec));
   } catch (const TokenizerError& e) {

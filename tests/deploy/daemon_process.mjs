@@ -39,7 +39,8 @@ export async function startDaemon(args = [], { readyTimeoutMs = 60000 } = {}) {
     url: '',
     // SIGTERM (the drain), then SIGKILL after `timeoutMs`; resolves to {code, signal}.
     async stop(timeoutMs = 20000) {
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+      // One SIGTERM only: a second one during the drain forces the exit (status 143).
+      if (proc.exitCode === null && proc.signalCode === null && !proc.killed) proc.kill('SIGTERM');
       const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
       const status = await exited;
       clearTimeout(timer);

@@ -28,15 +28,19 @@ export function daemonBinary() {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // Starts a daemon. `args` are extra flags; `fake` (default true) adds --fake-engine;
-// `waitReady` (default true) waits for GET /ready == 200.
-export async function startDaemon({ args = [], fake = true, waitReady = true } = {}) {
+// `waitReady` (default true) waits for GET /ready == 200; `maxFds` runs it under
+// `ulimit -n maxFds` (through bash, which then execs the daemon: the pid is the daemon's).
+export async function startDaemon({ args = [], fake = true, waitReady = true, maxFds = 0 } = {}) {
   const dir = mkdtempSync(path.join(tmpdir(), 'deltaserve-e2e-'));
   const portFile = path.join(dir, 'port');
   const fullArgs = ['serve', '--port', '0', '--port-file', portFile];
   if (!args.includes('--log-level')) fullArgs.push('--log-level', 'warn');
   if (fake) fullArgs.push('--fake-engine');
   fullArgs.push(...args);
-  const proc = spawn(daemonBinary(), fullArgs, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = maxFds > 0
+    ? spawn('bash', ['-c', `ulimit -n ${maxFds} && exec "$0" "$@"`, daemonBinary(), ...fullArgs],
+            { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(daemonBinary(), fullArgs, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   proc.stdout.on('data', (d) => (output += d));
   proc.stderr.on('data', (d) => (output += d));
@@ -58,9 +62,12 @@ export async function startDaemon({ args = [], fake = true, waitReady = true } =
     port,
     proc,
     output: () => output,
-    // SIGTERM, then the exit status ({code, signal}); SIGKILL after `timeoutMs`.
+    dir,
+    // SIGTERM (unless the test sent one), then the exit status ({code, signal}); SIGKILL
+    // after `timeoutMs`.
     async stop(timeoutMs = 20000) {
-      if (proc.exitCode === null) proc.kill('SIGTERM');
+      // One SIGTERM only: a second one during the drain forces the exit (status 143).
+      if (proc.exitCode === null && !proc.killed) proc.kill('SIGTERM');
       const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
       const status = await exited;
       clearTimeout(timer);

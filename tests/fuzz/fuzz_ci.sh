@@ -31,7 +31,8 @@ flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -I"$root"
 gguf_sources=(runtime/gguf_file.cpp runtime/gguf_file_getters.cpp runtime/mapped_file.cpp
               kernels/dtype.cpp tests/fuzz/gguf_fuzz.cpp)
 request_sources=(server/openai_schema.cpp server/chat_messages.cpp server/json_fields.cpp
-                 server/request_json.cpp server/api_error.cpp tests/fuzz/request_fuzz.cpp)
+                 server/request_json.cpp server/json_nesting_scanner.cpp server/api_error.cpp
+                 tests/fuzz/request_fuzz.cpp)
 
 # Compiles each source once (sources newer than their object are rebuilt), two at a time.
 compile() {

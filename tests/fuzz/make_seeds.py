@@ -71,6 +71,27 @@ def request_seeds():
            b"\x01", b"\x02null", b"\x03{\"tokens\":[1e300]}"]
     for data in raw:
         save("request_fuzz", data)
+    hostile_seeds()
+
+
+def hostile_seeds():
+    """Bodies an attacker sends: nesting bombs (arrays, objects, under ignored fields and
+    tool-call arguments), huge arrays, long strings. libFuzzer reads at most -max_len bytes of
+    each, so they are cut to fit; selector bit 0x40 makes the target use tight JSON limits
+    (depth 16, 256 values), reached inside that length."""
+    msgs = b'"messages":[{"role":"user","content":"hi"}]'
+    for selector in (0x00, 0x40):
+        chat, completion = bytes([selector]), bytes([selector | 1])
+        save("request_fuzz", chat + b'{' + msgs + b',"metadata":' + b"[" * 2000)
+        save("request_fuzz", chat + b'{' + msgs + b',"user":' + b'{"a":' * 400 + b"1" + b"}" * 400 + b"}")
+        save("request_fuzz", chat + b'{' + msgs + b',"chat_template_kwargs":' + b'{"a":[' * 200 + b"]}" * 200 + b"}")
+        save("request_fuzz", chat + b"[" * 2047)
+        save("request_fuzz", chat + b'{"messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function",'
+             b'"function":{"name":"f","arguments":"' + b"[" * 1500 + b'"}}]}]}')
+        save("request_fuzz", completion + b'{"prompt":[' + b"1," * 1000 + b"1]}")
+        save("request_fuzz", completion + b'{"prompt":"' + b"a" * 2000 + b'"}')
+        save("request_fuzz", bytes([selector | 3]) + b'{"tokens":[' + b"0," * 1000 + b"0]}")
+        save("request_fuzz", bytes([selector | 2]) + b'{"prompt":"x","model":' + b"[{}," * 500 + b"]}")
 
 
 def gguf_bytes(writer):

@@ -101,6 +101,26 @@ TEST(ServerConfig, BadFlagExitsWithUsage) {
   EXPECT_NE(inv.exit_code, 0);
 }
 
+TEST(ServerConfig, BadFlagExitsWithTheConfigStatus) {
+  EXPECT_EQ(load({"--no-such-flag"}).exit_code, kExitConfig);
+  EXPECT_EQ(load({"--port", "notanumber"}).exit_code, kExitConfig);
+}
+
+TEST(ServerConfig, DumpedConfigRedactsApiKeys) {
+  ServerConfig c;
+  c.api_keys = {"sk-secret-one", "sk-secret-two"};
+  const std::string dump = c.to_json().dump();
+  EXPECT_EQ(dump.find("sk-secret"), std::string::npos) << dump;
+  EXPECT_EQ(c.to_json()["api_key"], nlohmann::ordered_json::array({kRedacted, kRedacted}));
+}
+
+TEST(ServerConfig, HelpListsTheExitStatuses) {
+  const std::string help = kExitCodesHelp;
+  for (const char* needle : {"0 stopped", "1 the model", "2 invalid", "3 the address", "128+N"}) {
+    EXPECT_NE(help.find(needle), std::string::npos) << needle;
+  }
+}
+
 TEST(ServerConfig, ShippedConfigHoldsEveryOption) {
   std::ifstream in("config/deltaserve.json");
   ASSERT_TRUE(in) << "run from the repository root";

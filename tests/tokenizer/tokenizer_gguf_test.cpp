@@ -107,5 +107,91 @@ TEST(TokenizerGguf, UnsupportedModelIsRejected) {
   EXPECT_THROW(Tokenizer::from_gguf(*gguf), TokenizerError);
 }
 
+// A small byte-level vocabulary: the 256 byte tokens (GPT-2's byte-to-unicode strings),
+// "ab" (256), then <|endoftext|> (257, control); `types` overrides some token types.
+deltaserve::testing::GgufWriter small_vocab(const std::vector<std::pair<size_t, int32_t>>& types,
+                                            std::vector<std::string> merges) {
+  std::vector<std::string> tokens;
+  int32_t next_free = 256;
+  for (int32_t b = 0; b < 256; ++b) {
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    const uint32_t cp = printable ? static_cast<uint32_t>(b) : static_cast<uint32_t>(next_free++);
+    std::string utf8;
+    if (cp < 0x80) {
+      utf8 += static_cast<char>(cp);
+    } else {
+      utf8 += static_cast<char>(0xC0 | (cp >> 6));
+      utf8 += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    tokens.push_back(utf8);
+  }
+  tokens.push_back("ab");
+  tokens.push_back("<|endoftext|>");
+  std::vector<int32_t> type_ids(tokens.size(), 1);
+  type_ids.back() = 3;
+  for (const auto& [id, type] : types) type_ids[id] = type;
+  deltaserve::testing::GgufWriter w;
+  w.add_string("tokenizer.ggml.model", "gpt2");
+  w.add_string("tokenizer.ggml.pre", "qwen2");
+  w.add_string_array("tokenizer.ggml.tokens", tokens);
+  w.add_i32_array("tokenizer.ggml.token_type", type_ids);
+  w.add_string_array("tokenizer.ggml.merges", merges);
+  return w;
+}
+
+std::string load_error(const deltaserve::testing::TempDir& dir, const std::string& name,
+                       const deltaserve::testing::GgufWriter& w) {
+  const std::string path = dir.file(name);
+  deltaserve::testing::write_file(path, w.build());
+  try {
+    (void)Tokenizer::from_gguf(*GgufFile::open(path));
+  } catch (const TokenizerError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TokenizerGguf, AMalformedMergeNamesTheFileAndTheMerge) {
+  deltaserve::testing::TempDir dir;
+  const std::string error = load_error(dir, "bad_merge.gguf", small_vocab({}, {"a b", "abc"}));
+  EXPECT_NE(error.find("bad_merge.gguf"), std::string::npos) << error;
+  EXPECT_NE(error.find("tokenizer.ggml.merges"), std::string::npos) << error;
+  EXPECT_NE(error.find("merge #1 \"abc\""), std::string::npos) << error;
+}
+
+TEST(TokenizerGguf, AnOutOfRangeTokenTypeIsRejected) {
+  deltaserve::testing::TempDir dir;
+  for (int32_t type : {7, -1, 99}) {
+    const std::string error = load_error(dir, "bad_type.gguf", small_vocab({{1, type}}, {"a b"}));
+    EXPECT_NE(error.find("bad_type.gguf"), std::string::npos) << error;
+    EXPECT_NE(error.find("token_type[1]"), std::string::npos) << error;
+  }
+  EXPECT_EQ(load_error(dir, "good.gguf", small_vocab({{1, 6}, {256, 0}}, {"a b"})), "");
+}
+
+TEST(TokenizerGguf, AddBosTokenComesFromTheMetadata) {
+  deltaserve::testing::TempDir dir;
+  for (const std::optional<bool> flag : {std::optional<bool>(), std::optional<bool>(false), std::optional<bool>(true)}) {
+    deltaserve::testing::GgufWriter w = small_vocab({}, {"a b"});
+    w.add_u32("tokenizer.ggml.bos_token_id", 257);
+    if (flag) w.add_bool("tokenizer.ggml.add_bos_token", *flag);
+    const std::string path = dir.file("bos.gguf");
+    deltaserve::testing::write_file(path, w.build());
+    const auto tok = Tokenizer::from_gguf(*GgufFile::open(path));
+    EXPECT_EQ(tok->bos_id(), 257);
+    EXPECT_EQ(tok->add_bos_token(), flag.value_or(false));
+  }
+}
+
+TEST(TokenizerJson, AMalformedMergeIsNamed) {
+  const std::string json = R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b","abc"]}})";
+  try {
+    (void)Tokenizer::from_json_string(json);
+    FAIL() << "loaded";
+  } catch (const TokenizerError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.merges: merge #1 \"abc\""), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace deltaserve::runtime

@@ -1,0 +1,157 @@
+// Protocol details clients and proxies trip on, at the router (no sockets): the auth scheme
+// in any case, HEAD wherever GET goes, absolute-form targets, CORS preflights that allow
+// what the browser asks for (the OpenAI SDK's X-Stainless-* headers) and responses that
+// expose the headers clients read.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "server/metrics.h"
+#include "server/model_loader.h"
+#include "server/router.h"
+#include "server/server_state.h"
+
+namespace deltaserve::server {
+namespace {
+
+class RouterTest : public ::testing::Test {
+ protected:
+  void SetUp() override { start(ServerConfig()); }
+  void TearDown() override { stop(); }
+
+  void start(ServerConfig config) {
+    stop();
+    config.fake_engine = true;
+    config_ = std::move(config);
+    metrics_ = std::make_unique<ServerMetrics>(MetricsOptions{"fake", false, 10.0});
+    state_ = std::make_unique<ServerState>(config_, *metrics_, "fake");
+    model_ = load_fake_model(config_, metrics_.get());
+    service_.engine = model_.engine.get();
+    service_.codec = model_.codec.get();
+    service_.limits = model_.limits;
+    state_->publish(&service_);
+  }
+  void stop() {
+    if (model_.engine) {
+      model_.engine->begin_drain();
+      model_.engine->cancel_all();
+      model_ = LoadedModel();
+    }
+  }
+
+  HttpResponse route(http::verb verb, const std::string& target, const std::string& body = "",
+                     const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+    HttpRequest req{verb, target, 11};
+    req.set(http::field::host, "x");
+    for (const auto& [name, value] : headers) req.set(name, value);
+    req.body() = body;
+    req.prepare_payload();
+    Routed routed = route_request(req, *state_);
+    EXPECT_TRUE(routed.response.has_value());
+    return routed.response ? std::move(*routed.response) : HttpResponse{};
+  }
+
+  ServerConfig config_;
+  std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<ServerState> state_;
+  ModelService service_;
+  LoadedModel model_;
+};
+
+const std::string kTokenize = R"({"prompt":"hello"})";
+
+TEST_F(RouterTest, TheBearerSchemeIsCaseInsensitive) {
+  ServerConfig c;
+  c.api_keys = {"KEY1"};
+  start(c);
+  for (const char* auth : {"Bearer KEY1", "bearer KEY1", "BEARER KEY1", "bEaReR  KEY1"}) {
+    EXPECT_EQ(route(http::verb::post, "/tokenize", kTokenize, {{"Authorization", auth}}).result_int(), 200u) << auth;
+  }
+  for (const char* auth : {"Bearer key1", "BearerKEY1", "Basic KEY1", "bearer", "KEY1"}) {
+    EXPECT_EQ(route(http::verb::post, "/tokenize", kTokenize, {{"Authorization", auth}}).result_int(), 401u) << auth;
+  }
+}
+
+TEST_F(RouterTest, HeadGoesWhereGetGoesWithoutABody) {
+  const HttpResponse get = route(http::verb::get, "/health");
+  const HttpResponse head = route(http::verb::head, "/health");
+  EXPECT_EQ(head.result_int(), 200u);
+  EXPECT_TRUE(head.body().empty());
+  EXPECT_EQ(head[http::field::content_length], std::to_string(get.body().size()));
+  EXPECT_EQ(route(http::verb::head, "/ready").result_int(), 200u);
+  EXPECT_EQ(route(http::verb::head, "/metrics").result_int(), 200u);
+  EXPECT_EQ(route(http::verb::head, "/v1/models").result_int(), 200u);
+  EXPECT_EQ(route(http::verb::head, "/").result_int(), 200u);
+  const HttpResponse post = route(http::verb::post, "/health", "{}");
+  EXPECT_EQ(post.result_int(), 405u);
+  EXPECT_EQ(post[http::field::allow], "GET, HEAD");
+}
+
+TEST_F(RouterTest, AbsoluteFormTargetsAreRoutedByTheirPath) {
+  EXPECT_EQ(route(http::verb::get, "http://127.0.0.1:8000/health").result_int(), 200u);
+  EXPECT_EQ(route(http::verb::get, "HTTP://example.com/v1/models?x=1").result_int(), 200u);
+  EXPECT_EQ(route(http::verb::post, "http://h/tokenize", kTokenize).result_int(), 200u);
+  EXPECT_EQ(request_path("http://h"), "/");
+  EXPECT_EQ(request_path("/v1/models?x"), "/v1/models");
+  EXPECT_EQ(route(http::verb::get, "http://h/nope").result_int(), 404u);
+}
+
+TEST_F(RouterTest, PreflightEchoesTheRequestedHeaders) {
+  ServerConfig c;
+  c.cors_allow_origin = "*";
+  start(c);
+  const std::string asked = "authorization, content-type, x-stainless-os, x-stainless-retry-count";
+  const HttpResponse res = route(http::verb::options, "/v1/chat/completions", "",
+                                 {{"Origin", "http://other.example"}, {"Access-Control-Request-Method", "POST"},
+                                  {"Access-Control-Request-Headers", asked}});
+  EXPECT_EQ(res.result_int(), 204u);
+  EXPECT_EQ(res[http::field::access_control_allow_origin], "*");
+  EXPECT_EQ(res[http::field::access_control_allow_headers], asked);
+  EXPECT_NE(std::string(res[http::field::access_control_allow_methods]).find("POST"), std::string::npos);
+  // Something that is not a header list is not reflected.
+  const HttpResponse odd = route(http::verb::options, "/v1/models", "",
+                                 {{"Access-Control-Request-Headers", "x-a; <script>"}});
+  EXPECT_EQ(odd[http::field::access_control_allow_headers], "Authorization, Content-Type");
+  // Ordinary responses expose the headers clients read.
+  const HttpResponse models = route(http::verb::get, "/v1/models");
+  EXPECT_NE(std::string(models[http::field::access_control_expose_headers]).find("X-Request-Id"), std::string::npos);
+}
+
+TEST_F(RouterTest, PreflightUsesTheConfiguredHeaderList) {
+  ServerConfig c;
+  c.cors_allow_origin = "https://app.example";
+  c.cors_allow_headers = {"Authorization", "Content-Type", "X-Custom"};
+  start(c);
+  const HttpResponse res = route(http::verb::options, "/v1/models", "",
+                                 {{"Access-Control-Request-Headers", "x-stainless-os"}});
+  EXPECT_EQ(res[http::field::access_control_allow_headers], "Authorization, Content-Type, X-Custom");
+  EXPECT_EQ(res[http::field::access_control_allow_origin], "https://app.example");
+}
+
+TEST(ProcessMetrics, ScrapeHasProcessSeriesAndHttpResponseCounts) {
+  ServerMetrics metrics({"fake", false, 10.0});
+  metrics.on_http_response("/health", 200);
+  metrics.on_http_response("/health", 200);
+  metrics.on_http_response("other", 404);
+  const std::string text = metrics.render(nullptr, false);
+  for (const char* name : {"process_resident_memory_bytes ", "process_virtual_memory_bytes ", "process_open_fds ",
+                           "process_max_fds ", "process_cpu_seconds_total ", "process_start_time_seconds ",
+                           "deltaserve_http_responses_total{route=\"/health\",status=\"200\"} 2",
+                           "deltaserve_http_responses_total{route=\"other\",status=\"404\"} 1"}) {
+    EXPECT_NE(text.find(name), std::string::npos) << name;
+  }
+  const size_t at = text.find("\nprocess_resident_memory_bytes ");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_GT(std::stod(text.substr(at + 31)), 1e6);  // a real RSS, in bytes
+}
+
+TEST(RouteLabel, IsABoundedSet) {
+  EXPECT_EQ(route_label("/v1/chat/completions"), "/v1/chat/completions");
+  EXPECT_EQ(route_label("/v1/models/abc"), "/v1/models/{id}");
+  EXPECT_EQ(route_label("/v1/tokenize"), "/tokenize");
+  EXPECT_EQ(route_label("/static/chat.js"), "/static");
+  EXPECT_EQ(route_label("/anything/else/12345"), "other");
+}
+
+}  // namespace
+}  // namespace deltaserve::server
