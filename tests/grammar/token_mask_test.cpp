@@ -66,7 +66,9 @@ TEST(TokenLevel, MaskMatchesTokenByTokenCheck) {
       const bool expect = !pieces[static_cast<size_t>(id)].empty() && advance_bytes(*g, s, pieces[static_cast<size_t>(id)]);
       ASSERT_EQ(mask.has(id), expect) << "after " << k << " bytes, token " << id;
     }
-    if (k < text.size()) ASSERT_TRUE(advance_bytes(*g, state, text.substr(k, 1))) << k;
+    if (k < text.size()) {
+      ASSERT_TRUE(advance_bytes(*g, state, text.substr(k, 1))) << k;
+    }
   }
   EXPECT_TRUE(accepting(*g, state));
 }
