@@ -1,6 +1,9 @@
 #include "server/output_constraint.h"
 
+#include <functional>
+#include <mutex>
 #include <optional>
+#include <unordered_map>
 
 #include "runtime/grammar/constraint_grammars.h"
 #include "server/api_error.h"
@@ -32,25 +35,51 @@ std::shared_ptr<const grammar::Grammar> request_grammar(const ChatRequest& reque
   return nullptr;
 }
 
+// Live constraints by what defines them, so concurrent requests with the same schema share
+// one mask cache (each distinct grammar state is walked once for all of them). Entries are
+// weak: a constraint lives as long as its requests; dead entries are dropped as new ones come.
+std::shared_ptr<const grammar::Constraint> shared_constraint(const std::string& key,
+                                                             const std::function<std::shared_ptr<const grammar::Constraint>()>& make) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::weak_ptr<const grammar::Constraint>> live;
+  std::lock_guard lock(mutex);
+  if (const auto it = live.find(key); it != live.end()) {
+    if (auto c = it->second.lock()) return c;
+  }
+  std::erase_if(live, [](const auto& entry) { return entry.second.expired(); });
+  auto c = make();  // under the lock: two identical first requests compile once
+  live[key] = c;
+  return c;
+}
+
 }  // namespace
 
 std::shared_ptr<const grammar::Constraint> build_output_constraint(const ChatRequest& request, const TextCodec& codec,
                                                                    bool prompt_ends_in_reasoning,
                                                                    std::vector<int32_t> end_token_ids) {
-  std::string param = "response_format";
-  std::shared_ptr<const grammar::Grammar> g;
-  try {
-    g = request_grammar(request, param);
-  } catch (const grammar::SchemaError& e) {
-    throw ApiException{invalid_value(param, std::string("cannot constrain the output to this schema: ") + e.what())};
-  } catch (const grammar::GrammarError& e) {
-    throw ApiException{invalid_value(param, std::string("cannot constrain the output to this schema: ") + e.what())};
-  }
-  if (!g) return nullptr;
+  const bool forced_call = request.tool_choice.is_object() || request.tool_choice == "required";
+  const bool json_format = request.response_format.is_object() && request.response_format.value("type", "text") != "text";
+  if (!forced_call && !json_format) return nullptr;
   std::shared_ptr<const grammar::Vocabulary> vocabulary = codec.grammar_vocabulary();
-  if (!vocabulary) throw ApiException{unsupported_value(param, "this model's tokenizer cannot constrain output.")};
-  return std::make_shared<grammar::Constraint>(std::move(g), std::move(vocabulary), std::move(end_token_ids),
-                                               prompt_ends_in_reasoning ? "</think>" : "");
+  if (!vocabulary) throw ApiException{unsupported_value(forced_call ? "tool_choice" : "response_format",
+                                                        "this model's tokenizer cannot constrain output.")};
+  std::string key = forced_call ? "tools " + request.tool_choice.dump() + request.tools.dump()
+                                : "format " + request.response_format.dump();
+  key += prompt_ends_in_reasoning ? " think" : " plain";
+  for (const int32_t id : end_token_ids) key += " " + std::to_string(id);
+  return shared_constraint(key, [&] {
+    std::string param = "response_format";
+    std::shared_ptr<const grammar::Grammar> g;
+    try {
+      g = request_grammar(request, param);
+    } catch (const grammar::SchemaError& e) {
+      throw ApiException{invalid_value(param, std::string("cannot constrain the output to this schema: ") + e.what())};
+    } catch (const grammar::GrammarError& e) {
+      throw ApiException{invalid_value(param, std::string("cannot constrain the output to this schema: ") + e.what())};
+    }
+    return std::make_shared<const grammar::Constraint>(std::move(g), std::move(vocabulary), std::move(end_token_ids),
+                                                       prompt_ends_in_reasoning ? "</think>" : "");
+  });
 }
 
 RequestJson normalize_response_format(const RequestJson* response_format, const std::string& path) {

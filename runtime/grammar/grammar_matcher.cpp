@@ -21,8 +21,10 @@ void emit(const std::vector<uint32_t>& stack, MatcherState& out) {
   out.data.insert(out.data.end(), stack.begin(), stack.end());
 }
 
-// Consumes byte b on one stack (expanding calls as needed); every resulting stack goes to out.
-void step(const Grammar& g, std::vector<uint32_t> stack, uint8_t b, MatcherState& out) {
+// Consumes byte b on one stack (expanding calls as needed); every resulting stack goes to
+// out. `stack` is scratch: it is changed. A call with a single candidate alternative goes on
+// in place; only a real fork copies the stack.
+void step(const Grammar& g, std::vector<uint32_t>& stack, uint8_t b, MatcherState& out) {
   while (!stack.empty()) {
     const uint32_t p = stack.back();
     const Element& e = g.element(p);
@@ -44,13 +46,25 @@ void step(const Grammar& g, std::vector<uint32_t> stack, uint8_t b, MatcherState
       stack.back() = p + 1;
     }
     bool skip = false;  // some alternative matches nothing: b may belong to what follows
+    uint32_t first_candidate = 0;
+    int num_candidates = 0;
     for (const uint32_t a : g.alternatives(e.index)) {
-      if (g.first(a).has(b) && stack.size() < kMaxStackDepth) {
-        std::vector<uint32_t> inner = stack;
-        inner.push_back(a);
-        step(g, std::move(inner), b, out);
+      if (g.first(a).has(b)) {
+        if (num_candidates++ == 0) first_candidate = a;
       }
       skip = skip || g.nullable(a);
+    }
+    if (stack.size() >= kMaxStackDepth) num_candidates = 0;
+    if (num_candidates == 1 && !skip) {
+      stack.push_back(first_candidate);
+      continue;
+    }
+    for (const uint32_t a : g.alternatives(e.index)) {
+      if (num_candidates == 0) break;
+      if (!g.first(a).has(b)) continue;
+      std::vector<uint32_t> inner = stack;
+      inner.push_back(a);
+      step(g, inner, b, out);
     }
     if (!skip) return;
   }
@@ -80,7 +94,9 @@ bool advance(const Grammar& g, const MatcherState& in, uint8_t b, MatcherState& 
     // Cheap reject: the top sequence cannot start with b and cannot be skipped.
     const uint32_t top = frames[depth - 1];
     if (!g.first(top).has(b) && !g.nullable(top)) return;
-    step(g, std::vector<uint32_t>(frames, frames + depth), b, out);
+    thread_local std::vector<uint32_t> scratch;
+    scratch.assign(frames, frames + depth);
+    step(g, scratch, b, out);
   });
   return !out.dead();
 }
