@@ -17,7 +17,7 @@ let daemon;
 let client;
 
 before(async () => {
-  daemon = await startDaemon({ fake: false, args: ['--max-streams', '16', '--context-tokens', '2048'] });
+  daemon = await startDaemon({ fake: false, args: ['--max-streams', '16', '--context-tokens', '1024'] });
   client = new OpenAI({ baseURL: `${daemon.url}/v1`, apiKey: 'none', maxRetries: 0 });
 });
 
