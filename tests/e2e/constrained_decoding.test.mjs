@@ -68,7 +68,9 @@ const weatherParams = {
 };
 const alarmParams = {
   type: 'object',
-  properties: { hour: { type: 'integer' }, loud: { type: 'boolean' }, note: { type: 'string' } },
+  // No free-text parameter: a raw value ends only when the model writes '<', which a tiny
+  // model may put off past max_tokens (the grammar unit tests cover free text).
+  properties: { hour: { type: 'integer' }, loud: { type: 'boolean' }, tone: { type: 'string', enum: ['beep', 'chime'] } },
   required: ['hour', 'loud'],
   additionalProperties: false,
 };
