@@ -1,5 +1,5 @@
 // The output constraint of a chat request (runtime/grammar), built from its validated fields:
-//   tool_choice "required"        -> one or more Qwen XML tool calls of the request's tools
+//   tool_choice "required"        -> one Qwen XML tool call of one of the request's tools
 //   tool_choice {function: NAME}  -> exactly one call of NAME
 //   response_format json_schema   -> one JSON value valid against the schema (strict subset)
 //   response_format json_object   -> one JSON object

@@ -116,15 +116,10 @@ std::shared_ptr<const Grammar> tool_call_grammar(const SchemaJson& tools, const 
   s.push_back(Grammar::call(functions));
   g->append_literal(s, "</tool_call>");
   g->add_alternative(call, s);
+  // Exactly one call: a model that may write several keeps writing them (a tiny model
+  // repeats calls until max_tokens), and one call answers "required" and a named function.
   const uint32_t calls = g->add_rule("tool_calls");
-  if (only_tool) {
-    g->add_alternative(calls, {Grammar::call(call)});
-  } else {
-    const uint32_t more = g->add_rule("more_calls");  // ("\n" call)*
-    g->add_alternative(more, {g->bytes(ByteSet::of("\n")), Grammar::call(call), Grammar::call(more)});
-    g->add_alternative(more, {});
-    g->add_alternative(calls, {Grammar::call(call), Grammar::call(more)});
-  }
+  g->add_alternative(calls, {Grammar::call(call)});
   return finish_with_lead(g, json, calls);
 }
 

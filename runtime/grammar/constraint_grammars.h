@@ -25,8 +25,8 @@ std::shared_ptr<const Grammar> json_schema_grammar(const SchemaJson& schema);
 // reads it):
 //   <tool_call>\n<function=NAME>\n(<parameter=P>\nVALUE\n</parameter>\n)*</function>\n</tool_call>
 // `tools`: the request's validated OpenAI tools array ({type: function, function: {name,
-// parameters}}). only_tool: the named function (tool_choice {function}); exactly one call.
-// Without it (tool_choice "required"): one or more calls, "\n" between them, of any tool.
+// parameters}}). only_tool: the named function (tool_choice {function}); without it
+// (tool_choice "required") any of the tools. Exactly one call either way.
 // Parameters come in schema order, required ones always, optional ones may be left out. A
 // parameter whose schema type is (or lists) "string" takes raw text without '<' (or one of
 // its enum strings, raw); any other takes compact JSON valid against its schema.

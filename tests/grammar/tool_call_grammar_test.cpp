@@ -22,12 +22,12 @@ const std::string kWeather =
     "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
     "</function>\n</tool_call>";
 
-TEST(ToolCallGrammar, RequiredTakesAnyToolOneOrMoreCalls) {
+TEST(ToolCallGrammar, RequiredTakesOneCallOfAnyTool) {
   const auto g = tool_call_grammar(tools(), std::nullopt);
   EXPECT_TRUE(accepts(*g, kWeather));
   EXPECT_TRUE(accepts(*g, "\n\n" + kWeather));
   EXPECT_TRUE(accepts(*g, "<tool_call>\n<function=ping>\n</function>\n</tool_call>"));
-  EXPECT_TRUE(accepts(*g, kWeather + "\n<tool_call>\n<function=ping>\n</function>\n</tool_call>"));
+  EXPECT_FALSE(accepts(*g, kWeather + "\n<tool_call>\n<function=ping>\n</function>\n</tool_call>"));
   EXPECT_TRUE(accepts(*g,
                       "<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York, \xE6\x97\xA5\n</parameter>\n"
                       "<parameter=days>\n-1\n</parameter>\n<parameter=unit>\nf\n</parameter>\n<parameter=detail>\n"
