@@ -264,9 +264,6 @@ TEST_F(SpeculationTest, DraftCountersObeyTheirInvariants) {
   EXPECT_EQ(total_tokens, counter.emitted_);
 }
 
-}  // namespace
-}  // namespace deltaserve::scheduler
-
 // Constrained requests (runtime/grammar): greedy and seeded outputs with drafts equal the
 // outputs without them (a draft the grammar refuses is rejected; the grammar advances only
 // over emitted tokens), and the output is the schema's.
@@ -304,3 +301,6 @@ TEST_F(SpeculationTest, ConstrainedOutputIsIdenticalAtEveryDepth) {
   const auto plain = tokens_of(outcomes);
   for (int32_t depth : {1, 3}) EXPECT_EQ(tokens_of(run(specs, depth)), plain) << "depth " << depth;
 }
+
+}  // namespace
+}  // namespace deltaserve::scheduler
