@@ -151,6 +151,10 @@ int run_bench(BenchCommand& c) {
       std::printf(" (more than one: a verify step with row states, then a rollback keeping %s)",
                   c.o.accept_rows > 0 ? (std::to_string(c.o.accept_rows) + " row(s)").c_str() : "every row");
     }
+    if (c.o.sampled_streams > 0) {
+      std::printf("; %d stream(s) sampled on the host at temperature 1%s", c.o.sampled_streams,
+                  c.o.constrained ? " under a JSON-object grammar" : "");
+    }
   }
   std::printf("\n");
   // set_kernel_trace(false) is a probe: true only for a backend that can trace.
@@ -225,6 +229,12 @@ int bench_main(int argc, char** argv) {
       ->capture_default_str();
   decode->add_option("--accept", c.o.accept_rows, "Rows kept per stream after a verify step (default: all; at most every --rows value)")
       ->check(CLI::Range(1, 64));
+  decode->add_option("--sampled-streams", c.o.sampled_streams,
+                     "Streams whose rows are sampled on the host at temperature 1 within the timed step (default 0: "
+                     "greedy on the device)")
+      ->check(CLI::Range(0, 1 << 16));
+  decode->add_flag("--constrained", c.o.constrained,
+                   "The sampled streams carry a JSON-object grammar constraint (constrained decoding's cost)");
   add_common_options(*prefill, c);
   prefill->add_option("--steps", c.o.num_steps, "Timed repetitions per prompt length")->check(CLI::Range(1, 1 << 20));
   prefill->add_option("--prompt", c.o.prompt_tokens, "Prompt lengths, comma-separated")->delimiter(',')->check(CLI::Range(1, 1 << 24));

@@ -1,6 +1,8 @@
 // Decode and prefill timing loops of `deltaserve bench` (see bench_runs.h).
 #include "cli/bench_runs.h"
 
+#include "cli/bench_sampling.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -98,13 +100,15 @@ double fill_streams(Backend& backend, const StreamPlanner& planner, const BenchO
 }
 
 // One decode step of every stream at its position, rows rows each (verify rows when rows > 1).
-BatchPlan decode_plan(const StreamPlanner& planner, int32_t rows, const std::vector<int64_t>& position) {
+BatchPlan decode_plan(const StreamPlanner& planner, int32_t rows, const std::vector<int64_t>& position,
+                      int32_t sampled_streams = 0) {
   BatchPlan plan;
   for (size_t s = 0; s < position.size(); ++s) {
     SequenceStep step = planner.step(static_cast<int32_t>(s), position[s], rows);
     step.num_logits = rows;  // a verify step samples every row
     step.keep_row_states = rows > 1;
-    step.logits_to_host = false;  // greedy serving: only the argmax ids leave the device
+    // Greedy serving: only the argmax ids leave the device; sampled streams take their rows.
+    step.logits_to_host = static_cast<int32_t>(s) < sampled_streams;
     plan.sequences.push_back(std::move(step));
   }
   return plan;
@@ -218,9 +222,12 @@ std::vector<BenchRow> run_decode(Backend& backend, const BenchOptions& o) {
       row.fill_tokens_per_s = fill_streams(backend, planner, o, num_streams, out);
       std::vector<int64_t> position(static_cast<size_t>(num_streams), o.context_tokens);
       std::optional<int64_t> launches_before;
+      const int32_t num_sampled = std::min(o.sampled_streams, num_streams);
+      BenchSamplers samplers(backend.config().num_vocab, num_sampled, o.constrained, o.seed);
       for (int32_t i = 0; i < o.num_warmup + o.num_steps; ++i) {
         if (i == o.num_warmup) launches_before = launch_count(backend);
-        const double ms = decode_step(backend, rows_per_step, decode_plan(planner, rows_per_step, position), kept, out);
+        double ms = decode_step(backend, rows_per_step, decode_plan(planner, rows_per_step, position, num_sampled), kept, out);
+        if (num_sampled > 0) ms += samplers.sample(out);
         for (int64_t& p : position) p += kept;
         if (i >= o.num_warmup) {
           row.times.ms.push_back(ms);

@@ -33,6 +33,11 @@ struct BenchOptions {
   runtime::StatePrecision state_precision = runtime::StatePrecision::kF32;  // recurrent (delta) states
   runtime::DecodeMatvec decode_matvec = runtime::DecodeMatvec::kAuto;       // Q4_0 decode matvec (GPU)
   bool trace = false;                // a traced pass per cell after the timed steps (GPU only)
+  // decode: the first N streams' rows come to the host and are sampled by the CPU sampler at
+  // temperature 1 within the timed step (cli/bench_sampling.h); constrained: under a
+  // JSON-object grammar. 0: greedy on the device, as before.
+  int32_t sampled_streams = 0;
+  bool constrained = false;
 };
 
 // Decode steps of the traced pass (each one taken from the trace on its own).

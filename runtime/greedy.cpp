@@ -18,7 +18,7 @@ int32_t argmax_token(std::span<const float> row) {
 
 bool only_argmax_needed(const SamplingParams& p) {
   return p.greedy() && !p.logprobs && p.top_logprobs <= 0 && p.logit_bias.empty() && p.repetition_penalty == 1.0f &&
-         p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f;
+         p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && !p.constraint;
 }
 
 }  // namespace deltaserve::runtime

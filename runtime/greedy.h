@@ -21,7 +21,8 @@ inline int32_t argmax_token(const float* row, int64_t n) {
   return argmax_token(std::span<const float>(row, static_cast<size_t>(n)));
 }
 
-// Anything that can move the processed argmax (bias, any non-neutral penalty) or that needs
+// Anything that can move the processed argmax (bias, any non-neutral penalty, a constraint's
+// mask: the device argmax must never bypass it) or that needs
 // the logits themselves (logprobs) disqualifies.
 bool only_argmax_needed(const SamplingParams& params);
 

@@ -8,7 +8,11 @@
 namespace deltaserve::runtime {
 namespace {
 
-bool samples(const SequencePlan& p) { return p.sampling != nullptr && !p.sampling->greedy(); }
+// Drafts through the request's sampler (the picker): sampled requests, and constrained ones,
+// whose drafts must pass the grammar's mask (a greedy head argmax could be a refused token).
+bool samples(const SequencePlan& p) {
+  return p.sampling != nullptr && (!p.sampling->greedy() || p.sampling->constraint != nullptr);
+}
 
 }  // namespace
 

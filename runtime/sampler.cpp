@@ -54,7 +54,9 @@ int32_t draw_token(const TokenDistribution& dist, double u) {
   return last;  // u * total rounded up to the total: the last kept id
 }
 
-Sampler::Sampler(SamplingParams params, uint64_t seed) : params_(std::move(params)), seed_(seed) {}
+Sampler::Sampler(SamplingParams params, uint64_t seed) : params_(std::move(params)), seed_(seed) {
+  if (params_.constraint) constraint_.emplace(params_.constraint);
+}
 
 void Sampler::set_prompt(std::span<const int32_t> prompt_ids) {
   prompt_ids_.assign(prompt_ids.begin(), prompt_ids.end());
@@ -65,6 +67,7 @@ void Sampler::set_prompt(std::span<const int32_t> prompt_ids) {
 void Sampler::accept(int32_t id) {
   ++output_counts_[id];
   ++num_output_tokens_;
+  if (constraint_) constraint_->accept(id);
 }
 
 std::vector<float> Sampler::processed_logits(std::span<const float> logits) const {
@@ -91,6 +94,7 @@ std::vector<float> Sampler::processed_logits(std::span<const float> logits) cons
       }
     }
   }
+  if (constraint_) constraint_->apply(v);
   return v;
 }
 

@@ -1,7 +1,8 @@
 // The CPU reference sampler; the GPU backend mirrors it step for step.
 //
 // Per row: logits -> + logit_bias -> repetition penalty (prompt and output tokens) ->
-// frequency/presence penalties (output tokens) = the "processed" logits. Logprobs are the
+// frequency/presence penalties (output tokens) -> the constraint's mask (-inf for tokens its
+// grammar refuses next; params.constraint) = the "processed" logits. Logprobs are the
 // log-softmax of the processed logits: after penalties and bias, before temperature and any
 // filtering (vLLM's "processed_logprobs"; OpenAI reports the model's distribution, not the
 // truncated sampling one). Then greedy = argmax of the processed logits (runtime/greedy.h:
@@ -25,11 +26,13 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <cstdint>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/grammar/constraint.h"
 #include "runtime/sampling_params.h"
 
 namespace deltaserve::runtime {
@@ -102,6 +105,7 @@ class Sampler {
   uint64_t seed_;
   std::vector<int32_t> prompt_ids_;                    // sorted, unique
   std::unordered_map<int32_t, int32_t> output_counts_;  // token -> times emitted
+  std::optional<grammar::ConstraintState> constraint_;  // params.constraint's progress
   int64_t num_output_tokens_ = 0;
 };
 

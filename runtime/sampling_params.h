@@ -3,11 +3,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
 namespace deltaserve::runtime {
+
+namespace grammar {
+class Constraint;
+}
 
 struct SamplingParams {
   float temperature = 1.0f;  // 0 = greedy (argmax, ties to the lowest id)
@@ -21,6 +26,10 @@ struct SamplingParams {
   std::optional<uint64_t> seed;  // same seed + same request -> same output, whatever the batch
   bool logprobs = false;
   int32_t top_logprobs = 0;  // 0..20 alternatives per emitted token
+  // Constrained decoding (runtime/grammar/constraint.h): every row's disallowed tokens get
+  // -inf after bias and penalties, so greedy, sampling, logprobs and draft verification all
+  // see only what the grammar allows. Null: free output (costs nothing). Shared, immutable.
+  std::shared_ptr<const grammar::Constraint> constraint;
 
   bool greedy() const { return temperature <= 0.0f; }
 };

@@ -118,6 +118,17 @@ std::string FakeTextCodec::apply_chat_template(const ChatTemplateInput& input) c
   return out;
 }
 
+std::shared_ptr<const runtime::grammar::Vocabulary> FakeTextCodec::grammar_vocabulary() const {
+  static const auto vocabulary = [] {
+    std::vector<std::string> pieces(kNumVocab);
+    for (int32_t id = 0; id < kNumVocab; ++id) {
+      if (!is_control(id)) pieces[static_cast<size_t>(id)] = FakeTextCodec().token_text(id);
+    }
+    return std::make_shared<const runtime::grammar::Vocabulary>(std::move(pieces));
+  }();
+  return vocabulary;
+}
+
 std::string FakeTextCodec::token_text(int32_t token) const {
   if (token >= 0 && token < 256) return std::string(1, static_cast<char>(token));
   for (const Special& s : kSpecials) {

@@ -29,6 +29,8 @@ class FakeTextCodec final : public TextCodec {
   std::vector<int32_t> eos_token_ids() const override { return {kEndOfText, kImEnd}; }
   int64_t num_vocab() const override { return kNumVocab; }
   std::string token_text(int32_t token) const override;
+  // Bytes 0..255 and <think> / </think> as their text; the control tokens empty.
+  std::shared_ptr<const runtime::grammar::Vocabulary> grammar_vocabulary() const override;
 
   static bool is_control(int32_t token);  // skipped when skip_special
 };

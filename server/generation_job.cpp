@@ -4,6 +4,8 @@
 #include <chrono>
 #include <random>
 
+#include "server/output_constraint.h"
+
 namespace deltaserve::server {
 namespace {
 
@@ -157,6 +159,13 @@ GenerationJob prepare_chat(const ChatRequest& request, const ServerState& state,
   job.setup.split_reasoning = state.config().reasoning_parser == "qwen3";
   job.setup.starts_in_reasoning =
       job.setup.split_reasoning && ReasoningSplitter::prompt_ends_in_reasoning(prompt);
+  // response_format / a forced tool call: the sampler masks every token the grammar refuses.
+  std::vector<int32_t> end_ids = job.spec.stop_token_ids;
+  for (const int32_t eos : service.codec->eos_token_ids()) {
+    if (std::find(end_ids.begin(), end_ids.end(), eos) == end_ids.end()) end_ids.push_back(eos);
+  }
+  job.spec.sampling.constraint = build_output_constraint(
+      request, *service.codec, ReasoningSplitter::prompt_ends_in_reasoning(prompt), std::move(end_ids));
   // The model was told about the tools (tool_choice "none" hides them): parse its calls.
   if (request.tools.is_array() && !request.tools.empty() && request.tool_choice != "none") {
     job.setup.parse_tool_calls = true;

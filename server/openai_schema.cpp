@@ -4,6 +4,7 @@
 
 #include "server/chat_messages.h"
 #include "server/json_fields.h"
+#include "server/output_constraint.h"
 
 namespace deltaserve::server {
 namespace {
@@ -117,9 +118,10 @@ void accept_ignored(JsonFields& f) {
   }
 }
 
-// Fields whose only supported value is the default: anything else is a clear 400.
-void reject_unsupported(JsonFields& f) {
-  if (const RequestJson* rf = f.object("response_format")) {
+// Fields whose only supported value is the default: anything else is a clear 400. Chat
+// requests take response_format themselves (constrained decoding).
+void reject_unsupported(JsonFields& f, bool chat) {
+  if (const RequestJson* rf = chat ? nullptr : f.object("response_format")) {
     const auto type = rf->find("type");
     if (type == rf->end() || !type->is_string() || *type != "text") {
       throw ApiException{unsupported_value(
@@ -215,7 +217,7 @@ GenerationParams parse_common(JsonFields& f, const SchemaLimits& limits, bool ch
     }
   }
   accept_ignored(f);
-  reject_unsupported(f);
+  reject_unsupported(f, chat);
   return p;
 }
 
@@ -247,6 +249,7 @@ ChatRequest parse_chat_request(std::string_view body, const SchemaLimits& limits
   r.params = parse_common(f, limits, /*chat=*/true);
   r.tools = normalize_tools(f.get("tools"), "tools");
   r.tool_choice = normalize_tool_choice(f.get("tool_choice"), r.tools, "tool_choice");
+  r.response_format = normalize_response_format(f.get("response_format"), "response_format");
   if (const RequestJson* kwargs = f.object("chat_template_kwargs")) r.chat_template_kwargs = *kwargs;
   r.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
   r.continue_final_message = f.boolean("continue_final_message").value_or(false);

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/grammar/token_mask.h"
+
 namespace deltaserve::server {
 
 // Incremental detokenisation of one request's output: push() returns the text that became
@@ -56,6 +58,10 @@ class TextCodec {
   virtual int64_t num_vocab() const = 0;
   // The token's text as the API reports it in logprobs (raw, special tokens included).
   virtual std::string token_text(int32_t token) const = 0;
+  // Every token's bytes for constrained decoding (runtime/grammar): special (control) tokens
+  // and unused ids empty, so no grammar ever picks them. Built once, on first use (the
+  // walk's sort of the vocabulary); null: this codec cannot constrain output.
+  virtual std::shared_ptr<const runtime::grammar::Vocabulary> grammar_vocabulary() const { return nullptr; }
 };
 
 }  // namespace deltaserve::server

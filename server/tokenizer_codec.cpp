@@ -85,6 +85,17 @@ std::string TokenizerCodec::apply_chat_template(const ChatTemplateInput& input) 
   }
 }
 
+std::shared_ptr<const runtime::grammar::Vocabulary> TokenizerCodec::grammar_vocabulary() const {
+  std::call_once(vocabulary_once_, [this] {
+    std::vector<std::string> pieces(static_cast<size_t>(tokenizer_->num_vocab()));
+    for (int32_t id = 0; id < tokenizer_->num_vocab(); ++id) {
+      if (!tokenizer_->is_special(id)) pieces[static_cast<size_t>(id)] = std::string(tokenizer_->token_to_piece(id));
+    }
+    vocabulary_ = std::make_shared<runtime::grammar::Vocabulary>(std::move(pieces));
+  });
+  return vocabulary_;
+}
+
 std::string TokenizerCodec::token_text(int32_t token) const {
   if (token < 0 || token >= tokenizer_->num_vocab()) return {};
   return tokenizer_->decode(std::vector<int32_t>{token}, false);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,12 +26,15 @@ class TokenizerCodec final : public TextCodec {
   std::vector<int32_t> eos_token_ids() const override { return eos_ids_; }
   int64_t num_vocab() const override { return tokenizer_->num_vocab(); }
   std::string token_text(int32_t token) const override;
+  std::shared_ptr<const runtime::grammar::Vocabulary> grammar_vocabulary() const override;
 
  private:
   std::unique_ptr<runtime::Tokenizer> tokenizer_;
   std::unique_ptr<jinja::Template> template_;
   std::optional<std::string> bos_text_, eos_text_;
   std::vector<int32_t> eos_ids_;
+  mutable std::once_flag vocabulary_once_;
+  mutable std::shared_ptr<const runtime::grammar::Vocabulary> vocabulary_;
 };
 
 // ChatML, for models whose file carries no template (logged as a warning at load).

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "runtime/cpu/cpu_backend.h"
+#include "runtime/grammar/constraint_grammars.h"
 #include "runtime/model_weights.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/backend_runner.h"
@@ -261,6 +262,44 @@ TEST_F(SpeculationTest, DraftCountersObeyTheirInvariants) {
   // own token, or an accepted draft.
   EXPECT_EQ(total_tokens, static_cast<int64_t>(specs.size()) + counter.decode_steps_ + total_accepted);
   EXPECT_EQ(total_tokens, counter.emitted_);
+}
+
+// Constrained requests (runtime/grammar): greedy and seeded outputs with drafts equal the
+// outputs without them (a draft the grammar refuses is rejected; the grammar advances only
+// over emitted tokens), and the output is the schema's.
+TEST_F(SpeculationTest, ConstrainedOutputIsIdenticalAtEveryDepth) {
+  std::vector<std::string> pieces(static_cast<size_t>(tokenizer_->num_vocab()));
+  for (int32_t id = 0; id < tokenizer_->num_vocab(); ++id) {
+    if (!tokenizer_->is_special(id)) pieces[static_cast<size_t>(id)] = std::string(tokenizer_->token_to_piece(id));
+  }
+  const auto vocab = std::make_shared<runtime::grammar::Vocabulary>(std::move(pieces));
+  const auto grammar = runtime::grammar::json_schema_grammar(runtime::grammar::SchemaJson::parse(
+      R"({"type":"object","properties":{"n":{"type":"integer"},"ok":{"type":"boolean"},
+          "tags":{"type":"array","items":{"enum":["x","y"]}}},"required":["n","ok","tags"],"additionalProperties":false})"));
+  const int32_t eos = *tokenizer_->eos_id();
+  auto constraint = std::make_shared<runtime::grammar::Constraint>(grammar, vocab, std::vector<int32_t>{eos});
+  std::vector<RequestSpec> specs = prompts(6, 64);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (i % 2 == 1) {  // half of them seeded sampling (coupled drafts, exact verification)
+      specs[i].sampling.temperature = 1.0f;
+      specs[i].sampling.seed = 7 + i;
+    }
+    specs[i].sampling.constraint = constraint;
+    specs[i].stop_token_ids = {eos};
+  }
+  const std::vector<Outcome> outcomes = run(specs, 0);
+  int num_finished = 0;
+  for (const Outcome& o : outcomes) {
+    const std::string text = tokenizer_->decode(o.tokens);
+    if (o.finish != FinishReason::Stop) continue;  // else the object was cut by max_tokens
+    ++num_finished;
+    const auto json = runtime::grammar::SchemaJson::parse(text);
+    EXPECT_TRUE(json["n"].is_number_integer()) << text;
+    EXPECT_TRUE(json["ok"].is_boolean()) << text;
+  }
+  EXPECT_GT(num_finished, 0);
+  const auto plain = tokens_of(outcomes);
+  for (int32_t depth : {1, 3}) EXPECT_EQ(tokens_of(run(specs, depth)), plain) << "depth " << depth;
 }
 
 }  // namespace

@@ -128,7 +128,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadField{R"("n":2)", "n", "unsupported_value"},
         BadField{R"("n":0)", "n", "invalid_value"},
         BadField{R"("frobnicate":1)", "frobnicate", "unknown_parameter"},
-        BadField{R"("response_format":{"type":"json_object"})", "response_format", "unsupported_value"},
+        BadField{R"("response_format":{"type":"xml"})", "response_format.type", "invalid_value"},
+        BadField{R"("response_format":{"type":"json_schema"})", "response_format.json_schema",
+                 "missing_required_parameter"},
+        BadField{R"("response_format":{"type":"json_schema","json_schema":{"name":"x"}})",
+                 "response_format.json_schema.schema", "missing_required_parameter"},
+        BadField{R"("response_format":{"type":"json_schema","json_schema":{"schema":{},"bogus":1}})",
+                 "response_format.json_schema.bogus", "unknown_parameter"},
         BadField{R"("tools":{})", "tools", "invalid_type"},
         BadField{R"("tools":[{"type":"function","function":{}}])", "tools[0].function.name",
                  "missing_required_parameter"},
@@ -166,6 +172,13 @@ TEST(OpenAiSchema, NormalisesMessagesForTheTemplate) {
   EXPECT_EQ(r.messages[2]["reasoning_content"], "hm");
   EXPECT_EQ(r.messages[2]["tool_calls"][0]["function"]["arguments"]["x"], 1);
   EXPECT_EQ(r.messages[3]["tool_call_id"], "c1");
+}
+
+TEST(OpenAiSchema, ResponseFormatIsKeptForTheConstraint) {
+  const ChatRequest r = parse_chat_request("{" + kMsgs + R"(,"response_format":{"type":"json_schema",
+      "json_schema":{"name":"a","strict":true,"schema":{"type":"object"}}}})", limits());
+  EXPECT_EQ(r.response_format["json_schema"]["schema"]["type"], "object");
+  EXPECT_TRUE(parse_chat_request("{" + kMsgs + "}", limits()).response_format.is_null());
 }
 
 TEST(OpenAiSchema, UnknownFieldsCanBeAllowed) {

@@ -1,0 +1,67 @@
+// JSON Schema (the subset OpenAI's strict structured outputs allow) -> grammar rules.
+//
+// Accepted keywords: type (a name or a list of names: object, array, string, number,
+// integer, boolean, null), properties, required, additionalProperties (absent or false; true
+// only on an object without properties, which then takes any members), items, enum, const,
+// anyOf, $ref (local: "#", "#/$defs/...", "#/definitions/..."; recursion allowed), $defs /
+// definitions, and the annotations title, description, default, examples, $schema, $id,
+// $comment, strict. Any other keyword (pattern, minimum, format, oneOf, ...) is a
+// SchemaError: the output could not be guaranteed to validate.
+//
+// Objects emit their properties in the schema's order; a required property is always
+// present, an optional one may be left out. Whitespace follows json_primitives.h.
+//
+// One compiler per grammar under construction; single thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/grammar/grammar.h"
+#include "runtime/grammar/json_primitives.h"
+
+namespace deltaserve::runtime::grammar {
+
+using SchemaJson = nlohmann::ordered_json;
+
+// A schema the compiler refuses; what() names the place ("properties.age: ...") for a 400.
+class SchemaError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class JsonSchemaCompiler {
+ public:
+  // `root`: the document $ref "#..." pointers resolve against; it must outlive the compiler.
+  JsonSchemaCompiler(Grammar& g, JsonPrimitives& json, const SchemaJson& root) : g_(g), json_(json), root_(root) {}
+
+  // A rule matching exactly the JSON texts (compact) that validate against `schema`.
+  // `path` names the schema in error messages. Throws SchemaError.
+  uint32_t value(const SchemaJson& schema, const std::string& path);
+  // A Qwen XML parameter value of a string-typed parameter: the raw text (no quotes, no
+  // escapes) of a string the schema accepts: an enum / const of strings, or any text.
+  uint32_t raw_string(const SchemaJson& schema, const std::string& path);
+
+ private:
+  uint32_t typed(const SchemaJson& schema, const std::string& type, const std::string& path);
+  uint32_t object(const SchemaJson& schema, const std::string& path);
+  uint32_t array(const SchemaJson& schema, const std::string& path);
+  uint32_t literals(const SchemaJson& values, const std::string& path);
+  uint32_t reference(const std::string& ref, const std::string& path);
+  uint32_t alternatives_of(const SchemaJson& schemas, const std::string& path);
+
+  Grammar& g_;
+  JsonPrimitives& json_;
+  const SchemaJson& root_;
+  std::map<std::string, uint32_t> refs_;  // "$ref" target -> its rule (made before its body)
+  int depth_ = 0;                         // nesting of the schema document itself
+};
+
+// The compact JSON text of a value as the grammar spells literals (UTF-8 kept as is).
+std::string json_literal(const SchemaJson& value);
+
+}  // namespace deltaserve::runtime::grammar

@@ -1,0 +1,106 @@
+#include "server/output_constraint.h"
+
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "runtime/grammar/constraint_grammars.h"
+#include "server/api_error.h"
+#include "server/json_fields.h"
+
+namespace deltaserve::server {
+namespace {
+
+namespace grammar = runtime::grammar;
+
+// The grammar the request asks for, or null. Throws SchemaError / GrammarError.
+std::shared_ptr<const grammar::Grammar> request_grammar(const ChatRequest& request, std::string& param) {
+  const RequestJson& choice = request.tool_choice;
+  const bool forced_named = choice.is_object();
+  if ((choice.is_string() && choice == "required") || forced_named) {
+    param = "tools";
+    std::optional<std::string> name;
+    if (forced_named) name = choice["function"]["name"].get<std::string>();
+    return grammar::tool_call_grammar(request.tools, name);
+  }
+  const RequestJson& format = request.response_format;
+  if (!format.is_object()) return nullptr;
+  const std::string type = format.value("type", "text");
+  if (type == "json_object") return grammar::json_object_grammar();
+  if (type == "json_schema") {
+    param = "response_format.json_schema.schema";
+    return grammar::json_schema_grammar(format["json_schema"]["schema"]);
+  }
+  return nullptr;
+}
+
+// Live constraints by what defines them, so concurrent requests with the same schema share
+// one mask cache (each distinct grammar state is walked once for all of them). Entries are
+// weak: a constraint lives as long as its requests; dead entries are dropped as new ones come.
+std::shared_ptr<const grammar::Constraint> shared_constraint(const std::string& key,
+                                                             const std::function<std::shared_ptr<const grammar::Constraint>()>& make) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::weak_ptr<const grammar::Constraint>> live;
+  std::lock_guard lock(mutex);
+  if (const auto it = live.find(key); it != live.end()) {
+    if (auto c = it->second.lock()) return c;
+  }
+  std::erase_if(live, [](const auto& entry) { return entry.second.expired(); });
+  auto c = make();  // under the lock: two identical first requests compile once
+  live[key] = c;
+  return c;
+}
+
+}  // namespace
+
+std::shared_ptr<const grammar::Constraint> build_output_constraint(const ChatRequest& request, const TextCodec& codec,
+                                                                   bool prompt_ends_in_reasoning,
+                                                                   std::vector<int32_t> end_token_ids) {
+  const bool forced_call = request.tool_choice.is_object() || request.tool_choice == "required";
+  const bool json_format = request.response_format.is_object() && request.response_format.value("type", "text") != "text";
+  if (!forced_call && !json_format) return nullptr;
+  std::shared_ptr<const grammar::Vocabulary> vocabulary = codec.grammar_vocabulary();
+  if (!vocabulary) throw ApiException{unsupported_value(forced_call ? "tool_choice" : "response_format",
+                                                        "this model's tokenizer cannot constrain output.")};
+  std::string key = forced_call ? "tools " + request.tool_choice.dump() + request.tools.dump()
+                                : "format " + request.response_format.dump();
+  key += prompt_ends_in_reasoning ? " think" : " plain";
+  for (const int32_t id : end_token_ids) key += " " + std::to_string(id);
+  return shared_constraint(key, [&] {
+    std::string param = "response_format";
+    std::shared_ptr<const grammar::Grammar> g;
+    try {
+      g = request_grammar(request, param);
+    } catch (const grammar::SchemaError& e) {
+      throw ApiException{invalid_value(param, std::string("cannot constrain the output to this schema: ") + e.what())};
+    } catch (const grammar::GrammarError& e) {
+      throw ApiException{invalid_value(param, std::string("cannot constrain the output to this schema: ") + e.what())};
+    }
+    return std::make_shared<const grammar::Constraint>(std::move(g), std::move(vocabulary), std::move(end_token_ids),
+                                                       prompt_ends_in_reasoning ? "</think>" : "");
+  });
+}
+
+RequestJson normalize_response_format(const RequestJson* response_format, const std::string& path) {
+  if (!response_format || response_format->is_null()) return nullptr;
+  JsonFields f(*response_format, path);
+  const std::optional<std::string> type = f.string("type");
+  if (!type) throw ApiException{missing_parameter(f.param("type"))};
+  if (*type == "json_schema") {
+    const RequestJson* js = f.object("json_schema");
+    if (!js) throw ApiException{missing_parameter(f.param("json_schema"))};
+    JsonFields s(*js, f.param("json_schema"));
+    (void)s.string("name");
+    (void)s.string("description");
+    (void)s.boolean("strict");
+    if (!s.object("schema")) throw ApiException{missing_parameter(s.param("schema"))};
+    s.reject_unknown();
+  } else if (*type != "text" && *type != "json_object") {
+    throw ApiException{invalid_value(f.param("type"), "'" + *type + "' is not one of text, json_object, json_schema.")};
+  }
+  f.reject_unknown();
+  return *response_format;
+}
+
+}  // namespace deltaserve::server

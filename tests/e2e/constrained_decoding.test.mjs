@@ -1,0 +1,223 @@
+// Constrained decoding end to end: the daemon on the embedded model (CPU engine) and the
+// official openai client. The tiny model's free output is nonsense, so only the grammar can
+// make these outputs valid: forced tool calls (tool_choice "required" and a named function)
+// whose arguments satisfy the tool's schema, and response_format json_schema output that
+// validates, 100 times in 100 each at temperature 1.0. Bad schemas get a 400 and the server
+// keeps serving.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+
+import { startDaemon } from './daemon.mjs';
+
+const model = 'deltaserve-tiny-moe';
+const kRuns = 100;
+const kConcurrency = 16;
+let daemon;
+let client;
+
+before(async () => {
+  daemon = await startDaemon({ fake: false, args: ['--max-streams', '16', '--context-tokens', '1024'] });
+  client = new OpenAI({ baseURL: `${daemon.url}/v1`, apiKey: 'none', maxRetries: 0 });
+});
+
+after(async () => {
+  const status = await daemon.stop();
+  assert.deepEqual(status, { code: 0, signal: null }, daemon.output());
+});
+
+// An independent validator of the schema subset the server accepts (objects in any order,
+// unlike the grammar, which writes them in schema order).
+function validate(schema, value, defs = schema.$defs ?? {}, path = '$') {
+  if (schema.$ref) return validate(defs[schema.$ref.replace('#/$defs/', '')], value, defs, path);
+  if ('const' in schema) return assert.deepEqual(value, schema.const, path);
+  if (schema.enum) return assert.ok(schema.enum.some((e) => JSON.stringify(e) === JSON.stringify(value)), `${path}: ${JSON.stringify(value)} not in enum`);
+  if (schema.anyOf) {
+    const ok = schema.anyOf.some((s) => { try { validate(s, value, defs, path); return true; } catch { return false; } });
+    return assert.ok(ok, `${path}: ${JSON.stringify(value)} matches no anyOf branch`);
+  }
+  const types = [schema.type].flat();
+  const typeOf = (v) => (v === null ? 'null' : Array.isArray(v) ? 'array' : Number.isInteger(v) ? 'integer' : typeof v);
+  const t = typeOf(value);
+  assert.ok(types.includes(t) || (t === 'integer' && types.includes('number')), `${path}: ${JSON.stringify(value)} is not ${types}`);
+  if (t === 'object') {
+    for (const r of schema.required ?? []) assert.ok(r in value, `${path}: missing ${r}`);
+    for (const [k, v] of Object.entries(value)) {
+      assert.ok(schema.properties && k in schema.properties, `${path}: unexpected property ${k}`);
+      validate(schema.properties[k], v, defs, `${path}.${k}`);
+    }
+  }
+  if (t === 'array') value.forEach((v, i) => validate(schema.items, v, defs, `${path}[${i}]`));
+}
+
+const weatherParams = {
+  type: 'object',
+  properties: {
+    city: { type: 'string', enum: ['Paris', 'Oslo', 'Lima'] },
+    days: { type: 'integer' },
+    units: { type: 'string', enum: ['metric', 'imperial'] },
+    detail: {
+      type: 'object',
+      properties: { wind: { type: 'boolean' }, level: { anyOf: [{ type: 'integer' }, { type: 'null' }] } },
+      required: ['wind', 'level'],
+      additionalProperties: false,
+    },
+  },
+  required: ['city', 'days', 'detail'],
+  additionalProperties: false,
+};
+const alarmParams = {
+  type: 'object',
+  // No free-text parameter: a raw value ends only when the model writes '<', which a tiny
+  // model may put off past max_tokens (the grammar unit tests cover free text).
+  properties: { hour: { type: 'integer' }, loud: { type: 'boolean' }, tone: { type: 'string', enum: ['beep', 'chime'] } },
+  required: ['hour', 'loud'],
+  additionalProperties: false,
+};
+const tools = [
+  { type: 'function', function: { name: 'get_weather', description: 'Weather for a city', parameters: weatherParams } },
+  { type: 'function', function: { name: 'set_alarm', description: 'Sets an alarm', parameters: alarmParams } },
+];
+const paramsOf = { get_weather: weatherParams, set_alarm: alarmParams };
+
+// No array and no free string: the grammar keeps every byte valid, but only the model decides
+// when an array or a string ends, and the tiny model repeats items past max_tokens (arrays
+// and free text are covered by tests/grammar and tests/server/output_constraint_test).
+const answerSchema = {
+  type: 'object',
+  properties: {
+    verdict: { type: 'string', enum: ['yes', 'no', 'maybe'] },
+    score: { type: 'number' },
+    flag: { type: 'boolean' },
+    item: { $ref: '#/$defs/item' },
+    extra: { anyOf: [{ type: 'null' }, { const: 'none' }] },
+  },
+  required: ['verdict', 'score', 'flag', 'item', 'extra'],
+  additionalProperties: false,
+  $defs: {
+    item: {
+      type: 'object',
+      properties: { kind: { type: 'string', enum: ['a', 'b'] }, count: { type: 'integer' }, ok: { type: ['boolean', 'null'] } },
+      required: ['kind', 'count', 'ok'],
+      additionalProperties: false,
+    },
+  },
+};
+
+async function runMany(make) {
+  const results = [];
+  for (let i = 0; i < kRuns; i += kConcurrency) {
+    const batch = [];
+    for (let j = i; j < Math.min(kRuns, i + kConcurrency); ++j) batch.push(make(j));
+    results.push(...(await Promise.all(batch)));
+  }
+  return results;
+}
+
+const messages = (j) => [{ role: 'user', content: `Request number ${j}: what now?` }];
+
+test('tool_choice required: one well-formed call of some tool, arguments valid, 100 of 100', async () => {
+  const replies = await runMany((j) => client.chat.completions.create({
+    model, tools, tool_choice: 'required', temperature: 1.0, max_tokens: 400, messages: messages(j),
+  }));
+  for (const r of replies) {
+    const choice = r.choices[0];
+    assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice));
+    assert.equal(choice.message.content, null);
+    assert.equal(choice.message.tool_calls.length, 1);
+    for (const call of choice.message.tool_calls) {
+      assert.ok(call.function.name in paramsOf, call.function.name);
+      validate(paramsOf[call.function.name], JSON.parse(call.function.arguments));
+    }
+  }
+});
+
+test('a named tool: exactly that call, arguments valid, 100 of 100 (streamed too)', async () => {
+  const replies = await runMany(async (j) => {
+    const request = {
+      model, tools, tool_choice: { type: 'function', function: { name: 'set_alarm' } }, temperature: 1.0,
+      max_tokens: 400, messages: messages(j),
+    };
+    if (j % 4 !== 0) return client.chat.completions.create(request);
+    // Every fourth one streamed: the tool_calls deltas join up to the same call.
+    const stream = await client.chat.completions.create({ ...request, stream: true });
+    let name = '';
+    let args = '';
+    let finish = null;
+    let content = '';
+    for await (const chunk of stream) {
+      const c = chunk.choices[0];
+      if (!c) continue;
+      content += c.delta?.content ?? '';
+      for (const t of c.delta?.tool_calls ?? []) {
+        name += t.function?.name ?? '';
+        args += t.function?.arguments ?? '';
+      }
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+    return { choices: [{ finish_reason: finish, message: { content: content || null, tool_calls: [{ function: { name, arguments: args } }] } }] };
+  });
+  for (const r of replies) {
+    const choice = r.choices[0];
+    assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice));
+    assert.equal(choice.message.content, null);
+    assert.equal(choice.message.tool_calls.length, 1);
+    assert.equal(choice.message.tool_calls[0].function.name, 'set_alarm');
+    validate(alarmParams, JSON.parse(choice.message.tool_calls[0].function.arguments));
+  }
+});
+
+test('response_format json_schema: the content parses and validates, 100 of 100', async () => {
+  const replies = await runMany((j) => client.chat.completions.create({
+    model, temperature: 1.0, max_tokens: 400, messages: messages(j),
+    response_format: { type: 'json_schema', json_schema: { name: 'answer', strict: true, schema: answerSchema } },
+  }));
+  for (const r of replies) {
+    const choice = r.choices[0];
+    assert.equal(choice.finish_reason, 'stop', JSON.stringify(choice));
+    validate(answerSchema, JSON.parse(choice.message.content));
+  }
+});
+
+test('response_format json_object, and json_schema with reasoning on (constrained after </think>)', async () => {
+  const obj = await client.chat.completions.create({
+    model, temperature: 0, max_tokens: 400, messages: messages(0), response_format: { type: 'json_object' },
+  });
+  const text = obj.choices[0].message.content;
+  assert.ok(text.startsWith('{'), text);
+  if (obj.choices[0].finish_reason === 'stop') assert.equal(typeof JSON.parse(text), 'object');
+  const schema = { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'], additionalProperties: false };
+  const r = await client.chat.completions.create({
+    model, temperature: 0.7, max_tokens: 600, messages: messages(1), chat_template_kwargs: { enable_thinking: true },
+    response_format: { type: 'json_schema', json_schema: { name: 'ok', schema } },
+  });
+  const choice = r.choices[0];
+  // The reasoning was free (it may run to the limit); once it ended, the answer is the schema's.
+  if (choice.message.reasoning_content !== undefined && choice.finish_reason === 'stop') {
+    validate(schema, JSON.parse(choice.message.content));
+  }
+});
+
+test('bad schemas: a clear 400 naming the field, and the server keeps serving', async () => {
+  const cases = [
+    [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: 'a+' } } } }, 'response_format.json_schema.schema', /pattern/],
+    [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 'string' } }, required: ['b'] } } } }, 'response_format.json_schema.schema', /required/],
+    [{ response_format: { type: 'json_schema', json_schema: { name: 'x' } } }, 'response_format.json_schema.schema', /./],
+    [{ response_format: { type: 'xml' } }, 'response_format.type', /xml/],
+    [{ tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'integer', minimum: 0 } } } } }] }, 'tools', /minimum/],
+    [{ tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'array' } } }] }, 'tools', /object/],
+  ];
+  for (const [extra, param, message] of cases) {
+    await assert.rejects(
+      client.chat.completions.create({ model, max_tokens: 5, messages: messages(0), ...extra }),
+      (err) => {
+        assert.equal(err.status, 400, JSON.stringify(extra));
+        assert.equal(err.error?.param ?? err.param, param, JSON.stringify(err.error));
+        assert.match(err.message, message);
+        return true;
+      },
+    );
+  }
+  const ok = await client.chat.completions.create({ model, max_tokens: 5, temperature: 0, messages: messages(0) });
+  assert.ok(ok.choices[0].message.content !== undefined);
+});

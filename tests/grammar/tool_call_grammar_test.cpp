@@ -1,0 +1,70 @@
+// Forced Qwen XML tool calls: the format the chat template writes and the parser reads.
+#include <gtest/gtest.h>
+
+#include "tests/grammar/grammar_test_util.h"
+
+namespace deltaserve::runtime::grammar {
+namespace {
+
+using test::accepts;
+
+const SchemaJson& tools() {
+  static const SchemaJson t = SchemaJson::parse(R"([
+    {"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{
+      "city":{"type":"string"},"days":{"type":"integer"},"unit":{"type":"string","enum":["c","f"]},
+      "detail":{"type":"object","properties":{"wind":{"type":"boolean"}},"required":["wind"],"additionalProperties":false}},
+      "required":["city","days"],"additionalProperties":false}}},
+    {"type":"function","function":{"name":"ping","parameters":{"type":"object","properties":{}}}}])");
+  return t;
+}
+
+const std::string kWeather =
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+    "</function>\n</tool_call>";
+
+TEST(ToolCallGrammar, RequiredTakesOneCallOfAnyTool) {
+  const auto g = tool_call_grammar(tools(), std::nullopt);
+  EXPECT_TRUE(accepts(*g, kWeather));
+  EXPECT_TRUE(accepts(*g, "\n\n" + kWeather));
+  EXPECT_TRUE(accepts(*g, "<tool_call>\n<function=ping>\n</function>\n</tool_call>"));
+  EXPECT_FALSE(accepts(*g, kWeather + "\n<tool_call>\n<function=ping>\n</function>\n</tool_call>"));
+  EXPECT_TRUE(accepts(*g,
+                      "<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York, \xE6\x97\xA5\n</parameter>\n"
+                      "<parameter=days>\n-1\n</parameter>\n<parameter=unit>\nf\n</parameter>\n<parameter=detail>\n"
+                      "{\"wind\": true}\n</parameter>\n</function>\n</tool_call>"));
+  EXPECT_FALSE(accepts(*g, ""));
+  EXPECT_FALSE(accepts(*g, "Sure! " + kWeather));
+  EXPECT_FALSE(accepts(*g, "<tool_call>\n<function=other>\n</function>\n</tool_call>"));
+  // city missing (required), days not an integer, unit outside its enum, '<' in a raw value.
+  EXPECT_FALSE(accepts(*g, "<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"));
+  EXPECT_FALSE(accepts(*g, "<tool_call>\n<function=get_weather>\n<parameter=city>\nP\n</parameter>\n<parameter=days>\n"
+                           "three\n</parameter>\n</function>\n</tool_call>"));
+  EXPECT_FALSE(accepts(*g, "<tool_call>\n<function=get_weather>\n<parameter=city>\nP\n</parameter>\n<parameter=days>\n"
+                           "3\n</parameter>\n<parameter=unit>\nk\n</parameter>\n</function>\n</tool_call>"));
+  EXPECT_FALSE(accepts(*g, "<tool_call>\n<function=get_weather>\n<parameter=city>\na<b\n</parameter>\n<parameter=days>\n"
+                           "3\n</parameter>\n</function>\n</tool_call>"));
+  EXPECT_FALSE(accepts(*g, kWeather + " trailing"));
+}
+
+TEST(ToolCallGrammar, NamedToolExactlyOneCall) {
+  const auto g = tool_call_grammar(tools(), std::string("ping"));
+  EXPECT_TRUE(accepts(*g, "<tool_call>\n<function=ping>\n</function>\n</tool_call>"));
+  EXPECT_FALSE(accepts(*g, kWeather));
+  EXPECT_FALSE(accepts(*g, "<tool_call>\n<function=ping>\n</function>\n</tool_call>\n<tool_call>\n<function=ping>\n"
+                           "</function>\n</tool_call>"));
+}
+
+TEST(ToolCallGrammar, BadToolSchemasAreErrors) {
+  EXPECT_THROW(tool_call_grammar(SchemaJson::array(), std::nullopt), SchemaError);
+  EXPECT_THROW(tool_call_grammar(tools(), std::string("nope")), SchemaError);
+  for (const char* params : {R"({"type":"array"})", R"({"type":"object","properties":{"a":{"type":"string","minLength":2}}})",
+                             R"({"type":"object","properties":{"a":{"type":"string"}},"required":["b"]})", R"("object")",
+                             R"({"type":"object","properties":{"a<b":{"type":"string"}}})"}) {
+    SchemaJson t = SchemaJson::parse(R"([{"type":"function","function":{"name":"f"}}])");
+    t[0]["function"]["parameters"] = SchemaJson::parse(params);
+    EXPECT_THROW(tool_call_grammar(t, std::nullopt), SchemaError) << params;
+  }
+}
+
+}  // namespace
+}  // namespace deltaserve::runtime::grammar

@@ -1,0 +1,139 @@
+// The chat request's constraint: forced tool calls that the server's own parser reads back
+// with schema-valid arguments, response_format schemas, and 400s naming the field.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "server/api_error.h"
+#include "server/fake_text_codec.h"
+#include "server/output_constraint.h"
+#include "server/tool_call_parser.h"
+
+namespace deltaserve::server {
+namespace {
+
+namespace grammar = runtime::grammar;
+
+const RequestJson kTools = RequestJson::parse(R"([
+  {"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{
+    "city":{"type":"string","enum":["Paris","Oslo"]},"days":{"type":"integer"},
+    "opts":{"type":"object","properties":{"wind":{"type":"boolean"}},"required":["wind"],"additionalProperties":false}},
+    "required":["city","days","opts"],"additionalProperties":false}}},
+  {"type":"function","function":{"name":"ping","parameters":{"type":"object","properties":{}}}}])");
+
+ChatRequest chat(RequestJson tool_choice, RequestJson response_format = nullptr) {
+  ChatRequest r;
+  r.tools = kTools;
+  r.tool_choice = std::move(tool_choice);
+  r.response_format = std::move(response_format);
+  return r;
+}
+
+// Text drawn token by token, uniformly among the tokens the constraint allows, until an end id.
+std::string random_output(const std::shared_ptr<const grammar::Constraint>& c, const FakeTextCodec& codec, uint32_t seed,
+                          const std::string& free_prefix = "") {
+  grammar::ConstraintState st(c);
+  std::string text;
+  for (const char ch : free_prefix) {
+    st.accept(static_cast<uint8_t>(ch));
+    text += ch;
+  }
+  std::mt19937 rng(seed);
+  for (int i = 0; i < 20000; ++i) {
+    const auto mask = st.mask();
+    std::vector<int32_t> allowed;
+    for (int32_t id = 0; id < codec.num_vocab(); ++id) {
+      if (mask->has(id)) allowed.push_back(id);
+    }
+    const int32_t id = allowed[rng() % allowed.size()];
+    if (id == FakeTextCodec::kImEnd || id == FakeTextCodec::kEndOfText) return text;
+    text += codec.token_text(id);
+    st.accept(id);
+  }
+  ADD_FAILURE() << "no end after 20000 tokens: " << text;
+  return text;
+}
+
+TEST(OutputConstraint, ForcedCallsParseBackWithValidArguments) {
+  const FakeTextCodec codec;
+  const auto c = build_output_constraint(chat("required"), codec, false, codec.eos_token_ids());
+  ASSERT_TRUE(c);
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    const std::string text = random_output(c, codec, seed);
+    ToolCallParser parser(tool_param_types(kTools));
+    ToolCallParser::Pieces a = parser.push(text);
+    ToolCallParser::Pieces b = parser.finish();
+    EXPECT_EQ(a.content + b.content, "") << text;
+    a.calls.insert(a.calls.end(), b.calls.begin(), b.calls.end());
+    ASSERT_GE(a.calls.size(), 1u) << text;
+    for (const ToolCall& call : a.calls) {
+      const RequestJson args = RequestJson::parse(call.arguments);
+      if (call.name == "ping") {
+        EXPECT_TRUE(args.empty()) << text;
+        continue;
+      }
+      ASSERT_EQ(call.name, "get_weather") << text;
+      EXPECT_TRUE(args["city"] == "Paris" || args["city"] == "Oslo") << text;
+      EXPECT_TRUE(args["days"].is_number_integer()) << text;
+      EXPECT_TRUE(args["opts"]["wind"].is_boolean()) << text;
+    }
+  }
+}
+
+TEST(OutputConstraint, NamedToolAndReasoningFirst) {
+  const FakeTextCodec codec;
+  const auto c = build_output_constraint(chat(RequestJson::parse(R"({"type":"function","function":{"name":"ping"}})")),
+                                         codec, true, codec.eos_token_ids());
+  const std::string text = random_output(c, codec, 1, "free {not json <tool_call> </think>");
+  const std::string after = text.substr(text.find("</think>") + 8);
+  EXPECT_EQ(after.substr(after.find_first_not_of(" \t\r\n")), "<tool_call>\n<function=ping>\n</function>\n</tool_call>")
+      << text;
+}
+
+TEST(OutputConstraint, ResponseFormats) {
+  const FakeTextCodec codec;
+  EXPECT_FALSE(build_output_constraint(chat("auto"), codec, false, {}));
+  EXPECT_FALSE(build_output_constraint(chat(nullptr, RequestJson::parse(R"({"type":"text"})")), codec, false, {}));
+  const auto obj = build_output_constraint(chat(nullptr, RequestJson::parse(R"({"type":"json_object"})")), codec, false,
+                                           codec.eos_token_ids());
+  EXPECT_TRUE(RequestJson::parse(random_output(obj, codec, 3)).is_object());
+  const auto schema = build_output_constraint(
+      chat("none", RequestJson::parse(R"({"type":"json_schema","json_schema":{"name":"n","schema":
+          {"type":"array","items":{"type":"integer"}}}})")),
+      codec, false, codec.eos_token_ids());
+  for (uint32_t seed = 0; seed < 10; ++seed) {
+    const RequestJson v = RequestJson::parse(random_output(schema, codec, seed));
+    ASSERT_TRUE(v.is_array());
+    for (const RequestJson& x : v) EXPECT_TRUE(x.is_number_integer());
+  }
+}
+
+ApiError constraint_error(const ChatRequest& r) {
+  const FakeTextCodec codec;
+  try {
+    build_output_constraint(r, codec, false, {});
+  } catch (const ApiException& e) {
+    return e.error;
+  }
+  return ApiError{0, "", "", "", "", 0};
+}
+
+TEST(OutputConstraint, BadSchemasAre400sNamingTheField) {
+  ApiError e = constraint_error(
+      chat(nullptr, RequestJson::parse(R"({"type":"json_schema","json_schema":{"schema":{"type":"string","pattern":"x"}}})")));
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "response_format.json_schema.schema");
+  EXPECT_NE(e.message.find("pattern"), std::string::npos) << e.message;
+  ChatRequest bad = chat("required");
+  bad.tools[0]["function"]["parameters"]["properties"]["days"]["minimum"] = 1;
+  e = constraint_error(bad);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "tools");
+  EXPECT_NE(e.message.find("minimum"), std::string::npos) << e.message;
+  // tool_choice "auto" never compiles the tools: a schema beyond the subset is fine there.
+  bad.tool_choice = "auto";
+  EXPECT_EQ(constraint_error(bad).status, 0);
+}
+
+}  // namespace
+}  // namespace deltaserve::server
