@@ -62,6 +62,7 @@ struct ChatRequest {
   RequestJson messages = RequestJson::array();
   RequestJson tools;        // null or the validated array, passed to the template
   RequestJson tool_choice;  // null, "none" | "auto" | "required" | {function}
+  RequestJson response_format;  // null or {type: text|json_object|json_schema}
   RequestJson chat_template_kwargs = RequestJson::object();
   bool add_generation_prompt = true;
   bool continue_final_message = false;
