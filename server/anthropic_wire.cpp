@@ -88,8 +88,9 @@ std::string AnthropicWire::stream_start(const Usage& usage) {
                                   {"stop_reason", nullptr},
                                   {"stop_sequence", nullptr},
                                   {"usage", usage_json(start)}};
-  return sse_named_event({{"type", "message_start"}, {"message", message}}) +
-         sse_named_event({{"type", "ping"}});
+  std::string out = sse_named_event({{"type", "message_start"}, {"message", message}});
+  out += sse_named_event({{"type", "ping"}});
+  return out;
 }
 
 std::string AnthropicWire::events(const std::vector<BlockEvent>& events) const {

@@ -92,8 +92,9 @@ nlohmann::json ResponsesWire::response_json(const std::vector<OutputBlock>& bloc
 
 std::string ResponsesWire::stream_start(const Usage&) {
   const nlohmann::json response = response_json({}, nullptr, nullptr);
-  return event({{"type", "response.created"}, {"response", response}}) +
-         event({{"type", "response.in_progress"}, {"response", response}});
+  std::string out = event({{"type", "response.created"}, {"response", response}});
+  out += event({{"type", "response.in_progress"}, {"response", response}});  // after: sequence numbers
+  return out;
 }
 
 std::string ResponsesWire::events(const std::vector<BlockEvent>& events) {
