@@ -245,7 +245,8 @@ Routed route_request(const HttpRequest& request, ServerState& state) {
     Routed out;
     HttpResponse res = json_response(http::status::no_content, "", request, state);
     res.set(http::field::access_control_allow_methods, "GET, POST, OPTIONS");
-    res.set(http::field::access_control_allow_headers, "Authorization, Content-Type");
+    res.set(http::field::access_control_allow_headers,
+            "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
     res.set(http::field::access_control_max_age, "600");
     out.response = std::move(res);
     return out;
