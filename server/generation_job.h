@@ -13,6 +13,7 @@
 #include "server/openai_response.h"
 #include "server/openai_schema.h"
 #include "server/server_state.h"
+#include "server/wire_format.h"
 
 namespace deltaserve::server {
 
@@ -23,6 +24,9 @@ struct GenerationJob {
   bool stream = false;
   bool include_usage = false;     // a usage chunk before [DONE]
   bool continuous_usage = false;  // usage in every chunk too (vLLM's continuous_usage_stats)
+  // The wire format of the agent APIs (/v1/messages, /v1/responses); null = OpenAI's
+  // chat/completions framing, built from `format`.
+  std::shared_ptr<WireFormat> wire;
 };
 
 GenerationJob prepare_chat(const ChatRequest& request, const ServerState& state,

@@ -55,7 +55,10 @@ void GenerationState::consume_text(const std::string& text, StepOutput& out, boo
     ++usage_.num_reasoning_tokens;
   }
   put_pieces(out, std::move(pieces));
-  if (r.stopped) stop_matched_ = true;
+  if (r.stopped) {
+    stop_matched_ = true;
+    stop_index_ = r.stop_index;
+  }
 }
 
 // Normal end: what the decoder, the stop matcher and the splitter still hold goes out,
@@ -117,6 +120,8 @@ StepOutput GenerationState::on_event(const scheduler::RequestEvent& event) {
     const bool stopped = std::string_view(out.finish_reason) == "stop";
     if (stopped && tool_parser_ && tool_parser_->num_calls() > 0) {
       out.finish_reason = "tool_calls";
+    } else if (stopped && stop_matched_ && stop_index_ >= 0) {
+      out.stop_string = setup_.stop[static_cast<size_t>(stop_index_)];
     }
   }
   done_ = out.done();

@@ -43,6 +43,7 @@ struct StepOutput {
   // request ended normally
   const char* finish_reason = nullptr;
   std::optional<std::string> error;     // it ended abnormally (engine error, cancelled)
+  std::optional<std::string> stop_string;  // "stop" by this stop string (Anthropic's stop_sequence)
   bool cancel_engine = false;           // it ended here, not in the engine: cancel the id
   bool done() const { return finish_reason != nullptr || error.has_value(); }
 };
@@ -71,6 +72,7 @@ class GenerationState {
   std::optional<ToolCallParser> tool_parser_;
   Usage usage_;
   bool stop_matched_ = false;
+  int32_t stop_index_ = -1;  // the stop string that matched
   bool done_ = false;
 };
 

@@ -31,7 +31,9 @@ GenerationStream::GenerationStream(std::shared_ptr<HttpSession> session, Generat
       keep_alive_(keep_alive && http_version >= 11),
       chunked_(http_version >= 11),
       generation_(*service.codec, job_.setup),
-      formatter_(job_.format, *service.codec),
+      wire_(job_.wire ? job_.wire
+                      : std::make_shared<OpenAiWire>(job_.format, *service.codec,
+                                                     job_.include_usage, job_.continuous_usage)),
       keepalive_timer_(session_->executor()) {
   if (job_.stream && state.config().sse_keepalive_s > 0.0) {
     keepalive_interval_ = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -75,7 +77,7 @@ std::optional<ApiError> GenerationStream::start() {
     std::ostringstream out;
     out << head.base();
     session_->write_stream(std::move(out).str());
-    if (job_.format.endpoint == Endpoint::Chat) write_chunk(sse_event(formatter_.role_chunk()));
+    write_chunk(wire_->stream_start(generation_.usage()));
     last_write_time_ = std::chrono::steady_clock::now();
     if (keepalive_interval_.count() > 0) keepalive_arm(keepalive_interval_);
   }
@@ -137,9 +139,7 @@ void GenerationStream::on_event(const scheduler::RequestEvent& event) {
 
 void GenerationStream::write_stream_output(const StepOutput& out) {
   if (out.delta.empty()) return;
-  nlohmann::json chunk = formatter_.delta_chunk(out.delta);
-  if (job_.continuous_usage) chunk["usage"] = ResponseFormatter::usage_json(generation_.usage());
-  write_chunk(sse_event(chunk));
+  write_chunk(wire_->stream_delta(out.delta, generation_.usage()));
 }
 
 ApiError GenerationStream::failure_error(const std::string& message) const {
@@ -152,16 +152,13 @@ ApiError GenerationStream::failure_error(const std::string& message) const {
 void GenerationStream::finish_stream(const StepOutput& out) {
   if (out.finish_reason) {
     count_end(end_of(out.finish_reason));
-    write_chunk(sse_event(formatter_.finish_chunk(out.finish_reason)));
-    if (job_.include_usage) write_chunk(sse_event(formatter_.usage_chunk(generation_.usage())));
-    write_chunk(std::string(kSseDone));
+    write_chunk(wire_->stream_finish(out, generation_.usage()));
   } else {
     const ApiError error = failure_error(*out.error);
     spdlog::error("[{}] stream ended with an error: {}", job_.spec.external_id, *out.error);
     state_.metrics().on_error(error.type);
     count_end(ResponseEnd::Error);
-    write_chunk(sse_event(error.body()));
-    write_chunk(std::string(kSseDone));
+    write_chunk(wire_->stream_error(error));
   }
   close_response();
 }
@@ -172,12 +169,16 @@ void GenerationStream::finish_body(const StepOutput& out) {
   std::ostringstream text;
   if (out.finish_reason) {
     count_end(end_of(out.finish_reason));
-    const nlohmann::json body = formatter_.final_body(gathered_, out.finish_reason, generation_.usage());
-    text << json_response(http::status::ok, json_text(body), request_shape, state_);
+    text << json_response(http::status::ok, wire_->body(gathered_, out, generation_.usage()),
+                          request_shape, state_);
   } else {
     spdlog::error("[{}] request failed: {}", job_.spec.external_id, *out.error);
     count_end(ResponseEnd::Error);
-    text << error_response(failure_error(*out.error), &request_shape, state_);
+    const ApiError error = failure_error(*out.error);
+    HttpResponse response = error_response(error, &request_shape, state_);
+    response.body() = wire_->error_body(error);
+    response.prepare_payload();
+    text << response;
   }
   session_->write_stream(std::move(text).str(), /*bounded=*/false);
   close_response();

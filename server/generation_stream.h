@@ -63,7 +63,7 @@ class GenerationStream : public std::enable_shared_from_this<GenerationStream> {
   const bool keep_alive_;
   const bool chunked_;  // HTTP/1.1: chunked transfer encoding; 1.0: raw bytes, then close
   GenerationState generation_;
-  ResponseFormatter formatter_;
+  std::shared_ptr<WireFormat> wire_;
   OutputDelta gathered_;  // non-streaming: everything so far
   boost::asio::steady_timer keepalive_timer_;  // on the session's strand
   std::chrono::steady_clock::duration keepalive_interval_{};  // zero = off

@@ -1,5 +1,7 @@
 #include "server/router.h"
 
+#include "server/agent_routes.h"
+#include "server/anthropic_wire.h"
 #include "server/openai_response.h"
 #include "server/static_files.h"
 
@@ -56,17 +58,22 @@ bool same_secret(std::string_view a, std::string_view b) {
 bool authorized(const HttpRequest& request, const ServerState& state) {
   const auto& keys = state.config().api_keys;
   if (keys.empty()) return true;
-  const auto header = request.find(http::field::authorization);
-  if (header == request.end()) return false;
-  std::string_view value(header->value().data(), header->value().size());
-  // The auth scheme is case-insensitive (RFC 9110 11.1): "bearer KEY" is as good as "Bearer KEY".
-  constexpr std::string_view kBearer = "bearer";
-  if (value.size() <= kBearer.size() || !boost::beast::iequals(value.substr(0, kBearer.size()), kBearer) ||
-      (value[kBearer.size()] != ' ' && value[kBearer.size()] != '\t')) {
+  std::string_view value;
+  if (const auto header = request.find(http::field::authorization); header != request.end()) {
+    value = std::string_view(header->value().data(), header->value().size());
+    // The auth scheme is case-insensitive (RFC 9110 11.1): "bearer KEY" is as good as "Bearer KEY".
+    constexpr std::string_view kBearer = "bearer";
+    if (value.size() <= kBearer.size() || !boost::beast::iequals(value.substr(0, kBearer.size()), kBearer) ||
+        (value[kBearer.size()] != ' ' && value[kBearer.size()] != '\t')) {
+      return false;
+    }
+    value.remove_prefix(kBearer.size());
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  } else if (const auto api_key = request.find("x-api-key"); api_key != request.end()) {
+    value = std::string_view(api_key->value().data(), api_key->value().size());  // Anthropic's header
+  } else {
     return false;
   }
-  value.remove_prefix(kBearer.size());
-  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
   bool ok = false;
   for (const std::string& key : keys) ok = same_secret(value, key) || ok;
   return ok;
@@ -194,6 +201,19 @@ Routed dispatch(const HttpRequest& req, ServerState& state, std::string_view pat
       out.generation = prepare_completion(parse_completion_request(req.body(), state.schema_limits()),
                                           state, *service);
     }
+  } else if (path == "/v1/messages") {
+    if (allow(req, http::verb::post, state, out)) {
+      out.generation = prepare_messages(req.body(), state, *ready_service(state));
+    }
+  } else if (path == "/v1/messages/count_tokens") {
+    if (allow(req, http::verb::post, state, out)) {
+      out.response = json_response(http::status::ok,
+                                   count_tokens_body(req.body(), state, *ready_service(state)), req, state);
+    }
+  } else if (path == "/v1/responses") {
+    if (allow(req, http::verb::post, state, out)) {
+      out.generation = prepare_responses(req.body(), state, *ready_service(state));
+    }
   } else if (path == "/tokenize" || path == "/v1/tokenize") {
     if (allow(req, http::verb::post, state, out)) out.response = handle_tokenize(req, state);
   } else if (path == "/detokenize" || path == "/v1/detokenize") {
@@ -235,7 +255,9 @@ HttpResponse error_response(const ApiError& error, const HttpRequest* request, S
   if (error.retry_after_s > 0) res.set(http::field::retry_after, std::to_string(error.retry_after_s));
   if (error.status == 401) res.set(http::field::www_authenticate, "Bearer");
   res.keep_alive(request && keep_alive_after(*request, state));
-  res.body() = error.body_text();
+  const bool anthropic = request && is_anthropic_path(std::string_view(request->target().data(),
+                                                                        request->target().size()));
+  res.body() = anthropic ? json_text(anthropic_error_json(error)) : error.body_text();
   res.prepare_payload();
   return res;
 }
@@ -274,7 +296,8 @@ std::string_view request_path(std::string_view target) {
 
 std::string_view route_label(std::string_view path) {
   for (std::string_view route : {"/health", "/ready", "/metrics", "/v1/models", "/v1/chat/completions",
-                                 "/v1/completions", "/tokenize", "/detokenize"}) {
+                                 "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
+                                 "/v1/responses", "/tokenize", "/detokenize"}) {
     if (path == route) return route;
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
@@ -294,9 +317,11 @@ Routed route_request(const HttpRequest& request, ServerState& state) {
   Routed out;
   try {
     if (needs_auth(path) && !authorized(request, state)) {
-      throw ApiException{unauthorized(request.find(http::field::authorization) == request.end()
-                                          ? "Missing API key: send 'Authorization: Bearer <key>'."
-                                          : "Incorrect API key provided.")};
+      const bool no_key = request.find(http::field::authorization) == request.end() &&
+                          request.find("x-api-key") == request.end();
+      throw ApiException{unauthorized(no_key ? "Missing API key: send 'Authorization: Bearer <key>' "
+                                               "(or 'x-api-key: <key>')."
+                                             : "Incorrect API key provided.")};
     }
     out = dispatch(request, state, path);
   } catch (const ApiException& e) {

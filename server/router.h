@@ -9,11 +9,14 @@
 //   GET  /v1/models[/{id}]        the served model
 //   POST /v1/chat/completions     -> GenerationJob
 //   POST /v1/completions          -> GenerationJob
+//   POST /v1/messages             -> GenerationJob (Anthropic Messages API; agent_routes.h)
+//   POST /v1/messages/count_tokens
+//   POST /v1/responses            -> GenerationJob (OpenAI Responses API; agent_routes.h)
 //   POST /tokenize, /detokenize   (also under /v1/)
 //   GET  /, /static/*             the built-in chat page (static_files.h)
 //
 // With --api-key, /v1/*, /tokenize and /detokenize need "Authorization: Bearer <key>" (the
-// scheme in any case);
+// scheme in any case) or Anthropic's "x-api-key: <key>";
 // /health, /ready and /metrics stay open (probes and scrapers carry no key).
 // Thread-safe; called on the session's strand.
 #pragma once

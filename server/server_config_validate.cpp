@@ -53,6 +53,9 @@ void validate_config(const ServerConfig& c) {
     throw ConfigError("--sse-keepalive-s must lie in 0..3600, got " + std::to_string(c.sse_keepalive_s));
   }
   check_range("--default-max-tokens", c.default_max_tokens, 0, 1 << 30);
+  check_range("--responses-store-entries", c.responses_store_entries, 0, 1 << 20);
+  check_range("--responses-store-ttl-s", c.responses_store_ttl_s, 1, 7 * 24 * 3600);
+  check_range<int64_t>("--responses-store-bytes", c.responses_store_bytes, 0, int64_t{1} << 40);
   check_range("--max-logprobs", c.max_logprobs, 0, 100);
   check_range("--max-stop-strings", c.max_stop_strings, 0, 1024);
   check_one_of("--reasoning-parser", c.reasoning_parser, {"qwen3", "none"});

@@ -10,7 +10,9 @@ ServerState::ServerState(const ServerConfig& config, ServerMetrics& metrics, std
       model_name_(std::move(model_name)),
       created_unix_s_(std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
-                          .count()) {}
+                          .count()),
+      response_store_(config.responses_store_entries, config.responses_store_ttl_s,
+                      config.responses_store_bytes) {}
 
 void ServerState::publish(const ModelService* service) {
   service_.store(service, std::memory_order_release);

@@ -11,6 +11,7 @@
 
 #include "server/metrics.h"
 #include "server/openai_schema.h"
+#include "server/responses_store.h"
 #include "server/server_config.h"
 #include "server/serving_engine.h"
 #include "server/text_codec.h"
@@ -49,6 +50,9 @@ class ServerState {
   void generation_ended() { num_active_.fetch_sub(1, std::memory_order_relaxed); }
   int64_t num_active_generations() const { return num_active_.load(std::memory_order_relaxed); }
 
+  // /v1/responses' previous_response_id store (thread-safe).
+  ResponseStore& response_store() { return response_store_; }
+
  private:
   const ServerConfig& config_;
   ServerMetrics& metrics_;
@@ -57,6 +61,7 @@ class ServerState {
   std::atomic<ServerPhase> phase_{ServerPhase::Loading};
   std::atomic<const ModelService*> service_{nullptr};
   std::atomic<int64_t> num_active_{0};
+  ResponseStore response_store_;
 };
 
 }  // namespace deltaserve::server

@@ -40,4 +40,7 @@ $PY $T/make_fixture.py --gguf "$WORK/$NAME.gguf" --hf-dir "$WORK/hf" --corpus "$
     --out "$WORK/fixture" 2>&1 | tee "$WORK/fixture.log"
 $PY $T/evaluate.py --gguf "$WORK/$NAME.gguf" --hf-dir "$WORK/hf" --corpus "$CORPUS" \
     --out "$WORK/eval.json" 2>&1 | tee "$WORK/eval.log"
+# Served with Qwen3.5's real template (tools, tool role); trained and evaluated on ChatML.
+$PY $T/set_chat_template.py --template tests/fixtures/chat_templates/qwen3_5.jinja \
+    --gguf "$WORK/$NAME.gguf" --hf-dir "$WORK/hf"
 sha256sum "$WORK/$NAME.gguf" "$WORK/hf/model.safetensors"

@@ -1,0 +1,265 @@
+#include "server/anthropic_request.h"
+
+#include <limits>
+
+#include "server/json_fields.h"
+
+namespace deltaserve::server {
+namespace {
+
+// Text of a `content` given as a string or as text blocks (system, tool_result).
+std::string text_of(const RequestJson& content, const std::string& path) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) {
+    throw ApiException{invalid_type(path, std::string("expected a string or an array of text "
+                                                      "blocks, got ") + json_type_name(content) + ".")};
+  }
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    JsonFields block(content[i], element_path(path, i));
+    const auto type = block.string("type");
+    if (!type) throw ApiException{missing_parameter(block.param("type"))};
+    if (*type != "text") {
+      throw ApiException{unsupported_value(block.param("type"), "block type '" + *type +
+                                                                    "' is not supported here; only text.")};
+    }
+    const auto part = block.string("text");
+    if (!part) throw ApiException{missing_parameter(block.param("text"))};
+    block.accept("cache_control");
+    block.accept("citations");
+    block.reject_unknown();
+    if (!text.empty()) text += "\n";
+    text += *part;
+  }
+  return text;
+}
+
+void unsupported_block(JsonFields& block, const std::string& type) {
+  if (type == "image" || type == "document" || type == "search_result") {
+    throw ApiException{unsupported_value(block.param("type"), "'" + type + "' blocks are not "
+                                                              "supported: the served model is text-only.")};
+  }
+  if (type == "server_tool_use" || type == "web_search_tool_result" || type == "mcp_tool_use" ||
+      type == "mcp_tool_result" || type == "container_upload") {
+    throw ApiException{unsupported_value(block.param("type"), "'" + type + "' blocks are not "
+                                                              "supported: this server runs no tools itself.")};
+  }
+  throw ApiException{invalid_value(block.param("type"), "unknown content block type '" + type +
+                                                            "'; expected text, thinking, "
+                                                            "redacted_thinking, tool_use or tool_result.")};
+}
+
+// One Anthropic message -> one or more chat messages appended to `out`.
+void translate_message(const RequestJson& message, const std::string& path, RequestJson& out) {
+  JsonFields f(message, path);
+  const auto role = f.string("role");
+  if (!role) throw ApiException{missing_parameter(f.param("role"))};
+  if (*role != "user" && *role != "assistant") {
+    throw ApiException{invalid_value(f.param("role"), "'" + *role + "' is not one of user, assistant "
+                                                      "(the system prompt goes in 'system').")};
+  }
+  const RequestJson* content = f.get("content");
+  if (!content) throw ApiException{missing_parameter(f.param("content"))};
+  f.reject_unknown();
+  if (content->is_string()) {
+    out.push_back({{"role", *role}, {"content", content->get<std::string>()}});
+    return;
+  }
+  if (!content->is_array()) {
+    throw ApiException{invalid_type(f.param("content"), std::string("expected a string or an array "
+                                                                    "of content blocks, got ") +
+                                                            json_type_name(*content) + ".")};
+  }
+  std::string text;
+  std::string thinking;
+  bool has_text = false;
+  RequestJson tool_calls = RequestJson::array();
+  RequestJson tool_results = RequestJson::array();
+  for (size_t i = 0; i < content->size(); ++i) {
+    JsonFields block((*content)[i], element_path(f.param("content"), i));
+    const auto type = block.string("type");
+    if (!type) throw ApiException{missing_parameter(block.param("type"))};
+    block.accept("cache_control");
+    if (*type == "text") {
+      const auto part = block.string("text");
+      if (!part) throw ApiException{missing_parameter(block.param("text"))};
+      block.accept("citations");
+      text += *part;
+      has_text = true;
+    } else if (*type == "thinking" && *role == "assistant") {
+      thinking += block.string("thinking").value_or("");
+      block.accept("signature");
+    } else if (*type == "redacted_thinking" && *role == "assistant") {
+      block.accept("data");  // opaque to this server: dropped
+    } else if (*type == "tool_use" && *role == "assistant") {
+      const auto id = block.string("id");
+      const auto name = block.string("name");
+      if (!id) throw ApiException{missing_parameter(block.param("id"))};
+      if (!name) throw ApiException{missing_parameter(block.param("name"))};
+      const RequestJson* input = block.object("input");
+      tool_calls.push_back({{"id", *id},
+                            {"type", "function"},
+                            {"function", {{"name", *name},
+                                          {"arguments", input ? *input : RequestJson::object()}}}});
+    } else if (*type == "tool_result" && *role == "user") {
+      const auto id = block.string("tool_use_id");
+      if (!id) throw ApiException{missing_parameter(block.param("tool_use_id"))};
+      const RequestJson* result = block.get("content");
+      std::string result_text = result ? text_of(*result, block.param("content")) : "";
+      if (block.boolean("is_error").value_or(false)) result_text = "Error: " + result_text;
+      tool_results.push_back({{"role", "tool"}, {"tool_call_id", *id}, {"content", result_text}});
+    } else if (*type == "thinking" || *type == "redacted_thinking" || *type == "tool_use" ||
+               *type == "tool_result") {
+      throw ApiException{invalid_value(block.param("type"), "a '" + *type + "' block is not allowed "
+                                                            "in a " + *role + " message.")};
+    } else {
+      unsupported_block(block, *type);
+    }
+    block.reject_unknown();
+  }
+  if (*role == "assistant") {
+    RequestJson m = {{"role", "assistant"}, {"content", text}};
+    if (!thinking.empty()) m["reasoning_content"] = thinking;
+    if (!tool_calls.empty()) m["tool_calls"] = std::move(tool_calls);
+    out.push_back(std::move(m));
+    return;
+  }
+  // Tool results answer the previous turn's calls: they come first (Anthropic's rule too).
+  for (RequestJson& r : tool_results) out.push_back(std::move(r));
+  if (has_text || tool_results.empty()) out.push_back({{"role", "user"}, {"content", text}});
+}
+
+RequestJson translate_tools(const RequestJson& tools, const std::string& path) {
+  if (!tools.is_array()) {
+    throw ApiException{invalid_type(path, std::string("expected an array of tools, got ") +
+                                              json_type_name(tools) + ".")};
+  }
+  RequestJson out = RequestJson::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    JsonFields f(tools[i], element_path(path, i));
+    const auto type = f.string("type").value_or("custom");
+    if (type != "custom") {
+      throw ApiException{unsupported_value(f.param("type"), "server tool '" + type + "' is not "
+                                                            "supported; only client tools "
+                                                            "({name, description, input_schema}).")};
+    }
+    const auto name = f.string("name");
+    if (!name || name->empty()) throw ApiException{missing_parameter(f.param("name"))};
+    const RequestJson* schema = f.get("input_schema");
+    if (!schema) throw ApiException{missing_parameter(f.param("input_schema"))};
+    if (!schema->is_object()) {
+      throw ApiException{invalid_type(f.param("input_schema"), std::string("expected a JSON Schema "
+                                                                           "object, got ") +
+                                                                   json_type_name(*schema) + ".")};
+    }
+    const auto schema_type = schema->find("type");
+    if (schema_type == schema->end() || *schema_type != "object") {
+      throw ApiException{invalid_value(f.param("input_schema") + ".type",
+                                       "a tool's input_schema must have type 'object'.")};
+    }
+    const auto props = schema->find("properties");
+    if (props != schema->end() && !props->is_object()) {
+      throw ApiException{invalid_type(f.param("input_schema") + ".properties",
+                                      "expected an object mapping names to schemas.")};
+    }
+    RequestJson function = {{"name", *name}};
+    if (const auto description = f.string("description")) function["description"] = *description;
+    function["parameters"] = *schema;
+    f.accept("cache_control");
+    f.reject_unknown();
+    out.push_back({{"type", "function"}, {"function", std::move(function)}});
+  }
+  return out;
+}
+
+RequestJson translate_tool_choice(const RequestJson& choice, const std::string& path) {
+  JsonFields f(choice, path);
+  const auto type = f.string("type");
+  if (!type) throw ApiException{missing_parameter(f.param("type"))};
+  f.boolean("disable_parallel_tool_use");
+  RequestJson out;
+  if (*type == "auto" || *type == "none") {
+    out = *type;
+  } else if (*type == "any") {
+    out = "required";
+  } else if (*type == "tool") {
+    const auto name = f.string("name");
+    if (!name) throw ApiException{missing_parameter(f.param("name"))};
+    out = {{"type", "function"}, {"function", {{"name", *name}}}};
+  } else {
+    throw ApiException{invalid_value(f.param("type"), "'" + *type + "' is not one of auto, any, "
+                                                      "tool, none.")};
+  }
+  f.reject_unknown();
+  return out;
+}
+
+bool thinking_enabled(const RequestJson& thinking) {
+  JsonFields f(thinking, "thinking");
+  const auto type = f.string("type");
+  if (!type) throw ApiException{missing_parameter("thinking.type")};
+  f.integer("budget_tokens", 0, std::numeric_limits<int32_t>::max());  // no budget control
+  f.reject_unknown();
+  if (*type == "enabled" || *type == "adaptive") return true;
+  if (*type == "disabled") return false;
+  throw ApiException{invalid_value("thinking.type", "'" + *type + "' is not one of enabled, "
+                                                    "disabled.")};
+}
+
+}  // namespace
+
+RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, bool reject_unknown) {
+  JsonFields f(root, "");
+  RequestJson chat = RequestJson::object();
+  if (const auto model = f.string("model")) chat["model"] = *model;
+  RequestJson messages = RequestJson::array();
+  if (const RequestJson* system = f.get("system")) {
+    messages.push_back({{"role", "system"}, {"content", text_of(*system, "system")}});
+  }
+  const RequestJson* input = f.array("messages");
+  if (!input) throw ApiException{missing_parameter("messages")};
+  if (input->empty()) throw ApiException{invalid_value("messages", "at least one message is required.")};
+  for (size_t i = 0; i < input->size(); ++i) {
+    translate_message((*input)[i], element_path("messages", i), messages);
+  }
+  chat["messages"] = std::move(messages);
+  if (const RequestJson* tools = f.get("tools")) chat["tools"] = translate_tools(*tools, "tools");
+  if (const RequestJson* choice = f.object("tool_choice")) {
+    chat["tool_choice"] = translate_tool_choice(*choice, "tool_choice");
+  }
+  bool thinking = false;
+  if (const RequestJson* t = f.object("thinking")) thinking = thinking_enabled(*t);
+  chat["chat_template_kwargs"] = {{"enable_thinking", thinking}};
+  if (!count_tokens) {
+    const RequestJson* max_tokens = f.get("max_tokens");
+    if (!max_tokens) throw ApiException{missing_parameter("max_tokens")};
+    chat["max_tokens"] = *max_tokens;
+    for (const char* key : {"temperature", "top_p", "top_k", "stream"}) {
+      if (const RequestJson* v = f.get(key)) chat[key] = *v;
+    }
+    if (const RequestJson* stop = f.array("stop_sequences")) chat["stop"] = *stop;
+    f.accept("metadata");
+    f.accept("service_tier");
+  }
+  for (const char* key : {"container", "mcp_servers", "context_management"}) {
+    if (f.get(key)) {
+      throw ApiException{unsupported_value(key, "not supported by this server.")};
+    }
+  }
+  if (reject_unknown) f.reject_unknown();
+  return chat;
+}
+
+ChatRequest parse_anthropic_request(std::string_view body, const SchemaLimits& limits) {
+  const RequestJson chat = anthropic_to_chat_json(parse_request_json(body), /*count_tokens=*/false,
+                                                  limits.reject_unknown_fields);
+  return parse_chat_request(chat.dump(), limits);
+}
+
+ChatRequest parse_anthropic_count_tokens(std::string_view body, const SchemaLimits& limits) {
+  const RequestJson chat = anthropic_to_chat_json(parse_request_json(body), /*count_tokens=*/true,
+                                                  limits.reject_unknown_fields);
+  return parse_chat_request(chat.dump(), limits);
+}
+
+}  // namespace deltaserve::server

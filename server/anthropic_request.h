@@ -1,0 +1,32 @@
+// Anthropic Messages API requests (POST /v1/messages, /v1/messages/count_tokens) translated
+// into the internal chat request, so they run through the one generation pipeline:
+//   system (string or text blocks)   -> a leading system message
+//   user text / tool_result blocks   -> user messages / role "tool" messages (tool_use_id)
+//   assistant text / thinking /      -> assistant content / reasoning_content /
+//     tool_use blocks                     tool_calls (input -> arguments)
+//   tools [{name, description, input_schema}] -> [{type: function, function: {.., parameters}}]
+//   tool_choice auto | any | tool {name} | none -> "auto" | "required" | {function} | "none"
+//   thinking {type: enabled | disabled}  -> chat_template_kwargs.enable_thinking (absent:
+//                                           off, as Anthropic's default)
+//   stop_sequences, max_tokens, temperature, top_p, top_k, stream -> the same parameters
+// Unknown fields and block types are a 400 naming the field; so are images, documents and
+// server tools (the served models are text-only and run no tools themselves).
+// Pure functions; throw ApiException; any thread.
+#pragma once
+
+#include <string_view>
+
+#include "server/openai_schema.h"
+
+namespace deltaserve::server {
+
+// POST /v1/messages (max_tokens is required, as in Anthropic's API).
+ChatRequest parse_anthropic_request(std::string_view body, const SchemaLimits& limits);
+// POST /v1/messages/count_tokens: the same body without max_tokens / sampling.
+ChatRequest parse_anthropic_count_tokens(std::string_view body, const SchemaLimits& limits);
+
+// The OpenAI chat form of the Anthropic body's conversation fields (messages, system,
+// tools, tool_choice, thinking), for tests and for the two parsers above.
+RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, bool reject_unknown);
+
+}  // namespace deltaserve::server

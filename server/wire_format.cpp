@@ -1,0 +1,31 @@
+#include "server/wire_format.h"
+
+namespace deltaserve::server {
+
+std::string OpenAiWire::stream_start(const Usage&) {
+  if (formatter_.setup().endpoint != Endpoint::Chat) return "";
+  return sse_event(formatter_.role_chunk());
+}
+
+std::string OpenAiWire::stream_delta(const OutputDelta& delta, const Usage& usage) {
+  nlohmann::json chunk = formatter_.delta_chunk(delta);
+  if (continuous_usage_) chunk["usage"] = ResponseFormatter::usage_json(usage);
+  return sse_event(chunk);
+}
+
+std::string OpenAiWire::stream_finish(const StepOutput& end, const Usage& usage) {
+  std::string out = sse_event(formatter_.finish_chunk(end.finish_reason));
+  if (include_usage_) out += sse_event(formatter_.usage_chunk(usage));
+  out += kSseDone;
+  return out;
+}
+
+std::string OpenAiWire::stream_error(const ApiError& error) {
+  return sse_event(error.body()) + std::string(kSseDone);
+}
+
+std::string OpenAiWire::body(const OutputDelta& all, const StepOutput& end, const Usage& usage) {
+  return json_text(formatter_.final_body(all, end.finish_reason, usage));
+}
+
+}  // namespace deltaserve::server

@@ -1,0 +1,54 @@
+// How one generation's output is written on the wire. The pipeline (GenerationJob ->
+// GenerationState -> GenerationStream) is the same for every API; only the framing differs:
+//   OpenAiWire       /v1/chat/completions, /v1/completions (openai_response.h's grammar)
+//   AnthropicWire    /v1/messages (anthropic_wire.h)
+//   ResponsesWire    /v1/responses (responses_wire.h)
+// The stream calls stream_start once after the headers, stream_delta per non-empty delta,
+// then exactly one of stream_finish / stream_error; a non-streamed request calls body or
+// error_body once. Each returns the bytes to write (SSE events for streams).
+// One per request, used from its session's strand only.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "server/api_error.h"
+#include "server/generation_state.h"
+#include "server/openai_response.h"
+
+namespace deltaserve::server {
+
+class WireFormat {
+ public:
+  virtual ~WireFormat() = default;
+  virtual std::string stream_start(const Usage& usage) = 0;
+  virtual std::string stream_delta(const OutputDelta& delta, const Usage& usage) = 0;
+  // `end` is the step that finished the request (finish_reason set).
+  virtual std::string stream_finish(const StepOutput& end, const Usage& usage) = 0;
+  virtual std::string stream_error(const ApiError& error) = 0;
+  virtual std::string body(const OutputDelta& all, const StepOutput& end, const Usage& usage) = 0;
+  virtual std::string error_body(const ApiError& error) const { return error.body_text(); }
+};
+
+// OpenAI chat completions and completions, as ResponseFormatter shapes them.
+class OpenAiWire final : public WireFormat {
+ public:
+  OpenAiWire(ResponseFormatter::Setup setup, const TextCodec& codec, bool include_usage,
+             bool continuous_usage)
+      : formatter_(std::move(setup), codec),
+        include_usage_(include_usage),
+        continuous_usage_(continuous_usage) {}
+
+  std::string stream_start(const Usage& usage) override;
+  std::string stream_delta(const OutputDelta& delta, const Usage& usage) override;
+  std::string stream_finish(const StepOutput& end, const Usage& usage) override;
+  std::string stream_error(const ApiError& error) override;
+  std::string body(const OutputDelta& all, const StepOutput& end, const Usage& usage) override;
+
+ private:
+  ResponseFormatter formatter_;
+  const bool include_usage_;
+  const bool continuous_usage_;
+};
+
+}  // namespace deltaserve::server

@@ -1,0 +1,140 @@
+// The agent APIs on the real CPU engine with the embedded model, which now carries Qwen3.5's
+// chat template: official SDKs (@anthropic-ai/sdk, openai), greedy output identical streamed
+// and not, count_tokens equal to the usage of the same body, tools reaching the prompt, and
+// tool results (Anthropic tool_result, Responses function_call_output, chat role "tool")
+// rendered by the template. The tiny model's text is nonsense: only shapes and counts are checked.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+
+import { startDaemon } from './daemon.mjs';
+
+const model = 'deltaserve-tiny-moe';
+let daemon;
+let anthropic;
+let openai;
+
+before(async () => {
+  daemon = await startDaemon({ fake: false, args: ['--max-streams', '4', '--context-tokens', '1024', '--draft-depth', '0'] });
+  anthropic = new Anthropic({ baseURL: daemon.url, apiKey: 'none', maxRetries: 0 });
+  openai = new OpenAI({ baseURL: `${daemon.url}/v1`, apiKey: 'none', maxRetries: 0 });
+});
+
+after(async () => {
+  const status = await daemon.stop();
+  assert.deepEqual(status, { code: 0, signal: null }, daemon.output());
+});
+
+const weather = {
+  name: 'get_weather',
+  description: 'Weather for a city',
+  input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+};
+
+const textOf = (content) => content.filter((b) => b.type === 'text').map((b) => b.text).join('');
+
+test('messages: create and stream agree (greedy), count_tokens matches usage', async () => {
+  const body = { model, max_tokens: 12, temperature: 0, system: 'You are terse.',
+    messages: [{ role: 'user', content: 'Tell me a fortune about computers.' }] };
+  const m = await anthropic.messages.create(body);
+  assert.equal(m.stop_reason === 'max_tokens' || m.stop_reason === 'end_turn', true);
+  assert.ok(m.usage.output_tokens > 0 && m.usage.output_tokens <= 12);
+  const stream = anthropic.messages.stream(body);
+  const streamed = await stream.finalMessage();
+  assert.equal(textOf(streamed.content), textOf(m.content));
+  assert.equal(streamed.usage.output_tokens, m.usage.output_tokens);
+  const { max_tokens, temperature, ...countBody } = body;
+  const counted = await anthropic.messages.countTokens(countBody);
+  assert.equal(counted.input_tokens, m.usage.input_tokens);
+});
+
+test('messages: tools reach the prompt; a tool_use / tool_result round trip renders', async () => {
+  const base = { model, messages: [{ role: 'user', content: 'Weather in Paris?' }] };
+  const plain = await anthropic.messages.countTokens(base);
+  const withTools = await anthropic.messages.countTokens({ ...base, tools: [weather] });
+  assert.ok(withTools.input_tokens > plain.input_tokens + 50, `${withTools.input_tokens} vs ${plain.input_tokens}`);
+  const m = await anthropic.messages.create({
+    model, max_tokens: 8, temperature: 0, tools: [weather],
+    messages: [
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Paris' } }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'sunny, 21 C' }] },
+    ],
+  });
+  assert.equal(m.type, 'message');
+  assert.ok(m.usage.input_tokens > withTools.input_tokens);
+});
+
+test('responses: create and stream agree (greedy); function_call_output renders', async () => {
+  const body = { model, input: 'Write a Python function is_even(n).', max_output_tokens: 10, temperature: 0,
+    reasoning: { effort: 'none' } };
+  const r = await openai.responses.create(body);
+  assert.ok(['completed', 'incomplete'].includes(r.status));
+  const stream = await openai.responses.create({ ...body, stream: true });
+  let text = '';
+  let done = null;
+  for await (const event of stream) {
+    if (event.type === 'response.output_text.delta') text += event.delta;
+    if (event.type === 'response.completed' || event.type === 'response.incomplete') done = event.response;
+  }
+  assert.equal(text, r.output_text);
+  assert.equal(done.usage.output_tokens, r.usage.output_tokens);
+  const round = await openai.responses.create({
+    model, max_output_tokens: 6, temperature: 0,
+    tools: [{ type: 'function', name: weather.name, parameters: weather.input_schema }],
+    input: [
+      { role: 'user', content: 'Weather in Paris?' },
+      { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"city":"Paris"}' },
+      { type: 'function_call_output', call_id: 'call_1', output: 'sunny' },
+    ],
+  });
+  assert.ok(round.usage.input_tokens > r.usage.input_tokens);
+});
+
+test('chat completions: a role "tool" message renders with the embedded template', async () => {
+  const c = await openai.chat.completions.create({
+    model, max_tokens: 6, temperature: 0,
+    tools: [{ type: 'function', function: { name: weather.name, parameters: weather.input_schema } }],
+    messages: [
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function',
+        function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: 'sunny' },
+    ],
+  });
+  assert.ok(c.usage.prompt_tokens > 100);
+  assert.ok(['stop', 'length', 'tool_calls'].includes(c.choices[0].finish_reason));
+});
+
+// Constrained output through the agent APIs: only the grammar can make the tiny model's text
+// valid. Closed sets (enums) keep the outputs short: a free string or array ends only when the
+// model chooses to, and the tiny model may not within max_tokens.
+const forcedWeather = { ...weather,
+  input_schema: { type: 'object', properties: { city: { type: 'string', enum: ['Paris', 'Rome'] } }, required: ['city'] } };
+
+test('responses text.format json_schema: output parses and validates', async () => {
+  const schema = { type: 'object', properties: { city: { type: 'string', enum: ['Paris', 'Rome'] }, days: { type: 'integer' } },
+    required: ['city', 'days'], additionalProperties: false };
+  for (let i = 0; i < 10; ++i) {
+    const r = await openai.responses.create({ model, input: 'Weather?', temperature: 1.0, max_output_tokens: 200,
+      reasoning: { effort: 'none' }, text: { format: { type: 'json_schema', name: 'w', schema, strict: true } } });
+    const value = JSON.parse(r.output_text);
+    assert.equal(typeof value.city, 'string');
+    assert.ok(Number.isInteger(value.days));
+    assert.deepEqual(Object.keys(value).sort(), ['city', 'days']);
+  }
+});
+
+test('messages tool_choice any / tool: a tool_use block always comes back', async () => {
+  for (const tool_choice of [{ type: 'any' }, { type: 'tool', name: 'get_weather' }]) {
+    for (let i = 0; i < 5; ++i) {
+      const m = await anthropic.messages.create({ model, max_tokens: 200, temperature: 1.0, tools: [forcedWeather], tool_choice,
+        messages: [{ role: 'user', content: 'Weather in Paris?' }] });
+      assert.equal(m.stop_reason, 'tool_use');
+      const call = m.content.find((b) => b.type === 'tool_use');
+      assert.equal(call.name, 'get_weather');
+      assert.equal(typeof call.input.city, 'string');
+    }
+  }
+});

@@ -1,0 +1,230 @@
+// Translation of the agent APIs' requests into the internal ChatRequest: Anthropic Messages
+// (system, content blocks, tool_use / tool_result, tools, tool_choice, thinking, sampling)
+// and OpenAI Responses (input items, instructions, tools, text.format, previous_response_id),
+// with the 400s for what is malformed or not offered.
+#include <gtest/gtest.h>
+
+#include "server/anthropic_request.h"
+#include "server/responses_request.h"
+
+namespace deltaserve::server {
+namespace {
+
+const SchemaLimits kLimits;
+
+ApiError error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ApiException& e) {
+    return e.error;
+  }
+  ADD_FAILURE() << "no ApiException";
+  return {};
+}
+
+TEST(AnthropicRequest, ConversationMapsToChatMessages) {
+  const ChatRequest r = parse_anthropic_request(R"({
+    "model": "m", "max_tokens": 32,
+    "system": [{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Be kind."}],
+    "messages": [
+      {"role": "user", "content": "Weather?"},
+      {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "Need a tool.", "signature": "x"},
+        {"type": "text", "text": "Checking."},
+        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]},
+      {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "sunny"}]},
+        {"type": "text", "text": "thanks", "cache_control": {"type": "ephemeral"}}]}],
+    "tools": [{"name": "get_weather", "description": "d",
+               "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+    "tool_choice": {"type": "any"},
+    "stop_sequences": ["END"], "temperature": 0.5, "top_p": 0.9, "top_k": 40, "stream": true})",
+                                                kLimits);
+  const RequestJson& m = r.messages;
+  ASSERT_EQ(m.size(), 5u);
+  EXPECT_EQ(m[0]["role"], "system");
+  EXPECT_EQ(m[0]["content"], "Be brief.\nBe kind.");
+  EXPECT_EQ(m[2]["role"], "assistant");
+  EXPECT_EQ(m[2]["content"], "Checking.");
+  EXPECT_EQ(m[2]["reasoning_content"], "Need a tool.");
+  EXPECT_EQ(m[2]["tool_calls"][0]["id"], "toolu_1");
+  EXPECT_EQ(m[2]["tool_calls"][0]["function"]["arguments"]["city"], "Paris");
+  EXPECT_EQ(m[3]["role"], "tool");
+  EXPECT_EQ(m[3]["tool_call_id"], "toolu_1");
+  EXPECT_EQ(m[3]["content"], "sunny");
+  EXPECT_EQ(m[4]["role"], "user");
+  EXPECT_EQ(m[4]["content"], "thanks");
+  EXPECT_EQ(r.tools[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(r.tools[0]["function"]["parameters"]["type"], "object");
+  EXPECT_EQ(r.tool_choice, "required");
+  EXPECT_EQ(r.chat_template_kwargs["enable_thinking"], false);
+  EXPECT_EQ(r.params.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(r.params.max_tokens, 32);
+  EXPECT_FLOAT_EQ(r.params.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.params.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.params.sampling.top_k, 40);
+  EXPECT_TRUE(r.params.stream);
+}
+
+TEST(AnthropicRequest, ToolChoiceAndThinking) {
+  const std::string head = R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}],
+    "tools": [{"name": "f", "input_schema": {"type": "object"}}], )";
+  EXPECT_EQ(parse_anthropic_request(head + R"("tool_choice": {"type": "none"}})", kLimits).tool_choice, "none");
+  EXPECT_EQ(parse_anthropic_request(head + R"("tool_choice": {"type": "auto"}})", kLimits).tool_choice, "auto");
+  const ChatRequest named = parse_anthropic_request(head + R"("tool_choice": {"type": "tool", "name": "f"}})", kLimits);
+  EXPECT_EQ(named.tool_choice, RequestJson::parse(R"({"type":"function","function":{"name":"f"}})"));
+  const ChatRequest thinking = parse_anthropic_request(
+      head + R"("thinking": {"type": "enabled", "budget_tokens": 1024}})", kLimits);
+  EXPECT_EQ(thinking.chat_template_kwargs["enable_thinking"], true);
+}
+
+TEST(AnthropicRequest, BadInputIsA400NamingTheField) {
+  const auto with_content = [](const std::string& content) {
+    return R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": )" + content + "}]}";
+  };
+  ApiError e = error_of([&] { parse_anthropic_request(with_content(R"([{"type": "bogus"}])"), kLimits); });
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "messages[0].content[0].type");
+  EXPECT_NE(e.message.find("unknown content block type 'bogus'"), std::string::npos);
+  e = error_of([&] { parse_anthropic_request(with_content(R"([{"type": "image", "source": {}}])"), kLimits); });
+  EXPECT_NE(e.message.find("text-only"), std::string::npos);
+  e = error_of([&] { parse_anthropic_request(with_content(R"([{"type": "tool_use", "id": "a", "name": "b"}])"), kLimits); });
+  EXPECT_NE(e.message.find("not allowed in a user message"), std::string::npos);
+  e = error_of([&] {
+    parse_anthropic_request(R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}],
+      "tools": [{"name": "f", "input_schema": {"type": "array"}}]})", kLimits);
+  });
+  EXPECT_EQ(e.param, "tools[0].input_schema.type");
+  e = error_of([&] {
+    parse_anthropic_request(R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}],
+      "tools": [{"name": "f", "input_schema": {"type": "object", "properties": []}}]})", kLimits);
+  });
+  EXPECT_EQ(e.param, "tools[0].input_schema.properties");
+  e = error_of([&] {
+    parse_anthropic_request(R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}],
+      "tools": [{"type": "web_search_20250305", "name": "web_search"}]})", kLimits);
+  });
+  EXPECT_EQ(e.param, "tools[0].type");
+  e = error_of([&] { parse_anthropic_request(R"({"model": "m", "messages": [{"role": "user", "content": "x"}]})", kLimits); });
+  EXPECT_EQ(e.param, "max_tokens");
+  e = error_of([&] {
+    parse_anthropic_request(R"({"model": "m", "max_tokens": 8, "messages": [{"role": "system", "content": "x"}]})", kLimits);
+  });
+  EXPECT_EQ(e.param, "messages[0].role");
+  // count_tokens needs no max_tokens.
+  EXPECT_NO_THROW(parse_anthropic_count_tokens(R"({"model": "m", "messages": [{"role": "user", "content": "x"}]})", kLimits));
+}
+
+TEST(ResponsesRequest, ItemsMapToChatMessages) {
+  ResponseStore store(8, 60, 1 << 20);
+  const ResponsesRequest r = parse_responses_request(R"({
+    "model": "m", "instructions": "Be brief.", "max_output_tokens": 50, "temperature": 0.2,
+    "input": [
+      {"role": "user", "content": [{"type": "input_text", "text": "Weather?"}]},
+      {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "Need a tool."}]},
+      {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Checking.", "annotations": []}]},
+      {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather", "arguments": "{\"city\":\"Paris\"}"},
+      {"type": "function_call", "id": "fc_2", "call_id": "call_2", "name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"},
+      {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+      {"type": "function_call_output", "call_id": "call_2", "output": "rain"},
+      {"role": "developer", "content": "note"}],
+    "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}, "strict": true}],
+    "tool_choice": {"type": "function", "name": "get_weather"},
+    "reasoning": {"effort": "none"},
+    "text": {"format": {"type": "json_schema", "name": "w", "schema": {"type": "object"}, "strict": true}}})",
+                                                     kLimits, store);
+  const RequestJson& m = r.chat.messages;
+  ASSERT_EQ(m.size(), 6u);
+  EXPECT_EQ(m[0]["role"], "system");
+  EXPECT_EQ(m[0]["content"], "Be brief.");
+  EXPECT_EQ(m[2]["role"], "assistant");
+  EXPECT_EQ(m[2]["content"], "Checking.");
+  EXPECT_EQ(m[2]["reasoning_content"], "Need a tool.");
+  ASSERT_EQ(m[2]["tool_calls"].size(), 2u);
+  EXPECT_EQ(m[2]["tool_calls"][1]["id"], "call_2");
+  EXPECT_EQ(m[2]["tool_calls"][1]["function"]["arguments"]["city"], "Oslo");
+  EXPECT_EQ(m[3]["role"], "tool");
+  EXPECT_EQ(m[4]["tool_call_id"], "call_2");
+  EXPECT_EQ(m[5]["role"], "system");  // developer -> system
+  EXPECT_EQ(r.history.size(), 5u);     // without the instructions
+  EXPECT_EQ(r.chat.tools[0]["function"]["strict"], true);
+  EXPECT_EQ(r.chat.tool_choice, RequestJson::parse(R"({"type":"function","function":{"name":"get_weather"}})"));
+  EXPECT_EQ(r.chat.chat_template_kwargs["enable_thinking"], false);
+  EXPECT_EQ(r.chat.params.max_tokens, 50);
+  EXPECT_EQ(r.chat.response_format,
+            RequestJson::parse(R"({"type":"json_schema","json_schema":{"name":"w","schema":{"type":"object"},"strict":true}})"));
+  EXPECT_EQ(r.echo["instructions"], "Be brief.");
+  EXPECT_EQ(r.echo["max_output_tokens"], 50);
+}
+
+TEST(ResponsesRequest, JsonObjectAndTextFormats) {
+  ResponseStore store(8, 60, 1 << 20);
+  EXPECT_EQ(parse_responses_request(R"({"input": "x", "text": {"format": {"type": "json_object"}}})", kLimits, store)
+                .chat.response_format,
+            RequestJson::parse(R"({"type":"json_object"})"));
+  EXPECT_TRUE(parse_responses_request(R"({"input": "x", "text": {"format": {"type": "text"}}})", kLimits, store)
+                  .chat.response_format.is_null());
+}
+
+TEST(ResponsesRequest, PreviousResponseIdPrependsTheStoredConversation) {
+  ResponseStore store(8, 60, 1 << 20);
+  store.put("resp_a", RequestJson::parse(R"([{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}])"));
+  const ResponsesRequest r = parse_responses_request(
+      R"({"input": "again", "previous_response_id": "resp_a", "instructions": "new"})", kLimits, store);
+  ASSERT_EQ(r.chat.messages.size(), 4u);
+  EXPECT_EQ(r.chat.messages[0]["content"], "new");
+  EXPECT_EQ(r.chat.messages[2]["content"], "yo");
+  EXPECT_EQ(r.chat.messages[3]["content"], "again");
+  EXPECT_EQ(r.history.size(), 3u);
+  const ApiError e = error_of([&] {
+    parse_responses_request(R"({"input": "x", "previous_response_id": "resp_b"})", kLimits, store);
+  });
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "previous_response_id");
+}
+
+TEST(ResponsesRequest, WhatIsNotOfferedIsA400) {
+  ResponseStore store(8, 60, 1 << 20);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"input": "x", "tools": [{"type": "file_search"}]})", "tools[0].type"},
+      {R"({"input": "x", "background": true})", "background"},
+      {R"({"input": "x", "conversation": "c"})", "conversation"},
+      {R"({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]})", "input[0].content[0].type"},
+      {R"({"input": [{"type": "web_search_call"}]})", "input[0].type"},
+      {R"({"input": "x", "truncation": "auto"})", "truncation"},
+      {R"({"input": "x", "text": {"format": {"type": "json_schema"}}})", "text.format.name"},
+      {R"({"input": "x", "unknown": 1})", "unknown"},
+      {R"({"model": "m"})", "input"},
+  };
+  for (const auto& [body, param] : cases) {
+    const ApiError e = error_of([&] { parse_responses_request(body, kLimits, store); });
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.param, param) << body;
+  }
+}
+
+TEST(ResponseStore, BoundedByEntriesBytesAndTime) {
+  using Clock = ResponseStore::Clock;
+  const Clock::time_point t0 = Clock::now();
+  ResponseStore store(2, 10, 1000);
+  store.put("a", RequestJson::array({"x"}), t0);
+  store.put("b", RequestJson::array({"y"}), t0);
+  store.put("c", RequestJson::array({"z"}), t0);
+  EXPECT_FALSE(store.get("a", t0));  // entries bound: the oldest went
+  EXPECT_TRUE(store.get("b", t0));
+  EXPECT_TRUE(store.get("c", t0 + std::chrono::seconds(9)));
+  EXPECT_FALSE(store.get("c", t0 + std::chrono::seconds(10)));  // ttl
+  EXPECT_EQ(store.size(), 0u);
+  store.put("big", RequestJson::array({std::string(2000, 'x')}), t0);  // over the byte bound
+  EXPECT_FALSE(store.get("big", t0));
+  store.put("d", RequestJson::array({std::string(600, 'x')}), t0);
+  store.put("e", RequestJson::array({std::string(600, 'x')}), t0);
+  EXPECT_FALSE(store.get("d", t0));  // byte bound: the oldest went
+  EXPECT_TRUE(store.get("e", t0));
+  ResponseStore off(0, 10, 1000);
+  off.put("a", RequestJson::array(), t0);
+  EXPECT_FALSE(off.get("a", t0));
+}
+
+}  // namespace
+}  // namespace deltaserve::server
