@@ -21,6 +21,8 @@ Engine::Engine(ModelRunner& runner, const SchedulerConfig& config, EngineObserve
       scheduler_(resolve_config(config, runner.limits()), runner.limits(), observer, clock_) {
   scheduler_.fill_stats(stats_);
   free_places_ = scheduler_.config().max_num_seqs;
+  const SchedulerConfig& c = scheduler_.config();
+  if (c.prefix_cache) runner_.reserve_checkpoints(c.prefix_device_checkpoints, c.prefix_host_checkpoints);
 }
 
 Engine::~Engine() { stop(); }
@@ -100,6 +102,7 @@ void Engine::execute(const StepPlan& plan) {
   }
   if (failure.empty()) return;
   if (observer_ != nullptr) observer_->on_engine_error(failure);
+  scheduler_.on_runner_failure();
   out_.sequences.resize(plan.sequences.size());
   for (SequenceOutput& o : out_.sequences) o.error = failure;
 }

@@ -25,6 +25,18 @@ struct EngineStats {
   int64_t pinned_registrations = 0;
   int64_t device_bytes_used = 0;     // device memory the backend holds (0 on CPU)
   int64_t device_bytes_total = 0;    // the device's capacity (0 on CPU)
+  // Prefix cache (docs/prefix-cache.md); all 0 while it is off.
+  bool prefix_cache_enabled = false;
+  uint64_t prefix_cache_queries = 0;        // admissions that looked it up
+  uint64_t prefix_cache_hits = 0;           // ... and resumed from a checkpoint
+  uint64_t prefix_cache_query_tokens = 0;   // tokens of those admissions
+  uint64_t prefix_cache_hit_tokens = 0;     // tokens they did not compute
+  uint64_t prefix_cache_evictions = 0;      // checkpoints dropped (budget, KV pressure, reset)
+  uint64_t prefix_cache_spills = 0;         // checkpoints moved from the device to the host tier
+  int32_t prefix_cache_checkpoints = 0;
+  int32_t prefix_cache_blocks = 0;          // full KV blocks the index holds
+  int64_t prefix_cache_device_bytes = 0;    // checkpoint bytes held per tier
+  int64_t prefix_cache_host_bytes = 0;
 };
 
 struct StepReport {
