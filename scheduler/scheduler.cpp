@@ -136,8 +136,10 @@ StepPlan Scheduler::plan() {
   }
   StepPlan plan = build_plan(want);
   // Ops wait for a plan the runner executes (an empty plan is not executed).
-  if (!plan.empty()) plan.cache_ops = std::move(pending_ops_);
-  pending_ops_.clear();
+  if (!plan.empty()) {
+    plan.cache_ops = std::move(pending_ops_);
+    pending_ops_.clear();
+  }
   return plan;
 }
 
