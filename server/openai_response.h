@@ -28,6 +28,7 @@ struct Usage {
   int32_t num_prompt_tokens = 0;
   int32_t num_completion_tokens = 0;  // emitted tokens only (nothing past a stop)
   int32_t num_reasoning_tokens = 0;   // of the completion tokens, those inside <think>
+  int32_t num_cached_prompt_tokens = 0;
 };
 
 // One piece of output as the client sees it.

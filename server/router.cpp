@@ -116,6 +116,24 @@ HttpResponse handle_detokenize(const HttpRequest& req, ServerState& state) {
   return json_response(http::status::ok, json_text(body), req, state);
 }
 
+// POST /v1/cache/reset (behind the API key like all of /v1): every cached prefix dropped; the
+// body reports what the cache holds afterwards (nothing, unless requests were running).
+HttpResponse handle_cache_reset(const HttpRequest& req, ServerState& state) {
+  const ModelService* service = ready_service(state);
+  if (!service->engine->reset_prefix_cache(std::chrono::seconds(30)))
+    throw ApiException{not_ready("cache_reset_timeout", "the engine did not apply the cache reset in time", state.config().retry_after_s)};
+  const scheduler::EngineStats s = service->engine->stats();
+  const nlohmann::json body = {{"status", "ok"},
+                               {"prefix_cache",
+                                {{"enabled", s.prefix_cache_enabled},
+                                 {"checkpoints", s.prefix_cache_checkpoints},
+                                 {"blocks", s.prefix_cache_blocks},
+                                 {"device_bytes", s.prefix_cache_device_bytes},
+                                 {"host_bytes", s.prefix_cache_host_bytes}}},
+                               {"kv_blocks_used", s.num_kv_blocks_used}};
+  return json_response(http::status::ok, json_text(body), req, state);
+}
+
 // Method check for a known path; returns false (and fills `out`) when it is not allowed.
 bool allow(const HttpRequest& req, http::verb verb, ServerState& state, Routed& out) {
   if (req.method() == verb) return true;
@@ -151,6 +169,8 @@ Routed dispatch(const HttpRequest& req, ServerState& state, std::string_view pat
       out.generation = prepare_completion(parse_completion_request(req.body(), state.schema_limits()),
                                           state, *service);
     }
+  } else if (path == "/v1/cache/reset") {
+    if (allow(req, http::verb::post, state, out)) out.response = handle_cache_reset(req, state);
   } else if (path == "/tokenize" || path == "/v1/tokenize") {
     if (allow(req, http::verb::post, state, out)) out.response = handle_tokenize(req, state);
   } else if (path == "/detokenize" || path == "/v1/detokenize") {
