@@ -16,7 +16,8 @@ struct EngineStats {
   int32_t num_waiting = 0;
   int32_t num_state_slots_used = 0;
   int32_t num_state_slots_total = 0;
-  int32_t num_kv_blocks_used = 0;
+  int32_t num_kv_blocks_used = 0;    // held by requests (the prefix cache's own blocks not counted)
+  int32_t num_kv_blocks_cached = 0;  // held only by the prefix cache: reclaimed (evicted) on demand
   int32_t num_kv_blocks_total = 0;
   uint64_t num_steps = 0;
   uint64_t num_preemptions = 0;

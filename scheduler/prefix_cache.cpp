@@ -73,14 +73,13 @@ PrefixCache::Node* PrefixCache::child(const Node& node, std::span<const int32_t>
 PrefixCache::Hit PrefixCache::lookup(std::span<const int32_t> tokens, int32_t max_tokens, bool need_mtp) const {
   const int32_t b = block_tokens_;
   max_tokens = std::min<int32_t>(max_tokens, static_cast<int32_t>(tokens.size()));
-  auto token_at = [&](int64_t i) { return i < static_cast<int64_t>(tokens.size()) ? tokens[static_cast<size_t>(i)] : -1; };
-  // The matched path; mtp_ok[d]: the MTP rows of blocks 0..d-1 are exact for these tokens.
+  // The matched path; mtp_ok[d]: the MTP rows of blocks 0..d-1 were computed.
   std::vector<const Node*> path{root_.get()};
   std::vector<bool> mtp_ok{true};
   while ((path.back()->depth + 1) * int64_t{b} <= max_tokens) {
     const Node* next = child(*path.back(), tokens.subspan(static_cast<size_t>(path.back()->depth) * b, static_cast<size_t>(b)));
     if (next == nullptr) break;
-    mtp_ok.push_back(mtp_ok.back() && next->mtp_valid && next->next_token == token_at(int64_t{next->depth} * b));
+    mtp_ok.push_back(mtp_ok.back() && next->mtp_valid);
     path.push_back(next);
   }
   Hit hit;
@@ -91,8 +90,10 @@ PrefixCache::Hit PrefixCache::lookup(std::span<const int32_t> tokens, int32_t ma
       const int64_t p = begin + static_cast<int64_t>(c->tail.size());
       if (p < 1 || p > max_tokens || p <= hit.num_tokens) continue;
       if (!std::equal(c->tail.begin(), c->tail.end(), tokens.begin() + begin)) continue;
-      // Row P-1 of the MTP cache pairs with the saver's token at P.
-      if (need_mtp && !(mtp_ok[d] && c->mtp_valid && c->next_token == token_at(p))) continue;
+      // The MTP rows must have been computed. A block's last row (and row P-1) pairs with the
+      // saver's next token, which may differ from ours: such a row only makes early drafts
+      // weaker; the verifier keeps the tokens exact (docs/prefix-cache.md).
+      if (need_mtp && !(mtp_ok[d] && c->mtp_valid)) continue;
       hit.num_tokens = static_cast<int32_t>(p);
       hit.checkpoint = c.get();
       hit.partial_block = c->partial_block;

@@ -52,8 +52,7 @@ class PrefixCache {
     int32_t partial_block = -1;      // the block of the tail, or -1 when P is on a block edge
   };
   // The longest usable prefix of `tokens` of at most max_tokens tokens. need_mtp: the request
-  // drafts, so the MTP head's rows of the prefix must be exact for it (the saver drafted too,
-  // and every block's last row was computed with the token this request has after it).
+  // drafts, so the MTP head's rows of the prefix must have been computed (the savers drafted).
   Hit lookup(std::span<const int32_t> tokens, int32_t max_tokens, bool need_mtp) const;
   // Taking a hit, in two phases around the caller's block allocation (which may evict):
   // share_blocks() shares the full blocks into kv_blocks and pins the checkpoint (no eviction

@@ -6,7 +6,7 @@
 
 namespace deltaserve::scheduler {
 
-Scheduler::Scheduler(const SchedulerConfig& config, const RunnerLimits& limits,
+Scheduler::Scheduler(const SchedulerConfig& config, const runtime::RunnerLimits& limits,
                      EngineObserver* observer, Clock clock)
     : config_(config),
       limits_(limits),
@@ -103,7 +103,7 @@ void Scheduler::cancel_all() {
   for (const RequestId id : ids) cancel(id);
 }
 
-StepPlan Scheduler::plan() {
+runtime::StepPlan Scheduler::plan() {
   // want[i]: rows planned for running_[i] this step.
   std::vector<int32_t> want(running_.size(), 0);
   int32_t budget = config_.max_num_batched_tokens;
@@ -134,7 +134,7 @@ StepPlan Scheduler::plan() {
     for (const int32_t n : want) num_planned += n;
     admit(config_.max_num_batched_tokens - num_planned, want);
   }
-  StepPlan plan = build_plan(want);
+  runtime::StepPlan plan = build_plan(want);
   // Ops wait for a plan the runner executes (an empty plan is not executed).
   if (!plan.empty()) {
     plan.cache_ops = std::move(pending_ops_);
@@ -214,16 +214,16 @@ void Scheduler::admit(int32_t budget, std::vector<int32_t>& want) {
   }
 }
 
-StepPlan Scheduler::build_plan(const std::vector<int32_t>& want) const {
+runtime::StepPlan Scheduler::build_plan(const std::vector<int32_t>& want) const {
   const int32_t block_tokens = limits_.cache.kv_block_tokens;
-  StepPlan plan;
+  runtime::StepPlan plan;
   plan.sequences.reserve(running_.size());
   for (const bool decode_pass : {true, false}) {
     for (size_t i = 0; i < running_.size(); ++i) {
       const Sequence& s = *running_[i];
       if (want[i] == 0 || (s.num_missing_tokens() == 1) != decode_pass) continue;
       const std::span<const int32_t> history(s.tokens);
-      SequencePlan& p = plan.sequences.emplace_back();
+      runtime::SequencePlan& p = plan.sequences.emplace_back();
       p.id = s.id;
       p.slot = s.slot;
       p.num_cached_tokens = s.num_computed_tokens;
@@ -271,6 +271,16 @@ void Scheduler::fill_stats(EngineStats& stats) const {
   stats.num_preemptions = num_preemptions_;
   stats.num_cancellations = num_cancellations_;
   if (!cache_) return;
+  // Blocks only the cache references are free capacity (evicted on demand), not usage.
+  std::vector<int32_t> cache_refs(static_cast<size_t>(blocks_.num_total()), 0);
+  cache_->count_block_refs(cache_refs);
+  int32_t cached_only = 0;
+  for (int32_t b = 0; b < blocks_.num_total(); ++b) {
+    const int32_t refs = cache_refs[static_cast<size_t>(b)];
+    if (refs > 0 && refs == blocks_.block_refs(b)) ++cached_only;
+  }
+  stats.num_kv_blocks_cached = cached_only;
+  stats.num_kv_blocks_used -= cached_only;
   const PrefixCacheStats& c = cache_->stats();
   stats.prefix_cache_enabled = true;
   stats.prefix_cache_queries = c.num_queries;

@@ -100,7 +100,7 @@ class DeltaserveMetrics final : public MetricSet {
         cache_device_bytes_(cache_bytes_family_.Add({{"tier", "device"}})),
         cache_host_bytes_(cache_bytes_family_.Add({{"tier", "host"}})),
         cache_checkpoints_(gauge(r, "deltaserve_prefix_cache_checkpoints", "Recurrent-state checkpoints the prefix cache holds.")),
-        cache_blocks_(gauge(r, "deltaserve_prefix_cache_kv_blocks", "Full KV blocks the prefix cache's index holds (shared with running requests).")),
+        cache_blocks_(gauge(r, "deltaserve_prefix_cache_kv_blocks", "KV blocks only the prefix cache holds (free capacity: evicted on demand; not in deltaserve_kv_blocks_used).")),
         pinned_bytes_(gauge(r, "deltaserve_pinned_host_bytes", "Host memory registered with the device.")),
         pinned_registrations_(gauge(r, "deltaserve_pinned_host_registrations",
                                     "Host-memory registrations with the device.")),
@@ -220,7 +220,7 @@ class DeltaserveMetrics final : public MetricSet {
     cache_device_bytes_.Set(static_cast<double>(s.prefix_cache_device_bytes));
     cache_host_bytes_.Set(static_cast<double>(s.prefix_cache_host_bytes));
     cache_checkpoints_.Set(s.prefix_cache_checkpoints);
-    cache_blocks_.Set(s.prefix_cache_blocks);
+    cache_blocks_.Set(s.num_kv_blocks_cached);
     generation_rate_.Set(generation_tokens_per_s);
   }
 

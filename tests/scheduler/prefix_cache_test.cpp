@@ -15,7 +15,7 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/model_weights.h"
 #include "runtime/tokenizer/tokenizer.h"
-#include "scheduler/backend_runner.h"
+#include "runtime/backend_runner.h"
 #include "scheduler/engine.h"
 
 namespace deltaserve::scheduler {
@@ -99,7 +99,7 @@ class Stack {
 
  private:
   runtime::CpuBackend backend_;
-  BackendRunner runner_;
+  runtime::BackendRunner runner_;
   std::unique_ptr<Engine> engine_;
 };
 
@@ -297,13 +297,15 @@ TEST_F(PrefixCacheTest, ResetReturnsEveryReferenceAndByte) {
   cached->run({concat(encode(kSystem), encode("one")), concat(encode(kSystem), encode("two"))}, 8);
   EngineStats stats = cached->engine().stats();
   EXPECT_GT(stats.prefix_cache_checkpoints, 0);
-  EXPECT_GT(stats.num_kv_blocks_used, 0);  // the cache holds its prefixes' blocks
+  EXPECT_GT(stats.num_kv_blocks_cached, 0);  // the cache holds its prefixes' blocks
+  EXPECT_EQ(stats.num_kv_blocks_used, 0);    // ... which are not usage
   EXPECT_GT(stats.prefix_cache_device_bytes, 0);
   ASSERT_TRUE(cached->engine().reset_prefix_cache(std::chrono::seconds(10)));
   stats = cached->engine().stats();
   EXPECT_EQ(stats.prefix_cache_checkpoints, 0);
   EXPECT_EQ(stats.prefix_cache_blocks, 0);
   EXPECT_EQ(stats.num_kv_blocks_used, 0);
+  EXPECT_EQ(stats.num_kv_blocks_cached, 0);
   EXPECT_EQ(stats.prefix_cache_device_bytes, 0);
   EXPECT_EQ(stats.prefix_cache_host_bytes, 0);
   // And it works again after the reset (two requests in this server's lifetime after it).
@@ -342,6 +344,7 @@ TEST_F(PrefixCacheTest, SoakOfMultiTurnRequestsStaysWithinBudget) {
   EXPECT_GT(cached->engine().stats().prefix_cache_hit_tokens, 0u);
   ASSERT_TRUE(cached->engine().reset_prefix_cache(std::chrono::seconds(10)));
   EXPECT_EQ(cached->engine().stats().num_kv_blocks_used, 0);
+  EXPECT_EQ(cached->engine().stats().num_kv_blocks_cached, 0);
 }
 
 }  // namespace

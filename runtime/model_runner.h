@@ -1,7 +1,8 @@
-// The seam between the scheduler and the model: once per step the engine thread hands a
-// StepPlan to ModelRunner::execute() and reads back one SequenceOutput per planned
-// sequence. The real runner (runtime::Backend + sampler + draft verification) is written
-// on top of the runtime; tests/scheduler/fake_runner.h scripts results instead.
+// The seam between the scheduler and the runtime: the scheduler plans, the runtime executes.
+// Once per step the engine thread hands a StepPlan to ModelRunner::execute() and reads back
+// one SequenceOutput per planned sequence. The real runner (runtime/backend_runner.h: the
+// backend's forward pass, sampling and draft verification) implements it here in runtime/;
+// tests/scheduler/fake_runner.h scripts results instead.
 //
 // Owner: the Engine; every method is called on the engine thread only, one call at a time.
 // execute() blocks for the forward pass; the engine holds no lock while it runs.
@@ -15,28 +16,28 @@
 #include "runtime/backend.h"
 #include "runtime/batch_plan.h"
 #include "runtime/sampling_params.h"
-#include "scheduler/request.h"
+#include "runtime/request_id.h"
 
-namespace deltaserve::scheduler {
+namespace deltaserve::runtime {
 
 // What the runner can hold; read once when the engine is built.
 // Drafts per sequence per step that any runner may verify (sizes per-position statistics).
 inline constexpr int32_t kMaxDraftDepth = 8;
 
 struct RunnerLimits {
-  runtime::CacheConfig cache;      // state slots, tokens per KV block, KV blocks
+  CacheConfig cache;      // state slots, tokens per KV block, KV blocks
   int32_t max_context_tokens = 0;  // the model's window; 0 = bounded by the KV pool only
   int32_t num_vocab = 0;           // prompt ids must be below it; 0 = not checked
   int32_t max_draft_depth = 0;     // draft rows the runner can verify per sequence
   // Prompt chunks that do not finish their sequence end on a multiple of this many positions
-  // and leave at least this many rows (runtime::Backend::prefill_chunk_align).
+  // and leave at least this many rows (Backend::prefill_chunk_align).
   int32_t prefill_chunk_align = 1;
   // Bytes of one prefix-cache checkpoint (runtime::Backend::checkpoint_bytes); 0 = the runner
   // keeps none and the prefix cache stays off.
   int64_t checkpoint_bytes = 0;
 };
 
-// Memory the runner's backend holds (runtime::BackendMemoryStats), flat across requests
+// Memory the runner's backend holds (BackendMemoryStats), flat across requests
 // once loaded. Read once per engine step, so producing it must be cheap.
 struct RunnerStats {
   int64_t device_bytes_used = 0;   // weights, caches, workspaces on the device (0 on the CPU)
@@ -64,7 +65,7 @@ struct SequencePlan {
   bool speculative = false;
 
   // Sampling context (read when sample is true).
-  const runtime::SamplingParams* sampling = nullptr;
+  const SamplingParams* sampling = nullptr;
   std::span<const int32_t> history;  // prompt + generated so far (penalties)
   int32_t num_prompt_tokens = 0;     // history[num_prompt_tokens..] are output tokens
   int32_t output_index = 0;          // index of the next output token: the seeded RNG key
@@ -89,7 +90,7 @@ struct SequenceOutput {
   // Emitted tokens: exactly 1 without drafts; 1 + accepted drafts with them (at most
   // 1 + draft_depth). The scheduler applies stop ids and limits to them in order.
   std::vector<int32_t> tokens;
-  std::vector<TokenLogprob> logprobs;  // parallel to tokens when sampling->logprobs
+  std::vector<OutputLogprob> logprobs;  // parallel to tokens when sampling->logprobs
   int32_t num_drafted = 0;  // draft rows actually verified (<= draft_depth); tokens.size() - 1
                             // of them were accepted
   std::string error;  // non-empty: this sequence failed; it ends with FinishReason::Error
@@ -115,6 +116,6 @@ class ModelRunner {
 
 // The backend's view of a plan (copies rows and block tables; num_logits = 1 + draft_depth
 // when sampling, else 0). Draft rows are the runner's to append.
-runtime::BatchPlan to_batch_plan(const StepPlan& plan);
+BatchPlan to_batch_plan(const StepPlan& plan);
 
-}  // namespace deltaserve::scheduler
+}  // namespace deltaserve::runtime

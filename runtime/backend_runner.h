@@ -1,4 +1,4 @@
-// The real ModelRunner: executes the scheduler's StepPlan on a runtime::Backend, picks each
+// The real ModelRunner: executes the scheduler's StepPlan on a Backend, picks each
 // sampled sequence's tokens with the CPU reference sampler, and verifies MTP drafts.
 // Owned by the daemon, called on the engine thread only.
 //
@@ -18,17 +18,17 @@
 
 #include "runtime/backend.h"
 #include "runtime/sampler.h"
-#include "scheduler/model_runner.h"
-#include "scheduler/mtp_drafter.h"
+#include "runtime/model_runner.h"
+#include "runtime/mtp_drafter.h"
 
-namespace deltaserve::scheduler {
+namespace deltaserve::runtime {
 
 class BackendRunner final : public ModelRunner {
  public:
   // The backend must outlive the runner. max_context_tokens 0 = the model's trained length.
   // max_draft_depth > 0 enables MTP drafting (the model needs an MTP head and the backend
   // max_verify_rows >= 1 + max_draft_depth; throws std::invalid_argument otherwise).
-  BackendRunner(runtime::Backend& backend, int32_t max_context_tokens, int32_t max_draft_depth = 0);
+  BackendRunner(Backend& backend, int32_t max_context_tokens, int32_t max_draft_depth = 0);
 
   RunnerLimits limits() const override;
   void execute(const StepPlan& plan, StepOutput& out) override;
@@ -43,7 +43,7 @@ class BackendRunner final : public ModelRunner {
 
  private:
   // The request's sampler, in step with its history (rebuilt after preemption or a gap).
-  runtime::Sampler& sampler_for(const SequencePlan& seq);
+  Sampler& sampler_for(const SequencePlan& seq);
   // Draws draft j of plan sequence i (a sampled request) from the head's logits; keeps q.
   int32_t pick_draft(const SequencePlan& seq, size_t i, int32_t j, std::span<const float> head_logits);
   // Verifies a sequence's drafts against its logits rows (or, argmax_only, its argmax ids)
@@ -53,28 +53,28 @@ class BackendRunner final : public ModelRunner {
   // The sequence's tokens come from argmax_ids (device greedy on, only_argmax_needed).
   bool argmax_only(const SequencePlan& seq) const;
 
-  runtime::Backend& backend_;
+  Backend& backend_;
   int32_t max_context_tokens_;
   int32_t max_draft_depth_;
   std::unique_ptr<MtpDrafter> drafter_;  // null without speculation
-  runtime::ForwardOutput forward_;       // reused every step
+  ForwardOutput forward_;       // reused every step
   bool device_greedy_ = true;
   // Samplers of the requests in the last plan; others are dropped (rebuilt on return).
-  std::unordered_map<RequestId, std::unique_ptr<runtime::Sampler>> samplers_;
+  std::unordered_map<RequestId, std::unique_ptr<Sampler>> samplers_;
   uint64_t seed_salt_;  // unseeded requests: seed = salt ^ request id
 
   // A sampled sequence's drafts of the current step: the request's sampler advanced over the
   // drafts so far, and the distribution q of each draft (at most depth x num_vocab doubles;
   // cleared when the step ends).
   struct DraftRows {
-    std::optional<runtime::Sampler> sampler;
+    std::optional<Sampler> sampler;
     int32_t num_drafts = 0;
     // Standard speculative sampling (unseeded requests): q per draft. Seeded requests draw
     // coupled drafts and verify exactly, so their output never depends on the draft depth
     // (which falls with load): q stays empty.
-    std::vector<runtime::TokenDistribution> q;
+    std::vector<TokenDistribution> q;
   };
   std::vector<DraftRows> draft_rows_;  // parallel to the plan's sequences during execute()
 };
 
-}  // namespace deltaserve::scheduler
+}  // namespace deltaserve::runtime

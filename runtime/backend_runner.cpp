@@ -1,4 +1,4 @@
-#include "scheduler/backend_runner.h"
+#include "runtime/backend_runner.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -8,9 +8,9 @@
 #include "runtime/greedy.h"
 #include "runtime/model_config.h"
 
-namespace deltaserve::scheduler {
+namespace deltaserve::runtime {
 
-BackendRunner::BackendRunner(runtime::Backend& backend, int32_t max_context_tokens, int32_t max_draft_depth)
+BackendRunner::BackendRunner(Backend& backend, int32_t max_context_tokens, int32_t max_draft_depth)
     : backend_(backend), max_context_tokens_(max_context_tokens), max_draft_depth_(max_draft_depth),
       seed_salt_(std::random_device{}()) {
   seed_salt_ = (seed_salt_ << 32) ^ std::random_device{}();
@@ -40,7 +40,7 @@ RunnerLimits BackendRunner::limits() const {
 }
 
 RunnerStats BackendRunner::stats() const {
-  const runtime::BackendMemoryStats memory = backend_.memory_stats();
+  const BackendMemoryStats memory = backend_.memory_stats();
   RunnerStats stats;
   stats.device_bytes_used = memory.device_bytes_used;
   stats.device_bytes_total = memory.device_bytes_total;
@@ -49,19 +49,19 @@ RunnerStats BackendRunner::stats() const {
   return stats;
 }
 
-runtime::Sampler& BackendRunner::sampler_for(const SequencePlan& seq) {
+Sampler& BackendRunner::sampler_for(const SequencePlan& seq) {
   auto it = samplers_.find(seq.id);
   if (it != samplers_.end() && it->second->num_output_tokens() == seq.output_index) return *it->second;
-  const runtime::SamplingParams& params = *seq.sampling;
+  const SamplingParams& params = *seq.sampling;
   const uint64_t seed = params.seed.value_or(seed_salt_ ^ seq.id);
-  auto sampler = std::make_unique<runtime::Sampler>(params, seed);
+  auto sampler = std::make_unique<Sampler>(params, seed);
   const size_t num_prompt = static_cast<size_t>(seq.num_prompt_tokens);
   sampler->set_prompt(seq.history.subspan(0, std::min(num_prompt, seq.history.size())));
   for (size_t i = num_prompt; i < seq.history.size(); ++i) sampler->accept(seq.history[i]);
   if (sampler->num_output_tokens() != seq.output_index)
     throw std::logic_error("runner: history holds " + std::to_string(sampler->num_output_tokens()) +
                            " output tokens but the plan asks for output " + std::to_string(seq.output_index));
-  runtime::Sampler& ref = *sampler;
+  Sampler& ref = *sampler;
   samplers_[seq.id] = std::move(sampler);
   return ref;
 }
@@ -78,8 +78,8 @@ int32_t BackendRunner::pick_draft(const SequencePlan& seq, size_t i, int32_t j, 
                            " picked out of order");
   const uint64_t position = static_cast<uint64_t>(seq.output_index) + static_cast<uint64_t>(j);
   const int32_t id = seq.sampling->seed.has_value()
-                         ? runtime::draw_coupled_draft(*rows.sampler, head_logits, position)
-                         : runtime::draw_draft(*rows.sampler, head_logits, position, rows.q.emplace_back());
+                         ? draw_coupled_draft(*rows.sampler, head_logits, position)
+                         : draw_draft(*rows.sampler, head_logits, position, rows.q.emplace_back());
   rows.sampler->accept(id);
   ++rows.num_drafts;
   return id;
@@ -87,7 +87,7 @@ int32_t BackendRunner::pick_draft(const SequencePlan& seq, size_t i, int32_t j, 
 
 std::vector<int32_t> BackendRunner::sample_and_verify(const SequencePlan& seq, size_t i, int64_t first_row,
                                                       const std::vector<int32_t>& drafts, SequenceOutput& result) {
-  runtime::Sampler& sampler = sampler_for(seq);
+  Sampler& sampler = sampler_for(seq);
   result.num_drafted = static_cast<int32_t>(drafts.size());
   if (argmax_only(seq)) {
     // verify_drafts' greedy rule on the backend's ids: accept drafts while they equal the
@@ -102,18 +102,18 @@ std::vector<int32_t> BackendRunner::sample_and_verify(const SequencePlan& seq, s
   const size_t num_vocab = static_cast<size_t>(forward_.num_vocab);
   const std::span<const float> logits(forward_.sequence_logits(i), (drafts.size() + 1) * num_vocab);
   // q exists for a sampled request's drafts; greedy ones (and none) verify exactly.
-  std::span<const runtime::TokenDistribution> q;
+  std::span<const TokenDistribution> q;
   if (!drafts.empty() && draft_rows_[i].q.size() == drafts.size()) q = draft_rows_[i].q;
-  const std::vector<runtime::SampledToken> picked =
-      runtime::verify_drafts(sampler, logits, forward_.num_vocab, drafts, q);
+  const std::vector<SampledToken> picked =
+      verify_drafts(sampler, logits, forward_.num_vocab, drafts, q);
   std::vector<int32_t> emitted;
-  for (const runtime::SampledToken& t : picked) {
+  for (const SampledToken& t : picked) {
     emitted.push_back(t.id);
     if (seq.sampling->logprobs || seq.sampling->top_logprobs > 0) {
-      TokenLogprob lp;
+      OutputLogprob lp;
       lp.token = t.id;
       lp.logprob = t.logprob;
-      for (const runtime::TokenLogprob& alt : t.top_logprobs) lp.top.emplace_back(alt.id, alt.logprob);
+      for (const TokenLogprob& alt : t.top_logprobs) lp.top.emplace_back(alt.id, alt.logprob);
       result.logprobs.push_back(std::move(lp));
     }
   }
@@ -122,7 +122,7 @@ std::vector<int32_t> BackendRunner::sample_and_verify(const SequencePlan& seq, s
 }
 
 bool BackendRunner::argmax_only(const SequencePlan& seq) const {
-  return device_greedy_ && seq.sampling != nullptr && runtime::only_argmax_needed(*seq.sampling);
+  return device_greedy_ && seq.sampling != nullptr && only_argmax_needed(*seq.sampling);
 }
 
 void BackendRunner::set_device_greedy(bool on) {
@@ -144,11 +144,11 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
   };
   std::vector<std::vector<int32_t>> drafts = drafter_ ? drafter_->draft(plan, pick) : std::vector<std::vector<int32_t>>(n);
 
-  runtime::BatchPlan batch;
+  BatchPlan batch;
   batch.sequences.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const SequencePlan& p = plan.sequences[i];
-    runtime::SequenceStep& step = batch.sequences.emplace_back();
+    SequenceStep& step = batch.sequences.emplace_back();
     step.slot = p.slot;
     step.num_cached_tokens = p.num_cached_tokens;
     step.tokens.assign(p.tokens.begin(), p.tokens.end());
@@ -197,4 +197,4 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
   std::erase_if(samplers_, [&](const auto& entry) { return !live_set.contains(entry.first); });
 }
 
-}  // namespace deltaserve::scheduler
+}  // namespace deltaserve::runtime

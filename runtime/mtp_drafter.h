@@ -20,13 +20,13 @@
 #include <vector>
 
 #include "runtime/backend.h"
-#include "scheduler/model_runner.h"
+#include "runtime/model_runner.h"
 
-namespace deltaserve::scheduler {
+namespace deltaserve::runtime {
 
 class MtpDrafter {
  public:
-  explicit MtpDrafter(runtime::Backend& backend) : backend_(backend) {}
+  explicit MtpDrafter(Backend& backend) : backend_(backend) {}
 
   // Chooses draft `draft_index` (0-based, output position output_index + draft_index) of
   // plan.sequences[seq_index], a sampled request, from the head's logits row. Called in
@@ -68,10 +68,10 @@ class MtpDrafter {
   // The argmax draft of out_'s plan sequence i (its one logit row).
   int32_t head_argmax(size_t i) const;
 
-  runtime::Backend& backend_;
+  Backend& backend_;
   std::unordered_map<RequestId, State> states_;
-  runtime::ForwardOutput out_;
+  ForwardOutput out_;
   bool device_argmax_ = true;
 };
 
-}  // namespace deltaserve::scheduler
+}  // namespace deltaserve::runtime

@@ -1,6 +1,6 @@
-#include "scheduler/model_runner.h"
+#include "runtime/model_runner.h"
 
-namespace deltaserve::scheduler {
+namespace deltaserve::runtime {
 
 int64_t StepPlan::num_rows() const {
   int64_t num = 0;
@@ -8,11 +8,11 @@ int64_t StepPlan::num_rows() const {
   return num;
 }
 
-runtime::BatchPlan to_batch_plan(const StepPlan& plan) {
-  runtime::BatchPlan batch;
+BatchPlan to_batch_plan(const StepPlan& plan) {
+  BatchPlan batch;
   batch.sequences.reserve(plan.sequences.size());
   for (const SequencePlan& s : plan.sequences) {
-    runtime::SequenceStep& step = batch.sequences.emplace_back();
+    SequenceStep& step = batch.sequences.emplace_back();
     step.slot = s.slot;
     step.num_cached_tokens = s.num_cached_tokens;
     step.tokens.assign(s.tokens.begin(), s.tokens.end());
@@ -22,4 +22,4 @@ runtime::BatchPlan to_batch_plan(const StepPlan& plan) {
   return batch;
 }
 
-}  // namespace deltaserve::scheduler
+}  // namespace deltaserve::runtime

@@ -1,11 +1,11 @@
-#include "scheduler/mtp_drafter.h"
+#include "runtime/mtp_drafter.h"
 
 #include <algorithm>
 #include <unordered_set>
 
 #include "runtime/greedy.h"
 
-namespace deltaserve::scheduler {
+namespace deltaserve::runtime {
 namespace {
 
 bool samples(const SequencePlan& p) { return p.sampling != nullptr && !p.sampling->greedy(); }
@@ -36,12 +36,12 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const StepPlan& plan, const 
   // sequences that want it in one pass. These rows land in the head's cache past its valid
   // rows; the next catch-up overwrites them.
   for (int32_t j = 1; j < max_depth; ++j) {
-    runtime::MtpPlan mtp;
+    MtpPlan mtp;
     std::vector<size_t> members;
     for (size_t i = 0; i < plan.sequences.size(); ++i) {
       const SequencePlan& p = plan.sequences[i];
       if (static_cast<int32_t>(drafts[i].size()) != j || p.draft_depth <= j) continue;
-      runtime::MtpSequenceStep& step = mtp.sequences.emplace_back();
+      MtpSequenceStep& step = mtp.sequences.emplace_back();
       step.num_cached_rows = p.num_cached_tokens + j - 1;
       step.tokens = {drafts[i].back()};
       step.hidden = chain_input[i];
@@ -67,9 +67,9 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const StepPlan& plan, const 
 void MtpDrafter::catch_up(const std::vector<CatchUp>& rows) {
   if (rows.empty()) return;
   const int64_t h = backend_.config().num_embd;
-  runtime::MtpPlan mtp;
+  MtpPlan mtp;
   for (const CatchUp& c : rows) {
-    runtime::MtpSequenceStep& step = mtp.sequences.emplace_back();
+    MtpSequenceStep& step = mtp.sequences.emplace_back();
     step.num_cached_rows = c.seq->num_cached_tokens;
     step.tokens = c.next_tokens;
     step.hidden = c.hidden;
@@ -96,7 +96,7 @@ void MtpDrafter::catch_up(const std::vector<CatchUp>& rows) {
 
 int32_t MtpDrafter::head_argmax(size_t i) const {
   if (device_argmax_) return out_.argmax_ids[static_cast<size_t>(out_.logit_begin[i])];
-  return runtime::argmax_token(out_.sequence_logits(i), out_.num_vocab);
+  return argmax_token(out_.sequence_logits(i), out_.num_vocab);
 }
 
 void MtpDrafter::retain(const std::vector<RequestId>& live) {
@@ -104,4 +104,4 @@ void MtpDrafter::retain(const std::vector<RequestId>& live) {
   std::erase_if(states_, [&](const auto& entry) { return !keep.contains(entry.first); });
 }
 
-}  // namespace deltaserve::scheduler
+}  // namespace deltaserve::runtime
