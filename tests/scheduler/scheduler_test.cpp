@@ -300,7 +300,7 @@ TEST(SchedulerConfig, ResolvesAutoAndRejectsInconsistentValues) {
   EXPECT_THROW(resolve_config(SchedulerConfig{}, make_limits(0, 16, 100)), std::invalid_argument);
 }
 
-TEST(runtime::StepPlan, ConvertsToTheBackendsBatchPlan) {
+TEST(StepPlan, ConvertsToTheBackendsBatchPlan) {
   Harness h(make_limits(4, 4, 64), make_config(64, 8));
   h.add(make_spec(10, 2, 1));
   const runtime::StepPlan plan = h.scheduler.plan();
