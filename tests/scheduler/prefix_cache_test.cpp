@@ -282,9 +282,12 @@ TEST_F(PrefixCacheTest, NoPoisoningAThenBThenA) {
     auto cached = stack(on);
     const Tokens a = concat(encode(kSystem), encode("User: list three colours.\nAssistant:"));
     const Outcome a1 = cached->run_one(a, 24);
-    const Tokens b = concat(Tokens(a.begin(), a.begin() + 50), encode(" but now something else entirely"));
+    // B resumes from A's end-of-prompt checkpoint, inside a block A's answer filled: it must
+    // write its own copy of that block, never A's.
+    Tokens b = concat(a, Tokens(a1.tokens.begin(), a1.tokens.begin() + 3));
+    b = concat(b, encode(" but now something else entirely"));
     const Outcome b1 = cached->run_one(b, 24);
-    EXPECT_GT(b1.cached, 0);
+    EXPECT_GE(b1.cached, static_cast<int32_t>(a.size()));
     const Outcome a2 = cached->run_one(a, 24);
     EXPECT_GT(a2.cached, 0);
     EXPECT_EQ(a2.tokens, a1.tokens) << "depth " << depth;
