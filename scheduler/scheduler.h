@@ -125,6 +125,10 @@ class Scheduler {
   bool alloc_blocks(int32_t num_blocks, std::vector<int32_t>& blocks);
   // A prefill chunk of `rows` for s, cut at the next checkpoint position when it crosses one.
   int32_t checkpoint_cut(const Sequence& s, int32_t rows) const;
+  // The next position past s.num_computed_tokens where a prefill checkpoint is due (every
+  // prefix_checkpoint_tokens, and just before the prompt's last tokens), and whether s is at one.
+  int64_t next_checkpoint(const Sequence& s) const;
+  bool at_checkpoint(const Sequence& s) const;
   // Checkpoints s's slot at s.num_computed_tokens (the cache decides whether to keep it).
   void save_checkpoint(const Sequence& s);
   // Admits the waiting head from its cached prefix when there is one; false when it does not

@@ -74,8 +74,8 @@ StepReport Scheduler::commit(const runtime::StepPlan& plan, const runtime::StepO
       report.num_generated_tokens += append_tokens(s, out.sequences[k], now);
       // The end of a prompt (or of a recompute) is a checkpoint, if s goes on (finish saves).
       if (!p.is_decode && sequences_.count(p.id) != 0) save_checkpoint(s);
-    } else if (cache_ && config_.prefix_checkpoint_tokens > 0 && s.num_computed_tokens % config_.prefix_checkpoint_tokens == 0) {
-      save_checkpoint(s);  // every prefix_checkpoint_tokens of a prefill (chunks are cut there)
+    } else if (cache_ && at_checkpoint(s)) {
+      save_checkpoint(s);  // a prefill checkpoint (chunks are cut there: next_checkpoint)
     }
   }
   return report;

@@ -13,10 +13,29 @@ bool Scheduler::alloc_blocks(int32_t num_blocks, std::vector<int32_t>& blocks) {
   return true;
 }
 
-int32_t Scheduler::checkpoint_cut(const Sequence& s, int32_t rows) const {
+// The prompt's last kPromptTailTokens tokens are where a chat template renders the turn's
+// ending (and, on the next turn, rewrites it: Qwen drops the answer's reasoning), so a
+// checkpoint just before them is what the next turn can resume from.
+constexpr int32_t kPromptTailTokens = 32;
+
+int64_t Scheduler::next_checkpoint(const Sequence& s) const {
   const int32_t every = config_.prefix_checkpoint_tokens;
-  if (!cache_ || every <= 0 || rows <= 0) return rows;
-  const int64_t next = (int64_t{s.num_computed_tokens} / every + 1) * every;
+  int64_t next = every > 0 ? (int64_t{s.num_computed_tokens} / every + 1) * every : INT64_MAX;
+  const int64_t tail = int64_t{s.num_prompt_tokens - kPromptTailTokens} / chunk_align_ * chunk_align_;
+  if (tail > s.num_computed_tokens) next = std::min(next, tail);
+  return next;
+}
+
+bool Scheduler::at_checkpoint(const Sequence& s) const {
+  const int32_t every = config_.prefix_checkpoint_tokens;
+  if (every > 0 && s.num_computed_tokens % every == 0) return true;
+  const int64_t tail = int64_t{s.num_prompt_tokens - kPromptTailTokens} / chunk_align_ * chunk_align_;
+  return tail > 0 && s.num_computed_tokens == tail;
+}
+
+int32_t Scheduler::checkpoint_cut(const Sequence& s, int32_t rows) const {
+  if (!cache_ || rows <= 0) return rows;
+  const int64_t next = next_checkpoint(s);
   if (s.num_computed_tokens + int64_t{rows} <= next) return rows;
   if (s.num_tokens() - next < chunk_align_) return rows;  // a cut there would leave too short a last piece
   return static_cast<int32_t>(next - s.num_computed_tokens);
