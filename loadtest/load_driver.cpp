@@ -82,6 +82,7 @@ net::awaitable<void> LoadDriver::main_task() {
   }
   watchdog_timer_->cancel();
   build_report(duration_s);
+  add_turn_report();
 }
 
 net::awaitable<bool> LoadDriver::preflight() {
@@ -143,7 +144,11 @@ net::awaitable<void> LoadDriver::run_phase(int64_t num_requests, bool warmup) {
   WaitGroup clients(io_.get_executor());
   for (int32_t i = 0; i < options_.concurrency; ++i) {
     clients.add();
-    net::co_spawn(io_, closed_loop_client(warmup, clients), report_exception("a client"));
+    if (options_.workload == Workload::MultiTurn && !options_.soak && !warmup) {
+      net::co_spawn(io_, conversation_client(i, clients), report_exception("a conversation"));
+    } else {
+      net::co_spawn(io_, closed_loop_client(warmup, clients), report_exception("a client"));
+    }
   }
   co_await clients.wait();
 }
@@ -215,10 +220,13 @@ bool LoadDriver::pressure() const {
          num_in_flight_ > facts_.num_state_slots + options_.server_max_waiting;
 }
 
-net::awaitable<void> LoadDriver::one_request(RequestPlan plan, bool warmup, WaitGroup* group) {
+net::awaitable<void> LoadDriver::one_request(RequestPlan plan, bool warmup, WaitGroup* group, int32_t turn,
+                                             std::string* answer) {
   ++num_in_flight_;
   RequestResult result = co_await run_request(runner_, plan);
   result.warmup = warmup;
+  result.turn = turn;
+  if (answer != nullptr) *answer = result.content;
   judge_result(plan, result, pressure());
   note_connect_result(result);
   --num_in_flight_;

@@ -49,7 +49,9 @@ class LoadDriver {
   net::awaitable<void> closed_loop_client(bool warmup, WaitGroup& clients);
   net::awaitable<void> open_loop(bool warmup);
   net::awaitable<void> burst(int64_t first_index, int32_t size, WaitGroup* group);
-  net::awaitable<void> one_request(RequestPlan plan, bool warmup, WaitGroup* group);
+  // turn, answer: the multi-turn workload's turn (-1: none) and where the answer text goes.
+  net::awaitable<void> one_request(RequestPlan plan, bool warmup, WaitGroup* group, int32_t turn = -1,
+                                   std::string* answer = nullptr);
   RequestPlan next_plan(int64_t index, bool warmup);
   std::optional<int32_t> take_burst(int64_t index);
   bool pressure() const;
@@ -66,6 +68,10 @@ class LoadDriver {
   void add_run_checks();
   void build_report(double duration_s);
   void write_outputs();
+
+  // load_driver_workloads.cpp: the multi-turn workload.
+  net::awaitable<void> conversation_client(int32_t client, WaitGroup& clients);
+  void add_turn_report();
   void progress(bool force);
 
   const LoadOptions& options_;

@@ -39,6 +39,17 @@ ParsedOptions parse_load_options(int argc, char** argv) {
       {"mixed", EndpointChoice::Mixed}};
   app.add_option("--endpoint", o.endpoint, "chat | completions | mixed")
       ->transform(CLI::CheckedTransformer(endpoints, CLI::ignore_case));
+  const std::map<std::string, Workload> workloads = {
+      {"plain", Workload::Plain}, {"multi-turn", Workload::MultiTurn}, {"shared-prefix", Workload::SharedPrefix}};
+  app.add_option("--workload", o.workload,
+                 "plain | multi-turn (each client one conversation of --turns turns, a user message of "
+                 "--input-tokens each, the whole history resent: TTFT and cached tokens per turn) | "
+                 "shared-prefix (every prompt starts with the same --shared-prefix-tokens tokens)")
+      ->transform(CLI::CheckedTransformer(workloads, CLI::ignore_case));
+  app.add_option("--turns", o.turns, "Multi-turn: turns per conversation (requests = concurrency x turns)")
+      ->check(CLI::Range(1, 10000))->capture_default_str();
+  app.add_option("--shared-prefix-tokens", o.shared_prefix_tokens, "Shared-prefix: tokens of the common prefix")
+      ->check(CLI::Range(1, 1 << 22))->capture_default_str();
   app.add_option("--prompts", o.prompts_path, "JSONL prompts: one {\"prompt\": ...} or "
                  "{\"messages\": [...]} per line, optional \"max_tokens\" (else generated)");
   app.add_option("--input-tokens", o.input_tokens, "Generated prompts: about this many tokens")

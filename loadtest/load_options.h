@@ -15,6 +15,15 @@ namespace deltaserve::loadtest {
 
 enum class EndpointChoice { Chat, Completions, Mixed };
 
+// What the well-formed requests look like (load mode).
+//  Plain: independent prompts.
+//  MultiTurn: each client holds one conversation of --turns turns: every turn adds a user
+//    message of about --input-tokens tokens to the whole history plus the previous answer
+//    (chat, so the server's chat template renders it); --concurrency conversations interleave.
+//    The report gives TTFT and cached prompt tokens per turn (prefix cache, docs/prefix-cache.md).
+//  SharedPrefix: every prompt starts with one common text of --shared-prefix-tokens tokens.
+enum class Workload { Plain, MultiTurn, SharedPrefix };
+
 struct LoadOptions {
   std::string url = "http://127.0.0.1:8000";
   std::string api_key;
@@ -32,6 +41,9 @@ struct LoadOptions {
   double temperature = 0.7;
   uint64_t seed = 1;
   bool continuous_usage = true;  // usage in every chunk: exact tokens per chunk for ITL
+  Workload workload = Workload::Plain;
+  int32_t turns = 10;                  // multi-turn: turns per conversation
+  int32_t shared_prefix_tokens = 2048;  // shared-prefix: tokens of the common prefix
 
   // Soak.
   bool soak = false;

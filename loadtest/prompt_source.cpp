@@ -70,6 +70,11 @@ Prompt PromptSource::prompt(int64_t index, std::mt19937_64& rng) const {
   if (!file_prompts_.empty()) return file_prompts_[static_cast<size_t>(index) % file_prompts_.size()];
   Prompt p;
   p.text = generated_text(index, options_.input_tokens, rng);
+  if (options_.workload == Workload::SharedPrefix) {
+    // The same text for every request (its own generator, seeded by the run's seed).
+    std::mt19937_64 shared_rng(options_.seed);
+    p.text = generated_text(0, options_.shared_prefix_tokens, shared_rng) + "\n" + p.text;
+  }
   return p;
 }
 

@@ -77,6 +77,9 @@ struct RequestResult {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   std::vector<double> itl_ms;   // per token after the first (exact with continuous usage)
+  std::string content;          // the answer's text (chat delta.content / completion text)
+  int64_t cached_tokens = 0;    // usage.prompt_tokens_details.cached_tokens (prefix cache)
+  int32_t turn = -1;            // multi-turn workload: 0-based turn of its conversation
   int num_multi_token_chunks = 0;  // chunks with > 1 token: accepted drafts or held-back text
   double decode_tokens_per_s = 0.0;  // (tokens - 1) / (last token - first token)
   bool cancelled = false;       // the tool closed the connection on purpose

@@ -55,6 +55,17 @@ void read_usage(const json& chunk, RequestResult& r) {
   r.has_usage = true;
   r.prompt_tokens = json_int(*it, "prompt_tokens");
   r.completion_tokens = json_int(*it, "completion_tokens");
+  if (const auto details = it->find("prompt_tokens_details"); details != it->end() && details->is_object())
+    r.cached_tokens = json_int(*details, "cached_tokens");
+}
+
+// Appends the chunk's answer text (chat delta.content or completion text) to r.content.
+void read_content(const json& choice, RequestResult& r) {
+  if (const auto text = choice.find("text"); text != choice.end() && text->is_string()) r.content += text->get<std::string>();
+  const auto delta = choice.find("delta");
+  if (delta == choice.end() || !delta->is_object()) return;
+  if (const auto content = delta->find("content"); content != delta->end() && content->is_string())
+    r.content += content->get<std::string>();
 }
 
 // Token-carrying state of a stream.
@@ -100,6 +111,7 @@ bool on_event(Exchange& x, StreamTiming& t, const std::string& data) {
       ++r.num_finish_reasons;
     }
     has_text = chunk_has_text(choice);
+    read_content(choice, r);
   }
   read_usage(chunk, r);
   int64_t num_tokens = 0;

@@ -9,7 +9,10 @@
 #include <string>
 #include <string_view>
 
+#include <span>
+
 #include "runtime/batch_plan.h"
+#include "runtime/cache_ops.h"
 #include "runtime/model_config.h"
 
 namespace deltaserve::runtime {
@@ -107,6 +110,19 @@ class Backend {
   // by fixed position blocks gives the same bits however the scheduler cut the prompt. 1: any
   // cut is fine (the CPU backend is bitwise independent of chunking).
   virtual int32_t prefill_chunk_align() const { return 1; }
+
+  // Prefix-cache checkpoints (docs/prefix-cache.md, runtime/cache_ops.h). Bytes of one
+  // checkpoint: the recurrent state of one slot (every GDN layer's delta + conv state); 0 when
+  // the backend keeps no checkpoints (the scheduler's cache is then off).
+  virtual int64_t checkpoint_bytes() const { return 0; }
+  // Makes room for num_device checkpoints next to the state slots and num_host in page-locked
+  // host memory. Called once, before the first forward; throws std::invalid_argument for
+  // negative counts and std::logic_error when called twice or unsupported.
+  virtual void reserve_checkpoints(int32_t num_device, int32_t num_host);
+  // Applies the operations in order, before the next forward (on a device backend: copies
+  // enqueued on the step's stream, no host synchronisation). Throws std::invalid_argument for
+  // an out-of-range slot, block or checkpoint (before any copy).
+  virtual void apply_cache_ops(std::span<const CacheOp> ops);
 
   // Device kernels launched since construction (graph replays count their kernel nodes), for
   // benchmarks; -1 when the backend does not count them.

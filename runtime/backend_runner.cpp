@@ -35,6 +35,7 @@ RunnerLimits BackendRunner::limits() const {
   limits.num_vocab = static_cast<int32_t>(backend_.config().num_vocab);
   limits.max_draft_depth = max_draft_depth_;
   limits.prefill_chunk_align = backend_.prefill_chunk_align();
+  limits.checkpoint_bytes = backend_.checkpoint_bytes();
   return limits;
 }
 
@@ -129,7 +130,13 @@ void BackendRunner::set_device_greedy(bool on) {
   if (drafter_) drafter_->set_device_argmax(on);
 }
 
+void BackendRunner::reserve_checkpoints(int32_t num_device, int32_t num_host) {
+  backend_.reserve_checkpoints(num_device, num_host);
+}
+
 void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
+  // Prefix-cache saves, copies and restores first: drafting reads the restored prefix's MTP rows.
+  if (!plan.cache_ops.empty()) backend_.apply_cache_ops(plan.cache_ops);
   const size_t n = plan.sequences.size();
   draft_rows_.assign(n, DraftRows{});
   const MtpDrafter::DraftPicker pick = [&](size_t i, int32_t j, std::span<const float> head_logits) {

@@ -34,6 +34,7 @@ class BackendRunner final : public ModelRunner {
   void execute(const StepPlan& plan, StepOutput& out) override;
   // The backend's memory_stats(), as the engine publishes it for /metrics.
   RunnerStats stats() const override;
+  void reserve_checkpoints(int32_t num_device, int32_t num_host) override;
   // On (the default): requests whose tokens are the plain argmax (runtime/greedy.h's
   // only_argmax_needed) take the backend's argmax_ids and leave their logits on the device;
   // greedy MTP drafts likewise. Off: every sampled row's logits come to the host (the

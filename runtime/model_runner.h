@@ -32,6 +32,9 @@ struct RunnerLimits {
   // Prompt chunks that do not finish their sequence end on a multiple of this many positions
   // and leave at least this many rows (Backend::prefill_chunk_align).
   int32_t prefill_chunk_align = 1;
+  // Bytes of one prefix-cache checkpoint (runtime::Backend::checkpoint_bytes); 0 = the runner
+  // keeps none and the prefix cache stays off.
+  int64_t checkpoint_bytes = 0;
 };
 
 // Memory the runner's backend holds (BackendMemoryStats), flat across requests
@@ -72,6 +75,10 @@ struct SequencePlan {
 struct StepPlan {
   // Decode sequences first, then prefill chunks; each group in admission order.
   std::vector<SequencePlan> sequences;
+  // Prefix-cache copies (docs/prefix-cache.md) the runner applies in order before the step's
+  // forward (runtime::Backend::apply_cache_ops): saves and spills decided at the previous
+  // commits, then the copy-on-write blocks and restores of this step's admissions.
+  std::vector<runtime::CacheOp> cache_ops;
 
   bool empty() const { return sequences.empty(); }
   int64_t num_rows() const;  // tokens + reserved draft rows, all sequences
@@ -102,6 +109,9 @@ class ModelRunner {
   // An exception ends every sequence of the plan with FinishReason::Error.
   virtual void execute(const StepPlan& plan, StepOutput& out) = 0;
   virtual RunnerStats stats() const { return {}; }
+  // Called once by the engine before the first step when the prefix cache is on: room for
+  // this many checkpoints per tier (runtime::Backend::reserve_checkpoints).
+  virtual void reserve_checkpoints(int32_t num_device, int32_t num_host) { (void)num_device; (void)num_host; }
 };
 
 // The backend's view of a plan (copies rows and block tables; num_logits = 1 + draft_depth

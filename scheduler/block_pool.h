@@ -2,8 +2,9 @@
 // the scheduler decides which sequence owns which block and passes the ids in the plan.
 //
 // Owner: the Scheduler, on the engine thread only; not thread-safe, never blocks.
-// Invariant: every id in [0, num_total) is either in the free list or owned by exactly one
-// sequence; check_integrity() verifies it (called when idle and by the tests).
+// Invariant: every id in [0, num_total) is either in the free list or holds a reference count
+// >= 1 (running sequences and the prefix cache each hold one per use; docs/prefix-cache.md);
+// check_integrity() verifies it (called when idle and by the tests).
 #pragma once
 
 #include <cstdint>
@@ -16,16 +17,23 @@ class BlockPool {
  public:
   explicit BlockPool(int32_t num_blocks);
 
-  int32_t num_total() const { return static_cast<int32_t>(in_use_.size()); }
+  int32_t num_total() const { return static_cast<int32_t>(refs_.size()); }
   int32_t num_free() const { return static_cast<int32_t>(free_.size()); }
   int32_t num_used() const { return num_total() - num_free(); }
 
-  // Appends num_blocks ids to `blocks` and returns true, or changes nothing and returns
-  // false when fewer are free (pressure, not an error: the caller waits or preempts).
+  // Appends num_blocks ids (each with one reference) to `blocks` and returns true, or changes
+  // nothing and returns false when fewer are free (pressure, not an error: the caller waits,
+  // evicts cached prefixes or preempts).
   bool block_alloc(int32_t num_blocks, std::vector<int32_t>& blocks);
-  // Returns every id of `blocks` to the pool and clears it. Freeing an id that is not in
-  // use is a bookkeeping bug: it is ignored (the pool stays consistent) and counted.
+  // One more reference to a block in use (a cached prefix shared by another holder). Sharing
+  // a free id is a bookkeeping bug: ignored and counted as a bad free.
+  void block_share(int32_t id);
+  // Drops one reference of every id of `blocks` and clears it; an id whose count reaches 0
+  // returns to the pool. Freeing an id that is not in use is a bookkeeping bug: it is
+  // ignored (the pool stays consistent) and counted.
   void block_free(std::vector<int32_t>& blocks);
+  void block_release(int32_t id);  // one id
+  int32_t block_refs(int32_t id) const { return refs_[static_cast<size_t>(id)]; }
 
   // Number of ids that block_free() rejected (double frees, out of range). Always 0.
   int64_t num_bad_frees() const { return num_bad_frees_; }
@@ -36,7 +44,7 @@ class BlockPool {
 
  private:
   std::vector<int32_t> free_;  // LIFO: a freed block is reused first (warm in caches)
-  std::vector<bool> in_use_;   // [num_total]
+  std::vector<int32_t> refs_;  // [num_total]: 0 = free
   int64_t num_bad_frees_ = 0;
 };
 

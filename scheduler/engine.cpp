@@ -21,6 +21,8 @@ Engine::Engine(runtime::ModelRunner& runner, const SchedulerConfig& config, Engi
       scheduler_(resolve_config(config, runner.limits()), runner.limits(), observer, clock_) {
   scheduler_.fill_stats(stats_);
   free_places_ = scheduler_.config().max_num_seqs;
+  const SchedulerConfig& c = scheduler_.config();
+  if (c.prefix_cache) runner_.reserve_checkpoints(c.prefix_device_checkpoints, c.prefix_host_checkpoints);
 }
 
 Engine::~Engine() { stop(); }
@@ -59,7 +61,7 @@ Engine::Inbox Engine::take_inbox(bool wait) {
   std::unique_lock lock(mutex_);
   if (wait) {
     work_cv_.wait(lock, [this] {
-      return stopping_ || inbox_.cancel_all || !inbox_.submits.empty() || !inbox_.cancels.empty();
+      return stopping_ || inbox_.cancel_all || inbox_.reset_prefix_cache || !inbox_.submits.empty() || !inbox_.cancels.empty();
     });
   }
   Inbox taken = std::move(inbox_);
@@ -81,6 +83,11 @@ void Engine::apply(Inbox& inbox) {
   }
   for (const RequestId id : inbox.cancels) scheduler_.cancel(id);
   if (inbox.cancel_all) scheduler_.cancel_all();
+  if (inbox.reset_prefix_cache) {
+    scheduler_.reset_prefix_cache();
+    std::lock_guard lock(mutex_);
+    cache_resets_done_ = cache_resets_asked_;  // published by this iteration's publish()
+  }
 }
 
 void Engine::execute(const runtime::StepPlan& plan) {
@@ -100,6 +107,7 @@ void Engine::execute(const runtime::StepPlan& plan) {
   }
   if (failure.empty()) return;
   if (observer_ != nullptr) observer_->on_engine_error(failure);
+  scheduler_.on_runner_failure();
   out_.sequences.resize(plan.sequences.size());
   for (runtime::SequenceOutput& o : out_.sequences) o.error = failure;
 }
@@ -123,9 +131,20 @@ void Engine::publish() {
     num_waiting_ = scheduler_.num_waiting();
     free_places_ = num_waiting_ == 0 ? std::max<int64_t>(0, scheduler_.config().max_num_seqs - stats.num_running) : 0;
     idle_ = idle;
+    published_resets_ = cache_resets_done_;
     if (!intact && integrity_error_.empty()) integrity_error_ = why;
   }
-  if (idle) idle_cv_.notify_all();
+  idle_cv_.notify_all();  // idleness and cache resets are waited for
+}
+
+bool Engine::reset_prefix_cache(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  if (!started_ || stopping_) return false;
+  const uint64_t ticket = ++cache_resets_asked_;
+  inbox_.reset_prefix_cache = true;
+  work_cv_.notify_one();
+  // Done once the step loop applied it and published the stats after it.
+  return idle_cv_.wait_for(lock, timeout, [&] { return cache_resets_done_ >= ticket && published_resets_ >= ticket; });
 }
 
 SubmitResult Engine::submit(RequestSpec spec, EventSink sink) {

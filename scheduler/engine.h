@@ -58,6 +58,11 @@ class Engine : public RequestQueue {
   bool wait_idle(std::chrono::milliseconds timeout);
   void stop();  // idempotent
 
+  // Drops every cached prefix (docs/prefix-cache.md) on the engine thread and waits until that
+  // is published (stats()); running requests keep their blocks. False on timeout or when the
+  // engine is not running. A no-op (true) while the prefix cache is off.
+  bool reset_prefix_cache(std::chrono::milliseconds timeout);
+
   bool ready() const;  // started, not draining, not stopped: the server's /ready
   EngineStats stats() const;
   const SchedulerConfig& config() const { return scheduler_.config(); }
@@ -75,6 +80,7 @@ class Engine : public RequestQueue {
     std::vector<Submission> submits;
     std::vector<RequestId> cancels;
     bool cancel_all = false;
+    bool reset_prefix_cache = false;
     bool stop = false;
   };
 
@@ -111,6 +117,9 @@ class Engine : public RequestQueue {
   EngineStats stats_;
   std::string integrity_error_;
   RequestId next_id_ = 1;
+  uint64_t cache_resets_asked_ = 0;  // reset_prefix_cache() calls
+  uint64_t cache_resets_done_ = 0;   // ... applied by the step loop
+  uint64_t published_resets_ = 0;    // ... and published in stats_
 
   std::thread thread_;
 };

@@ -16,7 +16,8 @@ struct EngineStats {
   int32_t num_waiting = 0;
   int32_t num_state_slots_used = 0;
   int32_t num_state_slots_total = 0;
-  int32_t num_kv_blocks_used = 0;
+  int32_t num_kv_blocks_used = 0;    // held by requests (the prefix cache's own blocks not counted)
+  int32_t num_kv_blocks_cached = 0;  // held only by the prefix cache: reclaimed (evicted) on demand
   int32_t num_kv_blocks_total = 0;
   uint64_t num_steps = 0;
   uint64_t num_preemptions = 0;
@@ -25,6 +26,18 @@ struct EngineStats {
   int64_t pinned_registrations = 0;
   int64_t device_bytes_used = 0;     // device memory the backend holds (0 on CPU)
   int64_t device_bytes_total = 0;    // the device's capacity (0 on CPU)
+  // Prefix cache (docs/prefix-cache.md); all 0 while it is off.
+  bool prefix_cache_enabled = false;
+  uint64_t prefix_cache_queries = 0;        // admissions that looked it up
+  uint64_t prefix_cache_hits = 0;           // ... and resumed from a checkpoint
+  uint64_t prefix_cache_query_tokens = 0;   // tokens of those admissions
+  uint64_t prefix_cache_hit_tokens = 0;     // tokens they did not compute
+  uint64_t prefix_cache_evictions = 0;      // checkpoints dropped (budget, KV pressure, reset)
+  uint64_t prefix_cache_spills = 0;         // checkpoints moved from the device to the host tier
+  int32_t prefix_cache_checkpoints = 0;
+  int32_t prefix_cache_blocks = 0;          // full KV blocks the index holds
+  int64_t prefix_cache_device_bytes = 0;    // checkpoint bytes held per tier
+  int64_t prefix_cache_host_bytes = 0;
 };
 
 struct StepReport {

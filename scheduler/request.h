@@ -40,6 +40,7 @@ struct RequestEvent {
   std::string error;  // set with FinishReason::Error
   int32_t num_prompt_tokens = 0;
   int32_t num_generated_tokens = 0;  // total so far, emitted tokens only
+  int32_t num_cached_prompt_tokens = 0;  // prompt tokens the prefix cache supplied (first admission)
 };
 
 using EventSink = std::function<void(const RequestEvent&)>;

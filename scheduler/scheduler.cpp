@@ -18,9 +18,16 @@ Scheduler::Scheduler(const SchedulerConfig& config, const runtime::RunnerLimits&
   const int32_t align = limits.prefill_chunk_align;
   if (align > 1 && config.max_prefill_chunk_tokens >= 2 * align && config.max_num_batched_tokens >= 2 * align)
     chunk_align_ = align;
+  if (config.prefix_cache) {
+    cache_ = std::make_unique<PrefixCache>(limits.cache.kv_block_tokens, config.prefix_device_checkpoints,
+                                           config.prefix_host_checkpoints, blocks_);
+    checkpoint_bytes_ = limits.checkpoint_bytes;
+  }
 }
 
-Scheduler::~Scheduler() = default;
+Scheduler::~Scheduler() {
+  if (cache_) cache_->clear();  // its references go back before the pool goes
+}
 
 SubmitResult Scheduler::check_submit(const RequestSpec& spec) const {
   SubmitResult result;
@@ -119,7 +126,7 @@ runtime::StepPlan Scheduler::plan() {
   }
   for (size_t i = 0; i < running_.size(); ++i) {
     if (want[i] != 0) continue;
-    want[i] = aligned_chunk(*running_[i], std::min({running_[i]->num_missing_tokens(), config_.max_prefill_chunk_tokens, budget}));
+    want[i] = checkpoint_cut(*running_[i], aligned_chunk(*running_[i], std::min({running_[i]->num_missing_tokens(), config_.max_prefill_chunk_tokens, budget})));
     budget -= want[i];
   }
   if (!reserve_blocks(want)) {
@@ -127,7 +134,13 @@ runtime::StepPlan Scheduler::plan() {
     for (const int32_t n : want) num_planned += n;
     admit(config_.max_num_batched_tokens - num_planned, want);
   }
-  return build_plan(want);
+  runtime::StepPlan plan = build_plan(want);
+  // Ops wait for a plan the runner executes (an empty plan is not executed).
+  if (!plan.empty()) {
+    plan.cache_ops = std::move(pending_ops_);
+    pending_ops_.clear();
+  }
+  return plan;
 }
 
 // Returns true when it had to preempt (the step then admits nobody).
@@ -140,7 +153,7 @@ bool Scheduler::reserve_blocks(std::vector<int32_t>& want) {
       const int32_t num_needed =
           blocks_for_tokens(int64_t{s.num_computed_tokens} + want[i], block_tokens) -
           static_cast<int32_t>(s.kv_blocks.size());
-      if (num_needed <= 0 || blocks_.block_alloc(num_needed, s.kv_blocks)) break;
+      if (num_needed <= 0 || alloc_blocks(num_needed, s.kv_blocks)) break;
       // A prefill chunk first shrinks to the blocks at hand.
       const int64_t num_fit =
           (static_cast<int64_t>(s.kv_blocks.size()) + blocks_.num_free()) * block_tokens -
@@ -184,14 +197,11 @@ void Scheduler::preempt_newest() {
 }
 
 void Scheduler::admit(int32_t budget, std::vector<int32_t>& want) {
-  const int32_t block_tokens = limits_.cache.kv_block_tokens;
   while (!waiting_.empty() && budget > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs && slots_.num_free() > 0) {
     Sequence& s = *waiting_.front();
-    const int32_t num_rows = aligned_chunk(s, std::min({s.num_missing_tokens(), config_.max_prefill_chunk_tokens, budget}));
-    if (num_rows == 0 || blocks_for_tokens(num_rows, block_tokens) > blocks_.num_free()) break;  // FCFS: no overtaking
-    s.slot = *slots_.slot_alloc();
-    blocks_.block_alloc(blocks_for_tokens(num_rows, block_tokens), s.kv_blocks);
+    int32_t num_rows = 0;
+    if (!admit_head(budget, num_rows)) break;  // FCFS: no overtaking
     s.admit_order = next_admit_order_++;
     if (!s.was_scheduled) {
       s.was_scheduled = true;
@@ -260,6 +270,29 @@ void Scheduler::fill_stats(EngineStats& stats) const {
   stats.num_steps = num_steps_;
   stats.num_preemptions = num_preemptions_;
   stats.num_cancellations = num_cancellations_;
+  if (!cache_) return;
+  // Blocks only the cache references are free capacity (evicted on demand), not usage.
+  std::vector<int32_t> cache_refs(static_cast<size_t>(blocks_.num_total()), 0);
+  cache_->count_block_refs(cache_refs);
+  int32_t cached_only = 0;
+  for (int32_t b = 0; b < blocks_.num_total(); ++b) {
+    const int32_t refs = cache_refs[static_cast<size_t>(b)];
+    if (refs > 0 && refs == blocks_.block_refs(b)) ++cached_only;
+  }
+  stats.num_kv_blocks_cached = cached_only;
+  stats.num_kv_blocks_used -= cached_only;
+  const PrefixCacheStats& c = cache_->stats();
+  stats.prefix_cache_enabled = true;
+  stats.prefix_cache_queries = c.num_queries;
+  stats.prefix_cache_hits = c.num_hits;
+  stats.prefix_cache_query_tokens = c.num_query_tokens;
+  stats.prefix_cache_hit_tokens = c.num_hit_tokens;
+  stats.prefix_cache_evictions = c.num_evictions;
+  stats.prefix_cache_spills = c.num_spills;
+  stats.prefix_cache_checkpoints = cache_->num_checkpoints();
+  stats.prefix_cache_blocks = c.num_nodes;
+  stats.prefix_cache_device_bytes = int64_t{c.num_device_checkpoints} * checkpoint_bytes_;
+  stats.prefix_cache_host_bytes = int64_t{c.num_host_checkpoints} * checkpoint_bytes_;
 }
 
 }  // namespace deltaserve::scheduler

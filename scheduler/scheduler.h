@@ -21,7 +21,10 @@
 //     sequence alone always fits the pool (config), the oldest always progresses.
 //  3. Admission, only in a step that preempted nobody: strictly FCFS from the front of
 //     waiting while a slot, budget and the blocks of the head's first chunk are available;
-//     nobody overtakes a head that does not fit (no starvation of long prompts).
+//     nobody overtakes a head that does not fit (no starvation of long prompts). With the
+//     prefix cache (docs/prefix-cache.md) the head first resumes from its longest cached
+//     prefix: those tokens count as computed, so budget, chunk and blocks see only the tail.
+// Whenever blocks run short, cached prefixes are evicted (LRU) before anyone is preempted.
 // plan() and commit() alternate: nothing may call add/cancel between them, because the
 // plan's spans point into the sequences.
 #pragma once
@@ -36,6 +39,7 @@
 #include "scheduler/block_pool.h"
 #include "scheduler/engine_stats.h"
 #include "runtime/model_runner.h"
+#include "scheduler/prefix_cache.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler_config.h"
 #include "scheduler/sequence.h"
@@ -89,6 +93,14 @@ class Scheduler {
   // the computed tokens. Returns false and says why on the first violation.
   bool check_integrity(std::string* why) const;
 
+  // Drops every cached prefix (the admin reset): all the cache's references return to the
+  // pool. Running sequences keep theirs.
+  void reset_prefix_cache();
+  // The runner failed: the cache ops of that step may not have run, so nothing cached can be
+  // trusted; drops the cache.
+  void on_runner_failure();
+  const PrefixCache* prefix_cache() const { return cache_.get(); }
+
  private:
   std::string validate(const RequestSpec& spec) const;
   bool reserve_blocks(std::vector<int32_t>& want);
@@ -109,6 +121,21 @@ class Scheduler {
   void finish(Sequence& s, RequestEvent event, TimePoint now);
   bool deliver(Sequence& s, RequestEvent& event);
   void release(Sequence& s);
+  // Allocates num_blocks ids, evicting cached prefixes while the pool is short.
+  bool alloc_blocks(int32_t num_blocks, std::vector<int32_t>& blocks);
+  // A prefill chunk of `rows` for s, cut at the next checkpoint position when it crosses one.
+  int32_t checkpoint_cut(const Sequence& s, int32_t rows) const;
+  // The next position past s.num_computed_tokens where a prefill checkpoint is due (every
+  // prefix_checkpoint_tokens, and just before the prompt's last tokens), and whether s is at one.
+  int64_t next_checkpoint(const Sequence& s) const;
+  bool at_checkpoint(const Sequence& s) const;
+  // Checkpoints s's slot at s.num_computed_tokens (the cache decides whether to keep it).
+  void save_checkpoint(const Sequence& s);
+  // Admits the waiting head from its cached prefix when there is one; false when it does not
+  // fit now (nothing changed).
+  bool admit_head(int32_t budget, int32_t& num_rows);
+  // The request drafts with the MTP head (its cached prefixes must carry exact MTP rows).
+  bool speculative(const Sequence& s) const { return s.spec.draft_depth != 0 && config_.max_draft_depth > 0; }
 
   const SchedulerConfig config_;
   const runtime::RunnerLimits limits_;
@@ -117,6 +144,9 @@ class Scheduler {
   Clock clock_;
   SlotPool slots_;
   BlockPool blocks_;
+  std::unique_ptr<PrefixCache> cache_;           // null while the prefix cache is off
+  std::vector<runtime::CacheOp> pending_ops_;    // for the next non-empty plan
+  int64_t checkpoint_bytes_ = 0;
 
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> sequences_;
   std::deque<Sequence*> waiting_;   // FCFS; preempted sequences go back to the front

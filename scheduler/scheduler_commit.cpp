@@ -72,6 +72,10 @@ StepReport Scheduler::commit(const runtime::StepPlan& plan, const runtime::StepO
     if (p.sample) {
       record_drafts(s, p, out.sequences[k]);
       report.num_generated_tokens += append_tokens(s, out.sequences[k], now);
+      // The end of a prompt (or of a recompute) is a checkpoint, if s goes on (finish saves).
+      if (!p.is_decode && sequences_.count(p.id) != 0) save_checkpoint(s);
+    } else if (cache_ && at_checkpoint(s)) {
+      save_checkpoint(s);  // a prefill checkpoint (chunks are cut there: next_checkpoint)
     }
   }
   return report;
@@ -132,6 +136,9 @@ void Scheduler::report_tokens(Sequence& s, int32_t num_new, TimePoint now) {
 
 // Frees the sequence's slot and blocks, sends its final event, reports it and destroys it.
 void Scheduler::finish(Sequence& s, RequestEvent event, TimePoint now) {
+  // The slot holds exactly tokens[0, num_computed) between steps: the next turn starts there.
+  // An error leaves nothing trusted behind.
+  if (event.finish != FinishReason::Error) save_checkpoint(s);
   release(s);
   deliver(s, event);
   if (observer_ != nullptr) {
@@ -157,6 +164,7 @@ bool Scheduler::deliver(Sequence& s, RequestEvent& event) {
   event.id = s.id;
   event.num_prompt_tokens = s.num_prompt_tokens;
   event.num_generated_tokens = s.num_generated();
+  event.num_cached_prompt_tokens = std::max(0, s.num_cached_prompt_tokens);
   if (!s.sink) return true;
   try {
     s.sink(event);
@@ -187,11 +195,15 @@ bool Scheduler::check_integrity(std::string* why) const {
   if (running_.size() + waiting_.size() != sequences_.size()) return fail("sequences not all queued");
   if (static_cast<int32_t>(running_.size()) > config_.max_num_seqs) return fail("too many running");
   std::unordered_set<int32_t> slots_seen;
-  std::unordered_set<int32_t> blocks_seen;
+  // References per block: running sequences (each block at most once per sequence) and the
+  // prefix cache must account for the pool's counts exactly.
+  std::vector<int32_t> refs(static_cast<size_t>(blocks_.num_total()), 0);
   for (const Sequence* s : running_) {
     if (s->slot < 0 || !slots_seen.insert(s->slot).second) return fail("slot owned twice or missing");
+    std::unordered_set<int32_t> own;
     for (const int32_t b : s->kv_blocks) {
-      if (!blocks_seen.insert(b).second) return fail("block " + std::to_string(b) + " owned twice");
+      if (b < 0 || b >= blocks_.num_total() || !own.insert(b).second) return fail("block " + std::to_string(b) + " bad or twice in a table");
+      ++refs[static_cast<size_t>(b)];
     }
     const int32_t num_cover = blocks_for_tokens(s->num_computed_tokens, limits_.cache.kv_block_tokens);
     if (static_cast<int32_t>(s->kv_blocks.size()) < num_cover) return fail("block table too short");
@@ -203,7 +215,12 @@ bool Scheduler::check_integrity(std::string* why) const {
     }
   }
   if (static_cast<int32_t>(slots_seen.size()) != slots_.num_used()) return fail("slot leaked");
-  if (static_cast<int32_t>(blocks_seen.size()) != blocks_.num_used()) return fail("block leaked");
+  if (cache_) cache_->count_block_refs(refs);
+  for (int32_t b = 0; b < blocks_.num_total(); ++b) {
+    if (refs[static_cast<size_t>(b)] != blocks_.block_refs(b))
+      return fail("block " + std::to_string(b) + " has " + std::to_string(blocks_.block_refs(b)) + " references, " +
+                  std::to_string(refs[static_cast<size_t>(b)]) + " holders");
+  }
   return true;
 }
 

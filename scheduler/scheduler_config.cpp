@@ -55,6 +55,18 @@ SchedulerConfig resolve_config(const SchedulerConfig& requested, const runtime::
           "max_context_tokens " + std::to_string(c.max_context_tokens) + " exceeds the KV pool (" +
               std::to_string(cache.num_kv_blocks) + " blocks x " +
               std::to_string(cache.kv_block_tokens) + " tokens): one sequence alone must fit");
+  require(c.prefix_cache_device_bytes >= 0 && c.prefix_cache_host_bytes >= 0, "prefix cache budgets must be >= 0");
+  require(c.prefix_checkpoint_tokens >= 0, "prefix_checkpoint_tokens must be >= 0");
+  c.prefix_device_checkpoints = c.prefix_host_checkpoints = 0;
+  if (c.prefix_cache && limits.checkpoint_bytes > 0) {
+    // Capped so that a tiny model's checkpoints do not number in the millions.
+    constexpr int64_t kMaxCheckpoints = int64_t{1} << 16;
+    c.prefix_device_checkpoints = static_cast<int32_t>(std::min(kMaxCheckpoints, c.prefix_cache_device_bytes / limits.checkpoint_bytes));
+    c.prefix_host_checkpoints = static_cast<int32_t>(std::min(kMaxCheckpoints, c.prefix_cache_host_bytes / limits.checkpoint_bytes));
+  }
+  if (c.prefix_device_checkpoints == 0 && c.prefix_host_checkpoints == 0) c.prefix_cache = false;
+  const int32_t align = std::max(1, limits.prefill_chunk_align);
+  c.prefix_checkpoint_tokens = (c.prefix_checkpoint_tokens + align - 1) / align * align;
   return c;
 }
 

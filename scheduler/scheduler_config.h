@@ -23,6 +23,17 @@ struct SchedulerConfig {
   // Load: decode + draft rows of one step at most. Verify rows are nearly free while a step
   // is bandwidth-bound and cost real time once it is compute-bound; depths shrink past this.
   int32_t draft_max_rows = 256;
+  // Prefix cache (docs/prefix-cache.md). Off unless asked for and the runner keeps
+  // checkpoints (RunnerLimits::checkpoint_bytes > 0).
+  bool prefix_cache = false;
+  int64_t prefix_cache_device_bytes = int64_t{1} << 30;  // checkpoints next to the state slots
+  int64_t prefix_cache_host_bytes = int64_t{4} << 30;    // checkpoints in page-locked host memory
+  // A checkpoint every this many tokens of a prefill (chunks are cut there); 0 = only at the
+  // end of prompts and requests. Rounded up to a multiple of the runner's prefill_chunk_align.
+  int32_t prefix_checkpoint_tokens = 2048;
+  // Resolved: checkpoint buffers per tier (budget / checkpoint bytes); both 0 = cache off.
+  int32_t prefix_device_checkpoints = 0;
+  int32_t prefix_host_checkpoints = 0;
 };
 
 // Fills every `auto` (0) from the runner's limits and validates the result. Throws

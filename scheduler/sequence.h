@@ -33,6 +33,7 @@ struct Sequence {
   int32_t slot = -1;               // -1 while waiting
   std::vector<int32_t> kv_blocks;  // empty while waiting
   uint64_t admit_order = 0;        // larger = admitted later (preemption victim first)
+  int32_t num_cached_prompt_tokens = -1;  // tokens the prefix cache supplied at the first admission
 
   TimePoint submit_time{};
   TimePoint first_scheduled_time{};

@@ -88,6 +88,19 @@ class DeltaserveMetrics final : public MetricSet {
         preemptions_(counter(r, "deltaserve_preemptions_total", "Sequences preempted.")),
         cancellations_(counter(r, "deltaserve_cancellations_total",
                                "Requests cancelled (client gone, stop string, shutdown).")),
+        cache_queries_(counter(r, "deltaserve_prefix_cache_queries_total", "Admissions that looked the prefix cache up.")),
+        cache_hits_(counter(r, "deltaserve_prefix_cache_hits_total", "Admissions that resumed from a cached prefix.")),
+        cache_query_tokens_(counter(r, "deltaserve_prefix_cache_query_tokens_total", "Tokens of the admissions that looked the prefix cache up.")),
+        cache_hit_tokens_(counter(r, "deltaserve_prefix_cache_hit_tokens_total", "Tokens the prefix cache supplied (not computed).")),
+        cache_evictions_(counter(r, "deltaserve_prefix_cache_evictions_total", "Prefix-cache checkpoints dropped (budget, KV pressure, reset).")),
+        cache_bytes_family_(BuildGauge()
+                                .Name("deltaserve_prefix_cache_bytes")
+                                .Help("Bytes of recurrent-state checkpoints the prefix cache holds, by tier (device, host).")
+                                .Register(r)),
+        cache_device_bytes_(cache_bytes_family_.Add({{"tier", "device"}})),
+        cache_host_bytes_(cache_bytes_family_.Add({{"tier", "host"}})),
+        cache_checkpoints_(gauge(r, "deltaserve_prefix_cache_checkpoints", "Recurrent-state checkpoints the prefix cache holds.")),
+        cache_blocks_(gauge(r, "deltaserve_prefix_cache_kv_blocks", "KV blocks only the prefix cache holds (free capacity: evicted on demand; not in deltaserve_kv_blocks_used).")),
         pinned_bytes_(gauge(r, "deltaserve_pinned_host_bytes", "Host memory registered with the device.")),
         pinned_registrations_(gauge(r, "deltaserve_pinned_host_registrations",
                                     "Host-memory registrations with the device.")),
@@ -199,6 +212,15 @@ class DeltaserveMetrics final : public MetricSet {
     device_total_.Set(static_cast<double>(s.device_bytes_total));
     preemptions_.Increment(static_cast<double>(delta.num_preemptions));
     cancellations_.Increment(static_cast<double>(delta.num_cancellations));
+    cache_queries_.Increment(static_cast<double>(delta.prefix_cache_queries));
+    cache_hits_.Increment(static_cast<double>(delta.prefix_cache_hits));
+    cache_query_tokens_.Increment(static_cast<double>(delta.prefix_cache_query_tokens));
+    cache_hit_tokens_.Increment(static_cast<double>(delta.prefix_cache_hit_tokens));
+    cache_evictions_.Increment(static_cast<double>(delta.prefix_cache_evictions));
+    cache_device_bytes_.Set(static_cast<double>(s.prefix_cache_device_bytes));
+    cache_host_bytes_.Set(static_cast<double>(s.prefix_cache_host_bytes));
+    cache_checkpoints_.Set(s.prefix_cache_checkpoints);
+    cache_blocks_.Set(s.num_kv_blocks_cached);
     generation_rate_.Set(generation_tokens_per_s);
   }
 
@@ -228,6 +250,16 @@ class DeltaserveMetrics final : public MetricSet {
   Gauge& slots_total_;
   Counter& preemptions_;
   Counter& cancellations_;
+  Counter& cache_queries_;
+  Counter& cache_hits_;
+  Counter& cache_query_tokens_;
+  Counter& cache_hit_tokens_;
+  Counter& cache_evictions_;
+  prometheus::Family<Gauge>& cache_bytes_family_;
+  Gauge& cache_device_bytes_;
+  Gauge& cache_host_bytes_;
+  Gauge& cache_checkpoints_;
+  Gauge& cache_blocks_;
   Gauge& pinned_bytes_;
   Gauge& pinned_registrations_;
   Gauge& device_used_;

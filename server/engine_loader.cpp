@@ -92,6 +92,10 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   // a few streams on (bench/speculation_bench, bench/RESULTS.md), so the step carries at most
   // 4 decode + draft rows before depths shrink to 0.
   sched.draft_max_rows = 4;
+  sched.prefix_cache = config.prefix_cache;
+  sched.prefix_cache_device_bytes = config.prefix_cache_device_bytes;
+  sched.prefix_cache_host_bytes = config.prefix_cache_host_bytes;
+  sched.prefix_checkpoint_tokens = config.prefix_checkpoint_tokens;
   stack->engine = std::make_unique<scheduler::Engine>(*stack->runner, sched, observer);
   stack->engine->start();
 

@@ -78,6 +78,7 @@ void GenerationState::flush(StepOutput& out) {
 StepOutput GenerationState::on_event(const scheduler::RequestEvent& event) {
   StepOutput out;
   if (done_) return out;
+  usage_.num_cached_prompt_tokens = event.num_cached_prompt_tokens;  // the prefix cache's share of the prompt
   const bool engine_ends = event.finish != scheduler::FinishReason::None;
   for (size_t i = 0; i < event.tokens.size(); ++i) {
     if (usage_.num_completion_tokens >= setup_.max_tokens) {

@@ -98,6 +98,13 @@ std::string ServerMetrics::render(const scheduler::EngineStats* stats, bool read
     scheduler::EngineStats delta;
     delta.num_preemptions = stats->num_preemptions - last_stats_.num_preemptions;
     delta.num_cancellations = stats->num_cancellations - last_stats_.num_cancellations;
+    // Counters of the prefix cache (a reset never lowers them).
+    auto grown = [](uint64_t now, uint64_t before) { return now >= before ? now - before : 0; };
+    delta.prefix_cache_queries = grown(stats->prefix_cache_queries, last_stats_.prefix_cache_queries);
+    delta.prefix_cache_hits = grown(stats->prefix_cache_hits, last_stats_.prefix_cache_hits);
+    delta.prefix_cache_query_tokens = grown(stats->prefix_cache_query_tokens, last_stats_.prefix_cache_query_tokens);
+    delta.prefix_cache_hit_tokens = grown(stats->prefix_cache_hit_tokens, last_stats_.prefix_cache_hit_tokens);
+    delta.prefix_cache_evictions = grown(stats->prefix_cache_evictions, last_stats_.prefix_cache_evictions);
     const double rate = generation_rate(Clock::now());
     for (auto& set : sets_) set->refresh(*stats, delta, rate);
     last_stats_ = *stats;

@@ -42,6 +42,7 @@ nlohmann::json ResponseFormatter::usage_json(const Usage& usage) {
   return {{"prompt_tokens", usage.num_prompt_tokens},
           {"completion_tokens", usage.num_completion_tokens},
           {"total_tokens", usage.num_prompt_tokens + usage.num_completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", usage.num_cached_prompt_tokens}}},
           {"completion_tokens_details", {{"reasoning_tokens", usage.num_reasoning_tokens}}}};
 }
 

@@ -165,6 +165,24 @@ HttpResponse handle_detokenize(const HttpRequest& req, ServerState& state) {
   return json_response(http::status::ok, json_text(body), req, state);
 }
 
+// POST /v1/cache/reset (behind the API key like all of /v1): every cached prefix dropped; the
+// body reports what the cache holds afterwards (nothing, unless requests were running).
+HttpResponse handle_cache_reset(const HttpRequest& req, ServerState& state) {
+  const ModelService* service = ready_service(state);
+  if (!service->engine->reset_prefix_cache(std::chrono::seconds(30)))
+    throw ApiException{not_ready("cache_reset_timeout", "the engine did not apply the cache reset in time", state.config().retry_after_s)};
+  const scheduler::EngineStats s = service->engine->stats();
+  const nlohmann::json body = {{"status", "ok"},
+                               {"prefix_cache",
+                                {{"enabled", s.prefix_cache_enabled},
+                                 {"checkpoints", s.prefix_cache_checkpoints},
+                                 {"blocks", s.prefix_cache_blocks},
+                                 {"device_bytes", s.prefix_cache_device_bytes},
+                                 {"host_bytes", s.prefix_cache_host_bytes}}},
+                               {"kv_blocks_used", s.num_kv_blocks_used}};
+  return json_response(http::status::ok, json_text(body), req, state);
+}
+
 // Method check for a known path; returns false (and fills `out`) when it is not allowed.
 // HEAD goes wherever GET does (load balancers probe with it); route_request drops the body.
 bool allow(const HttpRequest& req, http::verb verb, ServerState& state, Routed& out) {
@@ -214,6 +232,8 @@ Routed dispatch(const HttpRequest& req, ServerState& state, std::string_view pat
     if (allow(req, http::verb::post, state, out)) {
       out.generation = prepare_responses(req.body(), state, *ready_service(state));
     }
+  } else if (path == "/v1/cache/reset") {
+    if (allow(req, http::verb::post, state, out)) out.response = handle_cache_reset(req, state);
   } else if (path == "/tokenize" || path == "/v1/tokenize") {
     if (allow(req, http::verb::post, state, out)) out.response = handle_tokenize(req, state);
   } else if (path == "/detokenize" || path == "/v1/detokenize") {
@@ -297,7 +317,7 @@ std::string_view request_path(std::string_view target) {
 std::string_view route_label(std::string_view path) {
   for (std::string_view route : {"/health", "/ready", "/metrics", "/v1/models", "/v1/chat/completions",
                                  "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
-                                 "/v1/responses", "/tokenize", "/detokenize"}) {
+                                 "/v1/responses", "/v1/cache/reset", "/tokenize", "/detokenize"}) {
     if (path == route) return route;
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";

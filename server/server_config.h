@@ -68,6 +68,11 @@ struct ServerConfig {
   int32_t cpu_threads = 0;
   std::string state_precision = "f32";  // recurrent (delta) states: f32 | bf16 (GPU backend only)
   std::string matvec = "auto";           // Q4_0 decode matvec: auto | fma | tensor (runtime::DecodeMatvec)
+  // Prefix cache (docs/prefix-cache.md).
+  bool prefix_cache = true;
+  int64_t prefix_cache_device_bytes = int64_t{1} << 30;  // recurrent-state checkpoints on the device
+  int64_t prefix_cache_host_bytes = int64_t{4} << 30;    // ... spilled to page-locked host memory
+  int32_t prefix_checkpoint_tokens = 2048;               // a checkpoint every N prefill tokens; 0 = only at prompt/request ends
 
   // Observability.
   bool vllm_metrics = false;        // also export vLLM's metric names

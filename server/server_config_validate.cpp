@@ -74,6 +74,9 @@ void validate_config(const ServerConfig& c) {
   check_range("--kv-blocks", c.kv_blocks, 0, 1 << 26);
   check_range("--draft-depth", c.draft_depth, -1, 16);
   check_range("--cpu-threads", c.cpu_threads, 0, 4096);
+  check_range("--prefix-cache-device-bytes", c.prefix_cache_device_bytes, int64_t{0}, int64_t{1} << 46);
+  check_range("--prefix-cache-host-bytes", c.prefix_cache_host_bytes, int64_t{0}, int64_t{1} << 46);
+  check_range("--prefix-checkpoint-tokens", c.prefix_checkpoint_tokens, 0, 1 << 24);
   check_one_of("--state-precision", c.state_precision, {"f32", "bf16"});
   check_one_of("--matvec", c.matvec, {"auto", "fma", "tensor", "staged"});
   if (!(c.metrics_rate_window_s >= 0.1 && c.metrics_rate_window_s <= 3600.0)) {

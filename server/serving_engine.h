@@ -20,6 +20,11 @@ class ServingEngine : public scheduler::RequestQueue {
   virtual void begin_drain() = 0;  // submit() answers NotReady from now on
   virtual void cancel_all() = 0;   // every queued/running request ends with Cancelled
   virtual bool wait_idle(std::chrono::milliseconds timeout) = 0;  // false on timeout
+  // Drops every cached prefix (POST /v1/cache/reset); false on timeout. No cache: true.
+  virtual bool reset_prefix_cache(std::chrono::milliseconds timeout) {
+    (void)timeout;
+    return true;
+  }
 };
 
 // The limits the daemon logs at start and sizes its per-slot metrics by.
@@ -49,6 +54,7 @@ class EngineAdapter final : public ServingEngine {
   void begin_drain() override { engine_.begin_drain(); }
   void cancel_all() override { engine_.cancel_all(); }
   bool wait_idle(std::chrono::milliseconds timeout) override { return engine_.wait_idle(timeout); }
+  bool reset_prefix_cache(std::chrono::milliseconds timeout) override { return engine_.reset_prefix_cache(timeout); }
 
  private:
   Engine& engine_;

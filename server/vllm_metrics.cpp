@@ -29,6 +29,8 @@ class VllmMetrics final : public MetricSet {
         waiting_(gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")),
         kv_usage_(gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")),
         preemptions_(counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.")),
+        cache_queries_(counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.")),
+        cache_hits_(counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.")),
         prompt_tokens_(counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.")),
         generation_tokens_(counter("vllm:generation_tokens_total", "Number of generation tokens processed.")),
         success_family_(BuildCounter()
@@ -116,6 +118,8 @@ class VllmMetrics final : public MetricSet {
                       ? static_cast<double>(s.num_kv_blocks_used) / s.num_kv_blocks_total
                       : 0.0);
     preemptions_.Increment(static_cast<double>(delta.num_preemptions));
+    cache_queries_.Increment(static_cast<double>(delta.prefix_cache_query_tokens));
+    cache_hits_.Increment(static_cast<double>(delta.prefix_cache_hit_tokens));
   }
 
  private:
@@ -141,6 +145,8 @@ class VllmMetrics final : public MetricSet {
   Gauge& waiting_;
   Gauge& kv_usage_;
   Counter& preemptions_;
+  Counter& cache_queries_;
+  Counter& cache_hits_;
   Counter& prompt_tokens_;
   Counter& generation_tokens_;
   prometheus::Family<Counter>& success_family_;

@@ -25,6 +25,11 @@ class CpuBackend final : public Backend {
   void forward(const BatchPlan& plan, ForwardOutput& out) override;
   void forward_mtp(const MtpPlan& plan, ForwardOutput& out) override;
   void rollback(int32_t slot, int32_t num_rows_kept) override;
+  // Prefix-cache checkpoints (cpu_checkpoints.cpp): both tiers are host vectors here, each
+  // allocated on its first save, so an unused budget costs nothing.
+  int64_t checkpoint_bytes() const override;
+  void reserve_checkpoints(int32_t num_device, int32_t num_host) override;
+  void apply_cache_ops(std::span<const CacheOp> ops) override;
 
   // Bytes held by the KV cache and the recurrent state (for logs and metrics).
   int64_t kv_cache_bytes() const;
@@ -59,6 +64,13 @@ class CpuBackend final : public Backend {
   std::vector<int32_t> live_entry_;             // per slot: the entry holding its live state
   std::vector<int32_t> ring_first_;             // per slot: first ring entry of its last verify step
   std::vector<float> logit_scratch_;            // every logit row when some stay off the host
+  // Checkpoints per tier: [index] -> every GDN layer's conv then delta floats (empty until saved).
+  std::vector<std::vector<float>> checkpoints_[2];
+  bool checkpoints_reserved_ = false;
+  std::vector<float>& checkpoint(CheckpointRef ref);
+  void save_state(int32_t slot, std::vector<float>& dst);
+  void restore_state(const std::vector<float>& src, int32_t slot);
+  void copy_kv_block(int32_t src, int32_t dst);
 };
 
 }  // namespace deltaserve::runtime

@@ -399,6 +399,11 @@ BackendMemoryStats GpuBackend::memory_stats() const {
   if (gpuMemGetInfo(&free_bytes, &total_bytes) == gpuSuccess) m.device_bytes_total = static_cast<int64_t>(total_bytes);
   m.pinned_bytes = pinned_->bytes();
   m.pinned_registrations = pinned_->registrations();
+  m.device_bytes_used += static_cast<int64_t>(checkpoint_arena_.bytes());
+  if (checkpoint_host_) {
+    m.pinned_bytes += checkpoint_host_->bytes();
+    m.pinned_registrations += checkpoint_host_->registrations();
+  }
   return m;
 }
 

@@ -106,6 +106,12 @@ class GpuBackend final : public Backend {
   void forward_mtp(const MtpPlan& plan, ForwardOutput& out) override;
   void rollback(int32_t slot, int32_t num_rows_kept) override;
   BackendMemoryStats memory_stats() const override;
+  // Prefix-cache checkpoints (gpu_checkpoints.cpp): the device tier in one device allocation,
+  // the host tier in one page-locked allocation, both made by reserve_checkpoints; every op is
+  // an async copy on the step's stream (device-to-device, or to/from the pinned tier).
+  int64_t checkpoint_bytes() const override;
+  void reserve_checkpoints(int32_t num_device, int32_t num_host) override;
+  void apply_cache_ops(std::span<const CacheOp> ops) override;
   int32_t prefill_chunk_align() const override { return kPrefillChunkAlign; }
   // Products of the tiled prefill matmuls: by default the exact bf16 tensor-core form for Q4_0
   // weights where the device has bf16 mma (kernels::MatmulMath::kTensorExact: exact products,
@@ -262,6 +268,15 @@ class GpuBackend final : public Backend {
   void* matvec_split_scratch_ = nullptr;  // kernels::set_matvec_split_scratch's, set with the math
   size_t matvec_split_bytes_ = 0;
   int64_t bytes_to_host_last_forward_ = 0;
+  // Prefix-cache checkpoints (gpu_checkpoints.cpp): per checkpoint, every GDN layer's delta entry
+  // (delta_elem_bytes_ each element) then its conv entry (f32), packed.
+  gpu::DeviceArena checkpoint_arena_{"prefix-cache checkpoints"};
+  unsigned char* checkpoint_device_ = nullptr;
+  std::unique_ptr<gpu::PinnedArena> checkpoint_host_;
+  int32_t num_device_checkpoints_ = 0, num_host_checkpoints_ = 0;
+  bool checkpoints_reserved_ = false;
+  unsigned char* checkpoint_at(CheckpointRef ref) const;
+  void copy_state(int32_t slot, unsigned char* checkpoint, bool checkpoint_on_host, bool to_checkpoint);
 };
 
 }  // namespace deltaserve::runtime

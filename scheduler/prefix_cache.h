@@ -1,0 +1,104 @@
+// The prefix cache's index (docs/prefix-cache.md): a trie whose edges are full KV blocks, with
+// recurrent-state checkpoints hanging off its nodes. A checkpoint at position P sits on the
+// node of depth floor(P / B) and keeps the tail tokens [floor(P/B)·B, P), the block holding
+// them (shared read-only; a reader copies it before writing), the token that followed P
+// when it was saved, and its state buffer (device or host tier).
+//
+// References: each node holds one on its block, each checkpoint one on its partial block;
+// a node lives while its subtree holds a checkpoint. Checkpoint buffers are fixed counts per
+// tier; the device tier spills its least recently used checkpoint to the host tier, the host
+// tier evicts. Every decision that moves state appends a runtime::CacheOp for the runner.
+//
+// Owner: the Scheduler, on the engine thread only; not thread-safe, never blocks.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/cache_ops.h"
+#include "scheduler/block_pool.h"
+
+namespace deltaserve::scheduler {
+
+struct PrefixCacheStats {
+  uint64_t num_queries = 0;       // admissions that looked the cache up
+  uint64_t num_hits = 0;          // ... and resumed from a checkpoint
+  uint64_t num_query_tokens = 0;  // prompt tokens of those admissions
+  uint64_t num_hit_tokens = 0;    // tokens they did not compute
+  uint64_t num_evictions = 0;     // checkpoints dropped (budget or KV pressure)
+  uint64_t num_spills = 0;        // checkpoints moved from the device tier to the host tier
+  int32_t num_device_checkpoints = 0;
+  int32_t num_host_checkpoints = 0;
+  int32_t num_nodes = 0;          // cached full blocks
+};
+
+class PrefixCache {
+ public:
+  // num_device / num_host: checkpoint buffers per tier (as reserved on the backend).
+  PrefixCache(int32_t block_tokens, int32_t num_device, int32_t num_host, BlockPool& blocks);
+  ~PrefixCache();
+  PrefixCache(const PrefixCache&) = delete;
+  PrefixCache& operator=(const PrefixCache&) = delete;
+
+  struct Checkpoint;
+  struct Hit {
+    int32_t num_tokens = 0;          // P; 0 = miss
+    Checkpoint* checkpoint = nullptr;
+    std::vector<int32_t> blocks;     // the full blocks of [0, floor(P/B)·B), in order
+    int32_t partial_block = -1;      // the block of the tail, or -1 when P is on a block edge
+  };
+  // The longest usable prefix of `tokens` of at most max_tokens tokens. need_mtp: the request
+  // drafts, so the MTP head's rows of the prefix must have been computed (the savers drafted).
+  Hit lookup(std::span<const int32_t> tokens, int32_t max_tokens, bool need_mtp) const;
+  // Taking a hit, in two phases around the caller's block allocation (which may evict):
+  // share_blocks() shares the full blocks into kv_blocks and pins the checkpoint (no eviction
+  // drops it); then either use(), which appends the copy of the partial block into cow_block
+  // (the caller's first new block; -1 when there is no partial block) and the restore into
+  // `slot` to ops and refreshes the LRU stamp, or unpin() when the admission fell through
+  // (the caller frees the shared blocks). Both unpin.
+  void share_blocks(const Hit& hit, std::vector<int32_t>& kv_blocks);
+  void use(const Hit& hit, int32_t slot, int32_t cow_block, std::vector<runtime::CacheOp>& ops);
+  void unpin(const Hit& hit);
+  // Counts an admission's lookup (hit tokens 0 for a miss).
+  void count_query(int32_t num_prompt_tokens, int32_t num_hit_tokens);
+
+  // Checkpoints the state of `slot`, which holds exactly tokens[0, num_tokens): the blocks of
+  // kv_blocks covering [0, num_tokens) are shared into the trie. next_token: the sequence's
+  // token at num_tokens (-1 if none). Dedupes an existing identical checkpoint; skips the
+  // save when no buffer can be had. mtp_valid: the sequence's MTP rows were computed.
+  void save(std::span<const int32_t> tokens, int32_t num_tokens, std::span<const int32_t> kv_blocks,
+            int32_t next_token, bool mtp_valid, int32_t slot, std::vector<runtime::CacheOp>& ops);
+
+  // Drops the least recently used checkpoint (either tier); false when there is none.
+  bool evict_lru();
+  // Drops everything: every reference returns to the pool.
+  void clear();
+
+  const PrefixCacheStats& stats() const { return stats_; }
+  int32_t num_checkpoints() const { return stats_.num_device_checkpoints + stats_.num_host_checkpoints; }
+  // Adds the cache's reference counts per block to counts[block] (integrity check).
+  void count_block_refs(std::vector<int32_t>& counts) const;
+
+ private:
+  struct Node;
+  using Lru = std::list<Checkpoint*>;
+  Node* child(const Node& node, std::span<const int32_t> block_tokens) const;
+  bool take_buffer(runtime::CheckpointRef& ref, std::vector<runtime::CacheOp>& ops);
+  void remove(Checkpoint* c);
+  void prune(Node* node);
+  Lru& lru(runtime::CheckpointTier tier);
+
+  int32_t block_tokens_;
+  BlockPool& blocks_;
+  std::unique_ptr<Node> root_;
+  std::vector<int32_t> free_buffers_[2];  // per tier: free checkpoint indices
+  Lru lru_[2];                            // per tier: least recently used first
+  uint64_t clock_ = 0;
+  PrefixCacheStats stats_;
+};
+
+}  // namespace deltaserve::scheduler

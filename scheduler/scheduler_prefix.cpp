@@ -1,0 +1,90 @@
+// Scheduler, prefix-cache part (docs/prefix-cache.md): admission from a cached prefix, block
+// allocation that evicts cached prefixes before anyone is preempted, checkpoint cuts and saves.
+#include <algorithm>
+
+#include "scheduler/scheduler.h"
+
+namespace deltaserve::scheduler {
+
+bool Scheduler::alloc_blocks(int32_t num_blocks, std::vector<int32_t>& blocks) {
+  while (!blocks_.block_alloc(num_blocks, blocks)) {
+    if (!cache_ || !cache_->evict_lru()) return false;
+  }
+  return true;
+}
+
+// The prompt's last kPromptTailTokens tokens are where a chat template renders the turn's
+// ending (and, on the next turn, rewrites it: Qwen drops the answer's reasoning), so a
+// checkpoint just before them is what the next turn can resume from.
+constexpr int32_t kPromptTailTokens = 32;
+
+int64_t Scheduler::next_checkpoint(const Sequence& s) const {
+  const int32_t every = config_.prefix_checkpoint_tokens;
+  int64_t next = every > 0 ? (int64_t{s.num_computed_tokens} / every + 1) * every : INT64_MAX;
+  const int64_t tail = int64_t{s.num_prompt_tokens - kPromptTailTokens} / chunk_align_ * chunk_align_;
+  if (tail > s.num_computed_tokens) next = std::min(next, tail);
+  return next;
+}
+
+bool Scheduler::at_checkpoint(const Sequence& s) const {
+  const int32_t every = config_.prefix_checkpoint_tokens;
+  if (every > 0 && s.num_computed_tokens % every == 0) return true;
+  const int64_t tail = int64_t{s.num_prompt_tokens - kPromptTailTokens} / chunk_align_ * chunk_align_;
+  return tail > 0 && s.num_computed_tokens == tail;
+}
+
+int32_t Scheduler::checkpoint_cut(const Sequence& s, int32_t rows) const {
+  if (!cache_ || rows <= 0) return rows;
+  const int64_t next = next_checkpoint(s);
+  if (s.num_computed_tokens + int64_t{rows} <= next) return rows;
+  if (s.num_tokens() - next < chunk_align_) return rows;  // a cut there would leave too short a last piece
+  return static_cast<int32_t>(next - s.num_computed_tokens);
+}
+
+bool Scheduler::admit_head(int32_t budget, int32_t& num_rows) {
+  Sequence& s = *waiting_.front();
+  const int32_t block_tokens = limits_.cache.kv_block_tokens;
+  PrefixCache::Hit hit;
+  if (cache_) hit = cache_->lookup(s.tokens, s.num_tokens() - 1, speculative(s));
+  s.num_computed_tokens = hit.num_tokens;  // cached tokens are done: the chunk sees the tail only
+  num_rows = checkpoint_cut(s, aligned_chunk(s, std::min({s.num_missing_tokens(), config_.max_prefill_chunk_tokens, budget})));
+  if (num_rows == 0) {
+    s.num_computed_tokens = 0;
+    return false;
+  }
+  std::vector<int32_t> blocks;
+  if (hit.checkpoint != nullptr) cache_->share_blocks(hit, blocks);
+  const int32_t num_new = blocks_for_tokens(int64_t{hit.num_tokens} + num_rows, block_tokens) - static_cast<int32_t>(blocks.size());
+  std::vector<int32_t> fresh;
+  if (!alloc_blocks(num_new, fresh)) {
+    blocks_.block_free(blocks);
+    if (cache_) cache_->unpin(hit);
+    s.num_computed_tokens = 0;
+    return false;
+  }
+  s.slot = *slots_.slot_alloc();
+  if (hit.checkpoint != nullptr) cache_->use(hit, s.slot, hit.partial_block >= 0 ? fresh.front() : -1, pending_ops_);
+  blocks.insert(blocks.end(), fresh.begin(), fresh.end());
+  s.kv_blocks = std::move(blocks);
+  if (cache_) cache_->count_query(s.num_tokens(), hit.num_tokens);
+  if (s.num_cached_prompt_tokens < 0) s.num_cached_prompt_tokens = std::min(hit.num_tokens, s.num_prompt_tokens);
+  return true;
+}
+
+void Scheduler::save_checkpoint(const Sequence& s) {
+  if (!cache_ || s.slot < 0 || s.num_computed_tokens < 1) return;
+  const int32_t at = s.num_computed_tokens;
+  const int32_t next_token = at < s.num_tokens() ? s.tokens[static_cast<size_t>(at)] : -1;
+  cache_->save(s.tokens, at, s.kv_blocks, next_token, speculative(s), s.slot, pending_ops_);
+}
+
+void Scheduler::reset_prefix_cache() {
+  if (cache_) cache_->clear();
+}
+
+void Scheduler::on_runner_failure() {
+  // The failed step's saves may not have run: a checkpoint could name a buffer never written.
+  reset_prefix_cache();
+}
+
+}  // namespace deltaserve::scheduler

@@ -1,0 +1,356 @@
+// The prefix cache on the real CPU stack (the embedded trained tiny MoE with its MTP head;
+// docs/prefix-cache.md): greedy output with the cache equals output without it, token for
+// token, across second turns, divergence inside a block and inside a checkpoint interval, a
+// stripped earlier answer, concurrent requests sharing a system prompt, preemption, eviction,
+// MTP depth 0 and 3; no poisoning (A, B, A); reset returns every reference; a soak stays
+// within the checkpoint budget.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/model_weights.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "runtime/backend_runner.h"
+#include "scheduler/engine.h"
+
+namespace deltaserve::scheduler {
+namespace {
+
+using Tokens = std::vector<int32_t>;
+
+struct Outcome {
+  Tokens tokens;
+  int32_t cached = -1;
+  FinishReason finish = FinishReason::None;
+};
+
+struct StackOptions {
+  bool cache = true;
+  int32_t depth = 0;
+  int32_t slots = 8;
+  int32_t blocks = 8 * 24;  // of 16 tokens
+  int32_t checkpoint_tokens = 32;
+  int64_t device_bytes = int64_t{64} << 20;
+  int64_t host_bytes = int64_t{64} << 20;
+  int32_t chunk = 48;
+};
+
+// One engine on a fresh CPU backend; requests run to the end.
+class Stack {
+ public:
+  Stack(const runtime::LoadedModel& model, const StackOptions& o)
+      : backend_(model, runtime::CacheConfig{o.slots, 16, o.blocks, 1 + o.depth}, 2), runner_(backend_, 0, o.depth) {
+    SchedulerConfig config;
+    config.draft_min_expected = 0.0;  // always draft at full depth: every path
+    config.max_prefill_chunk_tokens = o.chunk;
+    config.max_num_batched_tokens = 256;
+    config.prefix_cache = o.cache;
+    config.prefix_cache_device_bytes = o.device_bytes;
+    config.prefix_cache_host_bytes = o.host_bytes;
+    config.prefix_checkpoint_tokens = o.checkpoint_tokens;
+    engine_ = std::make_unique<Engine>(runner_, config);
+    engine_->start();
+  }
+  ~Stack() { engine_->stop(); }
+
+  std::vector<Outcome> run(const std::vector<Tokens>& prompts, int32_t max_tokens) {
+    std::mutex mutex;
+    std::condition_variable done;
+    std::map<RequestId, Outcome> outcomes;
+    size_t num_done = 0;
+    std::vector<RequestId> ids;
+    for (const Tokens& prompt : prompts) {
+      RequestSpec spec;
+      spec.prompt_tokens = prompt;
+      spec.max_tokens = max_tokens;
+      spec.sampling.temperature = 0.0f;  // greedy: outputs compare token for token
+      const SubmitResult r = engine_->submit(std::move(spec), [&](const RequestEvent& e) {
+        std::lock_guard<std::mutex> lock(mutex);
+        Outcome& o = outcomes[e.id];
+        o.tokens.insert(o.tokens.end(), e.tokens.begin(), e.tokens.end());
+        o.cached = e.num_cached_prompt_tokens;
+        if (e.finish != FinishReason::None) {
+          o.finish = e.finish;
+          ++num_done;
+          done.notify_all();
+        }
+      });
+      EXPECT_EQ(r.status, SubmitStatus::Accepted) << r.message;
+      ids.push_back(r.id);
+    }
+    std::unique_lock<std::mutex> lock(mutex);
+    EXPECT_TRUE(done.wait_for(lock, std::chrono::seconds(120), [&] { return num_done == prompts.size(); }));
+    lock.unlock();
+    EXPECT_TRUE(engine_->wait_idle(std::chrono::seconds(10)));
+    EXPECT_EQ(engine_->integrity_error(), "");
+    EXPECT_EQ(engine_->stats().num_state_slots_used, 0);
+    std::vector<Outcome> result;
+    for (const RequestId id : ids) result.push_back(outcomes[id]);
+    return result;
+  }
+  Outcome run_one(const Tokens& prompt, int32_t max_tokens) { return run({prompt}, max_tokens)[0]; }
+
+  Engine& engine() { return *engine_; }
+
+ private:
+  runtime::CpuBackend backend_;
+  runtime::BackendRunner runner_;
+  std::unique_ptr<Engine> engine_;
+};
+
+class PrefixCacheTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = runtime::load_model("models/deltaserve-tiny-moe.gguf").release();
+    tokenizer_ = runtime::Tokenizer::from_gguf(*model_->gguf).release();
+  }
+  static void TearDownTestSuite() {
+    delete tokenizer_;
+    delete model_;
+  }
+  static Tokens encode(const std::string& text) { return tokenizer_->encode(text); }
+  static Tokens concat(Tokens a, const Tokens& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  }
+  static Tokens outputs_only(const std::vector<Outcome>& outcomes, size_t i) { return outcomes[i].tokens; }
+  static std::unique_ptr<Stack> stack(StackOptions o) { return std::make_unique<Stack>(*model_, o); }
+  static std::vector<Tokens> tokens_of(const std::vector<Outcome>& outcomes) {
+    std::vector<Tokens> t;
+    for (const Outcome& o : outcomes) t.push_back(o.tokens);
+    return t;
+  }
+
+  static inline runtime::LoadedModel* model_ = nullptr;
+  static inline runtime::Tokenizer* tokenizer_ = nullptr;
+};
+
+const char* kSystem =
+    "You are a careful assistant. Answer in plain words, cite the file you read, and never invent a function "
+    "that the code does not define. When unsure, say so and ask for the missing piece.\n";
+
+TEST_F(PrefixCacheTest, SecondTurnResumesAndMatchesAtDepthZeroAndThree) {
+  for (const int32_t depth : {0, 3}) {
+    StackOptions on;
+    on.depth = depth;
+    StackOptions off = on;
+    off.cache = false;
+    auto cached = stack(on);
+    const Tokens turn1 = concat(encode(kSystem), encode("User: what does fibonacci(n) return?\nAssistant:"));
+    const Outcome first = cached->run_one(turn1, 20);
+    ASSERT_EQ(first.tokens.size(), 20u);
+    EXPECT_EQ(first.cached, 0);
+    const Tokens turn2 = concat(concat(turn1, first.tokens), encode("\nUser: and for n = 0?\nAssistant:"));
+    const Outcome second = cached->run_one(turn2, 20);
+    // The finished request's checkpoint: everything but its last token.
+    EXPECT_GE(second.cached, static_cast<int32_t>(turn1.size() + first.tokens.size()) - 1) << "depth " << depth;
+    auto plain = stack(off);
+    EXPECT_EQ(plain->run_one(turn2, 20).tokens, second.tokens) << "depth " << depth;
+    EXPECT_GT(cached->engine().stats().prefix_cache_hits, 0u);
+  }
+}
+
+TEST_F(PrefixCacheTest, DivergenceMidBlockAndMidIntervalResumesFromTheLastCheckpointBefore) {
+  const Tokens base = concat(encode(kSystem), encode(kSystem));
+  ASSERT_GT(base.size(), 90u);
+  // 77 is inside a block (16) and inside a checkpoint interval (32): the last checkpoint at or
+  // before the divergence is at 64 (or the one before base's prompt tail, when that is later).
+  Tokens diverged(base.begin(), base.begin() + 77);
+  diverged = concat(diverged, encode(" Completely different continuation here."));
+  for (const int32_t depth : {0, 3}) {
+    StackOptions on;
+    on.depth = depth;
+    StackOptions off = on;
+    off.cache = false;
+    auto cached = stack(on);
+    cached->run_one(base, 4);
+    const Outcome hit = cached->run_one(diverged, 16);
+    // Checkpoints of `base`: every 32 tokens, and 32 tokens before its prompt's end.
+    const int32_t before_tail = static_cast<int32_t>(base.size()) - 32;
+    EXPECT_EQ(hit.cached, before_tail > 64 && before_tail <= 76 ? before_tail : 64) << "depth " << depth;
+    EXPECT_EQ(stack(off)->run_one(diverged, 16).tokens, hit.tokens) << "depth " << depth;
+  }
+}
+
+TEST_F(PrefixCacheTest, StrippedEarlierAnswerResumesFromThePromptEnd) {
+  // The template drops turn 1's reasoning: turn 2 carries a different text where the answer was.
+  for (const int32_t depth : {0, 3}) {
+    StackOptions on;
+    on.depth = depth;
+    on.checkpoint_tokens = 0;  // only prompt and request ends
+    StackOptions off = on;
+    off.cache = false;
+    auto cached = stack(on);
+    const Tokens turn1 = concat(encode(kSystem), encode("User: name a prime.\nAssistant:"));
+    const Outcome first = cached->run_one(turn1, 12);
+    const Tokens turn2 = concat(concat(turn1, encode(" Seven.")), encode("\nUser: and another?\nAssistant:"));
+    const Outcome second = cached->run_one(turn2, 16);
+    if (depth == 0) {
+      EXPECT_EQ(second.cached, static_cast<int32_t>(turn1.size()));
+    }
+    EXPECT_EQ(stack(off)->run_one(turn2, 16).tokens, second.tokens) << "depth " << depth;
+  }
+}
+
+TEST_F(PrefixCacheTest, ConcurrentRequestsSharingASystemPromptMatch) {
+  const char* questions[] = {"What is a stack?", "Define a queue.", "Explain recursion.", "What is a heap?",
+                             "Name a sorting algorithm.", "What is a hash map?", "Define a tree.", "What is a graph?",
+                             "Explain binary search.", "What is memoisation?", "Define a linked list.", "What is big O?"};
+  std::vector<Tokens> prompts;
+  for (const char* q : questions) prompts.push_back(concat(encode(kSystem), encode(std::string("User: ") + q + "\nAssistant:")));
+  for (const int32_t depth : {0, 3}) {
+    StackOptions on;
+    on.depth = depth;
+    on.slots = 12;
+    on.blocks = 12 * 24;
+    StackOptions off = on;
+    off.cache = false;
+    auto cached = stack(on);
+    cached->run_one(encode(kSystem), 2);  // the system prompt alone, cached
+    const std::vector<Outcome> hits = cached->run(prompts, 12);
+    for (const Outcome& o : hits) EXPECT_GE(o.cached, 32) << "depth " << depth;
+    EXPECT_EQ(tokens_of(stack(off)->run(prompts, 12)), tokens_of(hits)) << "depth " << depth;
+  }
+}
+
+// Multi-turn conversations interleaved; every second turn resends the history.
+std::vector<Tokens> second_turns(const std::vector<Tokens>& firsts, const std::vector<Outcome>& outs, const Tokens& more) {
+  std::vector<Tokens> turns;
+  for (size_t i = 0; i < firsts.size(); ++i) {
+    Tokens t = firsts[i];
+    t.insert(t.end(), outs[i].tokens.begin(), outs[i].tokens.end());
+    t.insert(t.end(), more.begin(), more.end());
+    turns.push_back(t);
+  }
+  return turns;
+}
+
+TEST_F(PrefixCacheTest, PreemptionInTheMiddleKeepsOutputsExact) {
+  std::vector<Tokens> firsts;
+  for (int i = 0; i < 8; ++i) firsts.push_back(concat(encode(kSystem), encode("Conversation " + std::to_string(i) + ":")));
+  for (const int32_t depth : {0, 3}) {
+    StackOptions on;
+    on.depth = depth;
+    on.blocks = 24;  // 384 positions for 8 streams of ~70-120: preemption is certain
+    StackOptions off = on;
+    off.cache = false;
+    auto cached = stack(on);
+    auto plain = stack(off);
+    const std::vector<Outcome> out1 = cached->run(firsts, 24);
+    EXPECT_EQ(tokens_of(plain->run(firsts, 24)), tokens_of(out1)) << "depth " << depth;
+    const std::vector<Tokens> turns = second_turns(firsts, out1, encode("\nUser: go on.\nAssistant:"));
+    EXPECT_EQ(tokens_of(plain->run(turns, 24)), tokens_of(cached->run(turns, 24))) << "depth " << depth;
+    EXPECT_GT(cached->engine().stats().num_preemptions, 0u);
+  }
+}
+
+TEST_F(PrefixCacheTest, EvictionInTheMiddleKeepsOutputsExact) {
+  std::vector<Tokens> firsts;
+  for (int i = 0; i < 6; ++i) firsts.push_back(concat(encode(kSystem), encode("Thread " + std::to_string(i) + ":")));
+  for (const int32_t depth : {0, 3}) {
+    StackOptions on;
+    on.depth = depth;
+    StackOptions off = on;
+    off.cache = false;
+    auto probe = stack(on);
+    const int64_t bytes = probe->engine().config().prefix_device_checkpoints > 0
+                              ? on.device_bytes / probe->engine().config().prefix_device_checkpoints
+                              : 0;
+    ASSERT_GT(bytes, 0);
+    on.device_bytes = 3 * bytes;  // three checkpoints on the "device", two on the host
+    on.host_bytes = 2 * bytes;
+    auto cached = stack(on);
+    auto plain = stack(off);
+    const std::vector<Outcome> out1 = cached->run(firsts, 16);
+    const std::vector<Tokens> turns = second_turns(firsts, out1, encode("\nUser: more.\nAssistant:"));
+    EXPECT_EQ(tokens_of(plain->run(turns, 16)), tokens_of(cached->run(turns, 16))) << "depth " << depth;
+    const EngineStats stats = cached->engine().stats();
+    EXPECT_GT(stats.prefix_cache_evictions, 0u);
+    EXPECT_GT(stats.prefix_cache_spills, 0u);
+    EXPECT_LE(stats.prefix_cache_device_bytes, 3 * bytes);
+    EXPECT_LE(stats.prefix_cache_host_bytes, 2 * bytes);
+  }
+}
+
+TEST_F(PrefixCacheTest, NoPoisoningAThenBThenA) {
+  for (const int32_t depth : {0, 3}) {
+    StackOptions on;
+    on.depth = depth;
+    auto cached = stack(on);
+    const Tokens a = concat(encode(kSystem), encode("User: list three colours.\nAssistant:"));
+    const Outcome a1 = cached->run_one(a, 24);
+    // B resumes from A's end-of-prompt checkpoint, inside a block A's answer filled: it must
+    // write its own copy of that block, never A's.
+    Tokens b = concat(a, Tokens(a1.tokens.begin(), a1.tokens.begin() + 3));
+    b = concat(b, encode(" but now something else entirely"));
+    const Outcome b1 = cached->run_one(b, 24);
+    EXPECT_GE(b1.cached, static_cast<int32_t>(a.size()));
+    const Outcome a2 = cached->run_one(a, 24);
+    EXPECT_GT(a2.cached, 0);
+    EXPECT_EQ(a2.tokens, a1.tokens) << "depth " << depth;
+  }
+}
+
+TEST_F(PrefixCacheTest, ResetReturnsEveryReferenceAndByte) {
+  StackOptions on;
+  auto cached = stack(on);
+  cached->run({concat(encode(kSystem), encode("one")), concat(encode(kSystem), encode("two"))}, 8);
+  EngineStats stats = cached->engine().stats();
+  EXPECT_GT(stats.prefix_cache_checkpoints, 0);
+  EXPECT_GT(stats.num_kv_blocks_cached, 0);  // the cache holds its prefixes' blocks
+  EXPECT_EQ(stats.num_kv_blocks_used, 0);    // ... which are not usage
+  EXPECT_GT(stats.prefix_cache_device_bytes, 0);
+  ASSERT_TRUE(cached->engine().reset_prefix_cache(std::chrono::seconds(10)));
+  stats = cached->engine().stats();
+  EXPECT_EQ(stats.prefix_cache_checkpoints, 0);
+  EXPECT_EQ(stats.prefix_cache_blocks, 0);
+  EXPECT_EQ(stats.num_kv_blocks_used, 0);
+  EXPECT_EQ(stats.num_kv_blocks_cached, 0);
+  EXPECT_EQ(stats.prefix_cache_device_bytes, 0);
+  EXPECT_EQ(stats.prefix_cache_host_bytes, 0);
+  // And it works again after the reset (two requests in this server's lifetime after it).
+  const Tokens p = concat(encode(kSystem), encode("three"));
+  const Outcome first = cached->run_one(p, 8);
+  const Outcome again = cached->run_one(p, 8);
+  EXPECT_EQ(first.tokens, again.tokens);
+  EXPECT_GT(again.cached, 0);
+  EXPECT_EQ(cached->engine().integrity_error(), "");
+}
+
+TEST_F(PrefixCacheTest, SoakOfMultiTurnRequestsStaysWithinBudget) {
+  StackOptions on;
+  on.depth = 3;
+  auto probe = stack(on);
+  const int64_t bytes = on.device_bytes / probe->engine().config().prefix_device_checkpoints;
+  on.device_bytes = 6 * bytes;
+  on.host_bytes = 4 * bytes;
+  on.blocks = 8 * 16;
+  auto cached = stack(on);
+  std::vector<Tokens> history(6);
+  for (int c = 0; c < 6; ++c) history[c] = encode("Chat " + std::to_string(c) + ". ");
+  for (int turn = 0; turn < 6; ++turn) {
+    std::vector<Tokens> prompts;
+    for (int c = 0; c < 6; ++c) {
+      history[c] = concat(history[c], encode(" User: turn " + std::to_string(turn) + "?\nAssistant:"));
+      if (history[c].size() > 200) history[c].erase(history[c].begin(), history[c].begin() + 60);  // a new conversation
+      prompts.push_back(history[c]);
+    }
+    const std::vector<Outcome> outs = cached->run(prompts, 8);
+    for (int c = 0; c < 6; ++c) history[c] = concat(history[c], outs[c].tokens);
+    const EngineStats stats = cached->engine().stats();
+    EXPECT_LE(stats.prefix_cache_device_bytes, 6 * bytes);
+    EXPECT_LE(stats.prefix_cache_host_bytes, 4 * bytes);
+  }
+  EXPECT_GT(cached->engine().stats().prefix_cache_hit_tokens, 0u);
+  ASSERT_TRUE(cached->engine().reset_prefix_cache(std::chrono::seconds(10)));
+  EXPECT_EQ(cached->engine().stats().num_kv_blocks_used, 0);
+  EXPECT_EQ(cached->engine().stats().num_kv_blocks_cached, 0);
+}
+
+}  // namespace
+}  // namespace deltaserve::scheduler
