@@ -150,8 +150,8 @@ __device__ __forceinline__ void prefetch_first_tile(const PagedAttentionGpuArgs&
 // tile, hidden by the other block when the grid is large); the same operations either way.
 template <int kHd, int kGroup, bool kLateValues>
 __global__ void __launch_bounds__(kThreads, kLateValues ? 2 : 1)
-    attention_chunk_kernel(const PagedAttentionGpuArgs a, int64_t grid_chunks, int splits, bool prefetch_kv) {
-  if (prefetch_kv) prefetch_first_tile(a, splits);
+    attention_chunk_kernel(const PagedAttentionGpuArgs a, int64_t grid_chunks, int splits) {
+  prefetch_first_tile(a, splits);
   gpu::begin_kernel();
   constexpr int kKVecs = kHd / (4 * kLanesPerKey);      // K float4s per lane per key
   constexpr int kKeysPerPass = kThreads / kLanesPerKey;  // 32
@@ -379,18 +379,6 @@ __global__ void kv_append_kernel(const KvAppendGpuArgs a) {
   }
 }
 
-// The chunk kernel's prefetch_first_tile, with gpu::prefetch_enabled() (DELTASERVE_GPU_PREFETCH=0
-// turns every prefetch off). H200 (bench/RESULTS.md): in the 27B's step the chunk launch 6.85 ->
-// 6.64 us; one stream 6.767 / 6.790 -> 6.777 / 6.757 ms, two 7.483 / 7.470 -> 7.426 / 7.446.
-// DELTASERVE_GPU_ATTENTION_PREFETCH=0 leaves this one out (side-by-side runs).
-bool prefetch_kv() {
-  static const bool on = [] {
-    const char* env = std::getenv("DELTASERVE_GPU_ATTENTION_PREFETCH");
-    return !(env != nullptr && std::string_view(env) == "0");
-  }();
-  return on && gpu::prefetch_enabled();
-}
-
 // Grid chunks: an upper bound of every row's chunk count (the count is not monotone in the
 // number of keys, the tile count is).
 int64_t chunks_of(const PagedAttentionGpuArgs& a) {
@@ -402,15 +390,15 @@ template <int kHd, bool kLateValues>
 void launch_chunks(const PagedAttentionGpuArgs& a, dim3 grid, int64_t heads, int splits, gpuStream_t stream) {
   const int64_t chunks = grid.x;
   if (heads <= 1) {
-    gpu::launch(attention_chunk_kernel<kHd, 1, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits, prefetch_kv());
+    gpu::launch(attention_chunk_kernel<kHd, 1, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits);
   } else if (heads <= 2) {
-    gpu::launch(attention_chunk_kernel<kHd, 2, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits, prefetch_kv());
+    gpu::launch(attention_chunk_kernel<kHd, 2, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits);
   } else if (heads <= 4) {
-    gpu::launch(attention_chunk_kernel<kHd, 4, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits, prefetch_kv());
+    gpu::launch(attention_chunk_kernel<kHd, 4, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits);
   } else if (heads <= 8) {
-    gpu::launch(attention_chunk_kernel<kHd, 8, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits, prefetch_kv());
+    gpu::launch(attention_chunk_kernel<kHd, 8, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits);
   } else {
-    gpu::launch(attention_chunk_kernel<kHd, 16, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits, prefetch_kv());
+    gpu::launch(attention_chunk_kernel<kHd, 16, kLateValues>, grid, kThreads, 0, stream, a, chunks, splits);
   }
 }
 

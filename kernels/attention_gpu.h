@@ -15,9 +15,8 @@
 // of the KV head's query heads (each loads the chunk's K and V; the second from L2). A head's
 // operations are the same whichever block runs them, so the split never changes a bit and may
 // follow the load: a short grid takes more blocks (a one-stream step at 1,025 keys has 17
-// chunks x 2 KV heads for 132 SMs; on the H200 two blocks a pair were fastest, four, past one
-// wave of these one-block-an-SM kernels, slower, and so was any split of 8,192+ keys' 64
-// chunks); a full grid takes one block per KV head, so K and V cross from L2 once.
+// chunks x 2 KV heads for 132 SMs: two blocks a pair; four, past one wave of these
+// one-block-an-SM kernels, measured slower, and so did any split of 8,192+ keys' 64 chunks); a full grid takes one block per KV head, so K and V cross from L2 once.
 // paged_attention_head_splits: head_splits when set (a divisor of the group), else the
 // largest divisor s of the group with (chunks for max_keys) * num_kv_heads * num_rows * s <=
 // kAttentionSplitMaxBlocks.

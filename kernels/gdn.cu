@@ -27,7 +27,6 @@
 // instead spilled at dk = dv = 128), so R rows in one launch give the bits of R launches of one
 // row. The f32 instantiation has no extra instruction (same PTX as before the option).
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "kernels/async_copy.h"
@@ -99,19 +98,6 @@ __device__ __forceinline__ void stage_state_async(unsigned char* stage, const St
   gpu::async_commit();
 }
 
-// Asks L2 for the block's state slice (its DK rows of kCols elements) before the grid
-// dependency wait, so the staged copy after it hits L2 while the kernel before this one (the
-// layer's input projection) drains. gpu::prefetch_l2 is safe on any address; the entry index
-// comes from state_in, which the step's staging copy wrote before the step's first kernel, so
-// it is final here (when this kernel starts, every kernel but the one before it has finished).
-template <int DK, class StateT>
-__device__ __forceinline__ void prefetch_state_slice(const GdnStepArgs& a) {
-  const int64_t dv = a.head_dim_v, hv = a.num_v_heads;
-  const StateT* head = static_cast<const StateT*>(a.delta_states) + a.state_in[blockIdx.z] * (hv * DK * dv) +
-                       static_cast<int64_t>(blockIdx.y) * DK * dv + static_cast<int64_t>(blockIdx.x) * kCols;
-  for (int row = static_cast<int>(threadIdx.x); row < DK; row += kThreads) gpu::prefetch_l2(head + row * dv);
-}
-
 // Its 16-byte units back to the entry (kShared's final state): the reverse of stage_state_async.
 template <int DK, class StateT>
 __device__ __forceinline__ void store_staged_state(const unsigned char* stage, StateT* entry_head, int64_t dv, int64_t tile) {
@@ -149,30 +135,28 @@ constexpr int kMinBlocksShared = 8;
 // is what brings the registers down); DV == 0: any multiple of kCols. Same arithmetic either way.
 // StateT: the delta pools' element type (float, or uint16_t = bf16 bits).
 // kHome (above): kHomeStaged brings the slice in as 16-byte cp.async units (8 per thread)
-// instead of 32 scalar loads per thread straight into registers: measured on the H200
-// (bench/RESULTS.md), 35B-A3B one sequence -3% per step (the few blocks of a small grid wait on
-// fewer, wider loads), but 64 sequences +0.5% (where many blocks already overlap their loads).
+// instead of 32 scalar loads per thread straight into registers: faster for one sequence (the
+// few blocks of a small grid wait on fewer, wider loads), slower for many (where many blocks
+// already overlap their loads; bench/RESULTS.md).
 // kHomeShared keeps the staged slice where it landed: a row's S *= decay is recomputed from the
 // stored value in its second pass (the same product), and the state written back after a row
 // (bf16: rounded) is what the register homes' next row starts from, so the bits are theirs.
 // launch_step picks the home from the sequence count. Same values, same arithmetic.
 template <int DK, int DV, class StateT, int kHome>
 __global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksShared : DV > 0 ? kMinBlocksFixedDv : 1)
-    gdn_step_kernel(const GdnStepArgs a, bool prefetch_state, bool inputs_before_wait) {
-  // Launches of few sequences (one wave of blocks): one stream 2.467 -> 2.440 ms (35B-A3B, H200,
-  // bench/RESULTS.md); at 64 streams (kHomeShared) only the first of 15 waves could gain, and it
-  // measured even to slightly slower, so the many-sequence home leaves it out.
+    gdn_step_kernel(const GdnStepArgs a) {
   static_assert(DK % kParts == 0 && DK <= kThreads && DV % kCols == 0);
   constexpr bool kStaged = kHome != kHomeRegisters, kShared = kHome == kHomeShared;
   constexpr int kRowsPerPart = DK / kParts;
   constexpr int kStageRowBytes = StateStage<StateT>::kRowBytes;
   __shared__ __align__(16) unsigned char stage[kStaged ? DK * kStageRowBytes : 16];
-  // inputs_before_wait (staged homes): the slice's cp.async copies, the conv state's and the
-  // weights' loads go out before the grid dependency wait, a prefetch into shared memory and
-  // registers (the entry index is final, as for the L2 prefetch; both states are written only
-  // by this layer's step of an earlier forward, never by the kernel before this one, the
-  // layer's input projection). Else the L2 prefetch, and those loads after the wait.
-  const bool copied_early = kStaged && inputs_before_wait;
+  // Staged homes: the slice's cp.async copies, the conv state's and the weights' loads go out
+  // before the grid dependency wait, a prefetch into shared memory and registers (the entry
+  // index comes from state_in, which the step's staging copy wrote before the step's first
+  // kernel, so it is final here; both states are written only by this layer's step of an
+  // earlier forward, never by the kernel before this one, the layer's input projection). The
+  // register home loads them after the wait.
+  constexpr bool copied_early = kStaged;
   const int tid = static_cast<int>(threadIdx.x);
   const int part = tid % kParts, col = tid / kParts;
   const int64_t tile = blockIdx.x, j = blockIdx.y, s = blockIdx.z;
@@ -217,11 +201,7 @@ __global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksSha
     }
     if (tid == 0) dt_bias = a.dt_bias[j], ssm_a = a.ssm_a[j];
   };
-  if (copied_early) {
-    load_inputs_of_earlier_forwards();
-  } else if (kHome == kHomeStaged && prefetch_state) {
-    prefetch_state_slice<DK, StateT>(a);
-  }
+  if (copied_early) load_inputs_of_earlier_forwards();
   gpu::begin_kernel();
   __shared__ float q_s[DK], k_s[DK], v_s[kCols];
   __shared__ float scratch[2 * gpu::kMaxWarpsPerBlock];
@@ -360,8 +340,8 @@ __global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksSha
   }
 
   // The block's own final state (its delta state slice and v conv channels; no other block
-  // reads or writes them). owned_stores_first (the staged home with early loads, few
-  // sequences): stored before the count, so their drain overlaps the atomic's round trip;
+  // reads or writes them). owned_stores_first (the staged home, few sequences): stored before
+  // the count, so their drain overlaps the atomic's round trip;
   // else after it (at 64 sequences, stores before the fences cost, below).
   auto store_owned_state = [&] {
     if (state_out < 0) return;
@@ -378,7 +358,7 @@ __global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksSha
       if (has_v) conv_out[h * dc + ch_v] = hist_v[h];
     }
   };
-  const bool owned_stores_first = copied_early && kHome == kHomeStaged;
+  constexpr bool owned_stores_first = kHome == kHomeStaged;
   if (owned_stores_first) store_owned_state();
   // Count this block in once its rows are done, in one atomic: it has read the old q/k conv
   // state (arrival; the last of the key head's blocks to arrive writes the final q/k conv
@@ -386,7 +366,7 @@ __global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksSha
   // value head j normalises j's groups). Why here and not at the start: the atomic's round
   // trip and its fences then wait on nothing but this block's o stores. Counted at the start
   // (arrival) and after the state stores (done, every thread fencing), the two round trips and
-  // the store drain took a third of the stalls of a 64-sequence step (H200, Nsight Compute).
+  // the store drain took a third of the stalls of a 64-sequence step (Nsight Compute).
   if (fused_norm && part == 0) gpu::fence_acq_rel_device();  // release this thread's o stores
   __syncthreads();
   if (tid == 0) {
@@ -424,73 +404,26 @@ __global__ void __launch_bounds__(kThreads, kHome == kHomeShared ? kMinBlocksSha
 
 // Launches of at most this many sequences stage the state into registers (kHomeStaged): one
 // sequence measured faster staged, 16 equal, 64 slower (bench/RESULTS.md); past it the state
-// stays in shared memory (kHomeShared). DELTASERVE_GPU_GDN_STAGED_SEQS=N moves the line;
-// DELTASERVE_GPU_GDN_STATE_HOME=registers|staged|shared forces one home (side-by-side runs).
-// Values do not depend on either.
-int64_t staged_max_seqs() {
-  static const int64_t n = [] {
-    const char* env = std::getenv("DELTASERVE_GPU_GDN_STAGED_SEQS");
-    return env != nullptr && *env != '\0' ? static_cast<int64_t>(std::atoll(env)) : int64_t{8};
-  }();
-  return n;
-}
-
-GdnStateHome forced_home() {
-  static const GdnStateHome home = [] {
-    const char* env = std::getenv("DELTASERVE_GPU_GDN_STATE_HOME");
-    const std::string v = env != nullptr ? env : "";
-    return v == "registers" ? GdnStateHome::kRegisters
-           : v == "staged"  ? GdnStateHome::kStaged
-           : v == "shared"  ? GdnStateHome::kShared
-                            : GdnStateHome::kAuto;
-  }();
-  return home;
-}
+// stays in shared memory (kHomeShared). GdnStepArgs::state_home forces one home (the parity
+// tests). Values do not depend on it.
+constexpr int64_t kStagedMaxSeqs = 8;
 
 GdnStateHome home_for(const GdnStepArgs& a) {
   if (a.state_home != GdnStateHome::kAuto) return a.state_home;
-  if (forced_home() != GdnStateHome::kAuto) return forced_home();
-  return a.num_seqs <= staged_max_seqs() ? GdnStateHome::kStaged : GdnStateHome::kShared;
-}
-
-// The state slice's L2 prefetch before the grid dependency wait (prefetch_state_slice) where
-// the slice is not copied before it (inputs_before_wait off), on where prefetches are
-// (gpu::prefetch_enabled); DELTASERVE_GPU_GDN_PREFETCH=0 leaves it out (side-by-side runs).
-// Timing only.
-bool state_prefetch_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("DELTASERVE_GPU_GDN_PREFETCH");
-    return !(env != nullptr && std::string(env) == "0");
-  }();
-  return on && gpu::prefetch_enabled();
-}
-
-// The staged homes load what earlier forwards wrote before the grid dependency wait
-// (gdn_step_kernel's inputs_before_wait: the state slice's copies, the conv state, the conv and
-// gate weights) and the staged home stores its own final state before the block's count. H200
-// (bench/RESULTS.md, same bits): the 27B's GDN step 10.4 -> 10.0 us; one stream 6.83-6.85 ->
-// 6.77-6.79 ms, two 7.54-7.56 -> 7.47-7.48; 35B-A3B one stream 2.287 / 2.290 -> 2.265 / 2.275.
-// DELTASERVE_GPU_GDN_EARLY=0 keeps them after the wait (side-by-side runs). Timing only.
-bool inputs_before_wait() {
-  static const bool on = [] {
-    const char* env = std::getenv("DELTASERVE_GPU_GDN_EARLY");
-    return !(env != nullptr && std::string(env) == "0");
-  }();
-  return on;
+  return a.num_seqs <= kStagedMaxSeqs ? GdnStateHome::kStaged : GdnStateHome::kShared;
 }
 
 template <class StateT, int kHome>
 void launch_as(const GdnStepArgs& a, gpuStream_t stream) {
-  const bool prefetch = state_prefetch_enabled(), early = inputs_before_wait();
   const dim3 grid(static_cast<unsigned>(a.head_dim_v / kCols), static_cast<unsigned>(a.num_v_heads),
                   static_cast<unsigned>(a.num_seqs));
   const bool dv_is_dk = a.head_dim_v == a.head_dim_k;
   if (a.head_dim_k == 64) {
-    if (dv_is_dk) gpu::launch(gdn_step_kernel<64, 64, StateT, kHome>, grid, kThreads, 0, stream, a, prefetch, early);
-    else gpu::launch(gdn_step_kernel<64, 0, StateT, kHome>, grid, kThreads, 0, stream, a, prefetch, early);
+    if (dv_is_dk) gpu::launch(gdn_step_kernel<64, 64, StateT, kHome>, grid, kThreads, 0, stream, a);
+    else gpu::launch(gdn_step_kernel<64, 0, StateT, kHome>, grid, kThreads, 0, stream, a);
   } else {
-    if (dv_is_dk) gpu::launch(gdn_step_kernel<128, 128, StateT, kHome>, grid, kThreads, 0, stream, a, prefetch, early);
-    else gpu::launch(gdn_step_kernel<128, 0, StateT, kHome>, grid, kThreads, 0, stream, a, prefetch, early);
+    if (dv_is_dk) gpu::launch(gdn_step_kernel<128, 128, StateT, kHome>, grid, kThreads, 0, stream, a);
+    else gpu::launch(gdn_step_kernel<128, 0, StateT, kHome>, grid, kThreads, 0, stream, a);
   }
 }
 
@@ -507,12 +440,7 @@ gpuError_t launch_step(const GdnStepArgs& a, gpuStream_t stream) {
 }  // namespace
 
 std::string gdn_step_state_home_setting() {
-  switch (forced_home()) {
-    case GdnStateHome::kRegisters: return "registers (forced)";
-    case GdnStateHome::kStaged: return "staged into registers (forced)";
-    case GdnStateHome::kShared: return "shared memory (forced)";
-    default: return "staged into registers to " + std::to_string(staged_max_seqs()) + " sequences, then shared memory";
-  }
+  return "staged into registers to " + std::to_string(kStagedMaxSeqs) + " sequences, then shared memory";
 }
 
 gpuError_t gdn_step_gpu(const GdnStepArgs& a, gpuStream_t stream) {

@@ -64,7 +64,7 @@ inline constexpr int64_t state_type_bytes(StateType t) { return t == StateType::
 // Where a block keeps its slice of the delta state across its sequence's rows (timing only:
 // every home gives the same bits). kAuto: staged into registers for launches of few sequences
 // (their few blocks wait on fewer, wider loads), in shared memory for many (half the
-// registers, twice the blocks an SM); DELTASERVE_GPU_GDN_STATE_HOME overrides kAuto.
+// registers, twice the blocks an SM); the others force one (the parity tests).
 enum class GdnStateHome : int32_t { kAuto, kRegisters, kStaged, kShared };
 
 struct GdnStepArgs {

@@ -33,7 +33,7 @@ if(DELTASERVE_CUDA)
   target_compile_options(ds_kernels_gpu PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra -Werror=all-warnings>)
   target_link_libraries(ds_kernels_gpu PUBLIC ds_kernels CUDA::cudart_static)
   # A measuring build: every launch stamps its start and its grid dependency wait
-  # (kernels/gpu_timeline.h; DELTASERVE_GPU_TIMELINE=1 prints the in-step table). Never a product build.
+  # (kernels/gpu_timeline.h; `deltaserve bench --timeline` prints the in-step table). Never a product build.
   option(DELTASERVE_GPU_TIMELINE "Stamp each kernel launch's start and wait on the device (measuring build)" OFF)
   if(DELTASERVE_GPU_TIMELINE)
     target_compile_definitions(ds_kernels_gpu PRIVATE DS_GPU_TIMELINE)

@@ -163,17 +163,9 @@ namespace deltaserve::kernels {
 namespace deltaserve::kernels::gpu {
 
 // Whether gpu::launch uses dependent launches: CUDA, a device of compute capability 9.0 or
-// more, kernels compiled for it (not JIT from older PTX, which lacks the wait), and
-// DELTASERVE_GPU_PDL not "0" (the side-by-side switch). Decided once per process, on the
-// first call (after the device is chosen). Defined in kernels/launch.cu.
+// more, and kernels compiled for it (not JIT from older PTX, which lacks the wait). Decided
+// once per process, on the first call (after the device is chosen). Defined in kernels/launch.cu.
 bool dependent_launch_enabled();
-// The preferred shared-memory carveout of DELTASERVE_GPU_SMEM_CARVEOUT for `kernel` (launch.cu),
-// once per kernel and device; nothing without it.
-void apply_carveout(const void* kernel);
-
-// Whether kernels prefetch to L2 (DELTASERVE_GPU_PREFETCH=0 turns it off for side-by-side
-// runs; values never depend on it). Decided once per process.
-bool prefetch_enabled();
 
 namespace timeline {
 // The in-step timeline of a measuring build (gpu_timeline.h): one launch's stamp, and the buffer
@@ -341,7 +333,6 @@ __device__ __forceinline__ void prefetch_l2_range(const void* begin, size_t byte
 template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, gpuStream_t stream, Args&&... args) {
 #if defined(DS_GPU_CUDA)
-  apply_carveout(reinterpret_cast<const void*>(kernel));
   if (dependent_launch_enabled()) {
     cudaLaunchAttribute attr{};
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -1,11 +1,7 @@
-// gpu::dependent_launch_enabled, gpu::prefetch_enabled and gpu::apply_carveout (gpu_compat.h):
-// one-time decisions on how kernels launch and whether they prefetch; and the host side of
-// the measuring build's in-step timeline (gpu_timeline.h).
+// gpu::dependent_launch_enabled (gpu_compat.h): the one-time decision on how kernels launch; and
+// the host side of the measuring build's in-step timeline (gpu_timeline.h).
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
-#include <set>
 #include <utility>
 #include <vector>
 
@@ -21,8 +17,6 @@ __global__ void launch_probe_kernel() {}
 #endif
 
 bool decide() {
-  const char* env = std::getenv("DELTASERVE_GPU_PDL");
-  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
 #if defined(DS_GPU_CUDA)
   int device = 0, major = 0;
   cudaFuncAttributes attr{};
@@ -43,39 +37,6 @@ bool decide() {
 bool dependent_launch_enabled() {
   static const bool enabled = decide();
   return enabled;
-}
-
-bool prefetch_enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("DELTASERVE_GPU_PREFETCH");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
-  return enabled;
-}
-
-// DELTASERVE_GPU_SMEM_CARVEOUT=N (0-100, percent of the L1 / shared memory array given to
-// shared memory) sets every launched kernel's preferred carveout once per device, so that
-// neighbouring launches of a step ask for the same split. A probe, off by default: on the H200
-// (bench/RESULTS.md) 100 made the 27B's step 8.08 -> 8.13 ms and left its mixed-shared-memory
-// forms as slow as without it, so a changing split was not what cost them (the in-step
-// timeline showed what did: the launch after a two-tile one).
-void apply_carveout(const void* kernel) {
-#if defined(DS_GPU_CUDA)
-  static const int percent = [] {
-    const char* env = std::getenv("DELTASERVE_GPU_SMEM_CARVEOUT");
-    return env != nullptr && *env != '\0' ? std::atoi(env) : -1;
-  }();
-  if (percent < 0) return;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return;
-  static std::mutex mutex;
-  static std::set<std::pair<int, const void*>> done;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!done.insert({device, kernel}).second) return;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, percent) != cudaSuccess) (void)cudaGetLastError();
-#else
-  (void)kernel;
-#endif
 }
 
 namespace timeline {

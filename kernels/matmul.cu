@@ -91,7 +91,7 @@ __device__ __forceinline__ void write_outputs(const MatvecSeg& g, const float (&
 // output's dot product is the same instruction sequence whatever its neighbours, segment or R.
 // kNorm: the launch is matmul_norm_gpu's (its own instantiation, so the epilogue's code and
 // registers stay out of every other matvec: inlined into all of them it made the expert
-// matvec 2x slower at 64 streams on the H200).
+// matvec much slower at 64 streams).
 // One row group of the block's segment (the kernel below).
 template <class D, int R, bool kNorm, bool kGrouped>
 __device__ __forceinline__ void matvec_group(const MatvecSeg& g, int64_t group, bool prefetch) {
@@ -148,8 +148,8 @@ __device__ __forceinline__ void matvec_group(const MatvecSeg& g, int64_t group, 
   }
   const int64_t num_chunks = g.num_in / 8;  // every layout decodes 8 elements a chunk
   // Groups of 4+ rows decode two chunks (their weight loads in flight together) before
-  // multiplying: measured on the H200, 27B dense at 64 streams 379 -> 307 ms/step; one or two
-  // rows stay one chunk at a time (unrolled, batch 1 was slower: qkv Q4_0 9.8 -> 13.9 us).
+  // multiplying (faster for the 27B at 64 streams); one or two rows stay one chunk at a time
+  // (unrolled, batch 1 was slower; bench/RESULTS.md).
   // Each accumulator still takes its chunks in increasing order and its elements in order,
   // so every bit is the plain loop's.
   constexpr int kUnroll = R >= 4 ? 2 : 1;
@@ -223,14 +223,14 @@ gpuError_t launch_groups(MatvecParams p, gpuStream_t stream) {
     num_groups = g.num_groups > num_groups ? g.num_groups : num_groups;
   }
   // Prefetch at decode sizes and for small matrices only: with groups of 8 rows or more than
-  // 32 row groups (the expert pairs of 16+ streams) it measured ~1% slower on the H200, with
-  // the 27B's large matrices 4% (kPrefetchMaxMatrixBytes).
+  // 32 row groups (the expert pairs of 16+ streams) it measured slower, and so with the 27B's
+  // large matrices (kPrefetchMaxMatrixBytes).
   bool small_matrices = true;
   for (int s = 0; s < p.num_segs; ++s) {
     const size_t matrix_bytes = static_cast<size_t>(p.seg[s].num_out) * p.seg[s].w_row_bytes;
     small_matrices = small_matrices && matrix_bytes <= kPrefetchMaxMatrixBytes;
   }
-  p.prefetch_weights = gpu::prefetch_enabled() && R <= 4 && num_groups <= 32 && small_matrices;
+  p.prefetch_weights = R <= 4 && num_groups <= 32 && small_matrices;
   for (int64_t first = 0; first < num_groups; first += kMaxGridY) {
     p.group_offset = first;
     const dim3 grid(static_cast<unsigned>(grid_x),
@@ -303,6 +303,22 @@ gpuError_t dispatch_cuda_cores(const MatvecParams& p, DType type, gpuStream_t st
   return p.seg[0].norm_counters != nullptr ? dispatch_as<true>(p, type, stream) : dispatch_as<false>(p, type, stream);
 }
 
+// The matmul forms: which one runs, for which shape and row count, and why. The backend
+// (runtime/gpu/gpu_ffn_layer.cpp, gpu_moe_layer.cpp) picks the entry point; dispatch() below
+// picks the matvec form. Every rule reads the matrix's shape, the weight type, the row count
+// and the backend-lifetime MatvecMath only, so a row's bits never follow the load.
+//
+// | entry point / form                         | runs for                                          | why |
+// |--------------------------------------------|---------------------------------------------------|-----|
+// | matmul_prefill_gpu, f32 tile (matmul_prefill.cu) | prefill rows, every weight type; Q4_0 where the device has no bf16 mma | weights decoded once per 64-row tile, shared by the rows |
+// | matmul_prefill_gpu, exact bf16 tile (matmul_tile_exact.h) | prefill rows of Q4_0 with bf16 mma (sm_80+); tensor mode's decode rows of matrices >= 65,536 outputs (the LM head) | exact products, bits as close as f32's, several times faster; the wide LM head fills the GPU at decode row counts |
+// | matmul_experts_prefill_gpu (matmul_experts_prefill.cu) | prefill expert pairs; tensor mode's decode expert pairs | each expert's weights read once per tile of the pairs routed to it |
+// | matvec on the CUDA cores (this file)       | every type but Q4_0; Q4_0 under kCudaCores (fma); expert-grouped launches; staged launches staged_shapes refuses | f32 chains, groups of R = 1, 2, 4 or 8 rows (expert pairs R = 1, grouped pairs R = 2 or 4) |
+// | tensor-core matvec (matmul_mma.cu)         | Q4_0 decode and verify rows under kTensorCores, launches without expert segments | many rows share each weight load; pre-split activations from 2^31 multiply-adds |
+// | staged matvec (matmul_mma_staged.cu)       | Q4_0 under kStaged where staged_shapes holds (rows of 256k inputs, 16-byte aligned, expert pairs one a group); 1-2 rows: one or two tiles a block by tiles per multiprocessor; carried and deferred norms | weights staged through shared memory onto the tensor cores: a few rows are bound by instructions, not bytes |
+// | moe_down_combine_gpu (kernels/moe_down_combine.cu) | the staged matvec's MoE decode steps of 1-16 rows | the down products and the combine in one launch, the expert outputs never in memory |
+// | matmul_norm_gpu (kNorm here)               | no product path (the parity suite keeps it)       | the norm launch won inside step graphs |
+//
 // Q4_0 under MatvecMath::kTensorCores: launches without expert segments go to the tensor
 // cores; a launch with expert segments (and the shared expert's segments riding in it) stays
 // on the CUDA cores, whose expert walks measured faster (matmul_gpu.h). kStaged: every launch

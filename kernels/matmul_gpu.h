@@ -55,37 +55,8 @@ bool tensor_matvec_available();  // the current device has bf16 mma (CUDA sm_80 
 // weight tile or two side by side (matmul_mma_staged.cu): two share the block's activation
 // loads and its fixed work (parameters, copy addresses, the input norm's scales, the sums'
 // epilogue) over twice the weights. Each output row's arithmetic is the one-tile walk's, so
-// the bits are the same either way. kAuto: two for launches of at least 4 one-tile blocks per
-// multiprocessor, one for the rest (matmul_mma_staged.cu says why); kOne /
-// kTwo force one (tests, side-by-side runs; DELTASERVE_GPU_STAGED_TILES=1|2 sets the starting
-// value). Set per calling thread like the math; default kAuto.
-enum class StagedTiles { kAuto, kOne, kTwo };
-void set_staged_tiles(StagedTiles tiles);
-StagedTiles staged_tiles();
-
-// When the staged matvec's deferred norm kernels of one tile a block and 1-2 row groups (the
-// 27B's down and out projections, and its norm readers' one-tile launches) load their tail's
-// inputs (matmul_mma_staged.cu): a producer's residual and next-norm weights, a reader's tile
-// sums. kEarly: before the walk, with its first activations, so their round trip overlaps the
-// walk (H200: the 27B's one-stream step 6.80 -> 6.71 ms, two streams 7.42 -> 7.32,
-// bench/RESULTS.md); kAfterWalk: after it, as before. The same bits either way. Set per calling
-// thread like the tiles (tests, side-by-side runs); default kEarly,
-// DELTASERVE_GPU_STAGED_EARLY_TAIL=0 starts it at kAfterWalk.
-enum class StagedTailLoads { kEarly, kAfterWalk };
-void set_staged_tail_loads(StagedTailLoads loads);
-StagedTailLoads staged_tail_loads();
-
-// How the staged matvec's deferred norm kernels of one row (the 27B's projections of one
-// stream) load their activations (matmul_mma_staged.cu): kAlternateHalves, the block's two
-// halves of threads take alternate chunks and each loads its chunk k + 2's while chunk k's
-// products run, two chunks ahead in the same registers (H200: the 27B's one-stream step 6.71 ->
-// 6.62 ms, 151 tok/s, bench/RESULTS.md); kEveryChunk, one half loads every chunk's one chunk
-// ahead, as before. The same bits either way. Set per calling thread like the tiles (tests,
-// side-by-side runs); default kAlternateHalves, DELTASERVE_GPU_STAGED_ALTERNATE=0 starts it at
-// kEveryChunk.
-enum class StagedActivationLoads { kAlternateHalves, kEveryChunk };
-void set_staged_activation_loads(StagedActivationLoads loads);
-StagedActivationLoads staged_activation_loads();
+// the bits are the same either way: two for launches of at least 4 one-tile blocks per
+// multiprocessor, one for the rest (matmul_mma_staged.cu says why).
 
 // Device scratch for kTensorCores launches of many rows, set per calling thread like the math
 // (a backend sets it before each step; default none): such a launch first splits each of its
@@ -94,7 +65,7 @@ StagedActivationLoads staged_activation_loads();
 // do not fit splits as it goes. The scratch must stay valid, and untouched by other work on
 // the stream, while launches that use it run (captured graphs included).
 // Only launches of at least min_macs multiply-adds (weights x rows over the segments) pre-split;
-// min_macs < 0: the default, measured on the H200 (matmul_mma.cu; tests pass 1 to pre-split
+// min_macs < 0: the default (matmul_mma.cu says why; tests pass 1 to pre-split
 // every launch). matvec_split_scratch_bytes: the bytes one activation matrix of num_rows x
 // num_in takes.
 void set_matvec_split_scratch(void* device_bytes, size_t bytes, int64_t min_macs = -1);
@@ -115,9 +86,9 @@ int64_t take_matvec_split_launches();
 // weights rounded to nearest TF32, 10-bit mantissas; f32 accumulation in k steps of 8, k
 // ascending), CUDA sm_80 and up; HIP and older targets run kF32. Still batch-invariant (each
 // element's value depends only on its x row and weight row), but NMSE ~1e-7 against matmul_ref
-// instead of ~1e-13, so a caller picks it per use (e.g. prefill-only projections). Measured on
-// an H200 it is no faster yet (Q4_0 8192x2048, 512 rows: 865 us vs 834 us f32): the tile is
-// bound by staging (per-row uncoalesced x and weight loads, decode, barriers), not by the FMAs.
+// instead of ~1e-13, so a caller picks it per use (e.g. prefill-only projections). It measured
+// no faster than f32 (bench/RESULTS.md): the tile is bound by staging (per-row uncoalesced x
+// and weight loads, decode, barriers), not by the FMAs.
 // kTensorExact: Q4_0 weights on bf16 tensor cores with exact products (matmul_tile_exact.h: the
 // weight as the integer q - 8, the activation as three bf16 parts; the tensor core sums each
 // block's products, one fused multiply-add by the block's scale), CUDA sm_80 and up; other

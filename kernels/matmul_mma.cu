@@ -37,8 +37,6 @@
 // on NT or on its neighbours, and the K split depends on the matrix's shape only. Row r alone is
 // bit-identical to row r in any group, as in the CUDA-core kernel, but the two kernels differ
 // from each other in the last bits: the math is chosen per backend (set_matvec_math).
-#include <cstdlib>
-#include <limits>
 
 #include "kernels/gpu_compat.h"
 #include "kernels/matmul_gpu.h"
@@ -270,20 +268,9 @@ using matvec::mma_row_tiles;
 
 // K slices per row tile, from the matrix's shape only (the slices' sums are added in slice
 // order, so the split must not follow the rows): 8, but 4 past 4,096 tiles (65,536 outputs:
-// the lm head), where the warps are plenty and shorter walks only add reductions. Measured on
-// the H200 against 4 everywhere (bench/RESULTS.md): 8 was faster on every shape at 1 and 64
-// rows but the lm head's single row.
-// DELTASERVE_GPU_MMA_SLICES=4|8 forces S for side-by-side timing runs (the last bits follow the
-// split, so results then differ from the default's, though still batch-invariant).
-int k_slices(const MatvecSeg& g) {
-  static const int forced = [] {
-    const char* env = std::getenv("DELTASERVE_GPU_MMA_SLICES");
-    const int v = env != nullptr ? std::atoi(env) : 0;
-    return v == 4 || v == 8 ? v : 0;
-  }();
-  if (forced != 0) return forced;
-  return mma_row_tiles(g) <= 4096 ? 8 : 4;
-}
+// the lm head), where the warps are plenty and shorter walks only add reductions (measured
+// against 4 everywhere: 8 faster on every shape but the lm head's single row, bench/RESULTS.md).
+int k_slices(const MatvecSeg& g) { return mma_row_tiles(g) <= 4096 ? 8 : 4; }
 
 int64_t segment_blocks(const MatvecSeg& g) {
   const int64_t tiles_per_block = kWarps / k_slices(g);
@@ -304,7 +291,7 @@ gpuError_t launch_tiles(MatvecParams p, gpuStream_t stream) {
     num_groups = g.num_groups > num_groups ? g.num_groups : num_groups;
     small_matrices = small_matrices && static_cast<size_t>(g.num_out) * g.w_row_bytes <= matvec::kPrefetchMaxMatrixBytes;
   }
-  p.prefetch_weights = gpu::prefetch_enabled() && NT == 1 && num_groups <= 32 && small_matrices;
+  p.prefetch_weights = NT == 1 && num_groups <= 32 && small_matrices;
   for (int64_t first = 0; first < num_groups; first += kMaxGridY) {
     p.group_offset = first;
     const dim3 grid(static_cast<unsigned>(grid_x),
@@ -314,16 +301,8 @@ gpuError_t launch_tiles(MatvecParams p, gpuStream_t stream) {
   return gpuGetLastError();
 }
 
-// Largest tile count per row group: DELTASERVE_GPU_MMA_TILES=1|2|4|8 (default 8) for
-// side-by-side runs; results do not depend on it.
-int max_tiles() {
-  static const int tiles = [] {
-    const char* env = std::getenv("DELTASERVE_GPU_MMA_TILES");
-    const int v = env != nullptr ? std::atoi(env) : 8;
-    return v == 1 || v == 2 || v == 4 ? v : 8;
-  }();
-  return tiles;
-}
+// Largest tile count per row group; results do not depend on it.
+constexpr int kMaxTiles = 8;
 
 #if defined(DS_GPU_CUDA)
 // An attribute of the calling thread's device, or `fallback` where it cannot be read (no
@@ -351,20 +330,10 @@ thread_local int64_t t_split_launches = 0;  // take_matvec_split_launches
 
 // Launches of at least this many multiply-adds (weights x activation rows, over the segments)
 // pre-split: the split launch costs a few microseconds, which small launches do not earn back.
-// Measured on the H200 (bench/RESULTS.md) with every launch of 9+ rows pre-split: the 27B at 64
-// rows -11% per step and the 35B-A3B's 64 x 4 verify rows -4%, but the 35B-A3B at 16 and 64
-// rows +3% and +1% (its launches of 64 rows have up to 1.6 G multiply-adds), hence a line of
-// 2^31 between them. The rule reads the launch's shape only.
-// DELTASERVE_GPU_MMA_PRESPLIT_MACS=N for side-by-side runs (0: never); results do not depend on it.
-int64_t default_presplit_min_macs() {
-  static const int64_t macs = [] {
-    const char* env = std::getenv("DELTASERVE_GPU_MMA_PRESPLIT_MACS");
-    if (env == nullptr) return int64_t{1} << 31;
-    const long long v = std::atoll(env);
-    return v <= 0 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(v);
-  }();
-  return macs;
-}
+// With every launch of 9+ rows pre-split the 27B at 64 rows and the 35B-A3B's verify rows
+// gained while the 35B-A3B at 16 and 64 rows (launches of up to 1.6 G multiply-adds) lost
+// (bench/RESULTS.md), hence a line of 2^31 between them. The rule reads the launch's shape only.
+constexpr int64_t kPresplitMinMacs = int64_t{1} << 31;
 
 // Splits each segment's activations into the scratch (segments that share x, num_in and rows
 // share one split) and points the segments at them; false, with nothing launched, when the
@@ -417,7 +386,7 @@ gpuError_t launch_mma(const MatvecParams& p, gpuStream_t stream) {
     macs += g.num_out * g.num_in * g.num_rows * (g.w_up != nullptr ? 2 : 1);
   }
   int tiles = 1;
-  while (tiles < max_tiles() && tiles * kColsPerTile < n) tiles *= 2;
+  while (tiles < kMaxTiles && tiles * kColsPerTile < n) tiles *= 2;
   while (tiles > 1 && blocks * ((n + tiles * kColsPerTile - 1) / (tiles * kColsPerTile)) < 2 * multiprocessors()) tiles /= 2;
   MatvecParams q = p;
   if (macs >= t_split_scratch.min_macs && presplit(q, stream)) {
@@ -464,7 +433,7 @@ int64_t take_matvec_split_launches() {
 }
 
 void set_matvec_split_scratch(void* device_bytes, size_t bytes, int64_t min_macs) {
-  t_split_scratch = SplitScratch{device_bytes, bytes, min_macs >= 0 ? min_macs : default_presplit_min_macs()};
+  t_split_scratch = SplitScratch{device_bytes, bytes, min_macs >= 0 ? min_macs : kPresplitMinMacs};
 }
 
 MatvecMath matvec_math() { return device_has_bf16_mma() ? t_math : MatvecMath::kCudaCores; }

@@ -2,8 +2,8 @@
 // activation rows x kCols weight rows, left in shared memory for the caller's epilogue, here
 // with row stride kCols + 4) for Q4_0 weights on bf16 tensor cores with exact products:
 // MatmulMath::kTensorExact. kCols is 128 (the callers' tiles): twice tile_run's 64, so each
-// staged and split activation window serves twice the weight rows (measured on the H200: the
-// 64-column tile ran the 35B-A3B's qkv at 512 rows at 58 TFLOP/s, the TF32 tile's speed).
+// staged and split activation window serves twice the weight rows (the 64-column tile ran no
+// faster than the TF32 tile; bench/RESULTS.md).
 //
 // Arithmetic (mma_bf16.h, the same per-block steps as the tensor-core decode matvec): a weight
 // enters as the integer q - 8 (exact in bf16), an activation as three bf16 parts hi + mid + lo

@@ -72,10 +72,10 @@ struct MatvecSeg {
 inline constexpr int kDeferredNormSquaresPerThread = 4;
 static_assert(kDeferredNormMaxInputs == int64_t{16} * 256 * kDeferredNormSquaresPerThread);
 
-// Largest matrix (one segment; one expert) whose rows the matvec prefetches: on the H200 the
-// prefetch made the 35B-A3B's batch-1 step 5-7% faster (matrices <= 9.4 MB, and the expert
-// slices) but the 27B's 4% slower (matrices of 18-100 MB), also when only the first wave of
-// blocks prefetched.
+// Largest matrix (one segment; one expert) whose rows the matvec prefetches: the prefetch made
+// the 35B-A3B's batch-1 step faster (matrices <= 9.4 MB, and the expert slices) but the 27B's
+// slower (matrices of 18-100 MB), also when only the first wave of blocks prefetched
+// (bench/RESULTS.md).
 inline constexpr size_t kPrefetchMaxMatrixBytes = size_t{16} << 20;
 
 constexpr int kMaxSegs = kMaxMatmulSegments;
@@ -83,13 +83,7 @@ struct MatvecParams {
   MatvecSeg seg[kMaxSegs];
   int num_segs;
   int64_t group_offset;  // first row group of this launch (grid.y limit)
-  bool prefetch_weights;  // prefetch_block_weights (DELTASERVE_GPU_PREFETCH=0: off, for side-by-side runs)
-  bool copies_before_wait;  // staged launches: the first chunks' weight copies go out before the grid
-                            // dependency wait (matmul_mma_staged.cu, copies_before_wait)
-  bool early_tail_loads;    // the deferred norm's one-tile launches of 1-2 rows: the epilogue's and the
-                            // tile sums' loads go out before the walk (StagedTailLoads, matmul_gpu.h)
-  bool alternate_halves;    // the deferred norm's launches of one row: the block's halves load and split
-                            // alternate chunks' activations (StagedActivationLoads, matmul_gpu.h)
+  bool prefetch_weights;  // prefetch_block_weights: the launcher's rule by rows and matrix bytes
 };
 
 // This block's segment, selected with constant indices (a run-time index into the parameter
@@ -126,9 +120,9 @@ __device__ inline void norm_epilogue(const MatvecSeg& g, int64_t group, int64_t 
 // so the chunk walk's loads, each a round trip the lane waits for, hit L2 instead of HBM.
 // Plain segments call it before the grid dependency wait (gpu::prefetch_l2), so the fetch
 // overlaps the previous kernel's tail; expert segments after it, once the expert ids are
-// visible. Measured on the H200 with dependent launches (bench/RESULTS.md): 35B-A3B batch 1
-// -5 to -7% per step; slower on large matrices and at 64 streams, hence the limits in
-// the launchers (kPrefetchMaxMatrixBytes).
+// visible. With dependent launches it shortens the few-stream steps; it is slower on large
+// matrices and at 64 streams, hence the limits in the launchers (kPrefetchMaxMatrixBytes;
+// bench/RESULTS.md).
 // w / w_up: the segment's matrices, or for an expert segment this pair's expert's;
 // rows_per_block: the weight rows each block walks (a gated block's outputs are half of them:
 // one W row and one W_up row each).

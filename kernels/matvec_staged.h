@@ -56,7 +56,7 @@ __device__ __forceinline__ void split_quad(float4 xa, float4 xb, uint4* out) {
 // A lane's 4 qs bytes of block b in a staged row (at 18 b + 2 + 4 c from the row's start, rows
 // 16-byte aligned): 4-byte aligned for odd b. With B even, b = B warp + j has j's parity, known
 // once j is unrolled: odd blocks take one 32-bit load, even ones two 16-bit halves. Same bytes
-// either way; measured even on the H200 on top of the copies' shared base (bench/RESULTS.md).
+// either way; measured even on top of the copies' shared base (bench/RESULTS.md).
 template <int B>
 __device__ __forceinline__ uint32_t qs_word_of(const uint8_t* p, int j) {
   if (B % 2 == 0 && j % 2 == 1) return *reinterpret_cast<const uint32_t*>(p);
@@ -77,7 +77,7 @@ __device__ __forceinline__ int split_at_past(int lane_quad) { return lane_quad; 
 // nobody reads, and the load needs neither a predicate nor zeroed registers (4 instructions a
 // block in the one-row SASS, with an address recomputed each block). kZeroPast: the earlier
 // form, split_at[t] = -1 past the parts and zeros loaded there; kept for the 2-row kernels,
-// which measured ~1% slower at 2 streams without it (27B, H200, bench/RESULTS.md) while the 1-,
+// which measured slower at 2 streams without it (27B, bench/RESULTS.md) while the 1-,
 // 4- and 8-row ones gained. The shifts let a warp stage only its own blocks; stage_shift is a
 // multiple of 4 (qs_word_of's alignment).
 // M: 16-row tiles staged one after another (tile m's rows from 16 m kRowStride on), each with

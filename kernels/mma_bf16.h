@@ -58,9 +58,8 @@ __device__ __forceinline__ uint32_t nibbles_to_bf16x2(uint32_t nibbles, uint32_t
 // The same with the selector as the prmt's literal and the bias bytes (kNibbleBias) its register
 // operand: with both as constants (above) ptxas makes the bias the immediate and re-materialises
 // the selector before every prmt (8 IMAD per 16-row block in the staged matvec's SASS). Same
-// values. Measured on the H200 (bench/RESULTS.md): the staged one-row kernels 27B 8.94 -> 8.66
-// ms per step, the tensor matvec and exact tile ~1% at 64 streams, but the staged 4-row kernels
-// 2% slower (27B at 4 streams), so q4_0_fragments takes either form.
+// values. The staged one-row kernels, the tensor matvec and the exact tile were faster with it,
+// the staged 4-row kernels slower (bench/RESULTS.md), so q4_0_fragments takes either form.
 template <uint32_t kSelector>
 __device__ __forceinline__ uint32_t nibbles_to_bf16x2_literal(uint32_t nibbles) {
   uint32_t biased;
@@ -104,7 +103,7 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
 }
 
 // d = A * B + 0: mma_bf16 on a zeroed accumulator (the same bits) without the zeroing, C given
-// as a zero operand (measured even in the staged matvec on the H200, bench/RESULTS.md).
+// as a zero operand (measured even in the staged matvec, bench/RESULTS.md).
 __device__ __forceinline__ void mma_bf16_from_zero(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "

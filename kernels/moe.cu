@@ -27,7 +27,7 @@ constexpr int kRouterUnroll = 4;  // chunks per lane in flight (loads issued bef
 // Dynamic shared memory a router block may use without an opt-in attribute (every target).
 constexpr size_t kRouterMaxSharedBytes = size_t{48} << 10;
 
-// One row's routing by ONE warp (no block barriers: on the H200 the block-wide form, two
+// One row's routing by ONE warp (no block barriers: the block-wide form, two
 // barriers per top-k round, made the fused router's serial tail most of its time at batch 1).
 // probs[0, ne) (shared memory, this warp's alone) holds the row's logits on entry, written by
 // this warp or before a barrier, and is overwritten. Softmax: max, exp, each lane summing its
@@ -98,9 +98,9 @@ constexpr int kRoutedPerLane = 8;
 // is the same operations in the same order, and each top-k round picks what route_row_warp's
 // round picks (below), so the same ids and weights bit for bit. load(e) returns logit e; all
 // loads go out together. Why: the fused router's last block runs this on one warp while the
-// MoE layer waits (H200, one row: ~7 us of the router's ~14, nearly all of it this warp's
-// ~2,700 dependent instructions with the scan and shuffle-butterfly rounds; with the tree and
-// the warp reductions the router went 13.6 -> 11.5 us).
+// MoE layer waits (at one row about half the router's time, nearly all of it this warp's
+// dependent instructions with the scan and shuffle-butterfly rounds, which the tree and the
+// warp reductions shorten; bench/RESULTS.md).
 template <class Load>
 __device__ void route_row_warp_registers(Load load, int ne, int num_used, int32_t* ids, float* weights) {
   const int lane = gpu::lane_id();
@@ -265,10 +265,10 @@ __device__ __forceinline__ void router_dot(const float* w, const float* const* x
 // kNorm: a.norm_w is set (its own instantiation, so the plain router's code and registers stay
 // as they were).
 template <int R, bool kNorm>
-__global__ void __launch_bounds__(kThreads) moe_router_kernel(const MoeRouterArgs a, bool prefetch) {
+__global__ void __launch_bounds__(kThreads) moe_router_kernel(const MoeRouterArgs a) {
   // The block's router rows (and the shared-expert gate row) to L2 while the previous kernel
   // finishes (gpu::prefetch_l2); the first row group only, the others read the same rows.
-  if (prefetch && blockIdx.y == 0) {
+  if (blockIdx.y == 0) {
     const int64_t first = static_cast<int64_t>(blockIdx.x) * kRouterOutputsPerBlock;
     const int64_t end = min(first + kRouterOutputsPerBlock, a.num_experts);
     if (first < end) {
@@ -430,9 +430,9 @@ gpuError_t launch_router(const MoeRouterArgs& a, gpuStream_t stream) {
   const dim3 grid(static_cast<unsigned>((num_out + kRouterOutputsPerBlock - 1) / kRouterOutputsPerBlock),
                   static_cast<unsigned>(num_groups));
   if (a.norm_w != nullptr) {
-    gpu::launch(moe_router_kernel<R, true>, grid, kThreads, router_shared_bytes(a), stream, a, gpu::prefetch_enabled());
+    gpu::launch(moe_router_kernel<R, true>, grid, kThreads, router_shared_bytes(a), stream, a);
   } else {
-    gpu::launch(moe_router_kernel<R, false>, grid, kThreads, router_shared_bytes(a), stream, a, gpu::prefetch_enabled());
+    gpu::launch(moe_router_kernel<R, false>, grid, kThreads, router_shared_bytes(a), stream, a);
   }
   return gpuGetLastError();
 }

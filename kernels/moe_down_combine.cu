@@ -10,10 +10,8 @@
 // cp.async ring, so the walk needs no block barrier; each chunk's addresses and source come
 // from a table the block fills once (ChunkInfo), so the walk does no integer division. Why both:
 // at one token row the block is alone on its multiprocessor and its time is its warps'
-// instruction chains (H200, 35B-A3B, bench/RESULTS.md: with a barrier per chunk the step was
-// 0.18 ms slower than the two launches; with per-warp rings but a division per chunk for its
-// source, ~3,900 instructions a warp, still 0.05 ms slower; with the table 0.01-0.04 ms faster,
-// and 1.2 ms faster at 16 rows). At a source's last chunk each warp stores its sums of the
+// instruction chains (with a barrier per chunk, or a division per chunk for its source, the
+// fused launch was slower than the two launches it replaces; bench/RESULTS.md). At a source's last chunk each warp stores its sums of the
 // three part columns; after the walk the block adds them as the staged kernel's epilogue does
 // (warps in order, then (lo + mid) + hi), which is that expert's down output exactly as the
 // two-launch path writes it, and combines the sources as moe_combine_gpu does.
@@ -258,13 +256,13 @@ __device__ __forceinline__ void down_combine_block(const MoeDownCombineArgs& a, 
 #endif
 
 template <int B, int S>
-__global__ void __launch_bounds__(kThreads) moe_down_combine_kernel(const MoeDownCombineArgs a, int64_t row_offset, bool prefetch) {
+__global__ void __launch_bounds__(kThreads) moe_down_combine_kernel(const MoeDownCombineArgs a, int64_t row_offset) {
 #if defined(DS_MMA_BF16)
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ float rank_w[kMaxUsed];
   __shared__ float values[(kMaxUsed + 1) * kTileRows];  // each source's 16 outputs
   const int64_t r = row_offset + blockIdx.y;
-  if (prefetch && a.down_shexp != nullptr) {  // the tile's shared-expert rows, whole
+  if (a.down_shexp != nullptr) {  // the tile's shared-expert rows, whole
     const auto row_of = [&](int i) {
       return a.down_shexp + static_cast<size_t>(min(static_cast<int64_t>(blockIdx.x) * kTileRows + i, a.n - 1)) * a.sh_row_bytes;
     };
@@ -293,7 +291,7 @@ __global__ void __launch_bounds__(kThreads) moe_down_combine_kernel(const MoeDow
   if (tid == 0) a.norm_counters[r] = 0;  // ready for the next launch (graph replays too)
 #else
   gpu::begin_kernel();
-  (void)a, (void)row_offset, (void)prefetch;  // never launched: moe_down_combine_supported is false
+  (void)a, (void)row_offset;  // never launched: moe_down_combine_supported is false
 #endif
 }
 
@@ -327,7 +325,7 @@ gpuError_t launch(const MoeDownCombineArgs& a, gpuStream_t stream) {
   const unsigned tiles = static_cast<unsigned>((a.n + kTileRows - 1) / kTileRows);
   for (int64_t first = 0; first < a.num_rows; first += kMaxGridY) {
     const dim3 grid(tiles, static_cast<unsigned>(a.num_rows - first < kMaxGridY ? a.num_rows - first : kMaxGridY));
-    gpu::launch(moe_down_combine_kernel<B, S>, grid, kThreads, bytes, stream, a, first, gpu::prefetch_enabled());
+    gpu::launch(moe_down_combine_kernel<B, S>, grid, kThreads, bytes, stream, a, first);
   }
   return gpuGetLastError();
 }

@@ -8,13 +8,13 @@
 // then moe_combine_gpu (its rounding: products and sums one by one, rank order, shared term
 // last, then the residual; its norm epilogue emulating rms_norm_gpu).
 //
-// Why: at one decode row on the H200 the 35B-A3B spent ~18 us of each MoE layer in those two
-// launches (down 10.8 us for ~5 MB of weights in 1,152 blocks of two chunks each, then the
-// combine 7.2 us reading the nine outputs back), against ~1.3 us for the bytes. Here a block
+// Why: at one decode row the 35B-A3B's two launches (the down products, ~5 MB of weights in
+// 1,152 blocks of two chunks each, then the combine reading the nine outputs back) took many
+// times what the bytes take. Here a block
 // owns 16 outputs of one token row and walks every chunk of that row's sources (the shared
 // expert's, then each routed expert's) through cp.async rings, keeps each source's warp sums
-// in shared memory and combines them itself; the expert outputs never go to memory. Measured:
-// 35B-A3B steps 1% faster at one row, 6-9% at 2-16 rows (bench/RESULTS.md).
+// in shared memory and combines them itself; the expert outputs never go to memory. The
+// 35B-A3B's steps are faster with it at 1-16 rows (bench/RESULTS.md).
 //
 // Shapes (moe_down_combine_supported): Q4_0 matrices whose rows are multiples of 256 inputs,
 // both of 1,024-multiples or neither (the staged launch's rule: one K walk for the launch),

@@ -27,7 +27,7 @@ __host__ __device__ constexpr unsigned norm_threads_for(int64_t n) {
 
 // Elements a thread of the one-row norms loads before it uses the first (kNormBatch loads in
 // flight, one L2 round trip per batch instead of one per element: rolled, the 27B's
-// 5,120-wide norm took 13.5 us a row on the H200, 20 round trips).
+// 5,120-wide norm waited on 20 round trips a row).
 inline constexpr int kNormBatch = 8;
 
 // 1 / sqrt(mean(x^2) + eps) over x[0, n); every thread of the block calls it and gets the
@@ -54,8 +54,8 @@ __device__ __forceinline__ float block_inverse_rms(const float* x, int64_t n, fl
 // and warp totals added in warp order from 0, so each scale is block_inverse_rms's bits for a
 // block of T = blockDim.x = 32 * kWarps threads (rms_norm_gpu's, when T = norm_threads_for(n);
 // a 32-lane warp: the CUDA targets that call it).
-// A thread has 8 loads a row in flight (on the H200 the staged matvec's carried norm: 35B-A3B
-// one stream 2.65 ms with 32 / R, 2.58 with 4, 2.57 with 8). Every thread of the block calls it.
+// A thread has 8 loads a row in flight (for the staged matvec's carried norm, 8 measured at
+// least as fast as 4 and faster than 32 / R; bench/RESULTS.md). Every thread of the block calls it.
 template <int R, int kWarps>
 __device__ __forceinline__ void block_inverse_rms_rows(const float* const (&rows)[R], int64_t n, float eps, float (&scale)[R]) {
   constexpr int kBatch = 8;
@@ -139,8 +139,7 @@ __device__ __forceinline__ float load_from_other_block(const float* p) {
 // alias x. scratch: kNormMaxThreads / warp width floats of shared memory. Every thread of the
 // block must call it.
 // The loops are unrolled and the pointers restrict-qualified so a thread's loads go out
-// together (one round trip to L2 per pass, not one per element: the rolled form cost ~12 us
-// per row on the H200).
+// together (one round trip to L2 per pass, not one per element, as the rolled form waited).
 __device__ __forceinline__ void block_rms_norm_as_norm_gpu(const float* __restrict__ x, const float* __restrict__ w,
                                                           float* __restrict__ y, int64_t n, float eps, float* scratch) {
   const int virtual_threads = static_cast<int>(norm_threads_for(n));
@@ -215,8 +214,8 @@ __device__ __forceinline__ void block_rms_norm_held_rows(const float (&v)[R][kNo
 // rms_norm_gpu's bits (as block_rms_norm_as_norm_gpu) for rows [0, num_rows) of x (num_rows
 // <= R) into y, every row at once: a thread's loads of all rows go out together and its
 // elements stay in registers for the scaling pass (block_rms_norm_held_rows), so the block
-// waits on L2 once, not twice per row (the fused router's prologue: 4 rows one after another
-// cost ~11 us per MoE layer on the H200). Thread t < T = norm_threads_for(n) is rms_norm_gpu's
+// waits on L2 once, not twice per row (the fused router's prologue, 4 rows one after another,
+// was a serial tail of every MoE layer). Thread t < T = norm_threads_for(n) is rms_norm_gpu's
 // thread t (the same elements, fmaf order and warp totals). Requires blockDim.x >= T and
 // norm_rows_cacheable(n); x may have been written by other blocks of this launch; y must not
 // alias x. scratch: R * kNormMaxThreads / warp width floats of shared memory. Every thread of

@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kThreads) moe_combine_kernel(const MoeCombineA
 // kernel does; the last block of a row to finish normalises the row with norm_block.h's
 // emulation of rms_norm_gpu (its thread count and reduction order: the same bits), then
 // resets the row's counter. Why not one block per row: at one row that was a single block
-// doing the whole combine (H200: 19.5 us per launch against 5.3 for combine + norm).
+// doing the whole combine, several times slower than the combine and norm launches it replaced.
 __global__ void __launch_bounds__(kThreads) moe_combine_norm_kernel(const MoeCombineArgs a) {
   gpu::begin_kernel();
   __shared__ unsigned last;
@@ -116,8 +116,8 @@ __global__ void __launch_bounds__(kThreads) moe_combine_norm_kernel(const MoeCom
 // ranks): block = norm_threads_for(n) threads, thread t owning elements t + k * T as
 // rms_norm_gpu's thread t does; each thread issues every load of its elements (ranks, shared
 // expert, residual) before the first add, keeps the sums in registers for the norm, and the
-// block reduces as rms_norm_gpu does. No cross-block handshake: on the H200 at one row the
-// 8-block form spent ~5 us of its ~9 in the last block's two passes over y from L2.
+// block reduces as rms_norm_gpu does. No cross-block handshake: at one row the 8-block form
+// spent most of its time in the last block's two passes over y from L2.
 __global__ void __launch_bounds__(detail::kNormMaxThreads) moe_combine_norm_row_kernel(const MoeCombineArgs a) {
   if (blockIdx.x == 0) gpu::prefetch_l2_range(a.norm_w, static_cast<size_t>(a.n) * sizeof(float));
   gpu::begin_kernel();

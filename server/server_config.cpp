@@ -159,6 +159,7 @@ std::vector<OptionDef> option_table(const std::shared_ptr<std::string>& kwargs_t
       def(&C::cpu_threads, "cpu_threads", "Threads of the CPU backend; 0 = all cores"),
       def(&C::state_precision, "state_precision", "Recurrent-state element type: f32 | bf16 (half the state memory and traffic; GPU backend only)"),
       def(&C::matvec, "matvec", "Q4_0 decode products on the GPU: fma (f32 on the vector units) | tensor (tensor cores, routed MoE experts grouped by expert, LM head tiled; much faster from ~16 streams, about half the speed for one) | staged (products staged through shared memory onto tensor cores; fastest for a few streams) | auto (tensor with 32+ streams, else staged; fma without bf16 tensor cores)"),
+      def(&C::gpu_step_graphs, "gpu_step_graphs", "GPU step graphs (a step's launches captured once per shape, replayed after): auto (on with CUDA, off with HIP) | on | off (every launch eager: debugging, a device whose graph capture fails)"),
       def(&C::vllm_metrics, "vllm_metrics", "Also export vLLM's metric names (vllm: prefix) on /metrics"),
       def(&C::metrics_rate_window_s, "metrics_rate_window_s", "Window of deltaserve_generation_tokens_per_second, seconds"),
       def(&C::log_level, "log_level", "trace | debug | info | warn | error"),

@@ -60,6 +60,7 @@ struct ServerConfig {
   int32_t cpu_threads = 0;
   std::string state_precision = "f32";  // recurrent (delta) states: f32 | bf16 (GPU backend only)
   std::string matvec = "auto";           // Q4_0 decode matvec: auto | fma | tensor (runtime::DecodeMatvec)
+  std::string gpu_step_graphs = "auto";  // auto | on | off (runtime::StepGraphMode)
 
   // Observability.
   bool vllm_metrics = false;        // also export vLLM's metric names
