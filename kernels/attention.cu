@@ -23,7 +23,7 @@
 #include <string_view>
 
 #include "kernels/attention_gpu.h"
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 
 namespace deltaserve::kernels {
 namespace {

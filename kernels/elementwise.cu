@@ -2,7 +2,7 @@
 #include <cstdint>
 
 #include "kernels/elementwise_gpu.h"
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 
 namespace deltaserve::kernels {
 namespace {

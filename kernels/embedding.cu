@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "kernels/embedding_gpu.h"
-#include "kernels/gpu_compat.h"
-#include "kernels/gpu_decode.h"
+#include "kernels/gpu/gpu_compat.h"
+#include "kernels/gpu/gpu_decode.h"
 
 namespace deltaserve::kernels {
 namespace {

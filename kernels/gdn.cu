@@ -29,10 +29,10 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/async_copy.h"
+#include "kernels/gpu/async_copy.h"
 #include "kernels/gdn_gpu.h"
 #include "kernels/gdn_state_elem.h"
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "kernels/norm_block.h"
 
 namespace deltaserve::kernels {

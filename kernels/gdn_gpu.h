@@ -53,7 +53,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 
 namespace deltaserve::kernels {
 

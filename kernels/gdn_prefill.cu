@@ -24,7 +24,7 @@
 
 #include "kernels/gdn_gpu.h"
 #include "kernels/gdn_state_elem.h"
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 
 namespace deltaserve::kernels {
 namespace {

@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/gpu_compat.h"
-#include "kernels/gpu_decode.h"
+#include "kernels/gpu/gpu_compat.h"
+#include "kernels/gpu/gpu_decode.h"
 #include "kernels/matmul_gpu.h"
 #include "kernels/matvec_seg.h"
 #include "kernels/norm_block.h"

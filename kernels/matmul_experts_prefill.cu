@@ -27,8 +27,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/gpu_compat.h"
-#include "kernels/gpu_decode.h"
+#include "kernels/gpu/gpu_compat.h"
+#include "kernels/gpu/gpu_decode.h"
 #include "kernels/matmul_tile.h"
 #include "kernels/matmul_tile_exact.h"
 

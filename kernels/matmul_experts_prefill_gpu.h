@@ -42,7 +42,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "kernels/matmul_gpu.h"
 
 namespace deltaserve::kernels {

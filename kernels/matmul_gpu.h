@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "kernels/matmul.h"
 
 namespace deltaserve::kernels {

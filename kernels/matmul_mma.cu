@@ -38,10 +38,10 @@
 // bit-identical to row r in any group, as in the CUDA-core kernel, but the two kernels differ
 // from each other in the last bits: the math is chosen per backend (set_matvec_math).
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "kernels/matmul_gpu.h"
 #include "kernels/matvec_seg.h"
-#include "kernels/mma_bf16.h"
+#include "kernels/gpu/mma_bf16.h"
 
 namespace deltaserve::kernels {
 namespace {

@@ -40,7 +40,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "kernels/matmul_gpu.h"
 #include "kernels/matvec_seg.h"
 #include "kernels/matvec_staged.h"

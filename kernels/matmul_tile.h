@@ -27,9 +27,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/async_copy.h"
-#include "kernels/gpu_compat.h"
-#include "kernels/gpu_decode.h"
+#include "kernels/gpu/async_copy.h"
+#include "kernels/gpu/gpu_compat.h"
+#include "kernels/gpu/gpu_decode.h"
 #include "kernels/matmul_tile_sync.h"
 
 namespace deltaserve::kernels::gpu {

@@ -28,10 +28,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/gpu_compat.h"
-#include "kernels/gpu_decode.h"
+#include "kernels/gpu/gpu_compat.h"
+#include "kernels/gpu/gpu_decode.h"
 #include "kernels/matmul_tile.h"
-#include "kernels/mma_bf16.h"
+#include "kernels/gpu/mma_bf16.h"
 
 namespace deltaserve::kernels::gpu {
 

@@ -10,8 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/gpu_compat.h"
-#include "kernels/mma_bf16.h"
+#include "kernels/gpu/gpu_compat.h"
+#include "kernels/gpu/mma_bf16.h"
 
 namespace deltaserve::kernels::staged {
 

@@ -7,12 +7,12 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/async_copy.h"
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/async_copy.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "kernels/matmul_gpu.h"
 #include "kernels/matvec_seg.h"
 #include "kernels/matvec_staged.h"
-#include "kernels/mma_bf16.h"
+#include "kernels/gpu/mma_bf16.h"
 #include "kernels/norm_block.h"
 
 namespace deltaserve::kernels::staged {

@@ -6,8 +6,8 @@
 // first normalises its row group into shared memory (norm_block.h, rms_norm_gpu's order).
 #include <cstdint>
 
-#include "kernels/gpu_compat.h"
-#include "kernels/gpu_decode.h"
+#include "kernels/gpu/gpu_compat.h"
+#include "kernels/gpu/gpu_decode.h"
 #include "kernels/moe_gpu.h"
 #include "kernels/norm_block.h"
 

@@ -18,8 +18,8 @@
 #include <atomic>
 #include <cstdint>
 
-#include "kernels/async_copy.h"
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/async_copy.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "kernels/matvec_staged.h"
 #include "kernels/moe_down_combine_gpu.h"
 #include "kernels/norm_block.h"

@@ -26,7 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 
 namespace deltaserve::kernels {
 

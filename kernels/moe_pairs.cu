@@ -6,7 +6,7 @@
 // matvec does not depend on its group or position).
 #include <cstdint>
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "kernels/moe_gpu.h"
 
 namespace deltaserve::kernels {

@@ -4,7 +4,7 @@
 // thread only overwrites elements it alone read.
 #include <cstdint>
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "kernels/norm_block.h"
 #include "kernels/norm_gpu.h"
 

@@ -8,7 +8,7 @@
 // gpuErrorInvalidValue for n <= 0.
 #pragma once
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "kernels/norm.h"
 
 namespace deltaserve::kernels {

@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "kernels/attention_gpu.h"
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 
 namespace deltaserve::kernels {
 namespace {

@@ -1,7 +1,7 @@
 // GPU partial NeoX RoPE (rope_gpu.h): one block per row, one thread per (head, pair i).
 #include <cstdint>
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "kernels/rope_gpu.h"
 
 namespace deltaserve::kernels {

@@ -7,7 +7,7 @@
 // rope_dims.
 #pragma once
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "kernels/rope.h"
 
 namespace deltaserve::kernels {

@@ -1,7 +1,7 @@
 // Greedy argmax and draft verification (sampling_gpu.h).
 #include <cstdint>
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "kernels/sampling_gpu.h"
 
 namespace deltaserve::kernels {

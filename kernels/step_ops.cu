@@ -3,7 +3,7 @@
 // ranks) or in blocks of one row's elements, the row's last block normalising it.
 #include <cstdint>
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "kernels/norm_block.h"
 #include "kernels/step_ops_gpu.h"
 

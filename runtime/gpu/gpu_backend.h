@@ -54,7 +54,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "runtime/backend.h"
 #include "runtime/gpu/device_arena.h"
 #include "runtime/gpu/gpu_layers.h"

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "kernels/gdn_gpu.h"
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "kernels/matmul_gpu.h"
 #include "runtime/gpu/gpu_weights.h"
 #include "runtime/gpu/kernel_trace.h"

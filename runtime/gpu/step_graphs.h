@@ -18,7 +18,7 @@
 #include <functional>
 #include <vector>
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "runtime/gpu_tuning.h"
 
 namespace deltaserve::runtime::gpu {

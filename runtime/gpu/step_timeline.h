@@ -1,4 +1,4 @@
-// StepTimeline: the in-step launch timeline of a measuring build (kernels/gpu_timeline.h) as a
+// StepTimeline: the in-step launch timeline of a measuring build (kernels/gpu/gpu_timeline.h) as a
 // table, for GpuTuning::timeline (`deltaserve bench --timeline`) on a build configured with
 // -DDELTASERVE_GPU_TIMELINE=ON.
 //
@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/gpu_compat.h"
-#include "kernels/gpu_timeline.h"
+#include "kernels/gpu/gpu_compat.h"
+#include "kernels/gpu/gpu_timeline.h"
 
 namespace deltaserve::runtime::gpu {
 

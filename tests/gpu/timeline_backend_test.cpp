@@ -1,4 +1,4 @@
-// The in-step launch timeline (kernels/gpu_timeline.h, runtime/gpu/step_timeline.h): only a
+// The in-step launch timeline (kernels/gpu/gpu_timeline.h, runtime/gpu/step_timeline.h): only a
 // measuring build (-DDELTASERVE_GPU_TIMELINE=ON) stamps. Asked for in any other build it says
 // so and the backend runs as ever; in the measuring build every launch of a forward is stamped
 // once, in launch order (the count equals launches_last_forward(), graphs on and off).
@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/gpu_timeline.h"
+#include "kernels/gpu/gpu_timeline.h"
 #include "runtime/gpu/step_timeline.h"
 #include "tests/gpu/backend_test_util.h"
 #include "tests/gpu/synthetic_model.h"

@@ -6,7 +6,7 @@
 // for nvcc / hipcc translation units.
 #pragma once
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 
 #if defined(DS_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define DS_ASYNC_COPY 1

@@ -5,8 +5,8 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/gpu_compat.h"
-#include "kernels/gpu_timeline.h"
+#include "kernels/gpu/gpu_compat.h"
+#include "kernels/gpu/gpu_timeline.h"
 
 namespace deltaserve::kernels::gpu {
 namespace {

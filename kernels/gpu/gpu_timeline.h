@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 
 namespace deltaserve::kernels::gpu::timeline {
 

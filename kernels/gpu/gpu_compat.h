@@ -164,7 +164,7 @@ namespace deltaserve::kernels::gpu {
 
 // Whether gpu::launch uses dependent launches: CUDA, a device of compute capability 9.0 or
 // more, and kernels compiled for it (not JIT from older PTX, which lacks the wait). Decided
-// once per process, on the first call (after the device is chosen). Defined in kernels/launch.cu.
+// once per process, on the first call (after the device is chosen). Defined in kernels/gpu/launch.cu.
 bool dependent_launch_enabled();
 
 namespace timeline {
