@@ -20,7 +20,7 @@
 
 #include "kernels/gpu/async_copy.h"
 #include "kernels/gpu/gpu_compat.h"
-#include "kernels/matvec_staged.h"
+#include "kernels/matmul/matvec_staged.h"
 #include "kernels/moe_down_combine_gpu.h"
 #include "kernels/norm_block.h"
 

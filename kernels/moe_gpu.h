@@ -60,7 +60,7 @@ struct MoeRouterArgs {
 gpuError_t moe_router_gpu(const MoeRouterArgs& args, gpuStream_t stream);
 
 // The decode pairs of a step grouped by expert for matmul_segments_gpu's expert-grouped
-// segments (kernels/matmul_gpu.h ExpertPairGroups): every pair p < num_pairs with a valid id
+// segments (kernels/matmul/matmul_gpu.h ExpertPairGroups): every pair p < num_pairs with a valid id
 // lands in exactly one group of its expert expert_ids[p], at most rows_per_group pairs per
 // group; group_pairs rows are filled from the front and padded with -1; *num_groups = the
 // groups used, sum over experts of ceil(pairs / rows_per_group) <= moe_pair_groups_bound().

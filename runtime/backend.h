@@ -29,7 +29,7 @@ inline std::optional<StatePrecision> parse_state_precision(std::string_view text
   return std::nullopt;
 }
 
-// How a GPU backend multiplies Q4_0 weights in decode and verify steps (kernels/matmul_gpu.h
+// How a GPU backend multiplies Q4_0 weights in decode and verify steps (kernels/matmul/matmul_gpu.h
 // MatvecMath): kFma, f32 fused multiply-adds on the vector units (fastest for a few streams);
 // kTensor, exact products on the tensor cores with f32 sums, the dense matrices by the tensor-core
 // matvec, the routed experts by the expert-grouped exact tile and the LM head by the exact tile

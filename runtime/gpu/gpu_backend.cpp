@@ -13,8 +13,8 @@
 #include "kernels/float16.h"
 #include "kernels/sampling_gpu.h"
 #include "kernels/gdn_gpu.h"
-#include "kernels/matmul_experts_prefill_gpu.h"
-#include "kernels/matmul_gpu.h"
+#include "kernels/matmul/matmul_experts_prefill_gpu.h"
+#include "kernels/matmul/matmul_gpu.h"
 
 namespace deltaserve::runtime {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "kernels/gdn_gpu.h"
 #include "kernels/gpu/gpu_compat.h"
-#include "kernels/matmul_gpu.h"
+#include "kernels/matmul/matmul_gpu.h"
 #include "runtime/gpu/gpu_weights.h"
 #include "runtime/gpu/kernel_trace.h"
 #include "runtime/model_config.h"

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kernels/elementwise_gpu.h"
-#include "kernels/matmul_experts_prefill_gpu.h"
-#include "kernels/matmul_gpu.h"
+#include "kernels/matmul/matmul_experts_prefill_gpu.h"
+#include "kernels/matmul/matmul_gpu.h"
 #include "kernels/moe_down_combine_gpu.h"
 #include "kernels/moe_gpu.h"
 #include "kernels/step_ops_gpu.h"

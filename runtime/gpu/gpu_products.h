@@ -1,5 +1,5 @@
 // The FFN's product helpers, shared by its dense half (gpu_ffn_layer.cpp) and its MoE half
-// (gpu_moe_layer.cpp): argument blocks of kernels/matmul_gpu.h from device tensors, and the
+// (gpu_moe_layer.cpp): argument blocks of kernels/matmul/matmul_gpu.h from device tensors, and the
 // launches of the decode (matvec or exact tile) and prefill (tiled) forms. Enqueue on
 // ctx.stream; count every launch (DS_GPU_LAUNCH).
 #pragma once
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/matmul_gpu.h"
+#include "kernels/matmul/matmul_gpu.h"
 #include "runtime/gpu/gpu_layers.h"
 
 namespace deltaserve::runtime::gpu {

@@ -8,8 +8,8 @@
 
 #include "kernels/dtype.h"
 #include "kernels/elementwise_gpu.h"
-#include "kernels/matmul.h"
-#include "kernels/matmul_gpu.h"
+#include "kernels/matmul/matmul.h"
+#include "kernels/matmul/matmul_gpu.h"
 #include "kernels/norm_gpu.h"
 #include "kernels/quant.h"
 #include "tests/gpu/gpu_test_util.h"

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "kernels/dtype.h"
-#include "kernels/matmul.h"
-#include "kernels/matmul_gpu.h"
+#include "kernels/matmul/matmul.h"
+#include "kernels/matmul/matmul_gpu.h"
 #include "kernels/moe_down_combine_gpu.h"
 #include "kernels/parallel.h"
 #include "kernels/step_ops_gpu.h"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kernels/dtype.h"
-#include "kernels/matmul_gpu.h"
+#include "kernels/matmul/matmul_gpu.h"
 #include "kernels/moe.h"
 #include "kernels/moe_gpu.h"
 #include "kernels/norm.h"

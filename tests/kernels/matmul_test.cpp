@@ -13,7 +13,7 @@
 
 #include "kernels/dtype.h"
 #include "kernels/embedding.h"
-#include "kernels/matmul.h"
+#include "kernels/matmul/matmul.h"
 #include "kernels/quant.h"
 
 namespace deltaserve::kernels {

@@ -2,7 +2,7 @@
 // features (a tile of weight rows small enough to stay in L2); inside a task, activation rows
 // go in groups of up to kRowsPerGroup, and each weight chunk is decoded once per group
 // (row_dot.h). The per-element arithmetic is independent of the grouping: batch-invariant.
-#include "kernels/matmul.h"
+#include "kernels/matmul/matmul.h"
 
 #include <algorithm>
 #include <cassert>

@@ -41,10 +41,10 @@
 #include <cstdint>
 
 #include "kernels/gpu/gpu_compat.h"
-#include "kernels/matmul_gpu.h"
-#include "kernels/matvec_seg.h"
-#include "kernels/matvec_staged.h"
-#include "kernels/matvec_staged_group.h"
+#include "kernels/matmul/matmul_gpu.h"
+#include "kernels/matmul/matvec_seg.h"
+#include "kernels/matmul/matvec_staged.h"
+#include "kernels/matmul/matvec_staged_group.h"
 
 namespace deltaserve::kernels {
 namespace {

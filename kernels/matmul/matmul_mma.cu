@@ -39,8 +39,8 @@
 // from each other in the last bits: the math is chosen per backend (set_matvec_math).
 
 #include "kernels/gpu/gpu_compat.h"
-#include "kernels/matmul_gpu.h"
-#include "kernels/matvec_seg.h"
+#include "kernels/matmul/matmul_gpu.h"
+#include "kernels/matmul/matvec_seg.h"
 #include "kernels/gpu/mma_bf16.h"
 
 namespace deltaserve::kernels {

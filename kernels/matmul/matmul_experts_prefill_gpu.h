@@ -43,7 +43,7 @@
 #include <cstdint>
 
 #include "kernels/gpu/gpu_compat.h"
-#include "kernels/matmul_gpu.h"
+#include "kernels/matmul/matmul_gpu.h"
 
 namespace deltaserve::kernels {
 

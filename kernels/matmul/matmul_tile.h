@@ -30,7 +30,7 @@
 #include "kernels/gpu/async_copy.h"
 #include "kernels/gpu/gpu_compat.h"
 #include "kernels/gpu/gpu_decode.h"
-#include "kernels/matmul_tile_sync.h"
+#include "kernels/matmul/matmul_tile_sync.h"
 
 namespace deltaserve::kernels::gpu {
 

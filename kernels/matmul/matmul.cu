@@ -11,8 +11,8 @@
 
 #include "kernels/gpu/gpu_compat.h"
 #include "kernels/gpu/gpu_decode.h"
-#include "kernels/matmul_gpu.h"
-#include "kernels/matvec_seg.h"
+#include "kernels/matmul/matmul_gpu.h"
+#include "kernels/matmul/matvec_seg.h"
 #include "kernels/norm_block.h"
 
 namespace deltaserve::kernels {

@@ -30,7 +30,7 @@
 
 #include "kernels/gpu/gpu_compat.h"
 #include "kernels/gpu/gpu_decode.h"
-#include "kernels/matmul_tile.h"
+#include "kernels/matmul/matmul_tile.h"
 #include "kernels/gpu/mma_bf16.h"
 
 namespace deltaserve::kernels::gpu {

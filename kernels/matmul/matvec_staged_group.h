@@ -9,9 +9,9 @@
 
 #include "kernels/gpu/async_copy.h"
 #include "kernels/gpu/gpu_compat.h"
-#include "kernels/matmul_gpu.h"
-#include "kernels/matvec_seg.h"
-#include "kernels/matvec_staged.h"
+#include "kernels/matmul/matmul_gpu.h"
+#include "kernels/matmul/matvec_seg.h"
+#include "kernels/matmul/matvec_staged.h"
 #include "kernels/gpu/mma_bf16.h"
 #include "kernels/norm_block.h"
 

@@ -21,7 +21,7 @@
 // Gated: the block's 64 weight columns are 32 W rows and the same 32 W_up rows, so one staged
 // x tile serves both sums; the epilogue reads both from the C tile and applies swiglu_gpu's
 // expression.
-#include "kernels/matmul_experts_prefill_gpu.h"
+#include "kernels/matmul/matmul_experts_prefill_gpu.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -29,8 +29,8 @@
 
 #include "kernels/gpu/gpu_compat.h"
 #include "kernels/gpu/gpu_decode.h"
-#include "kernels/matmul_tile.h"
-#include "kernels/matmul_tile_exact.h"
+#include "kernels/matmul/matmul_tile.h"
+#include "kernels/matmul/matmul_tile_exact.h"
 
 namespace deltaserve::kernels {
 namespace {

@@ -16,9 +16,9 @@
 
 #include "kernels/gpu/gpu_compat.h"
 #include "kernels/gpu/gpu_decode.h"
-#include "kernels/matmul_gpu.h"
-#include "kernels/matmul_tile.h"
-#include "kernels/matmul_tile_exact.h"
+#include "kernels/matmul/matmul_gpu.h"
+#include "kernels/matmul/matmul_tile.h"
+#include "kernels/matmul/matmul_tile_exact.h"
 
 namespace deltaserve::kernels {
 namespace {

@@ -20,7 +20,7 @@
 #include <cstdint>
 
 #include "kernels/gpu/gpu_compat.h"
-#include "kernels/matmul.h"
+#include "kernels/matmul/matmul.h"
 
 namespace deltaserve::kernels {
 

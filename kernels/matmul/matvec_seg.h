@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "kernels/gpu/gpu_compat.h"
-#include "kernels/matmul_gpu.h"
+#include "kernels/matmul/matmul_gpu.h"
 #include "kernels/norm_block.h"
 
 namespace deltaserve::kernels::matvec {
