@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
 #include "runtime/cpu/cpu_layers.h"

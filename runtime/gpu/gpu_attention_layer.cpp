@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/attention_gpu.h"
-#include "kernels/attention_prep_gpu.h"
+#include "kernels/attention/attention_gpu.h"
+#include "kernels/attention/attention_prep_gpu.h"
 #include "runtime/gpu/gpu_layers.h"
 
 namespace deltaserve::runtime::gpu {

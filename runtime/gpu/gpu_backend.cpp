@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/attention_gpu.h"
+#include "kernels/attention/attention_gpu.h"
 #include "kernels/float16.h"
 #include "kernels/sampling_gpu.h"
 #include "kernels/gdn_gpu.h"

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention_gpu.h"
-#include "kernels/attention_prep_gpu.h"
+#include "kernels/attention/attention_gpu.h"
+#include "kernels/attention/attention_prep_gpu.h"
 #include "kernels/norm_gpu.h"
 #include "kernels/rope_gpu.h"
 #include "tests/gpu/gpu_test_util.h"

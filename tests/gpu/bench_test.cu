@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention_gpu.h"
+#include "kernels/attention/attention_gpu.h"
 #include "kernels/dtype.h"
 #include "kernels/gdn_gpu.h"
 #include "kernels/matmul/matmul_experts_prefill_gpu.h"

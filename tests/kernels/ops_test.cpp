@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "kernels/conv1d.h"
 #include "kernels/gated_delta_rule.h"
 #include "kernels/moe.h"

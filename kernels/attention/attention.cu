@@ -22,7 +22,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "kernels/attention_gpu.h"
+#include "kernels/attention/attention_gpu.h"
 #include "kernels/gpu/gpu_compat.h"
 
 namespace deltaserve::kernels {

@@ -4,7 +4,7 @@
 // them together; tests/gpu/attention_prep_test.cu compares against the five launches).
 #include <cstdint>
 
-#include "kernels/attention_prep_gpu.h"
+#include "kernels/attention/attention_prep_gpu.h"
 #include "kernels/gpu/gpu_compat.h"
 
 namespace deltaserve::kernels {

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 
 namespace deltaserve::kernels {
 

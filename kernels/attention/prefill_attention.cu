@@ -8,7 +8,7 @@
 // written directly: no split, no workspace (prefill has rows enough to fill the device).
 #include <cstdint>
 
-#include "kernels/attention_gpu.h"
+#include "kernels/attention/attention_gpu.h"
 #include "kernels/gpu/gpu_compat.h"
 
 namespace deltaserve::kernels {
