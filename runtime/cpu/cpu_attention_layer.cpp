@@ -7,7 +7,7 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/norm.h"
-#include "kernels/rope.h"
+#include "kernels/rope/rope.h"
 #include "runtime/cpu/cpu_layers.h"
 
 namespace deltaserve::runtime::cpu {

@@ -11,7 +11,7 @@
 #include "kernels/gated_delta_rule.h"
 #include "kernels/moe.h"
 #include "kernels/norm.h"
-#include "kernels/rope.h"
+#include "kernels/rope/rope.h"
 
 namespace deltaserve::kernels {
 namespace {

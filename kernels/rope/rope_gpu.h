@@ -8,7 +8,7 @@
 #pragma once
 
 #include "kernels/gpu/gpu_compat.h"
-#include "kernels/rope.h"
+#include "kernels/rope/rope.h"
 
 namespace deltaserve::kernels {
 

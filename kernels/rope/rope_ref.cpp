@@ -1,7 +1,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/rope.h"
+#include "kernels/rope/rope.h"
 
 namespace deltaserve::kernels {
 

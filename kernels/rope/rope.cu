@@ -2,7 +2,7 @@
 #include <cstdint>
 
 #include "kernels/gpu/gpu_compat.h"
-#include "kernels/rope_gpu.h"
+#include "kernels/rope/rope_gpu.h"
 
 namespace deltaserve::kernels {
 namespace {
