@@ -8,7 +8,7 @@
 // - KV cache: one allocation, a paged pool per attention layer plus the MTP block's own,
 //   [num_kv_blocks][kv_block_tokens][nkv][hd] f32 for K and for V;
 // - recurrent state: one allocation; per GDN layer a pool of state entries ([Hv][dk][dv]
-//   delta in CacheConfig::state_precision: f32, or bf16 with the rounding of kernels/gdn_gpu.h;
+//   delta in CacheConfig::state_precision: f32, or bf16 with the rounding of kernels/gdn/gdn_gpu.h;
 //   + [Kc-1][Dc] conv, f32). Slot s owns entries [s * E, (s + 1) * E), E = 1
 //   when max_verify_rows < 2, else 2 * max_verify_rows: two banks of max_verify_rows entries. The
 //   slot's live state is one entry (state_entry(s)); a plain step updates it in place; a

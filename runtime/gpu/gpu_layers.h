@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "kernels/gdn_gpu.h"
+#include "kernels/gdn/gdn_gpu.h"
 #include "kernels/gpu/gpu_compat.h"
 #include "kernels/matmul/matmul_gpu.h"
 #include "runtime/gpu/gpu_weights.h"

@@ -14,7 +14,7 @@
 
 #include "kernels/attention/attention_gpu.h"
 #include "kernels/dtype.h"
-#include "kernels/gdn_gpu.h"
+#include "kernels/gdn/gdn_gpu.h"
 #include "kernels/matmul/matmul_experts_prefill_gpu.h"
 #include "kernels/matmul/matmul_gpu.h"
 #include "kernels/moe_gpu.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/gdn_gpu.h"
+#include "kernels/gdn/gdn_gpu.h"
 #include "kernels/norm.h"
 #include "kernels/norm_gpu.h"
 #include "tests/gpu/gdn_reference.h"

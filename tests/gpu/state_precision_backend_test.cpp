@@ -1,4 +1,4 @@
-// CacheConfig::state_precision on the GPU backend (bf16 recurrent states, kernels/gdn_gpu.h):
+// CacheConfig::state_precision on the GPU backend (bf16 recurrent states, kernels/gdn/gdn_gpu.h):
 // - greedy decoding with verify steps (drafts from the plain run, some corrupted, so steps
 //   keep 1..4 rows and roll back) emits the tokens of plain one-row decoding, in bf16 as in
 //   f32; where f32 gets the plain run's logits and rolled-back states bitwise, bf16 does too;

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kernels/attention/attention.h"
-#include "kernels/conv1d.h"
-#include "kernels/gated_delta_rule.h"
+#include "kernels/gdn/conv1d.h"
+#include "kernels/gdn/gated_delta_rule.h"
 #include "kernels/moe.h"
 #include "kernels/norm.h"
 #include "kernels/rope/rope.h"

@@ -30,8 +30,8 @@
 #include <string>
 
 #include "kernels/gpu/async_copy.h"
-#include "kernels/gdn_gpu.h"
-#include "kernels/gdn_state_elem.h"
+#include "kernels/gdn/gdn_gpu.h"
+#include "kernels/gdn/gdn_state_elem.h"
 #include "kernels/gpu/gpu_compat.h"
 #include "kernels/norm_block.h"
 
@@ -109,7 +109,7 @@ __device__ __forceinline__ void store_staged_state(const unsigned char* stage, S
   }
 }
 
-using detail::from_state;  // delta-state elements: kernels/gdn_state_elem.h
+using detail::from_state;  // delta-state elements: kernels/gdn/gdn_state_elem.h
 using detail::to_state;
 
 // Where a block keeps its state slice between rows (the template's kHome).

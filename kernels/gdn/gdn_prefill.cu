@@ -22,8 +22,8 @@
 // every chunk (so a call boundary on a chunk edge changes no bit) and stored as is.
 #include <cstdint>
 
-#include "kernels/gdn_gpu.h"
-#include "kernels/gdn_state_elem.h"
+#include "kernels/gdn/gdn_gpu.h"
+#include "kernels/gdn/gdn_state_elem.h"
 #include "kernels/gpu/gpu_compat.h"
 
 namespace deltaserve::kernels {
@@ -39,7 +39,7 @@ constexpr int kAStride = kChunk + 4;  // A and P rows in shared memory (float4-a
 
 __device__ __forceinline__ float softplusf_(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
-using detail::from_state;  // delta-state elements: kernels/gdn_state_elem.h
+using detail::from_state;  // delta-state elements: kernels/gdn/gdn_state_elem.h
 using detail::to_state;
 
 // Workspace carve-up, all float offsets multiples of 4 up to gam (float4-read buffers first).

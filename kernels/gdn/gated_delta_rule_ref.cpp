@@ -2,7 +2,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/gated_delta_rule.h"
+#include "kernels/gdn/gated_delta_rule.h"
 
 namespace deltaserve::kernels {
 

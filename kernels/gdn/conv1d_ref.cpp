@@ -1,7 +1,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/conv1d.h"
+#include "kernels/gdn/conv1d.h"
 
 namespace deltaserve::kernels {
 
