@@ -316,7 +316,7 @@ gpuError_t dispatch_cuda_cores(const MatvecParams& p, DType type, gpuStream_t st
 // | matvec on the CUDA cores (this file)       | every type but Q4_0; Q4_0 under kCudaCores (fma); expert-grouped launches; staged launches staged_shapes refuses | f32 chains, groups of R = 1, 2, 4 or 8 rows (expert pairs R = 1, grouped pairs R = 2 or 4) |
 // | tensor-core matvec (matmul_mma.cu)         | Q4_0 decode and verify rows under kTensorCores, launches without expert segments | many rows share each weight load; pre-split activations from 2^31 multiply-adds |
 // | staged matvec (matmul_mma_staged.cu)       | Q4_0 under kStaged where staged_shapes holds (rows of 256k inputs, 16-byte aligned, expert pairs one a group); 1-2 rows: one or two tiles a block by tiles per multiprocessor; carried and deferred norms | weights staged through shared memory onto the tensor cores: a few rows are bound by instructions, not bytes |
-// | moe_down_combine_gpu (kernels/moe_down_combine.cu) | the staged matvec's MoE decode steps of 1-16 rows | the down products and the combine in one launch, the expert outputs never in memory |
+// | moe_down_combine_gpu (kernels/moe/moe_down_combine.cu) | the staged matvec's MoE decode steps of 1-16 rows | the down products and the combine in one launch, the expert outputs never in memory |
 // | matmul_norm_gpu (kNorm here)               | no product path (the parity suite keeps it)       | the norm launch won inside step graphs |
 //
 // Q4_0 under MatvecMath::kTensorCores: launches without expert segments go to the tensor

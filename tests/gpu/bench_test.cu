@@ -17,7 +17,7 @@
 #include "kernels/gdn/gdn_gpu.h"
 #include "kernels/matmul/matmul_experts_prefill_gpu.h"
 #include "kernels/matmul/matmul_gpu.h"
-#include "kernels/moe_gpu.h"
+#include "kernels/moe/moe_gpu.h"
 #include "kernels/norm_gpu.h"
 #include "kernels/sampling_gpu.h"
 #include "kernels/step_ops_gpu.h"

@@ -17,7 +17,7 @@
 #include "kernels/matmul/matmul.h"
 #include "kernels/matmul/matmul_experts_prefill_gpu.h"
 #include "kernels/matmul/matmul_gpu.h"
-#include "kernels/moe.h"
+#include "kernels/moe/moe.h"
 #include "kernels/quant.h"
 #include "tests/gpu/gpu_test_util.h"
 

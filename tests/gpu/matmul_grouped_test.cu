@@ -12,7 +12,7 @@
 #include "kernels/dtype.h"
 #include "kernels/elementwise_gpu.h"
 #include "kernels/matmul/matmul_gpu.h"
-#include "kernels/moe_gpu.h"
+#include "kernels/moe/moe_gpu.h"
 #include "kernels/quant.h"
 #include "tests/gpu/gpu_test_util.h"
 

@@ -17,8 +17,8 @@
 
 #include "kernels/dtype.h"
 #include "kernels/matmul/matmul_gpu.h"
-#include "kernels/moe.h"
-#include "kernels/moe_gpu.h"
+#include "kernels/moe/moe.h"
+#include "kernels/moe/moe_gpu.h"
 #include "kernels/norm.h"
 #include "kernels/norm_gpu.h"
 #include "kernels/step_ops_gpu.h"

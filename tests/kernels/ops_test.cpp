@@ -9,7 +9,7 @@
 #include "kernels/attention/attention.h"
 #include "kernels/gdn/conv1d.h"
 #include "kernels/gdn/gated_delta_rule.h"
-#include "kernels/moe.h"
+#include "kernels/moe/moe.h"
 #include "kernels/norm.h"
 #include "kernels/rope/rope.h"
 

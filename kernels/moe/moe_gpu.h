@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "kernels/gpu/gpu_compat.h"
-#include "kernels/moe.h"
+#include "kernels/moe/moe.h"
 
 namespace deltaserve::kernels {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "kernels/gpu/gpu_compat.h"
-#include "kernels/moe_gpu.h"
+#include "kernels/moe/moe_gpu.h"
 
 namespace deltaserve::kernels {
 namespace {

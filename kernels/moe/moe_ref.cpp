@@ -3,7 +3,7 @@
 #include <numeric>
 #include <vector>
 
-#include "kernels/moe.h"
+#include "kernels/moe/moe.h"
 
 namespace deltaserve::kernels {
 

@@ -8,7 +8,7 @@
 
 #include "kernels/gpu/gpu_compat.h"
 #include "kernels/gpu/gpu_decode.h"
-#include "kernels/moe_gpu.h"
+#include "kernels/moe/moe_gpu.h"
 #include "kernels/norm_block.h"
 
 namespace deltaserve::kernels {
