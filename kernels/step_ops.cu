@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "kernels/gpu/gpu_compat.h"
-#include "kernels/norm_block.h"
+#include "kernels/norm/norm_block.h"
 #include "kernels/step_ops_gpu.h"
 
 namespace deltaserve::kernels {

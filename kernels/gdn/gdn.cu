@@ -33,7 +33,7 @@
 #include "kernels/gdn/gdn_gpu.h"
 #include "kernels/gdn/gdn_state_elem.h"
 #include "kernels/gpu/gpu_compat.h"
-#include "kernels/norm_block.h"
+#include "kernels/norm/norm_block.h"
 
 namespace deltaserve::kernels {
 namespace {

@@ -31,7 +31,7 @@
 // per-row reduction order; no atomics in any arithmetic).
 //
 // Fused gated norm (norm_w non-null): out receives gated_rms_norm_gpu's result over the raw o,
-// bit for bit (the same block-level code, kernels/norm_block.h, in a block whose reduction
+// bit for bit (the same block-level code, kernels/norm/norm_block.h, in a block whose reduction
 // order equals that of gated_rms_norm_gpu's launch for n = dv): per row r and value head j,
 // out[r][j*dv + i] = o / rms(o) * norm_w[i] * SiLU(z[r * z_stride + j*dv + i]), eps norm_eps.
 // The raw o is first stored in out; the last of a value head's dv/32 column blocks to finish

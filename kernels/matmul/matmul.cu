@@ -13,7 +13,7 @@
 #include "kernels/gpu/gpu_decode.h"
 #include "kernels/matmul/matmul_gpu.h"
 #include "kernels/matmul/matvec_seg.h"
-#include "kernels/norm_block.h"
+#include "kernels/norm/norm_block.h"
 
 namespace deltaserve::kernels {
 namespace {

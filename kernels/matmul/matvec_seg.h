@@ -9,7 +9,7 @@
 
 #include "kernels/gpu/gpu_compat.h"
 #include "kernels/matmul/matmul_gpu.h"
-#include "kernels/norm_block.h"
+#include "kernels/norm/norm_block.h"
 
 namespace deltaserve::kernels::matvec {
 

@@ -13,7 +13,7 @@
 #include "kernels/matmul/matvec_seg.h"
 #include "kernels/matmul/matvec_staged.h"
 #include "kernels/gpu/mma_bf16.h"
-#include "kernels/norm_block.h"
+#include "kernels/norm/norm_block.h"
 
 namespace deltaserve::kernels::staged {
 

@@ -9,7 +9,7 @@
 #include "kernels/gpu/gpu_compat.h"
 #include "kernels/gpu/gpu_decode.h"
 #include "kernels/moe/moe_gpu.h"
-#include "kernels/norm_block.h"
+#include "kernels/norm/norm_block.h"
 
 namespace deltaserve::kernels {
 namespace {

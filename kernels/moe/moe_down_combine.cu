@@ -22,7 +22,7 @@
 #include "kernels/gpu/gpu_compat.h"
 #include "kernels/matmul/matvec_staged.h"
 #include "kernels/moe/moe_down_combine_gpu.h"
-#include "kernels/norm_block.h"
+#include "kernels/norm/norm_block.h"
 
 namespace deltaserve::kernels {
 namespace {

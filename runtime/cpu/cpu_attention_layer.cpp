@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/attention/attention.h"
-#include "kernels/norm.h"
+#include "kernels/norm/norm.h"
 #include "kernels/rope/rope.h"
 #include "runtime/cpu/cpu_layers.h"
 

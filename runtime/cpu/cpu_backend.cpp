@@ -5,7 +5,7 @@
 #include <string>
 
 #include "kernels/embedding.h"
-#include "kernels/norm.h"
+#include "kernels/norm/norm.h"
 #include "runtime/greedy.h"
 #include "runtime/plan_checks.h"
 

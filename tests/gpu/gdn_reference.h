@@ -14,7 +14,7 @@
 
 #include "kernels/gdn/conv1d.h"
 #include "kernels/gdn/gated_delta_rule.h"
-#include "kernels/norm.h"
+#include "kernels/norm/norm.h"
 #include "kernels/parallel.h"
 #include "kernels/quant.h"
 

@@ -10,7 +10,7 @@
 #include "kernels/elementwise_gpu.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/matmul/matmul_gpu.h"
-#include "kernels/norm_gpu.h"
+#include "kernels/norm/norm_gpu.h"
 #include "kernels/quant.h"
 #include "tests/gpu/gpu_test_util.h"
 

@@ -19,8 +19,8 @@
 #include "kernels/matmul/matmul_gpu.h"
 #include "kernels/moe/moe.h"
 #include "kernels/moe/moe_gpu.h"
-#include "kernels/norm.h"
-#include "kernels/norm_gpu.h"
+#include "kernels/norm/norm.h"
+#include "kernels/norm/norm_gpu.h"
 #include "kernels/step_ops_gpu.h"
 #include "tests/gpu/gpu_test_util.h"
 

@@ -10,7 +10,7 @@
 #include "kernels/gdn/conv1d.h"
 #include "kernels/gdn/gated_delta_rule.h"
 #include "kernels/moe/moe.h"
-#include "kernels/norm.h"
+#include "kernels/norm/norm.h"
 #include "kernels/rope/rope.h"
 
 namespace deltaserve::kernels {

@@ -9,7 +9,7 @@
 #pragma once
 
 #include "kernels/gpu/gpu_compat.h"
-#include "kernels/norm.h"
+#include "kernels/norm/norm.h"
 
 namespace deltaserve::kernels {
 

@@ -1,6 +1,6 @@
 #include <cmath>
 
-#include "kernels/norm.h"
+#include "kernels/norm/norm.h"
 
 namespace deltaserve::kernels {
 namespace {

@@ -5,8 +5,8 @@
 #include <cstdint>
 
 #include "kernels/gpu/gpu_compat.h"
-#include "kernels/norm_block.h"
-#include "kernels/norm_gpu.h"
+#include "kernels/norm/norm_block.h"
+#include "kernels/norm/norm_gpu.h"
 
 namespace deltaserve::kernels {
 namespace {
