@@ -17,7 +17,7 @@
 #include <cstdint>
 
 #include "kernels/dtype.h"
-#include "kernels/embedding.h"  // embedding_lookup_ref, for callers that expect it here
+#include "kernels/embedding/embedding.h"  // embedding_lookup_ref, for callers that expect it here
 #include "kernels/parallel.h"
 
 namespace deltaserve::kernels {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "kernels/elementwise_gpu.h"
-#include "kernels/embedding_gpu.h"
+#include "kernels/embedding/embedding_gpu.h"
 #include "kernels/sampling_gpu.h"
 #include "kernels/step_ops_gpu.h"
 #include "runtime/gpu/gpu_backend.h"

@@ -8,8 +8,8 @@
 
 #include "kernels/dtype.h"
 #include "kernels/elementwise_gpu.h"
-#include "kernels/embedding.h"
-#include "kernels/embedding_gpu.h"
+#include "kernels/embedding/embedding.h"
+#include "kernels/embedding/embedding_gpu.h"
 #include "kernels/moe/moe.h"
 #include "kernels/moe/moe_gpu.h"
 #include "kernels/norm/norm.h"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/dtype.h"
-#include "kernels/embedding.h"
+#include "kernels/embedding/embedding.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/quant.h"
 

@@ -1,5 +1,5 @@
 // CPU embedding lookup (embedding.h): one dequantize_row per token.
-#include "kernels/embedding.h"
+#include "kernels/embedding/embedding.h"
 
 #include <cassert>
 

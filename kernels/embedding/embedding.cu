@@ -3,7 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/embedding_gpu.h"
+#include "kernels/embedding/embedding_gpu.h"
 #include "kernels/gpu/gpu_compat.h"
 #include "kernels/gpu/gpu_decode.h"
 
