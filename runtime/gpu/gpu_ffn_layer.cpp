@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/elementwise_gpu.h"
+#include "kernels/elementwise/elementwise_gpu.h"
 #include "kernels/matmul/matmul_experts_prefill_gpu.h"
 #include "kernels/matmul/matmul_gpu.h"
 #include "kernels/moe/moe_down_combine_gpu.h"

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/elementwise_gpu.h"
+#include "kernels/elementwise/elementwise_gpu.h"
 #include "kernels/embedding/embedding_gpu.h"
 #include "kernels/sampling_gpu.h"
 #include "kernels/step_ops_gpu.h"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/dtype.h"
-#include "kernels/elementwise_gpu.h"
+#include "kernels/elementwise/elementwise_gpu.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/matmul/matmul_gpu.h"
 #include "kernels/norm/norm_gpu.h"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/dtype.h"
-#include "kernels/elementwise_gpu.h"
+#include "kernels/elementwise/elementwise_gpu.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/embedding/embedding_gpu.h"
 #include "kernels/moe/moe.h"

@@ -1,7 +1,7 @@
 // GPU SwiGLU and residual add (elementwise_gpu.h): grid-stride loops, one element a step.
 #include <cstdint>
 
-#include "kernels/elementwise_gpu.h"
+#include "kernels/elementwise/elementwise_gpu.h"
 #include "kernels/gpu/gpu_compat.h"
 
 namespace deltaserve::kernels {
