@@ -11,7 +11,7 @@
 
 #include "kernels/attention/attention_gpu.h"
 #include "kernels/float16.h"
-#include "kernels/sampling_gpu.h"
+#include "kernels/sampling/sampling_gpu.h"
 #include "kernels/gdn/gdn_gpu.h"
 #include "kernels/matmul/matmul_experts_prefill_gpu.h"
 #include "kernels/matmul/matmul_gpu.h"

@@ -19,7 +19,7 @@
 #include "kernels/matmul/matmul_gpu.h"
 #include "kernels/moe/moe_gpu.h"
 #include "kernels/norm/norm_gpu.h"
-#include "kernels/sampling_gpu.h"
+#include "kernels/sampling/sampling_gpu.h"
 #include "kernels/step_ops_gpu.h"
 #include "tests/gpu/gpu_test_util.h"
 

@@ -2,7 +2,7 @@
 #include <cstdint>
 
 #include "kernels/gpu/gpu_compat.h"
-#include "kernels/sampling_gpu.h"
+#include "kernels/sampling/sampling_gpu.h"
 
 namespace deltaserve::kernels {
 namespace {
