@@ -9,7 +9,7 @@
 #include "kernels/elementwise/elementwise_gpu.h"
 #include "kernels/embedding/embedding_gpu.h"
 #include "kernels/sampling/sampling_gpu.h"
-#include "kernels/step_ops_gpu.h"
+#include "kernels/step_ops/step_ops_gpu.h"
 #include "runtime/gpu/gpu_backend.h"
 #include "runtime/plan_checks.h"
 

@@ -11,7 +11,7 @@
 #include "kernels/matmul/matmul_gpu.h"
 #include "kernels/moe/moe_down_combine_gpu.h"
 #include "kernels/moe/moe_gpu.h"
-#include "kernels/step_ops_gpu.h"
+#include "kernels/step_ops/step_ops_gpu.h"
 #include "runtime/gpu/gpu_layers.h"
 #include "runtime/gpu/gpu_products.h"
 

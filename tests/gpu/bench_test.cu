@@ -20,7 +20,7 @@
 #include "kernels/moe/moe_gpu.h"
 #include "kernels/norm/norm_gpu.h"
 #include "kernels/sampling/sampling_gpu.h"
-#include "kernels/step_ops_gpu.h"
+#include "kernels/step_ops/step_ops_gpu.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {

@@ -18,7 +18,7 @@
 #include "kernels/rope/rope.h"
 #include "kernels/rope/rope_gpu.h"
 #include "kernels/sampling/sampling_gpu.h"
-#include "kernels/step_ops_gpu.h"
+#include "kernels/step_ops/step_ops_gpu.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {

@@ -5,7 +5,7 @@
 
 #include "kernels/gpu/gpu_compat.h"
 #include "kernels/norm/norm_block.h"
-#include "kernels/step_ops_gpu.h"
+#include "kernels/step_ops/step_ops_gpu.h"
 
 namespace deltaserve::kernels {
 namespace {
