@@ -324,13 +324,13 @@ gpuError_t dispatch_cuda_cores(const MatvecParams& p, DType type, gpuStream_t st
 // on the CUDA cores, whose expert walks measured faster (matmul_gpu.h). kStaged: every launch
 // where its shape rule holds (staged_shapes: expert segments too, one pair per row group like
 // the CUDA cores' walk, but not expert-grouped ones).
-gpuError_t dispatch(const MatvecParams& p, DType type, gpuStream_t stream) {
+gpuError_t dispatch(const MatvecParams& p, DType type, gpuStream_t stream, StagedTiles tiles = StagedTiles::kAuto) {
   bool experts = false;
   for (int s = 0; s < p.num_segs; ++s) experts = experts || p.seg[s].expert_ids != nullptr;
   if (type == DType::Q4_0) {
     const MatvecMath math = matvec_math();
     if (math == MatvecMath::kTensorCores && !experts) return matvec::launch_q4_0_mma(p, stream);
-    if (math == MatvecMath::kStaged && matvec::staged_shapes(p)) return matvec::launch_q4_0_staged(p, stream);
+    if (math == MatvecMath::kStaged && matvec::staged_shapes(p)) return matvec::launch_q4_0_staged(p, tiles, stream);
   }
   return dispatch_cuda_cores(p, type, stream);
 }
@@ -359,7 +359,7 @@ gpuError_t matmul_gpu(const MatmulArgs& args, gpuStream_t stream) {
   MatvecParams p{};
   p.seg[0] = seg_of(args);
   p.num_segs = 1;
-  return dispatch(p, args.w_type, stream);
+  return dispatch(p, args.w_type, stream, args.staged_tiles);
 }
 
 gpuError_t matmul_norm_gpu(const MatmulArgs& args, const MatmulNormEpilogue& norm, gpuStream_t stream) {
@@ -375,7 +375,7 @@ gpuError_t matmul_norm_gpu(const MatmulArgs& args, const MatmulNormEpilogue& nor
   p.seg[0].norm_out_stride = norm.out_stride;
   p.seg[0].norm_counters = norm.counters;
   p.num_segs = 1;
-  return dispatch(p, args.w_type, stream);
+  return dispatch(p, args.w_type, stream, args.staged_tiles);
 }
 
 gpuError_t matmul_experts_gpu(const MatmulExpertsArgs& args, gpuStream_t stream) {
@@ -518,8 +518,8 @@ gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStrea
   if (deferred && !deferred_norm_launch(segs, num_segs, p)) return gpuErrorInvalidValue;
   if (p.num_segs == 0) return gpuSuccess;
   // The input and deferred norms ride only in the staged launch (their rules checked it).
-  if (input_norm || deferred) return matvec::launch_q4_0_staged(p, stream);
-  return dispatch(p, segs[0].args.w_type, stream);
+  if (input_norm || deferred) return matvec::launch_q4_0_staged(p, segs[0].args.staged_tiles, stream);
+  return dispatch(p, segs[0].args.w_type, stream, segs[0].args.staged_tiles);
 }
 
 }  // namespace deltaserve::kernels

@@ -22,6 +22,11 @@
 
 namespace deltaserve::kernels {
 
+// The GPU staged matvec's tiles a block for launches of 1-2 rows (matmul_gpu.h): kAuto, its
+// rule; kOne / kTwo force one form (the parity tests). The bits are the same either way; the
+// CPU reference ignores it.
+enum class StagedTiles : int32_t { kAuto, kOne, kTwo };
+
 struct MatmulArgs {
   const void* w;
   DType w_type;
@@ -34,6 +39,7 @@ struct MatmulArgs {
   float* y;
   int64_t y_stride;  // floats between output rows
   bool accumulate = false;  // y += W x (the dot is rounded first, then added once)
+  StagedTiles staged_tiles = StagedTiles::kAuto;  // GPU staged matvec only (see above)
 };
 
 // Work is split over output features: ParallelFor tasks of kMatmulOutputsPerTask outputs.

@@ -56,7 +56,8 @@ bool tensor_matvec_available();  // the current device has bf16 mma (CUDA sm_80 
 // loads and its fixed work (parameters, copy addresses, the input norm's scales, the sums'
 // epilogue) over twice the weights. Each output row's arithmetic is the one-tile walk's, so
 // the bits are the same either way: two for launches of at least 4 one-tile blocks per
-// multiprocessor, one for the rest (matmul_mma_staged.cu says why).
+// multiprocessor, one for the rest (matmul_mma_staged.cu says why). MatmulArgs::staged_tiles
+// (a launch's first segment's) forces one form, so the parity tests compare them bit for bit.
 
 // Device scratch for kTensorCores launches of many rows, set per calling thread like the math
 // (a backend sets it before each step; default none): such a launch first splits each of its

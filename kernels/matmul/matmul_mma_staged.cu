@@ -213,9 +213,10 @@ int64_t launch_tiles(const MatvecParams& p) {
   return total;
 }
 
-bool two_tiles(const MatvecParams& p) {
+bool two_tiles(const MatvecParams& p, StagedTiles tiles) {
   const LaunchRows l = launch_rows_of(p);
   if (l.rows > 2 || l.experts) return false;
+  if (tiles != StagedTiles::kAuto) return tiles == StagedTiles::kTwo;
   return launch_tiles(p) >= kTwoTilesMinTilesPerMultiprocessor * matvec::multiprocessors();
 }
 
@@ -238,10 +239,10 @@ bool deep_stages(const MatvecParams& p) {
 // Measured slower and not kept: 6 for every one-tile launch; 5 for one-row launches
 // (bench/RESULTS.md).
 template <int B, bool kNorm, bool kInNorm, bool kDeferred>
-gpuError_t launch_stages(const MatvecParams& p, gpuStream_t stream) {
+gpuError_t launch_stages(const MatvecParams& p, StagedTiles tiles, gpuStream_t stream) {
   int64_t chunks = 0;
   for (int s = 0; s < p.num_segs; ++s) chunks = p.seg[s].num_in / Chunk<B>::kInputs > chunks ? p.seg[s].num_in / Chunk<B>::kInputs : chunks;
-  const bool two = two_tiles(p);
+  const bool two = two_tiles(p, tiles);
   if (chunks <= 2) return two ? launch_two_tiles<B, 2, kNorm, kInNorm, kDeferred>(p, stream) : launch_rows<B, 2, kNorm, kInNorm, kDeferred>(p, stream);
   if (two) return launch_two_tiles<B, 3, kNorm, kInNorm, kDeferred>(p, stream);
   if (deep_stages(p)) return launch_rows<B, kDeepStages, kNorm, kInNorm, kDeferred>(p, stream);
@@ -251,14 +252,14 @@ gpuError_t launch_stages(const MatvecParams& p, gpuStream_t stream) {
 // The epilogue / prologue choice: the norm epilogue, the input norm, a deferred norm's
 // product (matmul.cu never asks for two of them), or none.
 template <int B>
-gpuError_t launch_epilogue(const MatvecParams& p, gpuStream_t stream) {
-  if (p.seg[0].norm_counters != nullptr) return launch_stages<B, true, false, false>(p, stream);
-  if (p.seg[0].in_norm_w != nullptr) return launch_stages<B, false, true, false>(p, stream);
+gpuError_t launch_epilogue(const MatvecParams& p, StagedTiles tiles, gpuStream_t stream) {
+  if (p.seg[0].norm_counters != nullptr) return launch_stages<B, true, false, false>(p, tiles, stream);
+  if (p.seg[0].in_norm_w != nullptr) return launch_stages<B, false, true, false>(p, tiles, stream);
   // A deferred norm's producer or readers: kernels of their own, so the others keep their
   // machine code (in the shared kernels its epilogue made the 35B-A3B's steps slower,
   // bench/RESULTS.md).
-  if (p.seg[0].sq_out != nullptr || p.seg[0].sq_in != nullptr) return launch_stages<B, false, false, true>(p, stream);
-  return launch_stages<B, false, false, false>(p, stream);
+  if (p.seg[0].sq_out != nullptr || p.seg[0].sq_in != nullptr) return launch_stages<B, false, false, true>(p, tiles, stream);
+  return launch_stages<B, false, false, false>(p, tiles, stream);
 }
 
 // B for every segment of the launch: 4 when all rows are multiples of 1,024 inputs, else 1. A
@@ -289,9 +290,9 @@ bool staged_shapes(const MatvecParams& p) {
   return !(wide && narrow);
 }
 
-gpuError_t launch_q4_0_staged(const MatvecParams& p, gpuStream_t stream) {
-  if (all_inputs_multiple_of(p, Chunk<4>::kInputs)) return launch_epilogue<4>(p, stream);
-  return launch_epilogue<1>(p, stream);
+gpuError_t launch_q4_0_staged(const MatvecParams& p, StagedTiles tiles, gpuStream_t stream) {
+  if (all_inputs_multiple_of(p, Chunk<4>::kInputs)) return launch_epilogue<4>(p, tiles, stream);
+  return launch_epilogue<1>(p, tiles, stream);
 }
 
 }  // namespace matvec

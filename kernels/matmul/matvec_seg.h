@@ -157,6 +157,6 @@ gpuError_t launch_q4_0_mma(const MatvecParams& p, gpuStream_t stream);
 // inputs (all of 1,024 or none) and 16-byte aligned. The rule reads the launch's matrices only,
 // so a matrix in the same launch always takes the same kernel and K walk whatever the rows.
 bool staged_shapes(const MatvecParams& p);
-gpuError_t launch_q4_0_staged(const MatvecParams& p, gpuStream_t stream);
+gpuError_t launch_q4_0_staged(const MatvecParams& p, StagedTiles tiles, gpuStream_t stream);
 
 }  // namespace deltaserve::kernels::matvec

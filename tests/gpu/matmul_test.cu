@@ -19,6 +19,10 @@ namespace {
 
 constexpr double kMatmulNmse = 1e-8;
 
+// The staged matvec's tiles a block for the launches the checks below make (MatmulArgs::
+// staged_tiles of a launch's first segment): kAuto, the rule, or one form forced.
+StagedTiles g_staged_tiles = StagedTiles::kAuto;
+
 std::string shape_text(DType type, int64_t in, int64_t out, int64_t rows) {
   const char* math = matvec_math() == MatvecMath::kTensorCores ? " tensor-cores"
                      : matvec_math() == MatvecMath::kStaged    ? " staged"
@@ -35,6 +39,7 @@ void check_matmul(Context& ctx, DType type, int64_t num_in, int64_t num_out, int
   std::vector<float> ref = y0;
   MatmulArgs a{w.data(), type, num_in, num_out, dtype_row_bytes(type, num_in), x.data(), num_rows, x_stride,
                ref.data(), num_out, accumulate};
+  a.staged_tiles = g_staged_tiles;
   matmul_ref(a, serial_for());
 
   DeviceBuffer<uint8_t> dw(w);
@@ -178,6 +183,7 @@ void check_segments(Context& ctx, DType type, int64_t num_in, int64_t num_rows, 
   segs[1].args = MatmulArgs{dwp.get(), type, num_in, out_p, rb, dx.get(), acc_rows, num_in, p1.get(), out_p, true};
   segs[2].args = MatmulArgs{dws.get(), type, num_in, out_g, rb, dx.get(), num_rows, num_in, s1.get(), out_g};
   if (with_experts) segs[2].w_up = dwu2.get();
+  segs[0].args.staged_tiles = g_staged_tiles;
   CHECK_GPU(matmul_segments_gpu(segs, 3, nullptr));
 
   // The separate launches. A launch with expert segments runs every segment on the CUDA cores
@@ -239,12 +245,11 @@ void check_staged_tiles(Context& ctx, int64_t num_in, int64_t out_g, int64_t out
     if (input_norm) {
       for (MatmulSegment& sg : segs) sg.input_norm_w = dnw.get(), sg.input_norm_eps = 1e-6f;
     }
-    set_staged_tiles(form == 0 ? StagedTiles::kOne : StagedTiles::kTwo);
+    segs[0].args.staged_tiles = form == 0 ? StagedTiles::kOne : StagedTiles::kTwo;
     CHECK_GPU(matmul_segments_gpu(segs, 2, nullptr));
     gated[form] = g.download();
     plain[form] = p.download();
   }
-  set_staged_tiles(StagedTiles::kAuto);
   const bool same = bitwise_equal(gated[0].data(), gated[1].data(), gated[0].size()) &&
                     bitwise_equal(plain[0].data(), plain[1].data(), plain[0].size());
   ctx.results.record_exact("matmul_segments_gpu two tiles",
@@ -268,9 +273,9 @@ void check_matmul_norm(Context& ctx, DType type, int64_t num_in, int64_t num_out
   for (int round = 0; round < 2; ++round) {
     fo.poison();
     to.poison();
-    const MatmulArgs fa{dw.get(), type, num_in, num_out, rb, dx.get(), num_rows, num_in, fy.get(), num_out, accumulate};
+    const MatmulArgs fa{dw.get(), type, num_in, num_out, rb, dx.get(), num_rows, num_in, fy.get(), num_out, accumulate, g_staged_tiles};
     CHECK_GPU(matmul_norm_gpu(fa, MatmulNormEpilogue{dg.get(), eps, fo.get(), out_stride, counters.get()}, nullptr));
-    const MatmulArgs ta{dw.get(), type, num_in, num_out, rb, dx.get(), num_rows, num_in, ty.get(), num_out, accumulate};
+    const MatmulArgs ta{dw.get(), type, num_in, num_out, rb, dx.get(), num_rows, num_in, ty.get(), num_out, accumulate, g_staged_tiles};
     CHECK_GPU(matmul_gpu(ta, nullptr));
     CHECK_GPU(rms_norm_gpu(RmsNormArgs{ty.get(), num_out, dg.get(), to.get(), out_stride, num_rows, num_out, eps}, nullptr));
     const std::vector<float> a1 = fy.download(), b1 = ty.download(), a2 = fo.download(), b2 = to.download();
@@ -320,6 +325,7 @@ void check_input_norm(Context& ctx, int64_t num_in, int64_t num_rows) {
     segs[0] = MatmulSegment{};
     segs[1] = MatmulSegment{};
     segs[0].args = MatmulArgs{dwp.get(), type, num_in, out_p, rb, in, num_rows, num_in, py, out_p, true};
+    segs[0].args.staged_tiles = g_staged_tiles;
     segs[1].args = MatmulArgs{dwg.get(), type, num_in, out_g, rb, in, num_rows, num_in, gy, out_g};
     segs[1].w_up = dwu.get();
     for (MatmulSegment& sg : segs) {
@@ -410,31 +416,9 @@ void check_deferred_norm(Context& ctx, int64_t h, int64_t num_rows) {
       prod_ok = prod_ok && std::memcmp(&want, &got, sizeof(float)) == 0;
     }
   }
-  // The producer again with its tail loads after the walk and its activations loaded every chunk
-  // by one half of the block (StagedTailLoads::kAfterWalk, StagedActivationLoads::kEveryChunk;
-  // one-row launches do neither by default): the same bits.
-  if (prod_supported) {
-    DeviceBuffer<float> dy_after(y0), out_after(static_cast<size_t>(num_rows * out_stride)),
-        squares_after(static_cast<size_t>(num_rows * sq_stride));
-    out_after.poison();
-    squares_after.poison();
-    MatmulSegment prod_after = prod;
-    prod_after.args.y = dy_after.get();
-    prod_after.norm_partials = MatmulSegment::NormPartials{dgamma.get(), out_after.get(), out_stride, squares_after.get(), sq_stride};
-    const StagedTailLoads initial_loads = staged_tail_loads();
-    const StagedActivationLoads initial_x_loads = staged_activation_loads();
-    set_staged_tail_loads(StagedTailLoads::kAfterWalk);
-    set_staged_activation_loads(StagedActivationLoads::kEveryChunk);
-    CHECK_GPU(matmul_segments_gpu(&prod_after, 1, nullptr));
-    set_staged_tail_loads(initial_loads);
-    set_staged_activation_loads(initial_x_loads);
-    const std::vector<float> y_after = dy_after.download(), xw_after = out_after.download(), sq_after = squares_after.download();
-    prod_ok = prod_ok && bitwise_equal(y_after.data(), y.data(), y.size()) && bitwise_equal(xw_after.data(), xw.data(), xw.size()) &&
-              bitwise_equal(sq_after.data(), sq.data(), sq.size());
-  }
   ctx.results.record_exact("matmul_segments_gpu(deferred norm, producer)", shape_text(type, k_in, h, num_rows), prod_ok,
                            !prod_supported ? "not supported" : prod_ok ? "y == matmul_gpu, out == y * w, tile sums == butterflies"
-                                                                        : "y, out or the tile sums differ (or differ with the old load order)");
+                                                                        : "y, out or the tile sums differ");
 
   // Consumers: deferred from out, against rms_norm_gpu + the same segments.
   DeviceBuffer<float> normed(static_cast<size_t>(num_rows * h));
@@ -465,22 +449,13 @@ void check_deferred_norm(Context& ctx, int64_t h, int64_t num_rows) {
   // Each row alone, and (1-2 rows) two tiles a block, bitwise the group's.
   bool invariant = true;
   DeviceBuffer<float> p3(static_cast<size_t>(out_p)), g3(static_cast<size_t>(out_g));
-  // Also one tile with the tail loads after the walk (StagedTailLoads::kAfterWalk), and with the
-  // activations loaded every chunk (StagedActivationLoads::kEveryChunk): the same bits.
-  const StagedTailLoads initial_loads = staged_tail_loads();
-  const StagedActivationLoads initial_x_loads = staged_activation_loads();
   for (int64_t r = 0; r < num_rows && supported; ++r) {
-    for (int form = 0; form < 4; ++form) {
+    for (int form = 0; form < 2; ++form) {
       p3.poison(), g3.poison();
       MatmulSegment one[2];
       consumers(out.get() + r * out_stride, out_stride, squares.get() + r * sq_stride, 1, p3.get(), g3.get(), one);
-      set_staged_tiles(form == 1 ? StagedTiles::kTwo : StagedTiles::kOne);
-      if (form == 2) set_staged_tail_loads(StagedTailLoads::kAfterWalk);
-      if (form == 3) set_staged_activation_loads(StagedActivationLoads::kEveryChunk);
+      one[0].args.staged_tiles = form == 1 ? StagedTiles::kTwo : StagedTiles::kOne;
       CHECK_GPU(matmul_segments_gpu(one, 2, nullptr));
-      set_staged_tail_loads(initial_loads);
-      set_staged_activation_loads(initial_x_loads);
-      set_staged_tiles(StagedTiles::kAuto);
       const std::vector<float> op = p3.download(), og = g3.download();
       invariant = invariant && bitwise_equal(op.data(), a_p.data() + r * out_p, static_cast<size_t>(out_p)) &&
                   bitwise_equal(og.data(), a_g.data() + r * out_g, static_cast<size_t>(out_g));
@@ -497,7 +472,7 @@ void check_deferred_norm(Context& ctx, int64_t h, int64_t num_rows) {
   const bool ok = supported && invariant && refused && untouched;
   ctx.results.record("matmul_segments_gpu(deferred norm, readers)", shape_text(type, h, out_p + out_g, num_rows),
                      compare(got.data(), want.data(), got.size()), kMatmulNmse, ok,
-                     !supported ? "not supported" : !invariant ? "NOT batch-invariant (or two tiles != one, or the load order changes bits)"
+                     !supported ? "not supported" : !invariant ? "NOT batch-invariant (or two tiles != one)"
                                                   : !(refused && untouched) ? "not refused off the staged matvec"
                                                                             : "batch-invariant, two tiles == one");
 }
@@ -698,7 +673,7 @@ void run_matmul_tests(Context& ctx) {
     // one, bitwise; outputs that leave the second tile empty or part full; the narrow walk
     // (768), 2 chunks (2,048) and more; gated, accumulating, input-norm and norm-epilogue
     // launches; and one tile against two directly.
-    set_staged_tiles(StagedTiles::kTwo);
+    g_staged_tiles = StagedTiles::kTwo;
     for (int64_t in : ctx.quick ? std::vector<int64_t>{768, 5120} : std::vector<int64_t>{768, 2048, 3072, 5120}) {
       for (int64_t out : ctx.quick ? std::vector<int64_t>{16, 129} : std::vector<int64_t>{1, 16, 40, 129}) {
         for (int64_t r : {1, 2, 3, 9}) check_matmul(ctx, t, in, out, r, false);
@@ -710,7 +685,7 @@ void run_matmul_tests(Context& ctx) {
       check_input_norm(ctx, 5120, r);
       check_matmul_norm(ctx, t, 1024, 2048, r, true);
     }
-    set_staged_tiles(StagedTiles::kAuto);
+    g_staged_tiles = StagedTiles::kAuto;
     for (int64_t r : {1, 2}) {
       for (bool norm : {false, true}) {
         check_staged_tiles(ctx, 5120, 37, 70, r, norm);
