@@ -61,9 +61,11 @@ constexpr int64_t kMaxGridY = 65535;
 
 using staged::column_tiles;
 using staged::kMaxStages;
-using staged::prefetch_first_chunks;
 using staged::smem_bytes;
+#if defined(DS_MMA_BF16)
+using staged::prefetch_first_chunks;
 using staged::staged_group;
+#endif
 
 #if defined(DS_MMA_BF16)
 // Groups of up to 4 rows: a launch of one segment (most) takes it whole, without segment_of's

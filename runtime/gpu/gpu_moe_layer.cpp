@@ -41,15 +41,9 @@ void experts_tiled(const GpuLayerContext& ctx, const DeviceTensor& w, const void
 }
 
 // Router logits, shared-expert gate logits and the top-k routing of rows [0, n): one
-// moe_router_gpu launch (the logits are matmul_gpu's bits, the routing moe_route_gpu's) for up
-// to kFusedRouterMaxRows rows; more rows take the router matvec and moe_route_gpu (two
-// launches). The router and shared gate are F32 (GpuWeights / ModelWeights require it). Why
-// the limit: the fused kernel's last block routes its row group's rows one after another,
-// which at 64 rows cost the 35B-A3B's step several times the two launches' router time (eager
-// trace, bench/RESULTS.md).
-// Same logits and routing either way (tests/gpu/moe_fused_test.cu), so the choice may follow
-// the load.
-constexpr int64_t kFusedRouterMaxRows = 4;
+// moe_router_gpu launch for up to kFusedRouterMaxRows rows (gpu_products.h says why); more
+// rows take the router matvec and moe_route_gpu (two launches). The router and shared gate
+// are F32 (GpuWeights / ModelWeights require it).
 
 // With in.w set (ffn_normalises_input) the router also normalises y into b first.
 void moe_router(const GpuLayerContext& ctx, const GpuFfnWeights& w, const float* b, const float* y, int64_t n,

@@ -39,6 +39,14 @@ void gated_product_decode_tiled(const GpuLayerContext& ctx, const DeviceTensor& 
 void gated_product_tiled(const GpuLayerContext& ctx, const DeviceTensor& gate, const DeviceTensor& up, const float* x,
                          int64_t first, int64_t count, float* g, float* u);
 
+// Rows up to which one moe_router_gpu launch routes them (the logits are matmul_gpu's bits, the
+// routing moe_route_gpu's); more rows take the router matvec and moe_route_gpu. Why the limit:
+// the fused kernel's last block routes its row group's rows one after another, which at 64
+// rows cost the 35B-A3B's step several times the two launches' router time (eager trace,
+// bench/RESULTS.md). Same logits and routing either way (tests/gpu/moe_fused_test.cu), so the
+// choice may follow the load.
+inline constexpr int64_t kFusedRouterMaxRows = 4;
+
 // MoE with the shared expert, added into y (gpu_moe_layer.cpp); ffn_forward's MoE branch.
 void moe_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit rows, const float* b, float* y,
                  const NextNorm& next, const FfnInputNorm& in);
