@@ -65,7 +65,7 @@ struct CacheConfig {
                                   // 0: the backend derives a bound (the CPU backend needs none)
   StatePrecision state_precision = StatePrecision::kF32;
   DecodeMatvec decode_matvec = DecodeMatvec::kAuto;
-  GpuTuning gpu_tuning;  // GPU backend only (runtime/gpu_tuning.h)
+  GpuTuning gpu_tuning{};  // GPU backend only (runtime/gpu_tuning.h)
 };
 
 // Memory a backend holds, for metrics and leak checks. Flat across requests once loaded:

@@ -43,7 +43,7 @@ struct GpuTuning {
   // The in-step timeline (a measuring build's, -DDELTASERVE_GPU_TIMELINE=ON): `deltaserve bench
   // --timeline` only; the backend prints each step shape's table when it is destroyed.
   bool timeline = false;
-  GpuParityForms forms;
+  GpuParityForms forms{};
 };
 
 }  // namespace deltaserve::runtime
