@@ -13,7 +13,7 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/model_weights.h"
 #include "runtime/tokenizer/tokenizer.h"
-#include "scheduler/backend_runner.h"
+#include "runtime/backend_runner.h"
 #include "scheduler/engine.h"
 
 namespace {
@@ -40,7 +40,7 @@ struct Result {
 Result run(const runtime::LoadedModel& model, const std::vector<std::vector<int32_t>>& prompts, int32_t streams,
            int32_t depth, int32_t max_tokens, int threads) {
   runtime::CpuBackend backend(model, runtime::CacheConfig{streams, 16, streams * 32, 1 + depth}, threads);
-  scheduler::BackendRunner runner(backend, 512, depth);
+  runtime::BackendRunner runner(backend, 512, depth);
   scheduler::SchedulerConfig config;
   config.draft_min_expected = 0.0;  // fixed depth: the table compares depths, not the policy
   Counter counter;

@@ -169,12 +169,4 @@ SampledToken Sampler::sample_at(std::span<const float> logits, uint64_t position
   return describe(processed, id);
 }
 
-FinishReason check_finish(const StopConditions& stop, int32_t id, int64_t num_output_tokens) {
-  if (std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), id) != stop.stop_token_ids.end()) {
-    return FinishReason::Stop;
-  }
-  if (stop.max_tokens >= 0 && num_output_tokens >= stop.max_tokens) return FinishReason::Length;
-  return FinishReason::None;
-}
-
 }  // namespace deltaserve::runtime

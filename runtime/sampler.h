@@ -105,16 +105,4 @@ class Sampler {
   int64_t num_output_tokens_ = 0;
 };
 
-// Why a request stops after a token (the scheduler and server act on it; the stop token
-// itself is not shown as text).
-enum class FinishReason : uint8_t { None, Stop, Length };
-
-struct StopConditions {
-  std::vector<int32_t> stop_token_ids;  // EOS ids plus the request's stop_token_ids
-  int64_t max_tokens = -1;              // output tokens; < 0 = no limit
-};
-
-// After the token `id` was emitted as output number `num_output_tokens` (1-based).
-FinishReason check_finish(const StopConditions& stop, int32_t id, int64_t num_output_tokens);
-
 }  // namespace deltaserve::runtime

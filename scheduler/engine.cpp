@@ -13,7 +13,7 @@ Clock or_steady(Clock clock) {
 
 }  // namespace
 
-Engine::Engine(ModelRunner& runner, const SchedulerConfig& config, EngineObserver* observer,
+Engine::Engine(runtime::ModelRunner& runner, const SchedulerConfig& config, EngineObserver* observer,
                Clock clock)
     : runner_(runner),
       observer_(observer),
@@ -41,7 +41,7 @@ void Engine::run() {
     apply(inbox);  // new requests, then cancels: freed before this step is planned
     if (inbox.stop) break;
     const TimePoint start = clock_();
-    StepPlan plan = scheduler_.plan();
+    runtime::StepPlan plan = scheduler_.plan();
     if (!plan.empty()) {
       execute(plan);  // the forward pass; no lock held
       StepReport report = scheduler_.commit(plan, out_);
@@ -83,9 +83,9 @@ void Engine::apply(Inbox& inbox) {
   if (inbox.cancel_all) scheduler_.cancel_all();
 }
 
-void Engine::execute(const StepPlan& plan) {
+void Engine::execute(const runtime::StepPlan& plan) {
   out_.sequences.resize(plan.sequences.size());
-  for (SequenceOutput& o : out_.sequences) {
+  for (runtime::SequenceOutput& o : out_.sequences) {
     o.tokens.clear();
     o.logprobs.clear();
     o.error.clear();
@@ -101,14 +101,14 @@ void Engine::execute(const StepPlan& plan) {
   if (failure.empty()) return;
   if (observer_ != nullptr) observer_->on_engine_error(failure);
   out_.sequences.resize(plan.sequences.size());
-  for (SequenceOutput& o : out_.sequences) o.error = failure;
+  for (runtime::SequenceOutput& o : out_.sequences) o.error = failure;
 }
 
 // Publishes stats and idleness; when idle, runs the full integrity check (cheap then).
 void Engine::publish() {
   EngineStats stats;
   scheduler_.fill_stats(stats);
-  const RunnerStats runner_stats = runner_.stats();
+  const runtime::RunnerStats runner_stats = runner_.stats();
   stats.pinned_bytes = runner_stats.pinned_bytes;
   stats.pinned_registrations = runner_stats.pinned_registrations;
   stats.device_bytes_used = runner_stats.device_bytes_used;

@@ -1,5 +1,5 @@
 // The engine: one thread per model instance running plan -> execute -> commit over a
-// Scheduler and a ModelRunner, fed through a thread-safe inbox.
+// Scheduler and a runtime::ModelRunner (the runtime executes what the scheduler plans), fed through a thread-safe inbox.
 //
 // Threads: submit(), cancel(), begin_drain(), cancel_all(), wait_idle(), stats() and
 // ready() may be called from any thread; start() and stop() from the owning thread.
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "scheduler/engine_stats.h"
-#include "scheduler/model_runner.h"
+#include "runtime/model_runner.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_config.h"
@@ -33,7 +33,7 @@ class Engine : public RequestQueue {
   // Reads runner.limits() and resolves `config` against them; throws std::invalid_argument
   // on a bad config. `runner` and `observer` (may be null) must outlive the engine.
   // The thread starts with start(); until then submit() answers NotReady.
-  Engine(ModelRunner& runner, const SchedulerConfig& config, EngineObserver* observer = nullptr,
+  Engine(runtime::ModelRunner& runner, const SchedulerConfig& config, EngineObserver* observer = nullptr,
          Clock clock = {});
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -81,14 +81,14 @@ class Engine : public RequestQueue {
   void run();
   Inbox take_inbox(bool wait);
   void apply(Inbox& inbox);
-  void execute(const StepPlan& plan);
+  void execute(const runtime::StepPlan& plan);
   void publish();
 
-  ModelRunner& runner_;
+  runtime::ModelRunner& runner_;
   EngineObserver* observer_;
   Clock clock_;
   Scheduler scheduler_;  // engine thread only (its check_submit() is const: any thread)
-  StepOutput out_;       // engine thread only; reused every step
+  runtime::StepOutput out_;       // engine thread only; reused every step
 
   mutable std::mutex mutex_;  // guards everything below
   std::condition_variable work_cv_;  // inbox changed or stop

@@ -10,11 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "runtime/request_id.h"
 #include "runtime/sampling_params.h"
 
 namespace deltaserve::scheduler {
 
-using RequestId = uint64_t;
+using RequestId = runtime::RequestId;
+using TokenLogprob = runtime::OutputLogprob;
 
 struct RequestSpec {
   std::string external_id;                 // "chatcmpl-..." for logs
@@ -27,12 +29,6 @@ struct RequestSpec {
 };
 
 enum class FinishReason { None, Stop, Length, Cancelled, Error };
-
-struct TokenLogprob {
-  int32_t token = 0;
-  float logprob = 0.0f;
-  std::vector<std::pair<int32_t, float>> top;  // top_logprobs alternatives
-};
 
 // One delivery: zero or more new tokens (several when drafts were accepted), then possibly
 // the end. Once finish != None no further event arrives for that request.

@@ -6,7 +6,7 @@
 
 namespace deltaserve::scheduler {
 
-Scheduler::Scheduler(const SchedulerConfig& config, const RunnerLimits& limits,
+Scheduler::Scheduler(const SchedulerConfig& config, const runtime::RunnerLimits& limits,
                      EngineObserver* observer, Clock clock)
     : config_(config),
       limits_(limits),
@@ -96,7 +96,7 @@ void Scheduler::cancel_all() {
   for (const RequestId id : ids) cancel(id);
 }
 
-StepPlan Scheduler::plan() {
+runtime::StepPlan Scheduler::plan() {
   // want[i]: rows planned for running_[i] this step.
   std::vector<int32_t> want(running_.size(), 0);
   int32_t budget = config_.max_num_batched_tokens;
@@ -204,16 +204,16 @@ void Scheduler::admit(int32_t budget, std::vector<int32_t>& want) {
   }
 }
 
-StepPlan Scheduler::build_plan(const std::vector<int32_t>& want) const {
+runtime::StepPlan Scheduler::build_plan(const std::vector<int32_t>& want) const {
   const int32_t block_tokens = limits_.cache.kv_block_tokens;
-  StepPlan plan;
+  runtime::StepPlan plan;
   plan.sequences.reserve(running_.size());
   for (const bool decode_pass : {true, false}) {
     for (size_t i = 0; i < running_.size(); ++i) {
       const Sequence& s = *running_[i];
       if (want[i] == 0 || (s.num_missing_tokens() == 1) != decode_pass) continue;
       const std::span<const int32_t> history(s.tokens);
-      SequencePlan& p = plan.sequences.emplace_back();
+      runtime::SequencePlan& p = plan.sequences.emplace_back();
       p.id = s.id;
       p.slot = s.slot;
       p.num_cached_tokens = s.num_computed_tokens;

@@ -35,7 +35,7 @@
 
 #include "scheduler/block_pool.h"
 #include "scheduler/engine_stats.h"
-#include "scheduler/model_runner.h"
+#include "runtime/model_runner.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler_config.h"
 #include "scheduler/sequence.h"
@@ -50,7 +50,7 @@ using Clock = std::function<TimePoint()>;
 class Scheduler {
  public:
   // `config` must come from resolve_config(.., limits). `observer` may be null.
-  Scheduler(const SchedulerConfig& config, const RunnerLimits& limits,
+  Scheduler(const SchedulerConfig& config, const runtime::RunnerLimits& limits,
             EngineObserver* observer = nullptr, Clock clock = {});
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -69,11 +69,11 @@ class Scheduler {
   bool cancel(RequestId id);
   void cancel_all();
 
-  StepPlan plan();
+  runtime::StepPlan plan();
   // Applies the runner's results to the sequences of `plan` (the last plan() result):
   // appends tokens, applies stop ids, max_tokens and the context limit, frees finished
   // sequences, delivers events. step_ms of the report is left to the caller.
-  StepReport commit(const StepPlan& plan, const StepOutput& out);
+  StepReport commit(const runtime::StepPlan& plan, const runtime::StepOutput& out);
 
   bool idle() const { return running_.empty() && waiting_.empty(); }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
@@ -94,24 +94,24 @@ class Scheduler {
   bool reserve_blocks(std::vector<int32_t>& want);
   void admit(int32_t budget, std::vector<int32_t>& want);
   // want[i] rows for running_[i]; for a decoding sequence the rows past the first are drafts.
-  StepPlan build_plan(const std::vector<int32_t>& want) const;
+  runtime::StepPlan build_plan(const std::vector<int32_t>& want) const;
   // Drafts this decoding sequence should carry: its request's and the config's limit, its
   // room to max_tokens and the context, and its running acceptance by position.
   int32_t draft_depth_for(const Sequence& s) const;
   // Per-position acceptance bookkeeping and metrics after a verify step.
-  void record_drafts(Sequence& s, const SequencePlan& p, const SequenceOutput& out);
+  void record_drafts(Sequence& s, const runtime::SequencePlan& p, const runtime::SequenceOutput& out);
   void preempt_newest();
-  // Rows of a prompt chunk of at most `rows` for s, cut as RunnerLimits::prefill_chunk_align
+  // Rows of a prompt chunk of at most `rows` for s, cut as runtime::RunnerLimits::prefill_chunk_align
   // asks (0 when no aligned cut fits); a chunk that finishes s is never cut.
   int32_t aligned_chunk(const Sequence& s, int32_t rows) const;
-  int32_t append_tokens(Sequence& s, const SequenceOutput& out, TimePoint now);
+  int32_t append_tokens(Sequence& s, const runtime::SequenceOutput& out, TimePoint now);
   void report_tokens(Sequence& s, int32_t num_new, TimePoint now);
   void finish(Sequence& s, RequestEvent event, TimePoint now);
   bool deliver(Sequence& s, RequestEvent& event);
   void release(Sequence& s);
 
   const SchedulerConfig config_;
-  const RunnerLimits limits_;
+  const runtime::RunnerLimits limits_;
   int32_t chunk_align_ = 1;  // limits_.prefill_chunk_align, or 1 when the chunk limits are below 2 of it
   EngineObserver* observer_;
   Clock clock_;

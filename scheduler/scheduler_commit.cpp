@@ -13,7 +13,7 @@ double ms_between(TimePoint from, TimePoint to) {
 }
 
 // Why a sampling step's output cannot be used, or empty.
-std::string check_emitted(const SequencePlan& p, const SequenceOutput& out) {
+std::string check_emitted(const runtime::SequencePlan& p, const runtime::SequenceOutput& out) {
   if (out.tokens.empty()) return "runner emitted no token";
   if (static_cast<int64_t>(out.tokens.size()) > 1 + int64_t{p.draft_depth}) {
     return "runner emitted " + std::to_string(out.tokens.size()) + " tokens for draft depth " +
@@ -26,7 +26,7 @@ std::string check_emitted(const SequencePlan& p, const SequenceOutput& out) {
 
 // Draft j (0-based) was reached when drafts 0..j-1 were accepted; the running acceptance of
 // a position learns only from steps that reached it.
-void Scheduler::record_drafts(Sequence& s, const SequencePlan& p, const SequenceOutput& out) {
+void Scheduler::record_drafts(Sequence& s, const runtime::SequencePlan& p, const runtime::SequenceOutput& out) {
   const int32_t num_drafted = std::min(out.num_drafted, p.draft_depth);
   if (num_drafted <= 0) return;
   const int32_t num_accepted = static_cast<int32_t>(out.tokens.size()) - 1;
@@ -39,12 +39,12 @@ void Scheduler::record_drafts(Sequence& s, const SequencePlan& p, const Sequence
   for (int32_t j = 0; j < num_drafted; ++j) observer_->on_drafts(j, 1, j < num_accepted ? 1 : 0);
 }
 
-StepReport Scheduler::commit(const StepPlan& plan, const StepOutput& out) {
+StepReport Scheduler::commit(const runtime::StepPlan& plan, const runtime::StepOutput& out) {
   StepReport report;
   const TimePoint now = clock_();
   ++num_steps_;
   for (size_t k = 0; k < plan.sequences.size(); ++k) {
-    const SequencePlan& p = plan.sequences[k];
+    const runtime::SequencePlan& p = plan.sequences[k];
     const auto num_rows = static_cast<int32_t>(p.tokens.size());
     report.num_rows += num_rows + p.draft_depth;
     if (p.is_decode) {
@@ -81,7 +81,7 @@ StepReport Scheduler::commit(const StepPlan& plan, const StepOutput& out) {
 // sequence when one was hit. A stop id is not part of the output (OpenAI and vLLM leave
 // EOS out of the text): it ends the request with Stop and is neither sent nor counted.
 // Returns the number of tokens sent.
-int32_t Scheduler::append_tokens(Sequence& s, const SequenceOutput& out, TimePoint now) {
+int32_t Scheduler::append_tokens(Sequence& s, const runtime::SequenceOutput& out, TimePoint now) {
   RequestEvent event;
   const std::vector<int32_t>& stop_ids = s.spec.stop_token_ids;
   for (size_t j = 0; j < out.tokens.size(); ++j) {

@@ -13,7 +13,7 @@ void require(bool ok, const std::string& message) {
 
 }  // namespace
 
-SchedulerConfig resolve_config(const SchedulerConfig& requested, const RunnerLimits& limits) {
+SchedulerConfig resolve_config(const SchedulerConfig& requested, const runtime::RunnerLimits& limits) {
   const runtime::CacheConfig& cache = limits.cache;
   require(cache.num_state_slots >= 1, "runner has no state slots");
   require(cache.kv_block_tokens >= 1, "runner kv_block_tokens must be >= 1");
@@ -37,7 +37,7 @@ SchedulerConfig resolve_config(const SchedulerConfig& requested, const RunnerLim
   require(c.max_draft_depth <= limits.max_draft_depth,
           "max_draft_depth " + std::to_string(c.max_draft_depth) + " exceeds what the runner verifies (" +
               std::to_string(limits.max_draft_depth) + ")");
-  require(c.max_draft_depth <= kMaxDraftDepth, "max_draft_depth must be <= " + std::to_string(kMaxDraftDepth));
+  require(c.max_draft_depth <= runtime::kMaxDraftDepth, "max_draft_depth must be <= " + std::to_string(runtime::kMaxDraftDepth));
   require(c.draft_min_expected >= 0.0 && c.draft_min_expected <= 1.0, "draft_min_expected must be in [0, 1]");
   require(c.draft_max_rows >= 1, "draft_max_rows must be >= 1");
 

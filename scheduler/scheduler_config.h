@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "scheduler/model_runner.h"
+#include "runtime/model_runner.h"
 
 namespace deltaserve::scheduler {
 
@@ -31,6 +31,6 @@ struct SchedulerConfig {
 //   each step, so prefill can never starve decode);
 // - max_context_tokens larger than the KV pool (a sequence alone must always fit, which is
 //   what guarantees that preemption always makes progress) or than the model's window.
-SchedulerConfig resolve_config(const SchedulerConfig& requested, const RunnerLimits& limits);
+SchedulerConfig resolve_config(const SchedulerConfig& requested, const runtime::RunnerLimits& limits);
 
 }  // namespace deltaserve::scheduler

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "scheduler/model_runner.h"
+#include "runtime/model_runner.h"
 #include "scheduler/request.h"
 
 namespace deltaserve::scheduler {
@@ -40,7 +40,7 @@ struct Sequence {
   TimePoint last_token_time{};
   // Running acceptance of draft position j given 1..j-1 accepted (exponential average);
   // optimistic at the start so a new stream tries drafting.
-  std::array<double, kMaxDraftDepth> draft_acceptance;
+  std::array<double, runtime::kMaxDraftDepth> draft_acceptance;
   bool was_scheduled = false;
   bool has_first_token = false;
 

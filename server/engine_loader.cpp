@@ -1,4 +1,4 @@
-// Builds the real serving stack behind --model: runtime model + backend (make_backend) + BackendRunner
+// Builds the real serving stack behind --model: runtime model + backend (make_backend) + runtime::BackendRunner
 // + scheduler::Engine, and the TokenizerCodec. Called on the loader thread at start.
 #include <spdlog/spdlog.h>
 
@@ -11,7 +11,7 @@
 #include "runtime/backend_factory.h"
 #include "runtime/model_weights.h"
 #include "runtime/tokenizer/tokenizer.h"
-#include "scheduler/backend_runner.h"
+#include "runtime/backend_runner.h"
 #include "scheduler/engine.h"
 #include "server/model_loader.h"
 #include "server/tokenizer_codec.h"
@@ -23,7 +23,7 @@ namespace {
 struct ServingStack {
   std::unique_ptr<runtime::LoadedModel> model;
   std::unique_ptr<runtime::Backend> backend;
-  std::unique_ptr<scheduler::BackendRunner> runner;
+  std::unique_ptr<runtime::BackendRunner> runner;
   std::unique_ptr<scheduler::Engine> engine;
 };
 
@@ -68,7 +68,7 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   // Speculation: --draft-depth N caps the drafts per stream (0 = off); -1 = adaptive up to
   // kDefaultDraftDepth. Models without an MTP head never draft.
   constexpr int32_t kDefaultDraftDepth = 3;
-  int32_t draft_depth = config.draft_depth < 0 ? kDefaultDraftDepth : std::min(config.draft_depth, scheduler::kMaxDraftDepth);
+  int32_t draft_depth = config.draft_depth < 0 ? kDefaultDraftDepth : std::min(config.draft_depth, runtime::kMaxDraftDepth);
   if (mc.num_mtp_layers == 0 || !stack->model->weights.has_mtp) {
     if (config.draft_depth > 0) spdlog::warn("{}: no MTP head; --draft-depth {} ignored", config.model, config.draft_depth);
     draft_depth = 0;
@@ -81,7 +81,7 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   cache.decode_matvec = runtime::parse_decode_matvec(config.matvec).value_or(runtime::DecodeMatvec::kAuto);
   cache.gpu_tuning.step_graphs = runtime::parse_step_graph_mode(config.gpu_step_graphs).value_or(runtime::StepGraphMode::kAuto);
   stack->backend = runtime::make_backend(config.device, *stack->model, cache, config.cpu_threads);
-  stack->runner = std::make_unique<scheduler::BackendRunner>(*stack->backend, context, draft_depth);
+  stack->runner = std::make_unique<runtime::BackendRunner>(*stack->backend, context, draft_depth);
   scheduler::SchedulerConfig sched;
   sched.max_num_seqs = slots;
   sched.max_num_batched_tokens = config.max_batched_tokens;

@@ -5,8 +5,8 @@
 // sum scaled once by the block's d ("partial"), a split layout (16-byte-aligned qs, scales
 // apart) with E elements per lane, and the split layout with the "partial" math, a whole block
 // (one 16-byte load) per lane and output, U blocks per lane in flight ("split partial", not yet
-// run on a device). Weights rotate past the L2. bench/RESULTS.md ("Batch-1 Q4_0 matvec probes")
-// has the H200 table and what it ruled out.
+// run on a device). Weights rotate past the L2. bench/RESULTS.md's decision log
+// (2026-12-01) has what it ruled out; the full table is in that file's history.
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o q4_0_matvec_probe bench/probes/q4_0_matvec_probe.cu
 //   ./q4_0_matvec_probe          # the table
 //   ./q4_0_matvec_probe ncu      # one shape (27B gate), for Nsight Compute

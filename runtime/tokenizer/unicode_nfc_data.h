@@ -1,4 +1,4 @@
-// Tables behind UnicodeNfc (unicode_nfc.h), generated into unicode_nfc_data.cpp by
+// Tables behind UnicodeNfc (unicode_nfc.h), generated into unicode_nfc_data*.cpp by
 // tools/tokenizer_oracle/gen_nfc_tables.py. Every array is sorted by its first field.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The real stack below the server: Engine + BackendRunner + CpuBackend on the tiny MoE
+// The real stack below the server: Engine + runtime::BackendRunner + CpuBackend on the tiny MoE
 // oracle model. Greedy output must not depend on what else shares the steps, and every slot
 // and KV block must come back.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/model_weights.h"
-#include "scheduler/backend_runner.h"
+#include "runtime/backend_runner.h"
 #include "scheduler/engine.h"
 
 namespace deltaserve::scheduler {
@@ -67,7 +67,7 @@ class BackendRunnerTest : public ::testing::Test {
   std::vector<std::vector<int32_t>> run_all(const std::vector<RequestSpec>& specs, int32_t slots,
                                             int32_t blocks) {
     runtime::CpuBackend backend(*model_, runtime::CacheConfig{slots, 16, blocks}, 2);
-    BackendRunner runner(backend, 512);
+    runtime::BackendRunner runner(backend, 512);
     SchedulerConfig config;
     config.max_num_batched_tokens = 64;
     config.max_prefill_chunk_tokens = 16;
@@ -155,9 +155,9 @@ class MemoryReportingBackend final : public runtime::Backend {
 
 TEST_F(BackendRunnerTest, EngineStatsCarryTheBackendsMemory) {
   runtime::CpuBackend cpu(*model_, runtime::CacheConfig{2, 16, 32}, 1);
-  EXPECT_EQ(BackendRunner(cpu, 512).stats().device_bytes_used, 0);  // the CPU holds no device memory
+  EXPECT_EQ(runtime::BackendRunner(cpu, 512).stats().device_bytes_used, 0);  // the CPU holds no device memory
   MemoryReportingBackend backend(cpu);
-  BackendRunner runner(backend, 512);
+  runtime::BackendRunner runner(backend, 512);
   Engine engine(runner, SchedulerConfig{});
   engine.start();
   Collector collector;

@@ -1,4 +1,4 @@
-// Greedy tokens from the backend's argmax ids (BackendRunner::set_device_greedy, the default)
+// Greedy tokens from the backend's argmax ids (runtime::BackendRunner::set_device_greedy, the default)
 // equal the reference path (every sampled row's logits on the host through the sampler and
 // verify_drafts), token for token, at draft depths 0..3 and in batches that mix plain greedy
 // requests with greedy ones that need their logits (penalty, bias, logprobs) and seeded
@@ -14,7 +14,7 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/model_weights.h"
 #include "runtime/tokenizer/tokenizer.h"
-#include "scheduler/backend_runner.h"
+#include "runtime/backend_runner.h"
 #include "scheduler/engine.h"
 
 namespace deltaserve::scheduler {
@@ -104,7 +104,7 @@ class DeviceGreedyTest : public ::testing::Test {
     runtime::CacheConfig cache{8, 16, 8 * 16, 1 + depth};
     runtime::CpuBackend cpu(*model_, cache, 2);
     SpyBackend spy(cpu);
-    BackendRunner runner(spy, 256, depth);
+    runtime::BackendRunner runner(spy, 256, depth);
     runner.set_device_greedy(device_greedy);
     SchedulerConfig config;
     config.draft_min_expected = 0.0;  // always draft at full depth

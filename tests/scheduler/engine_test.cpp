@@ -94,7 +94,7 @@ SchedulerConfig small_config(int32_t max_num_waiting = 64) {
 class EngineTest : public ::testing::Test {
  protected:
   EngineTest() : runner(make_limits(16, 4, 256)) {
-    runner.on_execute = [this](const StepPlan&) { gate.on_execute(); };
+    runner.on_execute = [this](const runtime::StepPlan&) { gate.on_execute(); };
   }
   void TearDown() override {
     EXPECT_TRUE(runner.violations().empty()) << runner.violations().front();

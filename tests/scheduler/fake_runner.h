@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "scheduler/block_pool.h"
-#include "scheduler/model_runner.h"
+#include "runtime/model_runner.h"
 
 namespace deltaserve::scheduler::testing {
 
@@ -75,18 +75,18 @@ struct PlannedRow {
   bool is_decode = false;
 };
 
-class FakeRunner : public ModelRunner {
+class FakeRunner : public runtime::ModelRunner {
  public:
-  explicit FakeRunner(RunnerLimits limits, int32_t num_vocab = 1000) : limits_(limits) {
+  explicit FakeRunner(runtime::RunnerLimits limits, int32_t num_vocab = 1000) : limits_(limits) {
     limits_.num_vocab = num_vocab;
     next_token = hash_next_token(num_vocab);
     slot_tokens_.resize(static_cast<size_t>(limits.cache.num_state_slots));
     kv_.assign(static_cast<size_t>(limits.cache.num_kv_blocks) * limits.cache.kv_block_tokens, -1);
   }
 
-  RunnerLimits limits() const override { return limits_; }
+  runtime::RunnerLimits limits() const override { return limits_; }
 
-  void execute(const StepPlan& plan, StepOutput& out) override {
+  void execute(const runtime::StepPlan& plan, runtime::StepOutput& out) override {
     if (on_execute) on_execute(plan);
     if (throw_next) {
       throw_next = false;
@@ -98,7 +98,7 @@ class FakeRunner : public ModelRunner {
     std::set<int32_t> blocks_seen;
     std::vector<PlannedRow>& rows = steps.emplace_back();
     for (size_t k = 0; k < plan.sequences.size(); ++k) {
-      const SequencePlan& p = plan.sequences[k];
+      const runtime::SequencePlan& p = plan.sequences[k];
       rows.push_back({p.id, p.slot, p.num_cached_tokens, static_cast<int32_t>(p.tokens.size()),
                       p.sample, p.is_decode});
       if (!slots_seen.insert(p.slot).second) violation("slot shared within a step");
@@ -112,7 +112,7 @@ class FakeRunner : public ModelRunner {
   const std::vector<std::string>& violations() const { return violations_; }
 
   NextTokenFn next_token;                            // the "model"
-  std::function<void(const StepPlan&)> on_execute;  // runs first (engine tests gate here)
+  std::function<void(const runtime::StepPlan&)> on_execute;  // runs first (engine tests gate here)
   std::set<RequestId> fail_ids;                      // these sequences get an error
   bool throw_next = false;                           // the next execute() throws
   std::vector<std::vector<PlannedRow>> steps;        // every plan seen, in order
@@ -120,7 +120,7 @@ class FakeRunner : public ModelRunner {
  private:
   void violation(const std::string& what) { violations_.push_back(what); }
 
-  void run_sequence(const SequencePlan& p, SequenceOutput& out) {
+  void run_sequence(const runtime::SequencePlan& p, runtime::SequenceOutput& out) {
     const int32_t bt = limits_.cache.kv_block_tokens;
     const auto n = static_cast<int32_t>(p.tokens.size());
     const int32_t end = p.num_cached_tokens + n;
@@ -168,7 +168,7 @@ class FakeRunner : public ModelRunner {
     if (p.sampling != nullptr && p.sampling->logprobs) out.logprobs.push_back({token, -0.25f, {}});
   }
 
-  RunnerLimits limits_;
+  runtime::RunnerLimits limits_;
   std::vector<std::vector<int32_t>> slot_tokens_;
   std::vector<int32_t> kv_;  // token stored at each (block, offset)
   std::vector<std::string> violations_;

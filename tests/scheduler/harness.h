@@ -49,9 +49,9 @@ struct RecordingObserver : EngineObserver {
   std::vector<std::string> errors;
 };
 
-inline RunnerLimits make_limits(int32_t num_slots, int32_t block_tokens, int32_t num_blocks,
+inline runtime::RunnerLimits make_limits(int32_t num_slots, int32_t block_tokens, int32_t num_blocks,
                                 int32_t max_context = 0) {
-  RunnerLimits limits;
+  runtime::RunnerLimits limits;
   limits.cache.num_state_slots = num_slots;
   limits.cache.kv_block_tokens = block_tokens;
   limits.cache.num_kv_blocks = num_blocks;
@@ -73,7 +73,7 @@ inline RequestSpec make_spec(int32_t length, int32_t max_tokens, uint32_t seed,
 
 class Harness {
  public:
-  Harness(RunnerLimits limits, SchedulerConfig config)
+  Harness(runtime::RunnerLimits limits, SchedulerConfig config)
       : runner(limits),
         config(resolve_config(config, runner.limits())),
         scheduler(this->config, runner.limits(), &observer, [this] { return now; }) {}
@@ -90,9 +90,9 @@ class Harness {
 
   // One plan -> execute -> commit; returns the plan's rows as the fake saw them.
   std::vector<PlannedRow> step() {
-    const StepPlan plan = scheduler.plan();
+    const runtime::StepPlan plan = scheduler.plan();
     check_plan(plan);
-    StepOutput out;
+    runtime::StepOutput out;
     out.sequences.resize(plan.sequences.size());
     if (!plan.empty()) runner.execute(plan, out);
     now += std::chrono::milliseconds(1);  // each step takes 1 ms of injected time
@@ -130,11 +130,11 @@ class Harness {
   StepReport last_report;
 
  private:
-  void check_plan(const StepPlan& plan) const {
+  void check_plan(const runtime::StepPlan& plan) const {
     EXPECT_LE(plan.num_rows(), config.max_num_batched_tokens);
     EXPECT_LE(static_cast<int32_t>(plan.sequences.size()), config.max_num_seqs);
     bool seen_prefill = false;
-    for (const SequencePlan& p : plan.sequences) {
+    for (const runtime::SequencePlan& p : plan.sequences) {
       if (p.is_decode) {
         EXPECT_FALSE(seen_prefill) << "decode row after a prefill chunk";
         EXPECT_EQ(p.tokens.size(), 1u);

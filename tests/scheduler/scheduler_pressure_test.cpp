@@ -140,7 +140,7 @@ TEST(SchedulerPressure, StreamOfShortRequestsDoesNotStarveALongOne) {
 }
 
 TEST(SchedulerPressure, BatchingDoesNotChangeAnySequence) {
-  const RunnerLimits limits = make_limits(16, 4, 256);
+  const runtime::RunnerLimits limits = make_limits(16, 4, 256);
   const SchedulerConfig config = make_config(24, 8);
   std::vector<RequestSpec> specs;
   for (uint32_t i = 0; i < 16; ++i) {

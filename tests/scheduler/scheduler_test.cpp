@@ -48,7 +48,7 @@ TEST(Scheduler, ChunkedPrefillThenDecode) {
 }
 
 TEST(Scheduler, PromptCutsFollowTheBackendsAlignment) {
-  RunnerLimits limits = make_limits(4, 16, 64);
+  runtime::RunnerLimits limits = make_limits(4, 16, 64);
   limits.prefill_chunk_align = 8;
   Harness h(limits, make_config(40, 20));
   const RequestSpec spec = make_spec(86, 2, 1);
@@ -63,7 +63,7 @@ TEST(Scheduler, PromptCutsFollowTheBackendsAlignment) {
 }
 
 TEST(Scheduler, AlignedCutsHoldUnderMixedLoad) {
-  RunnerLimits limits = make_limits(8, 16, 512);
+  runtime::RunnerLimits limits = make_limits(8, 16, 512);
   limits.prefill_chunk_align = 16;
   Harness h(limits, make_config(64, 48));
   std::map<RequestId, int32_t> prompt_length;
@@ -276,7 +276,7 @@ TEST(Scheduler, ReportsTimesFromTheInjectedClock) {
 }
 
 TEST(SchedulerConfig, ResolvesAutoAndRejectsInconsistentValues) {
-  const RunnerLimits limits = make_limits(8, 16, 100, 4096);
+  const runtime::RunnerLimits limits = make_limits(8, 16, 100, 4096);
   const SchedulerConfig c = resolve_config(SchedulerConfig{}, limits);
   EXPECT_EQ(c.max_num_seqs, 8);
   EXPECT_EQ(c.max_context_tokens, 1600);  // the KV pool caps the model's 4096
@@ -300,11 +300,11 @@ TEST(SchedulerConfig, ResolvesAutoAndRejectsInconsistentValues) {
   EXPECT_THROW(resolve_config(SchedulerConfig{}, make_limits(0, 16, 100)), std::invalid_argument);
 }
 
-TEST(StepPlan, ConvertsToTheBackendsBatchPlan) {
+TEST(runtime::StepPlan, ConvertsToTheBackendsBatchPlan) {
   Harness h(make_limits(4, 4, 64), make_config(64, 8));
   h.add(make_spec(10, 2, 1));
-  const StepPlan plan = h.scheduler.plan();
-  const runtime::BatchPlan batch = to_batch_plan(plan);
+  const runtime::StepPlan plan = h.scheduler.plan();
+  const runtime::BatchPlan batch = runtime::to_batch_plan(plan);
   ASSERT_EQ(batch.sequences.size(), 1u);
   EXPECT_EQ(batch.sequences[0].tokens.size(), 8u);
   EXPECT_EQ(batch.sequences[0].kv_blocks.size(), 2u);

@@ -13,7 +13,7 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/model_weights.h"
 #include "runtime/tokenizer/tokenizer.h"
-#include "scheduler/backend_runner.h"
+#include "runtime/backend_runner.h"
 #include "scheduler/engine.h"
 
 namespace deltaserve::scheduler {
@@ -77,7 +77,7 @@ class SpeculationTest : public ::testing::Test {
                            EngineObserver* observer = nullptr) {
     runtime::CacheConfig cache{slots, 16, slots * 16, 1 + depth};
     runtime::CpuBackend backend(*model_, cache, 2);
-    BackendRunner runner(backend, 256, depth);
+    runtime::BackendRunner runner(backend, 256, depth);
     SchedulerConfig config;
     config.draft_min_expected = 0.0;  // always draft at full depth: exercise every path
     Engine engine(runner, config, observer);
@@ -206,7 +206,7 @@ TEST_F(SpeculationTest, NoPoisoningAcrossRequests) {
   const RequestSpec a = request("def fibonacci(n):\n", 40), b = request("It was a dark and stormy night;", 40);
   runtime::CacheConfig cache{2, 16, 32, 4};
   runtime::CpuBackend backend(*model_, cache, 2);
-  BackendRunner runner(backend, 256, 3);
+  runtime::BackendRunner runner(backend, 256, 3);
   SchedulerConfig config;
   config.draft_min_expected = 0.0;
   Engine engine(runner, config);

@@ -11,7 +11,7 @@
 #include "runtime/draft_verifier.h"
 #include "runtime/model_weights.h"
 #include "runtime/tokenizer/tokenizer.h"
-#include "scheduler/mtp_drafter.h"
+#include "runtime/mtp_drafter.h"
 #include "tests/runtime/chi_squared.h"
 
 namespace deltaserve::scheduler {
@@ -43,8 +43,8 @@ PrefixRows rows_at_prefix(const runtime::LoadedModel& model, const std::vector<i
   rows.history = prompt;
   rows.history.push_back(first);
 
-  MtpDrafter drafter(backend);
-  SequencePlan seq;
+  runtime::MtpDrafter drafter(backend);
+  runtime::SequencePlan seq;
   seq.id = 1;
   seq.tokens = std::span<const int32_t>(rows.history).first(prompt.size());
   seq.kv_blocks = blocks;
@@ -52,7 +52,7 @@ PrefixRows rows_at_prefix(const runtime::LoadedModel& model, const std::vector<i
   seq.sampling = &params;
   seq.history = std::span<const int32_t>(rows.history).first(prompt.size());
   seq.num_prompt_tokens = n;
-  MtpDrafter::CatchUp c;
+  runtime::MtpDrafter::CatchUp c;
   c.seq = &seq;
   c.hidden = out.hidden;
   c.next_tokens.assign(rows.history.begin() + 1, rows.history.end());
@@ -64,8 +64,8 @@ PrefixRows rows_at_prefix(const runtime::LoadedModel& model, const std::vector<i
   decode.sequences.push_back({0, n, {first}, blocks, 1, 0, false});
   backend.forward(decode, out);
   rows.target.assign(out.row_logits(0), out.row_logits(0) + out.num_vocab);
-  StepPlan plan;
-  SequencePlan& next = plan.sequences.emplace_back(seq);
+  runtime::StepPlan plan;
+  runtime::SequencePlan& next = plan.sequences.emplace_back(seq);
   next.num_cached_tokens = n;
   next.tokens = std::span<const int32_t>(rows.history).subspan(prompt.size());
   next.history = rows.history;

@@ -178,17 +178,5 @@ TEST(Sampler, SeededDrawsDoNotDependOnTheBatch) {
   for (int n = 199; n >= 0; --n) EXPECT_EQ(s.sample_at(kLogits, n).id, in_order[n]);
 }
 
-TEST(Sampler, FinishConditions) {
-  StopConditions stop;
-  stop.stop_token_ids = {151645, 151643};
-  stop.max_tokens = 3;
-  EXPECT_EQ(check_finish(stop, 151645, 1), FinishReason::Stop);
-  EXPECT_EQ(check_finish(stop, 10, 2), FinishReason::None);
-  EXPECT_EQ(check_finish(stop, 10, 3), FinishReason::Length);
-  EXPECT_EQ(check_finish(stop, 151643, 3), FinishReason::Stop);  // a stop token wins
-  stop.max_tokens = -1;
-  EXPECT_EQ(check_finish(stop, 10, 1000000), FinishReason::None);
-}
-
 }  // namespace
 }  // namespace deltaserve::runtime

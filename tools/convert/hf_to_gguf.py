@@ -37,8 +37,11 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(_HERE, "..", "gguf"))
 
 import safetensors_np  # noqa: E402
-from gguf_constants import FileType, GGML_QUANT_VERSION, GGMLType, TokenType  # noqa: E402
+from gguf_constants import FileType, GGML_QUANT_VERSION, GGMLType  # noqa: E402
 from gguf_writer import GGUFWriter  # noqa: E402
+from tensor_encoding import (  # noqa: E402,F401 (re-exported for the oracle scripts and tests)
+    QUANT_BLOCK, ConvertError, _quants, bf16_to_fp32, decode_tensor, dequantize_rows, fp32_to_bf16, quantize_rows)
+from tokenizer_metadata import write_tokenizer  # noqa: E402
 
 OUTTYPES = {
     "f32": (GGMLType.F32, FileType.ALL_F32),
@@ -47,7 +50,6 @@ OUTTYPES = {
     "q8_0": (GGMLType.Q8_0, FileType.MOSTLY_Q8_0),
     "q4_0": (GGMLType.Q4_0, FileType.MOSTLY_Q4_0),
 }
-QUANT_BLOCK = 32  # elements per Q8_0 / Q4_0 block
 
 ARCH_BY_HF_CLASS = {
     "Qwen3_5ForCausalLM": "qwen35", "Qwen3_5ForConditionalGeneration": "qwen35",
@@ -99,10 +101,6 @@ GLOBAL_NAMES = {
     "lm_head.weight": "output.weight",
 }
 F32_SUFFIXES = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight", "ssm_conv1d.weight")
-
-
-class ConvertError(Exception):
-    pass
 
 
 # ---- configuration ------------------------------------------------------------------------
@@ -300,101 +298,6 @@ def choose_type(gname, arr, outtype):
     return OUTTYPES[outtype][0]
 
 
-def fp32_to_bf16(arr):
-    """Round to nearest even, NaNs forced quiet (gguf-py __compute_fp32_to_bf16)."""
-    n = np.ascontiguousarray(arr, dtype=np.float32).view(np.uint32)
-    n = np.where((n & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000),
-                 (n & np.uint32(0xFFFF0000)) | np.uint32(64 << 16), n).astype(np.uint64)
-    n = (n + (np.uint64(0x7FFF) + ((n >> np.uint64(16)) & np.uint64(1)))) >> np.uint64(16)
-    return n.astype(np.uint16)
-
-
-def bf16_to_fp32(u16):
-    return (np.asarray(u16, dtype=np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
-
-
-class _BuiltinQuants:
-    """Q8_0 / Q4_0 exactly as gguf-py's quants.py computes them (used when tools/gguf/quants.py
-    is absent). Rows are float32 [rows, ne0]; raw blocks are uint8 [rows, ne0/32*bytes]."""
-
-    @staticmethod
-    def _roundf(n):   # C roundf: halves away from zero
-        a = np.abs(n)
-        floored = np.floor(a)
-        return np.sign(n) * (floored + np.floor(2 * (a - floored)))
-
-    @classmethod
-    def quantize_q8_0(cls, rows):
-        rows = np.asarray(rows, dtype=np.float32)
-        blocks = rows.reshape(-1, QUANT_BLOCK)
-        d = np.abs(blocks).max(axis=1, keepdims=True) / np.float32(127)
-        with np.errstate(divide="ignore"):
-            inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
-        qs = cls._roundf(blocks * inv).astype(np.int8).view(np.uint8)
-        out = np.concatenate([d.astype(np.float16).view(np.uint8), qs], axis=1)
-        return out.reshape(rows.shape[0], -1)
-
-    @staticmethod
-    def dequantize_q8_0(raw):
-        blocks = np.asarray(raw, dtype=np.uint8).reshape(-1, 34)
-        d = blocks[:, :2].copy().view(np.float16).astype(np.float32)
-        qs = blocks[:, 2:].copy().view(np.int8).astype(np.float32)
-        return (d * qs).reshape(raw.shape[0], -1)
-
-    @staticmethod
-    def quantize_q4_0(rows):
-        rows = np.asarray(rows, dtype=np.float32)
-        blocks = rows.reshape(-1, QUANT_BLOCK)
-        imax = np.abs(blocks).argmax(axis=-1)[:, None]
-        d = np.take_along_axis(blocks, imax, axis=-1) / np.float32(-8)
-        with np.errstate(divide="ignore"):
-            inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
-        # the C reference evaluates x*id + 8.5 with a fused multiply-add: emulate in float64
-        q = np.trunc((blocks.astype(np.float64) * inv.astype(np.float64) + 8.5).astype(np.float32))
-        q = np.clip(q.astype(np.uint8), 0, 15).reshape(-1, 2, QUANT_BLOCK // 2)
-        qs = q[:, 0, :] | (q[:, 1, :] << np.uint8(4))
-        out = np.concatenate([d.astype(np.float16).view(np.uint8), qs], axis=1)
-        return out.reshape(rows.shape[0], -1)
-
-    @staticmethod
-    def dequantize_q4_0(raw):
-        blocks = np.asarray(raw, dtype=np.uint8).reshape(-1, 18)
-        d = blocks[:, :2].copy().view(np.float16).astype(np.float32)
-        qs = blocks[:, 2:]
-        q = np.concatenate([qs & np.uint8(0x0F), qs >> np.uint8(4)], axis=1).astype(np.float32) - 8
-        return (d * q).reshape(raw.shape[0], -1)
-
-
-def _quants():
-    """tools/gguf/quants.py when it provides the four row functions, else the builtin copy."""
-    try:
-        import quants  # tools/gguf/quants.py
-    except ImportError:
-        return _BuiltinQuants
-    names = ("quantize_q8_0", "dequantize_q8_0", "quantize_q4_0", "dequantize_q4_0")
-    return quants if all(hasattr(quants, n) for n in names) else _BuiltinQuants
-
-
-def quantize_rows(arr, ggml_type):
-    """float32 [..., ne0] -> raw bytes uint8 [rows, ne0/32*block_bytes]."""
-    q = _quants()
-    rows = np.ascontiguousarray(arr, dtype=np.float32).reshape(-1, arr.shape[-1])
-    name = {GGMLType.Q8_0: "q8_0", GGMLType.Q4_0: "q4_0"}[ggml_type]
-    return np.asarray(getattr(q, "quantize_" + name)(rows), dtype=np.uint8).reshape(rows.shape[0], -1)
-
-
-def dequantize_rows(raw, ggml_type, ne0):
-    """raw bytes uint8 [rows, bytes_per_row] -> float32 [rows, ne0]."""
-    q = _quants()
-    name = {GGMLType.Q8_0: "q8_0", GGMLType.Q4_0: "q4_0"}[ggml_type]
-    raw = np.ascontiguousarray(raw, dtype=np.uint8).reshape(-1, ne0 // QUANT_BLOCK * _block_bytes(ggml_type))
-    return np.asarray(getattr(q, "dequantize_" + name)(raw), dtype=np.float32).reshape(raw.shape[0], ne0)
-
-
-def _block_bytes(ggml_type):
-    return {GGMLType.Q8_0: 34, GGMLType.Q4_0: 18}[ggml_type]
-
-
 def encode_tensor(gname, arr, outtype, log=None):
     """(ggml type, data array for GGUFWriter.add_tensor, ne) of one converted tensor."""
     gtype = choose_type(gname, arr, outtype)
@@ -410,19 +313,6 @@ def encode_tensor(gname, arr, outtype, log=None):
     if gtype == GGMLType.BF16:
         return gtype, fp32_to_bf16(arr), ne
     return gtype, quantize_rows(arr, gtype), ne
-
-
-def decode_tensor(gtype, data, shape):
-    """Inverse of encode_tensor's data: float32 array of numpy `shape`."""
-    if gtype == GGMLType.F32:
-        return np.asarray(data, dtype=np.float32).reshape(shape)
-    if gtype == GGMLType.F16:
-        return np.asarray(data).view(np.float16).astype(np.float32).reshape(shape)
-    if gtype == GGMLType.BF16:
-        return bf16_to_fp32(np.asarray(data).view(np.uint16)).reshape(shape)
-    if gtype in (GGMLType.Q8_0, GGMLType.Q4_0):
-        return dequantize_rows(data, gtype, shape[-1]).reshape(shape)
-    raise ConvertError(f"cannot decode ggml type {gtype}")
 
 
 # ---- inverse mapping (GGUF -> HF layout), used by the quantized-reference oracle -----------
@@ -538,110 +428,6 @@ def check_layer_types(hp, d):
         want = "full_attention" if (i + 1) % interval == 0 else "linear_attention"
         if t != want:
             raise ConvertError(f"layer_types[{i}]={t} does not follow full_attention_interval={interval}")
-
-
-# ---- tokenizer ----------------------------------------------------------------------------
-def _looks_special(tok):
-    return (tok in ("<pad>", "<mask>", "<2mass>", "[@BOS@]")
-            or (tok.startswith("<|") and tok.endswith("|>"))
-            or (tok.startswith("<\uff5c") and tok.endswith("\uff5c>"))
-            or (tok.startswith("<unused") and tok.endswith(">")))
-
-
-def write_tokenizer(w, model_dir, hp, vocab_size, log):
-    """gpt2 BPE vocabulary as llama.cpp's _set_vocab_gpt2 + SpecialVocab write it."""
-    path = os.path.join(model_dir, "tokenizer.json")
-    if not os.path.isfile(path):
-        log("no tokenizer.json: writing no tokenizer keys")
-        return
-    with open(path, encoding="utf-8") as f:
-        tok = json.load(f)
-    model = tok.get("model") or {}
-    if model.get("type") != "BPE":
-        raise ConvertError(f"{path}: only BPE tokenizers are supported (got {model.get('type')})")
-    vocab = dict(model.get("vocab") or {})
-    added = tok.get("added_tokens") or []
-    added_by_id = {}
-    for a in added:
-        vocab[a["content"]] = a["id"]
-        added_by_id[a["id"]] = a
-    if vocab and max(vocab.values()) >= vocab_size:
-        raise ConvertError(f"token id {max(vocab.values())} >= vocab_size {vocab_size}")
-    reverse = {i: t for t, i in vocab.items()}
-    tokens, types = [], []
-    for i in range(vocab_size):
-        if i not in reverse:
-            tokens.append(f"[PAD{i}]")
-            types.append(TokenType.UNUSED)
-            continue
-        t = reverse[i]
-        if i in added_by_id:
-            if added_by_id[i].get("special") or _looks_special(t):
-                types.append(TokenType.CONTROL)
-            else:
-                t = t.replace("\u2581", " ")
-                types.append(TokenType.USER_DEFINED)
-        else:
-            types.append(TokenType.NORMAL)
-        tokens.append(t)
-    w.add_string("tokenizer.ggml.model", "gpt2")
-    w.add_string("tokenizer.ggml.pre", "qwen35")
-    w.add_array("tokenizer.ggml.tokens", tokens)
-    w.add_array("tokenizer.ggml.token_type", types)
-    merges = model.get("merges") or []
-    if merges and isinstance(merges[0], list):
-        merges = [" ".join("".join(chr(ord(c) + 256) if c == " " else c for c in part)
-                           for part in pair) for pair in merges]
-    if merges:
-        w.add_array("tokenizer.ggml.merges", merges)
-    _write_special_tokens(w, model_dir, hp, added)
-
-
-def _write_special_tokens(w, model_dir, hp, added):
-    cfg_path = os.path.join(model_dir, "tokenizer_config.json")
-    tcfg = {}
-    if os.path.isfile(cfg_path):
-        with open(cfg_path, encoding="utf-8") as f:
-            tcfg = json.load(f)
-    ids, add_flags = {}, {}
-    kinds = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
-    for typ in kinds:
-        if isinstance(tcfg.get(f"add_{typ}_token"), bool):
-            add_flags[typ] = tcfg[f"add_{typ}_token"]
-        entry = tcfg.get(f"{typ}_token")
-        content = entry.get("content") if isinstance(entry, dict) else entry
-        if isinstance(content, str):
-            tid = next((a["id"] for a in added if a.get("content") == content), None)
-            if isinstance(tid, int):
-                ids.setdefault(typ, tid)
-    for typ in kinds:
-        tid = hp.get(f"{typ}_token_id")
-        if isinstance(tid, int) and not isinstance(tid, bool) and tid >= 0:
-            ids.setdefault(typ, tid)
-    gguf_key = {"bos": "bos_token_id", "eos": "eos_token_id", "unk": "unknown_token_id",
-                "sep": "seperator_token_id", "pad": "padding_token_id", "cls": "cls_token_id",
-                "mask": "mask_token_id"}
-    for typ, tid in ids.items():
-        w.add_uint32(f"tokenizer.ggml.{gguf_key[typ]}", tid)
-    for typ, flag in add_flags.items():
-        w.add_bool(f"tokenizer.ggml.add_{typ}_token", flag)
-    template = tcfg.get("chat_template")
-    jinja = os.path.join(model_dir, "chat_template.jinja")
-    if template is None and os.path.isfile(jinja):
-        with open(jinja, encoding="utf-8") as f:
-            template = f.read()
-    if isinstance(template, str):
-        w.add_string("tokenizer.chat_template", template)
-    elif isinstance(template, list):
-        names = []
-        for entry in template:
-            if entry.get("name") == "default":
-                w.add_string("tokenizer.chat_template", entry["template"])
-            else:
-                names.append(entry["name"])
-                w.add_string(f"tokenizer.chat_template.{entry['name']}", entry["template"])
-        if names:
-            w.add_array("tokenizer.chat_templates", names)
 
 
 # ---- driver -------------------------------------------------------------------------------

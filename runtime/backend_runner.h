@@ -1,0 +1,79 @@
+// The real ModelRunner: executes the scheduler's StepPlan on a Backend, picks each
+// sampled sequence's tokens with the CPU reference sampler, and verifies MTP drafts.
+// Owned by the daemon, called on the engine thread only.
+//
+// Verification (runtime/draft_verifier.h): greedy requests accept drafts while they equal
+// the target argmax, so their output with speculation is token for token the output without
+// it. Sampled requests use standard speculative sampling: each draft is drawn from the MTP
+// head's distribution q (the request's own transforms, the Draft stream of its seed), kept
+// for the step, and accepted with probability min(1, p/q); a rejection emits a draw from the
+// residual. Their output keeps its distribution (not its tokens) and, for a fixed seed, is a
+// function of the request and of the draft depths the scheduler chose, never of the batch.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <random>
+#include <unordered_map>
+
+#include "runtime/backend.h"
+#include "runtime/sampler.h"
+#include "runtime/model_runner.h"
+#include "runtime/mtp_drafter.h"
+
+namespace deltaserve::runtime {
+
+class BackendRunner final : public ModelRunner {
+ public:
+  // The backend must outlive the runner. max_context_tokens 0 = the model's trained length.
+  // max_draft_depth > 0 enables MTP drafting (the model needs an MTP head and the backend
+  // max_verify_rows >= 1 + max_draft_depth; throws std::invalid_argument otherwise).
+  BackendRunner(Backend& backend, int32_t max_context_tokens, int32_t max_draft_depth = 0);
+
+  RunnerLimits limits() const override;
+  void execute(const StepPlan& plan, StepOutput& out) override;
+  // The backend's memory_stats(), as the engine publishes it for /metrics.
+  RunnerStats stats() const override;
+  // On (the default): requests whose tokens are the plain argmax (runtime/greedy.h's
+  // only_argmax_needed) take the backend's argmax_ids and leave their logits on the device;
+  // greedy MTP drafts likewise. Off: every sampled row's logits come to the host (the
+  // reference path; tests compare the two).
+  void set_device_greedy(bool on);
+
+ private:
+  // The request's sampler, in step with its history (rebuilt after preemption or a gap).
+  Sampler& sampler_for(const SequencePlan& seq);
+  // Draws draft j of plan sequence i (a sampled request) from the head's logits; keeps q.
+  int32_t pick_draft(const SequencePlan& seq, size_t i, int32_t j, std::span<const float> head_logits);
+  // Verifies a sequence's drafts against its logits rows (or, argmax_only, its argmax ids)
+  // and fills its output. first_row: its first logit row.
+  std::vector<int32_t> sample_and_verify(const SequencePlan& seq, size_t i, int64_t first_row,
+                                         const std::vector<int32_t>& drafts, SequenceOutput& result);
+  // The sequence's tokens come from argmax_ids (device greedy on, only_argmax_needed).
+  bool argmax_only(const SequencePlan& seq) const;
+
+  Backend& backend_;
+  int32_t max_context_tokens_;
+  int32_t max_draft_depth_;
+  std::unique_ptr<MtpDrafter> drafter_;  // null without speculation
+  ForwardOutput forward_;       // reused every step
+  bool device_greedy_ = true;
+  // Samplers of the requests in the last plan; others are dropped (rebuilt on return).
+  std::unordered_map<RequestId, std::unique_ptr<Sampler>> samplers_;
+  uint64_t seed_salt_;  // unseeded requests: seed = salt ^ request id
+
+  // A sampled sequence's drafts of the current step: the request's sampler advanced over the
+  // drafts so far, and the distribution q of each draft (at most depth x num_vocab doubles;
+  // cleared when the step ends).
+  struct DraftRows {
+    std::optional<Sampler> sampler;
+    int32_t num_drafts = 0;
+    // Standard speculative sampling (unseeded requests): q per draft. Seeded requests draw
+    // coupled drafts and verify exactly, so their output never depends on the draft depth
+    // (which falls with load): q stays empty.
+    std::vector<TokenDistribution> q;
+  };
+  std::vector<DraftRows> draft_rows_;  // parallel to the plan's sequences during execute()
+};
+
+}  // namespace deltaserve::runtime

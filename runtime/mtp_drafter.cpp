@@ -1,0 +1,107 @@
+#include "runtime/mtp_drafter.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "runtime/greedy.h"
+
+namespace deltaserve::runtime {
+namespace {
+
+bool samples(const SequencePlan& p) { return p.sampling != nullptr && !p.sampling->greedy(); }
+
+}  // namespace
+
+std::vector<std::vector<int32_t>> MtpDrafter::draft(const StepPlan& plan, const DraftPicker& pick) {
+  const int64_t h = backend_.config().num_embd;
+  std::vector<std::vector<int32_t>> drafts(plan.sequences.size());
+  std::vector<std::vector<float>> chain_input(plan.sequences.size());
+  int32_t max_depth = 0;
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const SequencePlan& p = plan.sequences[i];
+    if (p.draft_depth <= 0 || !p.speculative) continue;
+    auto it = states_.find(p.id);
+    // The head must have caught up to the row before this step's first row.
+    if (it == states_.end() || it->second.first_draft < 0 || it->second.num_rows != p.num_cached_tokens) continue;
+    if (pick && samples(p)) {
+      if (it->second.first_logits.empty()) continue;  // not kept: no draft rather than one without q
+      drafts[i].push_back(pick(i, 0, it->second.first_logits));
+    } else {
+      drafts[i].push_back(it->second.first_draft);
+    }
+    chain_input[i] = it->second.output;
+    max_depth = std::max(max_depth, p.draft_depth);
+  }
+  // Draft j + 1 from (output of draft j, draft j) at position num_cached + j - 1: all
+  // sequences that want it in one pass. These rows land in the head's cache past its valid
+  // rows; the next catch-up overwrites them.
+  for (int32_t j = 1; j < max_depth; ++j) {
+    MtpPlan mtp;
+    std::vector<size_t> members;
+    for (size_t i = 0; i < plan.sequences.size(); ++i) {
+      const SequencePlan& p = plan.sequences[i];
+      if (static_cast<int32_t>(drafts[i].size()) != j || p.draft_depth <= j) continue;
+      MtpSequenceStep& step = mtp.sequences.emplace_back();
+      step.num_cached_rows = p.num_cached_tokens + j - 1;
+      step.tokens = {drafts[i].back()};
+      step.hidden = chain_input[i];
+      step.kv_blocks.assign(p.kv_blocks.begin(), p.kv_blocks.end());
+      step.num_logits = 1;
+      step.logits_to_host = !device_argmax_ || (pick && samples(p));  // else only the argmax id
+      members.push_back(i);
+    }
+    if (members.empty()) break;
+    backend_.forward_mtp(mtp, out_);
+    for (size_t m = 0; m < members.size(); ++m) {
+      const size_t i = members[m];
+      drafts[i].push_back(pick && samples(plan.sequences[i])
+                              ? pick(i, j, std::span<const float>(out_.sequence_logits(m), static_cast<size_t>(out_.num_vocab)))
+                              : head_argmax(m));
+      chain_input[i].assign(out_.hidden.begin() + static_cast<int64_t>(m) * h,
+                            out_.hidden.begin() + static_cast<int64_t>(m + 1) * h);
+    }
+  }
+  return drafts;
+}
+
+void MtpDrafter::catch_up(const std::vector<CatchUp>& rows) {
+  if (rows.empty()) return;
+  const int64_t h = backend_.config().num_embd;
+  MtpPlan mtp;
+  for (const CatchUp& c : rows) {
+    MtpSequenceStep& step = mtp.sequences.emplace_back();
+    step.num_cached_rows = c.seq->num_cached_tokens;
+    step.tokens = c.next_tokens;
+    step.hidden = c.hidden;
+    step.kv_blocks.assign(c.seq->kv_blocks.begin(), c.seq->kv_blocks.end());
+    step.num_logits = c.drafts_next ? 1 : 0;
+    step.logits_to_host = !device_argmax_ || samples(*c.seq);
+  }
+  backend_.forward_mtp(mtp, out_);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const CatchUp& c = rows[i];
+    State& state = states_[c.seq->id];
+    // A sequence that restarts (preempted, recomputed) starts its head cache over too.
+    state.num_rows = c.seq->num_cached_tokens + static_cast<int32_t>(c.next_tokens.size());
+    state.first_draft = -1;
+    state.output.clear();
+    state.first_logits.clear();
+    if (!c.drafts_next) continue;
+    state.first_draft = head_argmax(i);
+    if (samples(*c.seq)) state.first_logits.assign(out_.sequence_logits(i), out_.sequence_logits(i) + out_.num_vocab);
+    const int64_t row = out_.hidden_begin[i];
+    state.output.assign(out_.hidden.begin() + row * h, out_.hidden.begin() + (row + 1) * h);
+  }
+}
+
+int32_t MtpDrafter::head_argmax(size_t i) const {
+  if (device_argmax_) return out_.argmax_ids[static_cast<size_t>(out_.logit_begin[i])];
+  return argmax_token(out_.sequence_logits(i), out_.num_vocab);
+}
+
+void MtpDrafter::retain(const std::vector<RequestId>& live) {
+  const std::unordered_set<RequestId> keep(live.begin(), live.end());
+  std::erase_if(states_, [&](const auto& entry) { return !keep.contains(entry.first); });
+}
+
+}  // namespace deltaserve::runtime

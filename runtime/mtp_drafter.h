@@ -1,0 +1,77 @@
+// Keeps the MTP head in step with each speculative sequence and drafts from it
+// (MODEL.md 4.2-4.5). After every step the head is run over the step's accepted rows with
+// the trunk's post-norm hidden state of each row and the token that followed it ("catch-up":
+// its KV cache then holds exact rows for every position). The last catch-up row's output
+// gives the first draft of the next step; deeper drafts chain the head's own post-norm
+// output with the previous draft, one position further each.
+//
+// Greedy requests draft the head's argmax (runtime/greedy.h's rule): the backend's argmax_ids,
+// their logits stay on the device. A sampled request's drafts come from the runner's
+// DraftPicker, which draws each from the head's distribution q (the request's transforms)
+// and keeps q for verification (runtime/draft_verifier.h); for them the head's logits row
+// of the next first draft is kept between steps (num_vocab floats per sequence).
+//
+// Owner: the BackendRunner, on the engine thread.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/backend.h"
+#include "runtime/model_runner.h"
+
+namespace deltaserve::runtime {
+
+class MtpDrafter {
+ public:
+  explicit MtpDrafter(Backend& backend) : backend_(backend) {}
+
+  // Chooses draft `draft_index` (0-based, output position output_index + draft_index) of
+  // plan.sequences[seq_index], a sampled request, from the head's logits row. Called in
+  // increasing draft_index per sequence, during draft().
+  using DraftPicker =
+      std::function<int32_t(size_t seq_index, int32_t draft_index, std::span<const float> head_logits)>;
+
+  // Drafts for each sequence of the plan (empty where none are wanted or possible): up to
+  // plan.sequences[i].draft_depth tokens; greedy requests take the head's argmax, sampled
+  // ones what `pick` returns (no picker: the argmax for them too).
+  std::vector<std::vector<int32_t>> draft(const StepPlan& plan, const DraftPicker& pick = nullptr);
+
+  // One sequence's rows of the finished step, for catch-up: positions
+  // [num_cached, num_cached + num_rows), with their trunk hidden states, followed by the
+  // tokens next_tokens (the token after each row).
+  struct CatchUp {
+    const SequencePlan* seq = nullptr;
+    std::vector<float> hidden;        // [num_rows][H]
+    std::vector<int32_t> next_tokens;  // [num_rows]
+    bool drafts_next = false;         // the next step may draft: keep the last row's output
+  };
+  void catch_up(const std::vector<CatchUp>& rows);
+
+  // Forgets sequences that are not in `live` (finished, cancelled or waiting).
+  void retain(const std::vector<RequestId>& live);
+
+  // On (the default): argmax drafts take the backend's argmax_ids (no logits copied); off:
+  // the host argmax of copied logits (the reference path; same ids).
+  void set_device_argmax(bool on) { device_argmax_ = on; }
+
+ private:
+  struct State {
+    int32_t num_rows = 0;        // MTP cache rows valid: positions [0, num_rows)
+    std::vector<float> output;   // head output at row num_rows - 1 (chaining input)
+    int32_t first_draft = -1;    // head argmax from it: the next step's first draft
+    std::vector<float> first_logits;  // sampled requests: the head's logits row of it
+  };
+
+  // The argmax draft of out_'s plan sequence i (its one logit row).
+  int32_t head_argmax(size_t i) const;
+
+  Backend& backend_;
+  std::unordered_map<RequestId, State> states_;
+  ForwardOutput out_;
+  bool device_argmax_ = true;
+};
+
+}  // namespace deltaserve::runtime
