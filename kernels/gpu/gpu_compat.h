@@ -1,4 +1,4 @@
-// The one vendor seam of the GPU kernels: every kernels/*.cu is written once against this
+// The one vendor seam of the GPU kernels: every kernels/<op>/*.cu is written once against this
 // header and built by nvcc (CUDA) or hipcc (HIP). It maps the runtime API to gpu* names, picks
 // the f16/bf16 types, fixes the warp width per target at compile time, and holds the only
 // lane arithmetic (shuffle reductions) the kernels use, so a 32-vs-64-lane mistake can only

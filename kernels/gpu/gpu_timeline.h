@@ -13,7 +13,7 @@
 // (the previous launch's last block done and its writes visible), measured inside the step
 // graph itself. Block (0, 0, 0) is the first block scheduled, so its wait returns first.
 //
-// Every kernels/*.cu translation unit has its own copy of the device pointer (no relocatable
+// Every kernels/<op>/*.cu translation unit has its own copy of the device pointer (no relocatable
 // device code): each registers a function that points its copy at the buffer (gpu_compat.h's
 // device part), and enable() calls them all.
 #pragma once
