@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kernels/dtype.h"
-#include "kernels/matmul.h"
+#include "kernels/matmul/matmul.h"
 #include "kernels/parallel.h"
 #include "kernels/quant.h"
 #include "runtime/thread_pool.h"

@@ -26,7 +26,7 @@ using runtime::LoadedModel;
 
 struct BenchCommand {
   std::string mode;  // "decode" or "prefill"
-  std::string preset, model_path, weights = "q4_0", device = "auto", json_path, state_precision = "f32", matvec = "auto";
+  std::string preset, model_path, weights = "q4_0", device = "auto", json_path, state_precision = "f32", matvec = "auto", step_graphs = "auto";
   int threads = 0;
   BenchOptions o;
 };
@@ -74,6 +74,13 @@ void add_common_options(CLI::App& app, BenchCommand& c) {
                  "with 32+ streams, else staged; fma without bf16 tensor cores)")
       ->check(CLI::IsMember({"auto", "fma", "tensor", "staged"}))
       ->capture_default_str();
+  app.add_option("--step-graphs", c.step_graphs,
+                 "GPU step graphs: auto (on with CUDA, off with HIP), on, or off (every launch eager)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  app.add_flag("--timeline", c.o.gpu_tuning.timeline,
+               "GPU in-step launch timeline, one table per step shape on stderr (a build configured with "
+               "-DDELTASERVE_GPU_TIMELINE=ON)");
   app.add_option("--threads", c.threads, "CPU threads (backend and weight generation; 0 = all)")->check(CLI::Range(0, 4096));
   app.add_option("--json", c.json_path, "Also write the results as JSON to FILE");
   app.add_flag("--trace", c.o.trace,
@@ -260,6 +267,7 @@ int bench_main(int argc, char** argv) {
     return 2;
   }
   c.o.decode_matvec = runtime::parse_decode_matvec(c.matvec).value_or(runtime::DecodeMatvec::kAuto);
+  c.o.gpu_tuning.step_graphs = runtime::parse_step_graph_mode(c.step_graphs).value_or(runtime::StepGraphMode::kAuto);
   if (c.mode == "prefill") {
     if (prefill->count("--steps") == 0) c.o.num_steps = 3;
     if (prefill->count("--warmup") == 0) c.o.num_warmup = 1;

@@ -1,4 +1,4 @@
-# GPU kernels: every kernels/*.cu, written once against kernels/gpu_compat.h, built into
+# GPU kernels: every kernels/<op>/*.cu, written once against kernels/gpu/gpu_compat.h, built into
 # ds_kernels_gpu by nvcc (DELTASERVE_CUDA) or by the HIP clang (DELTASERVE_HIP). Included from
 # kernels/CMakeLists.txt when either option is on; the CPU references stay in ds_kernels.
 #
@@ -11,7 +11,7 @@ if(DELTASERVE_CUDA AND DELTASERVE_HIP)
   message(FATAL_ERROR "DELTASERVE_CUDA and DELTASERVE_HIP are exclusive: configure one build folder each")
 endif()
 
-file(GLOB DS_GPU_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cu)
+file(GLOB DS_GPU_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cu ${CMAKE_CURRENT_SOURCE_DIR}/*/*.cu)
 file(GLOB DS_GPU_TEST_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/gpu/*_test.cu)
 
 if(DELTASERVE_CUDA)
@@ -33,7 +33,7 @@ if(DELTASERVE_CUDA)
   target_compile_options(ds_kernels_gpu PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra -Werror=all-warnings>)
   target_link_libraries(ds_kernels_gpu PUBLIC ds_kernels CUDA::cudart_static)
   # A measuring build: every launch stamps its start and its grid dependency wait
-  # (kernels/gpu_timeline.h; DELTASERVE_GPU_TIMELINE=1 prints the in-step table). Never a product build.
+  # (kernels/gpu/gpu_timeline.h; `deltaserve bench --timeline` prints the in-step table). Never a product build.
   option(DELTASERVE_GPU_TIMELINE "Stamp each kernel launch's start and wait on the device (measuring build)" OFF)
   if(DELTASERVE_GPU_TIMELINE)
     target_compile_definitions(ds_kernels_gpu PRIVATE DS_GPU_TIMELINE)
@@ -46,7 +46,7 @@ elseif(DELTASERVE_HIP)
   set(DELTASERVE_HIP_ARCHS "gfx906;gfx90a" CACHE STRING "AMD GPU targets of ds_kernels_gpu")
   find_program(DELTASERVE_HIPCC hipcc PATHS /opt/rocm/bin REQUIRED)
   find_library(DELTASERVE_AMDHIP64 amdhip64 PATHS /opt/rocm/lib REQUIRED)
-  file(GLOB DS_GPU_HEADERS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.h ${PROJECT_SOURCE_DIR}/tests/gpu/*.h)
+  file(GLOB DS_GPU_HEADERS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.h ${CMAKE_CURRENT_SOURCE_DIR}/*/*.h ${PROJECT_SOURCE_DIR}/tests/gpu/*.h)
   set(DS_HIP_ARCH_FLAGS)
   foreach(arch ${DELTASERVE_HIP_ARCHS})
     list(APPEND DS_HIP_ARCH_FLAGS --offload-arch=${arch})

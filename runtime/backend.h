@@ -13,6 +13,7 @@
 
 #include "runtime/batch_plan.h"
 #include "runtime/cache_ops.h"
+#include "runtime/gpu_tuning.h"
 #include "runtime/model_config.h"
 
 namespace deltaserve::runtime {
@@ -31,18 +32,16 @@ inline std::optional<StatePrecision> parse_state_precision(std::string_view text
   return std::nullopt;
 }
 
-// How a GPU backend multiplies Q4_0 weights in decode and verify steps (kernels/matmul_gpu.h
+// How a GPU backend multiplies Q4_0 weights in decode and verify steps (kernels/matmul/matmul_gpu.h
 // MatvecMath): kFma, f32 fused multiply-adds on the vector units (fastest for a few streams);
 // kTensor, exact products on the tensor cores with f32 sums, the dense matrices by the tensor-core
 // matvec, the routed experts by the expert-grouped exact tile and the LM head by the exact tile
-// (CUDA sm_80 and up; on the H200 35B-A3B 2.2x the throughput at 64 streams, half the tokens/s
-// at one stream). Both are
-// batch-invariant, but they differ from each other in the last bits, so a backend keeps one
+// (CUDA sm_80 and up; about twice kFma's throughput at 64 streams, half its tokens/s at one
+// stream; bench/RESULTS.md). Both are batch-invariant, but they differ from each other in the last bits, so a backend keeps one
 // for its lifetime. kStaged: for a few streams, the products (dense matrices, expert pairs,
 // the LM head) staged through shared memory onto the tensor cores, exact products with the
 // activation's parts in the mma's columns (matmul_mma_staged.cu), shapes it does not take as
-// kFma (CUDA sm_80 and up; on the H200 35B-A3B 1.04x kFma's tokens/s at one stream, 1.17x at 4, 1.24x at 16, the
-// 27B 1.19x at one); its own last bits again. kAuto, where the device has bf16 mma: kTensor
+// kFma (CUDA sm_80 and up; faster than kFma for 1-16 streams); its own last bits again. kAuto, where the device has bf16 mma: kTensor
 // for a backend of 32 or more state slots (a server sized for throughput), else kStaged;
 // elsewhere kFma. The CPU backend runs f32 either way and refuses kTensor and kStaged.
 enum class DecodeMatvec : int32_t { kAuto, kFma, kTensor, kStaged };
@@ -69,6 +68,7 @@ struct CacheConfig {
                                   // 0: the backend derives a bound (the CPU backend needs none)
   StatePrecision state_precision = StatePrecision::kF32;
   DecodeMatvec decode_matvec = DecodeMatvec::kAuto;
+  GpuTuning gpu_tuning{};  // GPU backend only (runtime/gpu_tuning.h)
 };
 
 // Memory a backend holds, for metrics and leak checks. Flat across requests once loaded:

@@ -1,5 +1,5 @@
 // The greedy rule shared by every host path (Sampler, backends' argmax_ids, the MTP drafter)
-// and mirrored by kernels/sampling_gpu.h's argmax_gpu: the id of the largest value, the
+// and mirrored by kernels/sampling/sampling_gpu.h's argmax_gpu: the id of the largest value, the
 // lowest id among equal values, NaN never wins; a row with no non-NaN value (or no value)
 // gives 0. -inf is an ordinary value (an all -inf row gives 0 by the tie rule).
 //

@@ -4,11 +4,12 @@
 # GPU backend. Each stage has its own time limit and log; a failing stage does not stop the
 # later ones. Usage, from the repository root on the GPU host:
 #   scripts/gpu_host_checks.sh BUNDLE_DIR LOG_DIR [stage...]
-# stages: kernels backend kbench decode_tiny decode_35b decode_35b_eager decode_35b_fused_norm verify_35b prefill_35b prefill_35b_f32 prefill_35b_tf32 serve soak sanitize
-#         sanitize_serve speculation prefill_35b prefill_35b_tf32 decode_27b trace_35b matvec_ab tiled_experts_ab
+# stages: kernels kernels_quick backend kbench decode_tiny decode_35b decode_35b_eager verify_35b prefill_35b serve soak
+#         sanitize sanitize_serve speculation decode_27b trace_35b matvec_ab compare
 # (matvec_ab: 35B-A3B and 27B decode with --matvec fma and --matvec tensor, side by side)
-# (decode_35b_eager: decode_35b with the step graphs off, DELTASERVE_GPU_GRAPHS=0;
-#  decode_35b_fused_norm: decode_35b with DELTASERVE_GPU_FUSE_NORM=1, graphs on and off)
+# (decode_35b_eager: decode_35b with the step graphs off, --step-graphs off)
+# (compare: the decode and prefill figures of the 35B-A3B and 27B presets, 1/16/64 streams and a
+#  512-token prompt, one table each; run it with two bundles in one call to compare builds)
 # (default: all but soak and sanitize)
 set -u
 bundle=${1:?bundle dir}
@@ -63,28 +64,15 @@ export -f sanitized_serving
 for stage in "${stages[@]}"; do
   case $stage in
     kernels) run_stage kernels "${KERNELS_S:-240}" "$bundle/kernels/gpu_kernel_tests" --verbose ;;
+    kernels_quick) run_stage kernels_quick "${KERNELS_S:-240}" "$bundle/kernels/gpu_kernel_tests" --quick ;;
     backend) run_stage backend "${BACKEND_S:-240}" "$bundle/tests/gpu_backend_tests" --gtest_color=no --gtest_print_time=1 ;;
     kbench) run_stage kbench 120 "$bundle/kernels/gpu_kernel_tests" --bench ;;
     decode_tiny) run_stage decode_tiny 60 "$cli" bench decode --preset tiny-moe --weights q8_0 --device cuda --batch 1,4,16,64 --steps 50 ;;
     decode_35b) run_stage decode_35b 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 20 ;;
     prefill_35b) run_stage prefill_35b 150 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512,2048 --steps 3 ;;
-    prefill_35b_f32) DELTASERVE_GPU_PREFILL_MATH=f32 run_stage prefill_35b_f32 150 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512,2048 --steps 3 ;;
-    prefill_35b_tf32) DELTASERVE_GPU_PREFILL_MATH=tf32 run_stage prefill_35b_tf32 150 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512,2048 --steps 3 ;;
     decode_27b) run_stage decode_27b "${DECODE27_S:-300}" "$cli" bench decode --preset qwen3.6-27b --weights q4_0 --device cuda --batch 1,64 --context 512 --steps 10 ;;
-    decode_35b_fused_norm)
-      DELTASERVE_GPU_FUSE_NORM=1 run_stage decode_35b_fused_norm 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,64 --context 1024 --steps 10
-      DELTASERVE_GPU_FUSE_NORM=1 DELTASERVE_GPU_GRAPHS=0 run_stage decode_35b_fused_norm_eager 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1 --context 1024 --steps 10 ;;
-    pdl_ab)  # programmatic dependent launches (default on sm_90) against ordinary launches, side by side
-      run_stage decode_35b_pdl 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 10
-      DELTASERVE_GPU_PREFETCH=0 run_stage decode_35b_pdl_noprefetch 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 10
-      DELTASERVE_GPU_PDL=0 run_stage decode_35b_nopdl 150 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 10
-      run_stage decode_27b_pdl 120 "$cli" bench decode --preset qwen3.6-27b --weights q4_0 --device cuda --batch 1 --context 512 --steps 10
-      DELTASERVE_GPU_PREFETCH=0 run_stage decode_27b_pdl_noprefetch 120 "$cli" bench decode --preset qwen3.6-27b --weights q4_0 --device cuda --batch 1 --context 512 --steps 10
-      DELTASERVE_GPU_PDL=0 run_stage decode_27b_nopdl 120 "$cli" bench decode --preset qwen3.6-27b --weights q4_0 --device cuda --batch 1 --context 512 --steps 10
-      run_stage prefill_35b_pdl 120 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512 --steps 3
-      DELTASERVE_GPU_PDL=0 run_stage prefill_35b_nopdl 120 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512 --steps 3 ;;
     kbench_matvec) run_stage kbench_matvec 60 "$bundle/kernels/gpu_kernel_tests" --bench-matvec ;;
-    decode_35b_eager) DELTASERVE_GPU_GRAPHS=0 run_stage decode_35b_eager 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 20 ;;
+    decode_35b_eager) run_stage decode_35b_eager 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,4,16,64 --context 1024 --steps 20 --step-graphs off ;;
     serve)
       DELTASERVE_BUILD_DIR="$bundle" DELTASERVE_SOAK_REQUESTS="${SERVE_REQUESTS:-1000}" DELTASERVE_SOAK_OUT="$logs/serve" \
         DELTASERVE_SOAK_SERVE_ARGS="--device cuda" DELTASERVE_SOAK_MAX_S="${SERVE_S:-200}" run_stage serve "$((${SERVE_S:-200} + 80))" bash tests/soak/soak_ci.sh ;;
@@ -112,11 +100,11 @@ for stage in "${stages[@]}"; do
         run_stage "decode_27b_$m" 150 "$cli" bench decode --preset qwen3.6-27b --weights q4_0 --device cuda \
           --batch 1,64 --context 512 --steps 10 --matvec "$m"
       done ;;
-    tiled_experts_ab)  # tensor mode with the routed experts on the matvec (0) and on the exact tile (1), one binary
-      for t in 0 1; do
-        DELTASERVE_GPU_TILED_DECODE_EXPERTS=$t run_stage "decode_35b_tensor_tiled$t" 150 "$cli" bench decode \
-          --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,16,32,64 --context 1024 --steps 10 --matvec tensor
-      done ;;
+    compare)  # the decode and prefill figures a change must keep (35B-A3B and 27B, 1/16/64 streams, prompt 512)
+      run_stage compare_decode_35b 240 "$cli" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1,16,64 --context 1024 --steps 20
+      run_stage compare_decode_27b "${DECODE27_S:-300}" "$cli" bench decode --preset qwen3.6-27b --weights q4_0 --device cuda --batch 1,16,64 --context 512 --steps 10
+      run_stage compare_prefill_35b 150 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512 --steps 3
+      run_stage compare_prefill_27b 200 "$cli" bench prefill --preset qwen3.6-27b --weights q4_0 --device cuda --prompt 512 --steps 3 ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

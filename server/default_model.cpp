@@ -1,6 +1,5 @@
 #include "server/default_model.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 #include <vector>
@@ -10,7 +9,6 @@ namespace deltaserve::server {
 std::string find_default_model() {
   namespace fs = std::filesystem;
   std::vector<fs::path> candidates;
-  if (const char* env = std::getenv("DELTASERVE_DEFAULT_MODEL")) candidates.emplace_back(env);
   candidates.push_back(fs::path("models") / kDefaultModelFile);
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);

@@ -9,7 +9,7 @@ namespace deltaserve::server {
 // when installed).
 inline constexpr const char* kDefaultModelFile = "deltaserve-tiny-moe.gguf";
 
-// Searches, in order: $DELTASERVE_DEFAULT_MODEL, ./models/, the folders above the running
+// Searches, in order: ./models/, the folders above the running
 // binary (a build tree inside the source tree), the install prefix's share/deltaserve/models,
 // and the source tree this binary was built from. Returns "" when none exists.
 std::string find_default_model();

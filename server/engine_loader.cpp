@@ -79,6 +79,7 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   runtime::CacheConfig cache{slots, block_tokens, blocks, 1 + draft_depth, config.max_batched_tokens};
   cache.state_precision = runtime::parse_state_precision(config.state_precision).value_or(runtime::StatePrecision::kF32);
   cache.decode_matvec = runtime::parse_decode_matvec(config.matvec).value_or(runtime::DecodeMatvec::kAuto);
+  cache.gpu_tuning.step_graphs = runtime::parse_step_graph_mode(config.gpu_step_graphs).value_or(runtime::StepGraphMode::kAuto);
   stack->backend = runtime::make_backend(config.device, *stack->model, cache, config.cpu_threads);
   stack->runner = std::make_unique<runtime::BackendRunner>(*stack->backend, context, draft_depth);
   scheduler::SchedulerConfig sched;

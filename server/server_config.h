@@ -73,6 +73,7 @@ struct ServerConfig {
   int64_t prefix_cache_device_bytes = int64_t{1} << 30;  // recurrent-state checkpoints on the device
   int64_t prefix_cache_host_bytes = int64_t{4} << 30;    // ... spilled to page-locked host memory
   int32_t prefix_checkpoint_tokens = 2048;               // a checkpoint every N prefill tokens; 0 = only at prompt/request ends
+  std::string gpu_step_graphs = "auto";  // auto | on | off (runtime::StepGraphMode)
 
   // Observability.
   bool vllm_metrics = false;        // also export vLLM's metric names

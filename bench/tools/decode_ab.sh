@@ -6,7 +6,7 @@
 # repository root on the GPU host (a bundle made by scripts/bundle_gpu.sh):
 #   bench/tools/decode_ab.sh BUNDLE "BENCH ARGS" SETTING...
 #   bench/tools/decode_ab.sh gpu_bundle "--preset qwen3.6-27b --weights q4_0 --device cuda --context 512 --steps 5 --batch 1" \
-#     - DELTASERVE_GPU_SMEM_CARVEOUT=100
+#     - CUDA_DEVICE_MAX_CONNECTIONS=1
 set -uo pipefail
 bundle=${1:?bundle}
 args=${2:?bench decode arguments}

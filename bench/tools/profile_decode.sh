@@ -13,9 +13,9 @@ rm -f "$out/sass_all.txt"
 cuobjdump --dump-resource-usage "$bundle/kernels/gpu_kernel_tests" 2>&1 | grep -A1 matvec > "$out/resources.txt"
 # Durations of every kernel of a short eager run; the last LAUNCHES (default 297, the bench's
 # launches/step at one stream) are the timed decode step: kernels_b1.txt ranks them.
-DELTASERVE_GPU_GRAPHS=0 timeout 300 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+timeout 300 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
   "$bundle/cli/deltaserve" bench decode --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --batch 1 --context 1024 \
-  --steps 1 --warmup 1 --matvec "${MATVEC:-auto}" > "$out/ncu_decode_b1.csv" 2> "$out/ncu_decode_b1.err"
+  --steps 1 --warmup 1 --matvec "${MATVEC:-auto}" --step-graphs off > "$out/ncu_decode_b1.csv" 2> "$out/ncu_decode_b1.err"
 echo "ncu decode rc=$?"
 python3 bench/tools/kernel_table.py "$out/ncu_decode_b1.csv" "${LAUNCHES:-297}" > "$out/kernels_b1.txt"
 # Matvec detail: the kernel bench's qkv rows=1 launches (skip warmups), full-ish sections.

@@ -5,9 +5,9 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/attention.h"
-#include "kernels/norm.h"
-#include "kernels/rope.h"
+#include "kernels/attention/attention.h"
+#include "kernels/norm/norm.h"
+#include "kernels/rope/rope.h"
 #include "runtime/cpu/cpu_layers.h"
 
 namespace deltaserve::runtime::cpu {

@@ -4,8 +4,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/embedding.h"
-#include "kernels/norm.h"
+#include "kernels/embedding/embedding.h"
+#include "kernels/norm/norm.h"
 #include "runtime/greedy.h"
 #include "runtime/plan_checks.h"
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/moe.h"
+#include "kernels/moe/moe.h"
 #include "runtime/cpu/cpu_layers.h"
 
 namespace deltaserve::runtime::cpu {

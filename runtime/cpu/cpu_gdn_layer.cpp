@@ -3,9 +3,9 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/conv1d.h"
-#include "kernels/gated_delta_rule.h"
-#include "kernels/norm.h"
+#include "kernels/gdn/conv1d.h"
+#include "kernels/gdn/gated_delta_rule.h"
+#include "kernels/norm/norm.h"
 #include "runtime/cpu/cpu_layers.h"
 
 namespace deltaserve::runtime::cpu {

@@ -1,6 +1,6 @@
 #include <stdexcept>
 
-#include "kernels/matmul.h"
+#include "kernels/matmul/matmul.h"
 #include "runtime/cpu/cpu_layers.h"
 
 namespace deltaserve::runtime::cpu {

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 
 namespace deltaserve::runtime::gpu {
 

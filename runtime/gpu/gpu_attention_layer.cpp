@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/attention_gpu.h"
-#include "kernels/attention_prep_gpu.h"
+#include "kernels/attention/attention_gpu.h"
+#include "kernels/attention/attention_prep_gpu.h"
 #include "runtime/gpu/gpu_layers.h"
 
 namespace deltaserve::runtime::gpu {
@@ -73,11 +73,9 @@ void attention_forward(const GpuLayerContext& ctx, const GpuAttentionWeights& w,
   att.max_keys = rows.max_keys;
   att.scale = 1.0f / std::sqrt(static_cast<float>(hd));
   att.workspace = ws.att_scratch;
-  // One launch: the combine runs in each (row, KV head, split)'s last chunk block; else two.
-  att.sync_counters = ctx.attention_fused_combine ? ws.att_sync : nullptr;
-  const int64_t group_heads = nh / nkv;
-  att.head_splits = ctx.attention_head_splits > 0 && group_heads % ctx.attention_head_splits == 0 ? ctx.attention_head_splits : 0;
-  att.value_loads = ctx.attention_value_loads;
+  // sync_counters stay null: two launches (chunks, then the combine kernel), as the fused
+  // form's last block (a fence, an arrival count, then a head group's outputs one after another)
+  // cost more than the launch. head_splits and value_loads stay 0: the kernel's rules.
   // Rows go in groups that fit the fixed workspace (a long prefill chunk may not fit at once);
   // a row's chunking depends only on its own position, so the grouping changes no result.
   att.num_rows = 1;

@@ -9,31 +9,20 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/attention_gpu.h"
+#include "kernels/attention/attention_gpu.h"
 #include "kernels/float16.h"
-#include "kernels/sampling_gpu.h"
-#include "kernels/gdn_gpu.h"
-#include "kernels/matmul_experts_prefill_gpu.h"
-#include "kernels/matmul_gpu.h"
+#include "kernels/sampling/sampling_gpu.h"
+#include "kernels/gdn/gdn_gpu.h"
+#include "kernels/matmul/matmul_experts_prefill_gpu.h"
+#include "kernels/matmul/matmul_gpu.h"
 
 namespace deltaserve::runtime {
 namespace {
 
 // The tiled prefill products: the exact bf16 tensor-core form for Q4_0 where the device has
-// bf16 mma (its bits are as close to the f32 reference as the f32 tiles', and on the H200 it is
-// several times faster), else f32. DELTASERVE_GPU_PREFILL_MATH=f32|tf32|exact overrides it for
-// side-by-side runs (exact falls back to f32 where it cannot run); DELTASERVE_GPU_PREFILL_TF32=1
-// is the older name for tf32.
+// bf16 mma (its bits are as close to the f32 reference as the f32 tiles', and several times
+// faster), else f32.
 kernels::MatmulMath default_prefill_math() {
-  if (const char* v = std::getenv("DELTASERVE_GPU_PREFILL_MATH"); v != nullptr) {
-    const std::string s(v);
-    if (s == "f32") return kernels::MatmulMath::kF32;
-    if (s == "tf32") return kernels::MatmulMath::kTf32;
-    if (s == "exact") return kernels::MatmulMath::kTensorExact;
-    std::fprintf(stderr, "deltaserve: DELTASERVE_GPU_PREFILL_MATH='%s' is not f32, tf32 or exact; using the default\n", v);
-  }
-  if (const char* tf32 = std::getenv("DELTASERVE_GPU_PREFILL_TF32"); tf32 != nullptr && std::string(tf32) == "1")
-    return kernels::MatmulMath::kTf32;
   return kernels::tensor_exact_available() ? kernels::MatmulMath::kTensorExact : kernels::MatmulMath::kF32;
 }
 
@@ -86,7 +75,7 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
                              " visible)");
   DS_GPU_CHECK(gpuSetDevice(device_), "device %d", device_);
   DS_GPU_CHECK(gpuStreamCreate(&stream_), "stream on device %d", device_);
-  timeline_ = std::make_unique<gpu::StepTimeline>();
+  timeline_ = std::make_unique<gpu::StepTimeline>(cache_.gpu_tuning.timeline);
   weights_ = std::make_unique<gpu::GpuWeights>(config_, model_.weights, [this](const std::string& line) {
     std::fprintf(stderr, "deltaserve: %s backend, device %d: %s\n", name().c_str(), device_, line.c_str());
   });
@@ -104,58 +93,24 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
   const bool staged = cache_.decode_matvec == DecodeMatvec::kStaged || (auto_mma && !tensor);
   matvec_math_ = tensor ? kernels::MatvecMath::kTensorCores : staged ? kernels::MatvecMath::kStaged : kernels::MatvecMath::kCudaCores;
   // With the tensor matvec the routed experts of decode and verify rows run on the exact
-  // tensor-core tile (grouped by expert) too: on the H200 35B-A3B at 64 streams 42.7 -> 28.8 ms
-  // per step, 64 x 4 verify rows 140.7 -> 69.3, but one stream 3.8 -> 6.5 (bench/RESULTS.md).
-  // DELTASERVE_GPU_TILED_DECODE_EXPERTS=0 keeps them on the matvec (side-by-side runs).
-  const char* tiled_env = std::getenv("DELTASERVE_GPU_TILED_DECODE_EXPERTS");
-  tiled_decode_experts_ = tensor && !(tiled_env != nullptr && std::string(tiled_env) == "0");  // tensor: bf16 mma is there
+  // tensor-core tile (grouped by expert) too: many streams' expert pairs share their weights'
+  // loads there, which the matvec cannot (bench/RESULTS.md).
+  const GpuParityForms& forms = cache_.gpu_tuning.forms;
+  tiled_decode_experts_ = tensor;  // tensor: bf16 mma is there
   // So do their plain Q4_0 products with very wide matrices (the LM head): there the exact
-  // tile (~67 TFLOP/s) beats the tensor-core matvec (~39 at 64 rows); the others stay on the
-  // matvec (gpu::kTiledDecodeMinOutputs). DELTASERVE_GPU_TILED_DECODE_MIN_OUTPUTS=N moves the
-  // line (0: every product on the matvec; 1: every Q4_0 product on the tile), for side-by-side
-  // runs and for tests on small models.
-  const char* min_env = std::getenv("DELTASERVE_GPU_TILED_DECODE_MIN_OUTPUTS");
-  const int64_t min_outputs = min_env != nullptr && *min_env != '\0' ? std::max<int64_t>(0, std::atoll(min_env))
-                                                                      : gpu::kTiledDecodeMinOutputs;
+  // tile beats the tensor-core matvec; the others stay on the matvec (gpu::kTiledDecodeMinOutputs).
+  const int64_t min_outputs = forms.tiled_decode_min_outputs >= 0 ? forms.tiled_decode_min_outputs : gpu::kTiledDecodeMinOutputs;
   tiled_decode_min_outputs_ = tensor ? min_outputs : 0;
   // Under the staged matvec the MoE decode rows' down products and combine run as one launch
-  // (moe_down_combine_gpu; 35B-A3B: one fewer launch and ~two fewer round trips per layer).
-  // DELTASERVE_GPU_FUSE_DOWN_COMBINE=0 keeps the two launches, =1 fuses at every row count
-  // (side-by-side runs); same bits.
-  const char* fuse_env = std::getenv("DELTASERVE_GPU_FUSE_DOWN_COMBINE");
-  const std::string fuse = fuse_env != nullptr ? fuse_env : "";
-  fuse_down_combine_rows_ = !staged || fuse == "0" ? std::pair<int64_t, int64_t>{1, 0}
-                            : fuse == "1"          ? std::pair<int64_t, int64_t>{1, std::numeric_limits<int64_t>::max()}
-                                                   : gpu::kFusedDownCombineRows;
-  // Under the staged matvec short decode steps' products carry their input norms (35B-A3B: the
-  // MoE combine's serial norm epilogue gone; products_normalise_input).
-  // DELTASERVE_GPU_MATVEC_INPUT_NORM=0 keeps the norm launches (side-by-side runs); same bits.
-  const char* carry_env = std::getenv("DELTASERVE_GPU_MATVEC_INPUT_NORM");
-  carry_input_norms_ = staged && !(carry_env != nullptr && std::string(carry_env) == "0");
+  // (moe_down_combine_gpu: one fewer launch and about two fewer round trips per layer) at
+  // gpu::kFusedDownCombineRows; same bits as the two launches.
+  fuse_down_combine_rows_ = !staged || !forms.fuse_down_combine ? std::pair<int64_t, int64_t>{1, 0} : gpu::kFusedDownCombineRows;
+  // Under the staged matvec short decode steps' products carry their input norms (the MoE
+  // combine's serial norm epilogue gone; products_normalise_input); same bits.
+  carry_input_norms_ = staged && forms.carry_input_norms;
   // Under the staged matvec a dense model's norms between its products are deferred into them
-  // (gpu::norm_deferred; the 27B: 128 one-block norm launches a step gone).
-  // DELTASERVE_GPU_DEFER_NORMS=0 keeps the norm launches (side-by-side runs; other bits).
-  const char* defer_env = std::getenv("DELTASERVE_GPU_DEFER_NORMS");
-  defer_norms_ = staged && !(defer_env != nullptr && std::string(defer_env) == "0");
-  // Paged attention splits a KV head's query heads over more blocks while its grid is short
-  // (paged_attention_head_splits); DELTASERVE_GPU_ATTENTION_HEAD_SPLITS=N forces N where it
-  // divides the group (1: one block per KV head; side-by-side runs). Same bits either way.
-  if (const char* v = std::getenv("DELTASERVE_GPU_ATTENTION_HEAD_SPLITS"); v != nullptr && *v != '\0') {
-    attention_head_splits_ = std::max<int64_t>(0, std::atoll(v));
-  }
-  // Its V loads go out after the scores from kAttentionLateValueUnits rows x KV heads (two
-  // blocks an SM); DELTASERVE_GPU_ATTENTION_VALUE_LOADS=1 (with K) or 2 (after the scores)
-  // forces one order (side-by-side runs). Same bits.
-  if (const char* v = std::getenv("DELTASERVE_GPU_ATTENTION_VALUE_LOADS"); v != nullptr && (std::string(v) == "1" || std::string(v) == "2")) {
-    attention_value_loads_ = std::atoll(v);
-  }
-  // Its combine is a launch of its own: on the H200 the fused form's last block (a fence, an
-  // arrival count, then a head group's outputs one after another) cost more than the launch,
-  // at one stream and at 64 (bench/RESULTS.md). DELTASERVE_GPU_ATTENTION_COMBINE=fused keeps
-  // it in the last chunk block (one launch fewer per layer; side-by-side runs). Same bits.
-  if (const char* v = std::getenv("DELTASERVE_GPU_ATTENTION_COMBINE"); v != nullptr && std::string(v) == "fused") {
-    attention_fused_combine_ = true;
-  }
+  // (gpu::norm_deferred: a dense model's one-block norm launches gone; bits of their own).
+  defer_norms_ = staged && forms.defer_norms;
   size_buffers();
   const size_t slots = static_cast<size_t>(cache_.num_state_slots);
   live_entry_.resize(slots);
@@ -193,24 +148,17 @@ std::string GpuBackend::fuse_down_combine_setting() const {
 std::string GpuBackend::speed_settings() const {
   const auto on = [](bool b) { return b ? "on" : "off"; };
   return std::string("step graphs ") + on(graphs_enabled()) + ", dependent launches " +
-         on(kernels::gpu::dependent_launch_enabled()) + ", L2 prefetch " + on(kernels::gpu::prefetch_enabled()) +
-         ", fused FFN norm " + on(gpu::fused_norm_enabled()) + ", deferred norms " + on(defer_norms_) +
+         on(kernels::gpu::dependent_launch_enabled()) + ", deferred norms " + on(defer_norms_) +
          ", input norms in the products " + on(carry_input_norms_) +
          (carry_input_norms_ ? " (1-" + std::to_string(gpu::kCarriedInputNormMaxRows) + " decode rows, width <= " +
-                                     std::to_string(gpu::carried_input_norm_max_width()) + ")"
+                                     std::to_string(gpu::kCarriedInputNormMaxWidth) + ")"
                              : std::string()) +
          ", expert pair groups " +
          (matvec_math_ == kernels::MatvecMath::kStaged ? std::string("off (staged matvec)") : gpu::expert_grouping_setting()) +
-         fuse_down_combine_setting() + ", attention head split " +
-         (attention_head_splits_ > 0 ? std::to_string(attention_head_splits_) + " (forced)"
-                                     : "up to " + std::to_string(kernels::kAttentionSplitMaxBlocks) + " blocks") +
-         ", attention combine " + (attention_fused_combine_ ? "in the last chunk block" : "a launch of its own") +
-         ", attention V loads " +
-         (attention_value_loads_ == 1   ? std::string("with K (forced)")
-          : attention_value_loads_ == 2 ? std::string("after the scores (forced)")
-                                        : "after the scores from " + std::to_string(kernels::kAttentionLateValueUnits) + " rows x KV heads") +
-         ", GDN state " + kernels::gdn_step_state_home_setting() + ", prefill matmul " + prefill_math_name(prefill_math_) +
-         ", Q4_0 matvec " +
+         fuse_down_combine_setting() + ", attention head split up to " + std::to_string(kernels::kAttentionSplitMaxBlocks) +
+         " blocks, attention V loads after the scores from " + std::to_string(kernels::kAttentionLateValueUnits) +
+         " rows x KV heads, GDN state " + kernels::gdn_step_state_home_setting() + ", prefill matmul " +
+         prefill_math_name(prefill_math_) + ", Q4_0 matvec " +
          (matvec_math_ == kernels::MatvecMath::kTensorCores ? "tensor"
           : matvec_math_ == kernels::MatvecMath::kStaged    ? "staged"
                                                              : "fma") +

@@ -8,7 +8,7 @@
 // - KV cache: one allocation, a paged pool per attention layer plus the MTP block's own,
 //   [num_kv_blocks][kv_block_tokens][nkv][hd] f32 for K and for V;
 // - recurrent state: one allocation; per GDN layer a pool of state entries ([Hv][dk][dv]
-//   delta in CacheConfig::state_precision: f32, or bf16 with the rounding of kernels/gdn_gpu.h;
+//   delta in CacheConfig::state_precision: f32, or bf16 with the rounding of kernels/gdn/gdn_gpu.h;
 //   + [Kc-1][Dc] conv, f32). Slot s owns entries [s * E, (s + 1) * E), E = 1
 //   when max_verify_rows < 2, else 2 * max_verify_rows: two banks of max_verify_rows entries. The
 //   slot's live state is one entry (state_entry(s)); a plain step updates it in place; a
@@ -34,7 +34,7 @@
 // 1 + d each) is captured once per shape (StepGraphKey: sequences, rows each, block-table
 // stride bucket, output rows) and replayed after; block-table strides are bucketed to powers
 // of two and the attention grid is sized for the bucket's key bound, so a shape recurs as the
-// contexts grow. Replays are bitwise equal to eager runs. DELTASERVE_GPU_GRAPHS=0 (or
+// contexts grow. Replays are bitwise equal to eager runs. GpuTuning::step_graphs kOff (or
 // set_graphs_enabled(false)) runs everything eagerly.
 //
 // Per forward: the per-row index arrays (tokens, positions, row -> sequence, block tables,
@@ -54,7 +54,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "runtime/backend.h"
 #include "runtime/gpu/device_arena.h"
 #include "runtime/gpu/gpu_layers.h"
@@ -113,21 +113,13 @@ class GpuBackend final : public Backend {
   void reserve_checkpoints(int32_t num_device, int32_t num_host) override;
   void apply_cache_ops(std::span<const CacheOp> ops) override;
   int32_t prefill_chunk_align() const override { return kPrefillChunkAlign; }
-  // Products of the tiled prefill matmuls: by default the exact bf16 tensor-core form for Q4_0
-  // weights where the device has bf16 mma (kernels::MatmulMath::kTensorExact: exact products,
-  // f32 sums; the other weight types run f32 FMA), else f32 FMA; the environment variable
-  // DELTASERVE_GPU_PREFILL_MATH=f32|tf32|exact overrides it (DELTASERVE_GPU_PREFILL_TF32=1: tf32).
-  // TF32 rounds x and the weights to 11 bits: on the embedded trained model the first decode
-  // logits after a TF32 prefill differ from the f32 CPU's by NMSE ~7e-4 (f32: < 1e-5). Decode and
-  // verify rows are unaffected either way.
-  void set_prefill_math(kernels::MatmulMath math) { prefill_math_ = math; }
   // Kernels launched since construction (a graph replay counts its kernel nodes).
   int64_t kernel_launches() const override { return launches_; }
   int64_t launches_last_forward() const { return launches_last_forward_; }
   // Bytes the last forward copied device -> host (hidden rows, argmax ids, host logit rows).
   int64_t bytes_to_host_last_forward() const { return bytes_to_host_last_forward_; }
-  // Step graphs: on by default on CUDA unless DELTASERVE_GPU_GRAPHS=0. While tracing, the
-  // setting is kept for set_trace(false) and graphs stay off.
+  // Step graphs: as GpuTuning::step_graphs says at construction. While tracing, the setting is
+  // kept for set_trace(false) and graphs stay off.
   void set_graphs_enabled(bool on) {
     if (trace_.enabled()) graphs_after_trace_ = on;
     else graphs_.set_enabled(on);
@@ -205,8 +197,7 @@ class GpuBackend final : public Backend {
   std::string fuse_down_combine_setting() const;  // speed_settings' words for fuse_down_combine_rows_
   gpu::GpuLayerContext context() const {
     return {config_, stream_, cache_.kv_block_tokens, ws_, &launches_, trace_.enabled() ? &trace_ : nullptr, prefill_math_,
-            tiled_decode_experts_, tiled_decode_min_outputs_, fuse_down_combine_rows_, carry_input_norms_, defer_norms_,
-            attention_head_splits_, attention_value_loads_, attention_fused_combine_};
+            tiled_decode_experts_, tiled_decode_min_outputs_, fuse_down_combine_rows_, carry_input_norms_, defer_norms_};
   }
   template <class T>
   const T* device(size_t staging_offset) const {
@@ -246,22 +237,21 @@ class GpuBackend final : public Backend {
   std::vector<int32_t> ring_first_;          // per slot: first ring entry of its last verify step
   std::vector<int32_t> verify_rows_;         // per slot: rows of its last verify step (0 = none)
 
-  gpu::StepGraphs graphs_;
+  gpu::StepGraphs graphs_{cache_.gpu_tuning.step_graphs};
   mutable int64_t launches_ = 0;             // counted by DS_GPU_LAUNCH through context()
   mutable gpu::KernelTrace trace_;           // fed by DS_GPU_LAUNCH through context() while on
   bool graphs_after_trace_ = false;          // the graph setting to restore when tracing stops
   int64_t launches_last_forward_ = 0;
   std::unique_ptr<gpu::StepTimeline> timeline_;  // a measuring build's in-step table (step_timeline.h)
-  // Set at construction (see set_prefill_math).
+  // Products of the tiled prefill matmuls, set at construction: the exact bf16 tensor-core form
+  // for Q4_0 weights where the device has bf16 mma (kernels::MatmulMath::kTensorExact: exact
+  // products, f32 sums; the other weight types run f32 FMA), else f32 FMA.
   kernels::MatmulMath prefill_math_ = kernels::MatmulMath::kF32;
   bool tiled_decode_experts_ = false;  // GpuLayerContext::tiled_decode_experts, set at construction
   int64_t tiled_decode_min_outputs_ = 0;  // GpuLayerContext::tiled_decode_min_outputs, likewise
   std::pair<int64_t, int64_t> fuse_down_combine_rows_{1, 0};  // GpuLayerContext::fuse_down_combine_rows, likewise
   bool carry_input_norms_ = false;  // GpuLayerContext::carry_input_norms, likewise
   bool defer_norms_ = false;        // GpuLayerContext::defer_norms, likewise
-  int64_t attention_head_splits_ = 0;  // GpuLayerContext::attention_head_splits, likewise
-  int64_t attention_value_loads_ = 0;     // GpuLayerContext::attention_value_loads, likewise
-  bool attention_fused_combine_ = false;  // GpuLayerContext::attention_fused_combine, likewise
   // Q4_0 decode matvec arithmetic (cache_.decode_matvec resolved at start), set on the calling
   // thread by every forward: the kernels' setting is per thread, the backend's for its lifetime.
   kernels::MatvecMath matvec_math_ = kernels::MatvecMath::kCudaCores;

@@ -6,10 +6,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/elementwise_gpu.h"
-#include "kernels/embedding_gpu.h"
-#include "kernels/sampling_gpu.h"
-#include "kernels/step_ops_gpu.h"
+#include "kernels/elementwise/elementwise_gpu.h"
+#include "kernels/embedding/embedding_gpu.h"
+#include "kernels/sampling/sampling_gpu.h"
+#include "kernels/step_ops/step_ops_gpu.h"
 #include "runtime/gpu/gpu_backend.h"
 #include "runtime/plan_checks.h"
 

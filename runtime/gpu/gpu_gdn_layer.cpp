@@ -5,8 +5,8 @@
 // equal to gated_rms_norm_gpu), output projection added into the residual. Prefill chunks
 // (StepRowsView's split) go through the tiled projections and the chunked gdn_prefill_gpu
 // instead (the step kernel where that one is missing), then gated_rms_norm_gpu over their rows.
-#include "kernels/gdn_gpu.h"
-#include "kernels/norm_gpu.h"
+#include "kernels/gdn/gdn_gpu.h"
+#include "kernels/norm/norm_gpu.h"
 #include "runtime/gpu/gpu_layers.h"
 
 namespace deltaserve::runtime::gpu {

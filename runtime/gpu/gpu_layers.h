@@ -9,9 +9,9 @@
 #include <string>
 #include <utility>
 
-#include "kernels/gdn_gpu.h"
-#include "kernels/gpu_compat.h"
-#include "kernels/matmul_gpu.h"
+#include "kernels/gdn/gdn_gpu.h"
+#include "kernels/gpu/gpu_compat.h"
+#include "kernels/matmul/matmul_gpu.h"
 #include "runtime/gpu/gpu_weights.h"
 #include "runtime/gpu/kernel_trace.h"
 #include "runtime/model_config.h"
@@ -110,28 +110,17 @@ struct GpuLayerContext {
   // residual and the products that read the norm are deferred (norm_deferred; NextNorm and
   // InputNorm::deferred). Their own bits: a backend-lifetime choice, never the load's.
   bool defer_norms = false;
-  // Paged attention's head split (PagedAttentionGpuArgs::head_splits): 0 the kernel's choice by
-  // the grid; N forces N blocks per (chunk, KV head, row) where N divides the group. Same bits.
-  int64_t attention_head_splits = 0;
-  // Paged attention's V loads (PagedAttentionGpuArgs::value_loads): 0 by the rows, 1 with the
-  // K loads, 2 after the scores. Same bits.
-  int64_t attention_value_loads = 0;
-  // Paged attention's combine in each (row, KV head, split)'s last chunk block (one launch) or
-  // as a kernel of its own (two launches); same bits.
-  bool attention_fused_combine = false;
 };
 
-// The default fuse_down_combine_rows (gpu_ffn_layer.cpp says why);
-// DELTASERVE_GPU_FUSE_DOWN_COMBINE=0 never fuses, =1 at every row count (side-by-side runs).
+// The default fuse_down_combine_rows (gpu_ffn_layer.cpp says why).
 inline constexpr std::pair<int64_t, int64_t> kFusedDownCombineRows{1, 16};
 
 // Tensor mode's tiled_decode_min_outputs: the LM head's width class. The exact tile splits a
 // matrix by 128 outputs and 32 rows, never along K, so at decode row counts a narrow matrix
-// gives too few blocks for the GPU. Measured on the H200 (tensor mode): every Q4_0 projection
-// of the 35B-A3B on the tile took a 64-stream step from 26.9 to 37.3 ms; the LM head alone
-// (248,320 outputs) 26.9 -> 26.2, one stream unchanged; with the 27B's FFN gate/up (17,408
-// outputs) too, the 27B went 121.6 -> 109.3 ms at 64 streams but 15.8 -> 23.5 at one, so the
-// line is drawn above them. A rule on the matrix's shape only: a row's bits never follow the load.
+// gives too few blocks for the GPU. In tensor mode every Q4_0 projection of the 35B-A3B on the
+// tile made a 64-stream step much slower, the LM head alone (248,320 outputs) faster; the 27B's
+// FFN gate/up (17,408 outputs) on it too gained at 64 streams but lost at one
+// (bench/RESULTS.md), so the line is drawn above them. A rule on the matrix's shape only: a row's bits never follow the load.
 inline constexpr int64_t kTiledDecodeMinOutputs = 65536;
 
 // DS_GPU_LAUNCH(ctx, num_kernels, call, "shapes", ...): DS_GPU_CHECK of a kernel entry point
@@ -186,19 +175,15 @@ struct InputNorm {
   bool deferred = false;
 };
 // Whether this step's products carry their input norms: ctx.carry_input_norms (the staged
-// matvec; DELTASERVE_GPU_MATVEC_INPUT_NORM=0 never, for side-by-side runs), steps of 1 to
-// kCarriedInputNormMaxRows decode rows only, models of at most carried_input_norm_max_width()
+// matvec), steps of 1 to
+// kCarriedInputNormMaxRows decode rows only, models of at most kCarriedInputNormMaxWidth
 // hidden units. Same bits either way, so the choice may follow the load.
 bool products_normalise_input(const GpuLayerContext& ctx, RowSplit rows);
 // Why bounds: every block of a product normalises the rows it multiplies, so the norm's reads
-// grow with rows x blocks x width. On the H200 (bench/RESULTS.md) the 35B-A3B (2,048 wide) one
-// stream 2.71 -> 2.58 ms, two 3.32 -> 3.26, four even, 8 and 16 streams 3% slower; the 27B
-// (5,120 wide, its norms separate launches before) one stream 8.54 -> 9.26 ms.
+// grow with rows x blocks x width; past two rows, or on the 27B's 5,120-wide rows, the
+// separate launch was faster (bench/RESULTS.md).
 inline constexpr int64_t kCarriedInputNormMaxRows = 2;
 inline constexpr int64_t kCarriedInputNormMaxWidth = 2048;
-// The width bound in force: kCarriedInputNormMaxWidth, or DELTASERVE_GPU_INPUT_NORM_MAX_WIDTH=N
-// (side-by-side runs; the 27B at 5,120 with two-tile launches: 8.37 vs 8.16 ms per step).
-int64_t carried_input_norm_max_width();
 
 // y_i[r] = W_i x[r] for every i, in as few launches as the weight types allow (one per type,
 // at most kMaxMatmulSegments matrices each); same bits as one matmul per matrix. With in.w set,
@@ -253,14 +238,11 @@ void ffn_forward(const GpuLayerContext& ctx, const GpuFfnWeights& w, RowSplit ro
                  const NextNorm& next = {}, const FfnInputNorm& in = {});
 
 // y += W x over all rows (decode rows: matvec; prefill rows: tiled), then, with next.w set,
-// next.out = RMSNorm(y) * next.w for every row: one rms_norm launch, or, with
-// DELTASERVE_GPU_FUSE_NORM=1 and a short step, the decode rows inside the matvec's launch
-// (matmul_norm_gpu, same bits). next.out may not alias x or y.
+// next.out = RMSNorm(y) * next.w for every row: one rms_norm launch, or, with next.deferred,
+// the decode rows' norm left to the readers. next.out may not alias x or y.
 void matmul_then_norm(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, RowSplit rows, float* y,
                       const NextNorm& next);
-// DELTASERVE_GPU_FUSE_NORM=1 (read once).
-bool fused_norm_enabled();
-// DELTASERVE_GPU_GROUP_EXPERTS as a word for logs: "auto", "off", "2" or "4".
+// The expert pair grouping rule as words for logs.
 std::string expert_grouping_setting();
 
 // x[r] <- RMSNorm(src[r]) * w over num_rows rows of H (strides H); y may alias x.

@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "runtime/gpu/kernel_class_time.h"
 
 namespace deltaserve::runtime::gpu {

@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "runtime/gpu/device_arena.h"
 
 namespace deltaserve::runtime::gpu {

@@ -2,21 +2,19 @@
 #include "runtime/gpu/step_graphs.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 namespace deltaserve::runtime::gpu {
 
-bool StepGraphs::enabled_by_environment() {
-  const char* v = std::getenv("DELTASERVE_GPU_GRAPHS");
+bool StepGraphs::enabled_by_default(StepGraphMode mode) {
+  if (mode != StepGraphMode::kAuto) return mode == StepGraphMode::kOn;
 #if defined(DS_GPU_HIP)
-  return v != nullptr && std::strcmp(v, "1") == 0;
+  return false;  // not yet validated on a HIP device
 #else
-  return v == nullptr || std::strcmp(v, "0") != 0;
+  return true;
 #endif
 }
 
-StepGraphs::StepGraphs() : enabled_(enabled_by_environment()) {}
+StepGraphs::StepGraphs(StepGraphMode mode) : enabled_(enabled_by_default(mode)) {}
 
 StepGraphs::~StepGraphs() { clear(); }
 

@@ -10,15 +10,16 @@
 // run of the same plan computes (bitwise; the backend test asserts it).
 //
 // Owner: GpuBackend (engine thread). Graphs are created and destroyed on the backend's device.
-// CUDA: on unless DELTASERVE_GPU_GRAPHS=0. HIP: off unless DELTASERVE_GPU_GRAPHS=1 (not yet
-// validated on a device).
+// On or off by GpuTuning::step_graphs (runtime/gpu_tuning.h); kAuto: on with CUDA, off with HIP
+// (not yet validated on a device).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <vector>
 
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
+#include "runtime/gpu_tuning.h"
 
 namespace deltaserve::runtime::gpu {
 
@@ -36,13 +37,13 @@ class StepGraphs {
   // Graphs kept at once; the least recently used one is dropped beyond that.
   static constexpr size_t kMaxGraphs = 48;
 
-  // enabled: the default from the environment (see above).
-  StepGraphs();
+  // enabled: from the mode (see above).
+  explicit StepGraphs(StepGraphMode mode);
   ~StepGraphs();
   StepGraphs(const StepGraphs&) = delete;
   StepGraphs& operator=(const StepGraphs&) = delete;
 
-  static bool enabled_by_environment();
+  static bool enabled_by_default(StepGraphMode mode);
   bool enabled() const { return enabled_; }
   // Turning graphs off drops every captured graph.
   void set_enabled(bool on);

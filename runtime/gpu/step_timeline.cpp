@@ -1,7 +1,6 @@
 #include "runtime/gpu/step_timeline.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <string>
 #include <tuple>
@@ -25,11 +24,10 @@ bool same_shape(const std::vector<timeline::Stamp>& a, const std::vector<timelin
 
 }  // namespace
 
-StepTimeline::StepTimeline() {
-  const char* env = std::getenv("DELTASERVE_GPU_TIMELINE");
-  if (env == nullptr || std::string(env) != "1") return;
+StepTimeline::StepTimeline(bool asked) {
+  if (!asked) return;
   if (!timeline::built()) {
-    std::fprintf(stderr, "timeline   DELTASERVE_GPU_TIMELINE=1 needs a build configured with -DDELTASERVE_GPU_TIMELINE=ON: none\n");
+    std::fprintf(stderr, "timeline   --timeline needs a build configured with -DDELTASERVE_GPU_TIMELINE=ON: none\n");
     return;
   }
   on_ = timeline::enable(kCapacity);

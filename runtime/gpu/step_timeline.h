@@ -1,5 +1,6 @@
-// StepTimeline: the in-step launch timeline of a measuring build (kernels/gpu_timeline.h) as a
-// table, for `DELTASERVE_GPU_TIMELINE=1` on a build configured with -DDELTASERVE_GPU_TIMELINE=ON.
+// StepTimeline: the in-step launch timeline of a measuring build (kernels/gpu/gpu_timeline.h) as a
+// table, for GpuTuning::timeline (`deltaserve bench --timeline`) on a build configured with
+// -DDELTASERVE_GPU_TIMELINE=ON.
 //
 // Each forward resets the device's stamp count before its first launch and reads the stamps
 // after its synchronisation. A launch's cost is the time from its grid dependency wait's return
@@ -15,16 +16,16 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/gpu_compat.h"
-#include "kernels/gpu_timeline.h"
+#include "kernels/gpu/gpu_compat.h"
+#include "kernels/gpu/gpu_timeline.h"
 
 namespace deltaserve::runtime::gpu {
 
 class StepTimeline {
  public:
-  // Enables the device timeline when the environment asks for it and the build stamps (a
-  // warning on stderr when it asks and the build does not). Call on the backend's device.
-  StepTimeline();
+  // Enables the device timeline when `asked` and the build stamps (a warning on stderr when it
+  // is asked and the build does not). Call on the backend's device.
+  explicit StepTimeline(bool asked);
   ~StepTimeline();
   StepTimeline(const StepTimeline&) = delete;
   StepTimeline& operator=(const StepTimeline&) = delete;

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention_gpu.h"
-#include "kernels/attention_prep_gpu.h"
-#include "kernels/norm_gpu.h"
-#include "kernels/rope_gpu.h"
+#include "kernels/attention/attention_gpu.h"
+#include "kernels/attention/attention_prep_gpu.h"
+#include "kernels/norm/norm_gpu.h"
+#include "kernels/rope/rope_gpu.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {

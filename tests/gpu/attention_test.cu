@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention.h"
-#include "kernels/attention_gpu.h"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_gpu.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {

@@ -95,23 +95,4 @@ inline runtime::ForwardOutput forward_both(runtime::CpuBackend& cpu, runtime::Gp
   return g;
 }
 
-// An environment variable set for one scope (the backend reads its speed switches at construction).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
-
 }  // namespace deltaserve::testing

@@ -12,15 +12,15 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention_gpu.h"
+#include "kernels/attention/attention_gpu.h"
 #include "kernels/dtype.h"
-#include "kernels/gdn_gpu.h"
-#include "kernels/matmul_experts_prefill_gpu.h"
-#include "kernels/matmul_gpu.h"
-#include "kernels/moe_gpu.h"
-#include "kernels/norm_gpu.h"
-#include "kernels/sampling_gpu.h"
-#include "kernels/step_ops_gpu.h"
+#include "kernels/gdn/gdn_gpu.h"
+#include "kernels/matmul/matmul_experts_prefill_gpu.h"
+#include "kernels/matmul/matmul_gpu.h"
+#include "kernels/moe/moe_gpu.h"
+#include "kernels/norm/norm_gpu.h"
+#include "kernels/sampling/sampling_gpu.h"
+#include "kernels/step_ops/step_ops_gpu.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI compile check of the single-source GPU kernels (no GPU needed): every kernels/*.cu is
+# CI compile check of the single-source GPU kernels (no GPU needed): every kernels/<op>/*.cu is
 # compiled (-c only) by nvcc for sm_90 and sm_80, and by Debian's hipcc (ROCm 5.2) for gfx906
 # and gfx90a, warnings as errors. The two halves run side by side (CI has 2 cores). Fails if
 # either compiler is missing: CI machines carry both (nvcc in the CUDA toolkit, hipcc from
@@ -13,7 +13,7 @@ if [[ -z "$HIPCC" || ! -x "$HIPCC" ]]; then echo "compile_check: hipcc not found
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-sources=(kernels/*.cu)
+sources=(kernels/*/*.cu)
 
 # Device code at a low optimisation level: the check is about the source compiling for
 # each target, not about the generated code.

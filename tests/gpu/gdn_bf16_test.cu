@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/gdn_gpu.h"
+#include "kernels/gdn/gdn_gpu.h"
 #include "tests/gpu/gdn_reference.h"
 #include "tests/gpu/gpu_test_util.h"
 

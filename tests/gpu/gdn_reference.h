@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/conv1d.h"
-#include "kernels/gated_delta_rule.h"
-#include "kernels/norm.h"
+#include "kernels/gdn/conv1d.h"
+#include "kernels/gdn/gated_delta_rule.h"
+#include "kernels/norm/norm.h"
 #include "kernels/parallel.h"
 #include "kernels/quant.h"
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/gdn_gpu.h"
-#include "kernels/norm.h"
-#include "kernels/norm_gpu.h"
+#include "kernels/gdn/gdn_gpu.h"
+#include "kernels/norm/norm.h"
+#include "kernels/norm/norm_gpu.h"
 #include "tests/gpu/gdn_reference.h"
 #include "tests/gpu/gpu_test_util.h"
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kernels/dtype.h"
-#include "kernels/gpu_compat.h"
+#include "kernels/gpu/gpu_compat.h"
 #include "kernels/quant.h"
 
 namespace deltaserve::kernels::gputest {

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "kernels/dtype.h"
-#include "kernels/elementwise_gpu.h"
-#include "kernels/matmul.h"
-#include "kernels/matmul_experts_prefill_gpu.h"
-#include "kernels/matmul_gpu.h"
-#include "kernels/moe.h"
+#include "kernels/elementwise/elementwise_gpu.h"
+#include "kernels/matmul/matmul.h"
+#include "kernels/matmul/matmul_experts_prefill_gpu.h"
+#include "kernels/matmul/matmul_gpu.h"
+#include "kernels/moe/moe.h"
 #include "kernels/quant.h"
 #include "tests/gpu/gpu_test_util.h"
 

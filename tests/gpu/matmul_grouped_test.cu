@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "kernels/dtype.h"
-#include "kernels/elementwise_gpu.h"
-#include "kernels/matmul_gpu.h"
-#include "kernels/moe_gpu.h"
+#include "kernels/elementwise/elementwise_gpu.h"
+#include "kernels/matmul/matmul_gpu.h"
+#include "kernels/moe/moe_gpu.h"
 #include "kernels/quant.h"
 #include "tests/gpu/gpu_test_util.h"
 

@@ -7,17 +7,17 @@
 #include <vector>
 
 #include "kernels/dtype.h"
-#include "kernels/elementwise_gpu.h"
-#include "kernels/matmul.h"
-#include "kernels/matmul_gpu.h"
-#include "kernels/norm_gpu.h"
+#include "kernels/elementwise/elementwise_gpu.h"
+#include "kernels/matmul/matmul.h"
+#include "kernels/matmul/matmul_gpu.h"
+#include "kernels/norm/norm_gpu.h"
 #include "kernels/quant.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/matmul_checks.h"
 
 namespace deltaserve::kernels::gputest {
-namespace {
 
-constexpr double kMatmulNmse = 1e-8;
+StagedTiles g_staged_tiles = StagedTiles::kAuto;
 
 std::string shape_text(DType type, int64_t in, int64_t out, int64_t rows) {
   const char* math = matvec_math() == MatvecMath::kTensorCores ? " tensor-cores"
@@ -35,6 +35,7 @@ void check_matmul(Context& ctx, DType type, int64_t num_in, int64_t num_out, int
   std::vector<float> ref = y0;
   MatmulArgs a{w.data(), type, num_in, num_out, dtype_row_bytes(type, num_in), x.data(), num_rows, x_stride,
                ref.data(), num_out, accumulate};
+  a.staged_tiles = g_staged_tiles;
   matmul_ref(a, serial_for());
 
   DeviceBuffer<uint8_t> dw(w);
@@ -178,6 +179,7 @@ void check_segments(Context& ctx, DType type, int64_t num_in, int64_t num_rows, 
   segs[1].args = MatmulArgs{dwp.get(), type, num_in, out_p, rb, dx.get(), acc_rows, num_in, p1.get(), out_p, true};
   segs[2].args = MatmulArgs{dws.get(), type, num_in, out_g, rb, dx.get(), num_rows, num_in, s1.get(), out_g};
   if (with_experts) segs[2].w_up = dwu2.get();
+  segs[0].args.staged_tiles = g_staged_tiles;
   CHECK_GPU(matmul_segments_gpu(segs, 3, nullptr));
 
   // The separate launches. A launch with expert segments runs every segment on the CUDA cores
@@ -210,317 +212,6 @@ void check_segments(Context& ctx, DType type, int64_t num_in, int64_t num_rows, 
   ctx.results.record(with_experts ? "matmul_segments_gpu(experts)" : "matmul_segments_gpu",
                      shape_text(type, num_in, out_g, num_rows), e, kMatmulNmse, same,
                      same ? "== separate launches" : "differs from separate launches");
-}
-
-// matmul_norm_gpu == matmul_gpu then rms_norm_gpu, bit for bit (y and the normed rows), twice
-// on one counter array (the counters must come back to zero; the second launch accumulates
-// again, so it also checks that no stale partial sums leak between launches).
-// The staged matvec with one and with two 16-row tiles a block (StagedTiles::kOne / kTwo),
-// bitwise: a gated segment and a plain accumulating one in one launch, with the input norm
-// when `input_norm` (then x's rows are residual rows).
-void check_staged_tiles(Context& ctx, int64_t num_in, int64_t out_g, int64_t out_p, int64_t num_rows, bool input_norm) {
-  const DType t = DType::Q4_0;
-  const size_t rb = dtype_row_bytes(t, num_in);
-  const std::vector<uint8_t> wg = random_weights(ctx.rng, t, num_in, out_g), wu = random_weights(ctx.rng, t, num_in, out_g);
-  const std::vector<uint8_t> wp = random_weights(ctx.rng, t, num_in, out_p);
-  const std::vector<float> x = random_floats(ctx.rng, static_cast<size_t>(num_rows * num_in));
-  const std::vector<float> y0 = random_floats(ctx.rng, static_cast<size_t>(num_rows * out_p));
-  const std::vector<float> nw = random_floats(ctx.rng, static_cast<size_t>(num_in));
-  DeviceBuffer<uint8_t> dwg(wg), dwu(wu), dwp(wp);
-  DeviceBuffer<float> dx(x), dnw(nw);
-  std::vector<float> gated[2], plain[2];
-  for (int form = 0; form < 2; ++form) {
-    DeviceBuffer<float> g(static_cast<size_t>(num_rows * out_g)), p(y0);
-    g.poison();
-    MatmulSegment segs[2]{};
-    segs[0].args = MatmulArgs{dwg.get(), t, num_in, out_g, rb, dx.get(), num_rows, num_in, g.get(), out_g};
-    segs[0].w_up = dwu.get();
-    segs[1].args = MatmulArgs{dwp.get(), t, num_in, out_p, rb, dx.get(), num_rows, num_in, p.get(), out_p, true};
-    if (input_norm) {
-      for (MatmulSegment& sg : segs) sg.input_norm_w = dnw.get(), sg.input_norm_eps = 1e-6f;
-    }
-    set_staged_tiles(form == 0 ? StagedTiles::kOne : StagedTiles::kTwo);
-    CHECK_GPU(matmul_segments_gpu(segs, 2, nullptr));
-    gated[form] = g.download();
-    plain[form] = p.download();
-  }
-  set_staged_tiles(StagedTiles::kAuto);
-  const bool same = bitwise_equal(gated[0].data(), gated[1].data(), gated[0].size()) &&
-                    bitwise_equal(plain[0].data(), plain[1].data(), plain[0].size());
-  ctx.results.record_exact("matmul_segments_gpu two tiles",
-                           shape_text(t, num_in, out_g + out_p, num_rows) + (input_norm ? " +input norm" : ""), same,
-                           same ? "two tiles a block == one, bitwise" : "two tiles a block != one");
-}
-
-void check_matmul_norm(Context& ctx, DType type, int64_t num_in, int64_t num_out, int64_t num_rows, bool accumulate) {
-  const std::vector<uint8_t> w = random_weights(ctx.rng, type, num_in, num_out);
-  const std::vector<float> x = random_floats(ctx.rng, static_cast<size_t>(num_rows * num_in));
-  const std::vector<float> y0 = random_floats(ctx.rng, static_cast<size_t>(num_rows * num_out));
-  const std::vector<float> gamma = random_floats(ctx.rng, static_cast<size_t>(num_out));
-  const size_t rb = dtype_row_bytes(type, num_in);
-  const int64_t out_stride = num_out + 3;
-  DeviceBuffer<uint8_t> dw(w);
-  DeviceBuffer<float> dx(x), dg(gamma), fy(y0), ty(y0);
-  DeviceBuffer<float> fo(static_cast<size_t>(num_rows * out_stride)), to(fo.size());
-  DeviceBuffer<unsigned> counters(std::vector<unsigned>(static_cast<size_t>(num_rows), 0u));
-  const float eps = 1e-6f;
-  bool same = true, zero = true;
-  for (int round = 0; round < 2; ++round) {
-    fo.poison();
-    to.poison();
-    const MatmulArgs fa{dw.get(), type, num_in, num_out, rb, dx.get(), num_rows, num_in, fy.get(), num_out, accumulate};
-    CHECK_GPU(matmul_norm_gpu(fa, MatmulNormEpilogue{dg.get(), eps, fo.get(), out_stride, counters.get()}, nullptr));
-    const MatmulArgs ta{dw.get(), type, num_in, num_out, rb, dx.get(), num_rows, num_in, ty.get(), num_out, accumulate};
-    CHECK_GPU(matmul_gpu(ta, nullptr));
-    CHECK_GPU(rms_norm_gpu(RmsNormArgs{ty.get(), num_out, dg.get(), to.get(), out_stride, num_rows, num_out, eps}, nullptr));
-    const std::vector<float> a1 = fy.download(), b1 = ty.download(), a2 = fo.download(), b2 = to.download();
-    same = same && bitwise_equal(a1.data(), b1.data(), a1.size());
-    for (int64_t r = 0; r < num_rows; ++r) {
-      same = same && bitwise_equal(a2.data() + r * out_stride, b2.data() + r * out_stride, static_cast<size_t>(num_out));
-    }
-    for (unsigned c : counters.download()) zero = zero && c == 0;
-  }
-  const std::vector<float> a2 = fo.download(), b2 = to.download();
-  std::vector<float> a_rows, b_rows;  // the written columns (the padding holds poison)
-  for (int64_t r = 0; r < num_rows; ++r) {
-    a_rows.insert(a_rows.end(), a2.begin() + r * out_stride, a2.begin() + r * out_stride + num_out);
-    b_rows.insert(b_rows.end(), b2.begin() + r * out_stride, b2.begin() + r * out_stride + num_out);
-  }
-  ctx.results.record("matmul_norm_gpu", shape_text(type, num_in, num_out, num_rows) + (accumulate ? " acc" : ""),
-                     compare(a_rows.data(), b_rows.data(), a_rows.size()), kMatmulNmse, same && zero,
-                     !same ? "differs from matmul_gpu + rms_norm_gpu" : (zero ? "== matmul_gpu + rms_norm_gpu" : "counters not reset"));
-}
-
-// matmul_segments_gpu with the input norm (kStaged) == rms_norm_gpu, then the same segments
-// on its output, bit for bit: a plain accumulating and a gated segment over one residual
-// matrix whose rows differ in scale by up to 2^4, rows across the groups of 1, 2, 4 and 8 and
-// past them. Under the CUDA cores the launch is refused (gpuErrorInvalidValue, nothing run).
-void check_input_norm(Context& ctx, int64_t num_in, int64_t num_rows) {
-  const DType type = DType::Q4_0;
-  const int64_t out_p = 40, out_g = 24;
-  const size_t rb = dtype_row_bytes(type, num_in);
-  const std::vector<uint8_t> wp = random_weights(ctx.rng, type, num_in, out_p);
-  const std::vector<uint8_t> wg = random_weights(ctx.rng, type, num_in, out_g);
-  const std::vector<uint8_t> wu = random_weights(ctx.rng, type, num_in, out_g);
-  std::vector<float> x = random_floats(ctx.rng, static_cast<size_t>(num_rows * num_in));
-  for (int64_t r = 0; r < num_rows; ++r) {
-    const float scale = static_cast<float>(1 << (r % 5)) / 4.0f;
-    for (int64_t i = 0; i < num_in; ++i) x[static_cast<size_t>(r * num_in + i)] *= scale;
-  }
-  const std::vector<float> gamma = random_floats(ctx.rng, static_cast<size_t>(num_in));
-  const std::vector<float> y0 = random_floats(ctx.rng, static_cast<size_t>(num_rows * out_p));
-  const float eps = 1e-6f;
-  DeviceBuffer<uint8_t> dwp(wp), dwg(wg), dwu(wu);
-  DeviceBuffer<float> dx(x), dgamma(gamma), normed(x.size()), p1(y0), p2(y0);
-  DeviceBuffer<float> g1(static_cast<size_t>(num_rows * out_g)), g2(g1.size());
-  g1.poison();
-  g2.poison();
-  normed.poison();
-  auto segments = [&](const float* in, float* py, float* gy, bool carry, MatmulSegment (&segs)[2]) {
-    segs[0] = MatmulSegment{};
-    segs[1] = MatmulSegment{};
-    segs[0].args = MatmulArgs{dwp.get(), type, num_in, out_p, rb, in, num_rows, num_in, py, out_p, true};
-    segs[1].args = MatmulArgs{dwg.get(), type, num_in, out_g, rb, in, num_rows, num_in, gy, out_g};
-    segs[1].w_up = dwu.get();
-    for (MatmulSegment& sg : segs) {
-      if (carry) sg.input_norm_w = dgamma.get(), sg.input_norm_eps = eps;
-    }
-  };
-  MatmulSegment carried[2], plain[2];
-  segments(dx.get(), p1.get(), g1.get(), true, carried);
-  segments(normed.get(), p2.get(), g2.get(), false, plain);
-  const bool supported = matmul_segments_input_norm_supported(carried, 2);
-  if (supported) CHECK_GPU(matmul_segments_gpu(carried, 2, nullptr));
-  CHECK_GPU(rms_norm_gpu(RmsNormArgs{dx.get(), num_in, dgamma.get(), normed.get(), num_in, num_rows, num_in, eps}, nullptr));
-  CHECK_GPU(matmul_segments_gpu(plain, 2, nullptr));
-  const std::vector<float> a1 = p1.download(), b1 = p2.download(), a2 = g1.download(), b2 = g2.download();
-  const bool same = supported && bitwise_equal(a1.data(), b1.data(), a1.size()) && bitwise_equal(a2.data(), b2.data(), a2.size());
-
-  // Refused off the staged matvec: nothing launched, the outputs untouched.
-  const MatvecMath math = matvec_math();
-  set_matvec_math(MatvecMath::kCudaCores);
-  const bool refused = !matmul_segments_input_norm_supported(carried, 2) && matmul_segments_gpu(carried, 2, nullptr) == gpuErrorInvalidValue;
-  (void)gpuGetLastError();
-  set_matvec_math(math);
-  const std::vector<float> after = g1.download();
-  const bool untouched = bitwise_equal(after.data(), a2.data(), a2.size());
-  ctx.results.record("matmul_segments_gpu(input norm)", shape_text(type, num_in, out_p, num_rows),
-                     compare(a2.data(), b2.data(), a2.size()), kMatmulNmse, same && refused && untouched,
-                     !supported ? "not supported" : !same ? "differs from rms_norm_gpu + matmul_segments_gpu"
-                                                  : !(refused && untouched) ? "not refused off the staged matvec"
-                                                                            : "== rms_norm_gpu + matmul_segments_gpu");
-}
-
-// The deferred norm (MatmulSegment::norm_partials / deferred_norm, kStaged). Producer: a
-// plain accumulating product over residual rows y0 that also writes out = y * gamma and each
-// 16-output tile's sum of y^2; y must be matmul_gpu's bits, out exactly y * gamma, the tile sums
-// the fixed butterfly's bits. Consumer: a plain and a gated segment reading out with the
-// squares; against rms_norm_gpu + the same segments on its output (other bits, 1e-8), each
-// row alone == in its group, one tile a block == two (bitwise), and refused off the staged
-// matvec. Residual rows differ in scale by up to 2^4; width h, num_rows rows.
-float butterfly16(const float* v) {
-  float a[16];
-  for (int i = 0; i < 16; ++i) a[i] = v[i];
-  for (int mask = 8; mask > 0; mask >>= 1) {
-    float b[16];
-    for (int i = 0; i < 16; ++i) b[i] = a[i] + a[i ^ mask];
-    for (int i = 0; i < 16; ++i) a[i] = b[i];
-  }
-  return a[0];
-}
-
-void check_deferred_norm(Context& ctx, int64_t h, int64_t num_rows) {
-  const DType type = DType::Q4_0;
-  const int64_t k_in = 1024, out_p = 40, out_g = 24, out_stride = h + 4, sq_stride = (h + 15) / 16 + 3;
-  const std::vector<uint8_t> wprod = random_weights(ctx.rng, type, k_in, h);
-  const std::vector<uint8_t> wp = random_weights(ctx.rng, type, h, out_p), wg = random_weights(ctx.rng, type, h, out_g),
-                             wu = random_weights(ctx.rng, type, h, out_g);
-  const std::vector<float> xin = random_floats(ctx.rng, static_cast<size_t>(num_rows * k_in));
-  std::vector<float> y0 = random_floats(ctx.rng, static_cast<size_t>(num_rows * h));
-  for (int64_t r = 0; r < num_rows; ++r) {
-    const float scale = static_cast<float>(1 << (r % 5)) / 4.0f;
-    for (int64_t i = 0; i < h; ++i) y0[static_cast<size_t>(r * h + i)] *= scale;
-  }
-  const std::vector<float> gamma = random_floats(ctx.rng, static_cast<size_t>(h));
-  const float eps = 1e-6f;
-  DeviceBuffer<uint8_t> dwprod(wprod), dwp(wp), dwg(wg), dwu(wu);
-  DeviceBuffer<float> dxin(xin), dgamma(gamma), dy(y0), ry(y0);
-  DeviceBuffer<float> out(static_cast<size_t>(num_rows * out_stride)), squares(static_cast<size_t>(num_rows * sq_stride));
-  out.poison();
-  squares.poison();
-
-  // Producer, against matmul_gpu and the host's products and butterflies.
-  MatmulSegment prod{};
-  prod.args = MatmulArgs{dwprod.get(), type, k_in, h, dtype_row_bytes(type, k_in), dxin.get(), num_rows, k_in, dy.get(), h, true};
-  prod.norm_partials = MatmulSegment::NormPartials{dgamma.get(), out.get(), out_stride, squares.get(), sq_stride};
-  const bool prod_supported = matmul_segments_deferred_norm_supported(&prod, 1);
-  if (prod_supported) CHECK_GPU(matmul_segments_gpu(&prod, 1, nullptr));
-  MatmulArgs plain_prod = prod.args;
-  plain_prod.y = ry.get();
-  CHECK_GPU(matmul_gpu(plain_prod, nullptr));
-  const std::vector<float> y = dy.download(), yref = ry.download(), xw = out.download(), sq = squares.download();
-  bool prod_ok = prod_supported && bitwise_equal(y.data(), yref.data(), y.size());
-  for (int64_t r = 0; r < num_rows && prod_ok; ++r) {
-    const float* yr = y.data() + r * h;
-    for (int64_t i = 0; i < h; ++i) prod_ok = prod_ok && xw[static_cast<size_t>(r * out_stride + i)] == yr[i] * gamma[static_cast<size_t>(i)];
-    for (int64_t t = 0; t < (h + 15) / 16; ++t) {
-      float v[16] = {};
-      for (int64_t i = 0; i < 16 && 16 * t + i < h; ++i) v[i] = yr[16 * t + i] * yr[16 * t + i];
-      const float want = butterfly16(v), got = sq[static_cast<size_t>(r * sq_stride + t)];
-      prod_ok = prod_ok && std::memcmp(&want, &got, sizeof(float)) == 0;
-    }
-  }
-  // The producer again with its tail loads after the walk and its activations loaded every chunk
-  // by one half of the block (StagedTailLoads::kAfterWalk, StagedActivationLoads::kEveryChunk;
-  // one-row launches do neither by default): the same bits.
-  if (prod_supported) {
-    DeviceBuffer<float> dy_after(y0), out_after(static_cast<size_t>(num_rows * out_stride)),
-        squares_after(static_cast<size_t>(num_rows * sq_stride));
-    out_after.poison();
-    squares_after.poison();
-    MatmulSegment prod_after = prod;
-    prod_after.args.y = dy_after.get();
-    prod_after.norm_partials = MatmulSegment::NormPartials{dgamma.get(), out_after.get(), out_stride, squares_after.get(), sq_stride};
-    const StagedTailLoads initial_loads = staged_tail_loads();
-    const StagedActivationLoads initial_x_loads = staged_activation_loads();
-    set_staged_tail_loads(StagedTailLoads::kAfterWalk);
-    set_staged_activation_loads(StagedActivationLoads::kEveryChunk);
-    CHECK_GPU(matmul_segments_gpu(&prod_after, 1, nullptr));
-    set_staged_tail_loads(initial_loads);
-    set_staged_activation_loads(initial_x_loads);
-    const std::vector<float> y_after = dy_after.download(), xw_after = out_after.download(), sq_after = squares_after.download();
-    prod_ok = prod_ok && bitwise_equal(y_after.data(), y.data(), y.size()) && bitwise_equal(xw_after.data(), xw.data(), xw.size()) &&
-              bitwise_equal(sq_after.data(), sq.data(), sq.size());
-  }
-  ctx.results.record_exact("matmul_segments_gpu(deferred norm, producer)", shape_text(type, k_in, h, num_rows), prod_ok,
-                           !prod_supported ? "not supported" : prod_ok ? "y == matmul_gpu, out == y * w, tile sums == butterflies"
-                                                                        : "y, out or the tile sums differ (or differ with the old load order)");
-
-  // Consumers: deferred from out, against rms_norm_gpu + the same segments.
-  DeviceBuffer<float> normed(static_cast<size_t>(num_rows * h));
-  normed.poison();
-  CHECK_GPU(rms_norm_gpu(RmsNormArgs{dy.get(), h, dgamma.get(), normed.get(), h, num_rows, h, eps}, nullptr));
-  auto consumers = [&](const float* x, int64_t x_stride, const float* sq_rows, int64_t rows, float* py, float* gy, MatmulSegment (&segs)[2]) {
-    segs[0] = MatmulSegment{};
-    segs[1] = MatmulSegment{};
-    segs[0].args = MatmulArgs{dwp.get(), type, h, out_p, dtype_row_bytes(type, h), x, rows, x_stride, py, out_p};
-    segs[1].args = MatmulArgs{dwg.get(), type, h, out_g, dtype_row_bytes(type, h), x, rows, x_stride, gy, out_g};
-    segs[1].w_up = dwu.get();
-    if (sq_rows != nullptr)
-      for (MatmulSegment& sg : segs) sg.deferred_norm = MatmulSegment::DeferredNorm{sq_rows, sq_stride, eps};
-  };
-  DeviceBuffer<float> p1(static_cast<size_t>(num_rows * out_p)), g1(static_cast<size_t>(num_rows * out_g)), p2(p1.size()), g2(g1.size());
-  p1.poison(), g1.poison(), p2.poison(), g2.poison();
-  MatmulSegment deferred[2], plain[2];
-  consumers(out.get(), out_stride, squares.get(), num_rows, p1.get(), g1.get(), deferred);
-  consumers(normed.get(), h, nullptr, num_rows, p2.get(), g2.get(), plain);
-  const bool supported = matmul_segments_deferred_norm_supported(deferred, 2);
-  if (supported) CHECK_GPU(matmul_segments_gpu(deferred, 2, nullptr));
-  CHECK_GPU(matmul_segments_gpu(plain, 2, nullptr));
-  const std::vector<float> a_p = p1.download(), a_g = g1.download(), b_p = p2.download(), b_g = g2.download();
-  std::vector<float> got(a_p), want(b_p);
-  got.insert(got.end(), a_g.begin(), a_g.end());
-  want.insert(want.end(), b_g.begin(), b_g.end());
-
-  // Each row alone, and (1-2 rows) two tiles a block, bitwise the group's.
-  bool invariant = true;
-  DeviceBuffer<float> p3(static_cast<size_t>(out_p)), g3(static_cast<size_t>(out_g));
-  // Also one tile with the tail loads after the walk (StagedTailLoads::kAfterWalk), and with the
-  // activations loaded every chunk (StagedActivationLoads::kEveryChunk): the same bits.
-  const StagedTailLoads initial_loads = staged_tail_loads();
-  const StagedActivationLoads initial_x_loads = staged_activation_loads();
-  for (int64_t r = 0; r < num_rows && supported; ++r) {
-    for (int form = 0; form < 4; ++form) {
-      p3.poison(), g3.poison();
-      MatmulSegment one[2];
-      consumers(out.get() + r * out_stride, out_stride, squares.get() + r * sq_stride, 1, p3.get(), g3.get(), one);
-      set_staged_tiles(form == 1 ? StagedTiles::kTwo : StagedTiles::kOne);
-      if (form == 2) set_staged_tail_loads(StagedTailLoads::kAfterWalk);
-      if (form == 3) set_staged_activation_loads(StagedActivationLoads::kEveryChunk);
-      CHECK_GPU(matmul_segments_gpu(one, 2, nullptr));
-      set_staged_tail_loads(initial_loads);
-      set_staged_activation_loads(initial_x_loads);
-      set_staged_tiles(StagedTiles::kAuto);
-      const std::vector<float> op = p3.download(), og = g3.download();
-      invariant = invariant && bitwise_equal(op.data(), a_p.data() + r * out_p, static_cast<size_t>(out_p)) &&
-                  bitwise_equal(og.data(), a_g.data() + r * out_g, static_cast<size_t>(out_g));
-    }
-  }
-  // Refused off the staged matvec: nothing launched.
-  const MatvecMath math = matvec_math();
-  set_matvec_math(MatvecMath::kCudaCores);
-  const bool refused = !matmul_segments_deferred_norm_supported(deferred, 2) && !matmul_segments_deferred_norm_supported(&prod, 1) &&
-                       matmul_segments_gpu(deferred, 2, nullptr) == gpuErrorInvalidValue;
-  (void)gpuGetLastError();
-  set_matvec_math(math);
-  const bool untouched = bitwise_equal(p1.download().data(), a_p.data(), a_p.size());
-  const bool ok = supported && invariant && refused && untouched;
-  ctx.results.record("matmul_segments_gpu(deferred norm, readers)", shape_text(type, h, out_p + out_g, num_rows),
-                     compare(got.data(), want.data(), got.size()), kMatmulNmse, ok,
-                     !supported ? "not supported" : !invariant ? "NOT batch-invariant (or two tiles != one, or the load order changes bits)"
-                                                  : !(refused && untouched) ? "not refused off the staged matvec"
-                                                                            : "batch-invariant, two tiles == one");
-}
-
-// The deferred norm's readers take rows of at most 16,384 inputs (each reader thread loads a
-// bounded share of the tile sums): a wider launch is refused, nothing run.
-void check_deferred_norm_bound(Context& ctx) {
-  const DType type = DType::Q4_0;
-  const int64_t wide = kDeferredNormMaxInputs + 256;
-  DeviceBuffer<uint8_t> w(std::vector<uint8_t>(dtype_row_bytes(type, wide), 0));
-  DeviceBuffer<float> x(static_cast<size_t>(wide)), y(16), squares(static_cast<size_t>(wide / 16));
-  auto reader = [&](int64_t num_in) {
-    MatmulSegment s{};
-    s.args = MatmulArgs{w.get(), type, num_in, 1, dtype_row_bytes(type, num_in), x.get(), 1, num_in, y.get(), 1};
-    s.deferred_norm = MatmulSegment::DeferredNorm{squares.get(), wide / 16, 1e-6f};
-    return s;
-  };
-  const MatmulSegment at = reader(kDeferredNormMaxInputs), past = reader(wide);
-  const bool ok = matmul_segments_deferred_norm_supported(&at, 1) && !matmul_segments_deferred_norm_supported(&past, 1) &&
-                  matmul_segments_gpu(&past, 1, nullptr) == gpuErrorInvalidValue;
-  (void)gpuGetLastError();
-  ctx.results.record_exact("matmul_segments_gpu(deferred norm, width bound)", shape_text(type, wide, 1, 1), ok,
-                           ok ? "16,384 inputs taken, 16,640 refused" : "the width bound does not hold");
 }
 
 // Tensor-core launches with pre-split activations (set_matvec_split_scratch) == the same
@@ -560,6 +251,87 @@ void check_presplit(Context& ctx, int64_t num_in, int64_t num_rows) {
   ctx.results.record("matmul_segments_gpu(pre-split)", shape_text(type, num_in, out_p, num_rows),
                      compare(results[1].data(), results[0].data(), results[0].size()), kMatmulNmse, same,
                      same ? "== splitting in the kernel (scratch large, too small)" : "differs from splitting in the kernel");
+}
+
+namespace {
+
+// The Q4_0 checks under MatvecMath::kStaged (where the device has bf16 mma).
+void run_staged_matvec_checks(Context& ctx) {
+  // Q4_0 staged on the tensor cores (kStaged): rows of 1, 3 and 5 chunks of 1,024 inputs, of 3
+  // and 17 chunks of 256 (the narrow walk), and 224 (the CUDA cores, by the shape rule);
+  // outputs across the 16-row tiles; row counts across the groups of 1, 2, 4 and 8 and several
+  // groups; accumulate, gated and plain segments in one launch, the norm epilogue.
+  set_matvec_math(MatvecMath::kStaged);
+  if (matvec_math() == MatvecMath::kStaged) {
+    const DType t = DType::Q4_0;
+    const std::vector<int64_t> ins =
+        ctx.quick ? std::vector<int64_t>{768, 3072} : std::vector<int64_t>{224, 768, 4352, 1024, 3072, 5120};
+    const std::vector<int64_t> st_rows =
+        ctx.quick ? std::vector<int64_t>{1, 3, 9} : std::vector<int64_t>{1, 2, 3, 4, 5, 8, 9, 13, 17};
+    for (int64_t in : ins) {
+      for (int64_t out : ctx.quick ? std::vector<int64_t>{5, 64} : std::vector<int64_t>{1, 7, 16, 64, 129}) {
+        for (int64_t r : st_rows) check_matmul(ctx, t, in, out, r, false);
+      }
+    }
+    check_matmul(ctx, t, 2048, 33, 3, true);
+    check_matmul(ctx, t, 1024, 33, 9, true);
+    check_matmul(ctx, t, 512, 33, 9, true);
+    // Expert pairs (one per row group, each == the one-row product on its expert's matrix).
+    check_experts(ctx, t, 2048, 40, 6, 3, 4);
+    check_experts(ctx, t, 512, 33, 16, 37, 8);
+    check_experts(ctx, t, 224, 33, 5, 4, 2);  // the CUDA cores, by the shape rule
+    for (int64_t r : {1, 3, 9}) {
+      for (int64_t in : {2048, 256}) {
+        check_segments(ctx, t, in, r, true);
+        check_segments(ctx, t, in, r, false);
+      }
+    }
+    // The input norm: the narrow walk (768: 3 chunks of 256), the 35B-A3B's 2,048 and the 27B's
+    // 5,120 (past the norm's 8 elements a thread), 17,408 (68 a thread).
+    for (int64_t r : ctx.quick ? std::vector<int64_t>{1, 5} : std::vector<int64_t>{1, 2, 3, 4, 5, 8, 11, 17}) {
+      for (int64_t in : ctx.quick ? std::vector<int64_t>{2048} : std::vector<int64_t>{768, 2048, 5120}) check_input_norm(ctx, in, r);
+    }
+    check_input_norm(ctx, 17408, 2);
+    // The deferred norm: widths 768 (the readers' narrow walk: 3 chunks of 256), 2,048, 2,304
+    // (9 chunks of 256) and the 27B's 5,120 (320 tile sums: two a reader thread), rows across
+    // the groups of 1, 2, 4 and 8 and past them.
+    for (int64_t r : ctx.quick ? std::vector<int64_t>{1, 3, 9} : std::vector<int64_t>{1, 2, 3, 4, 5, 8, 9, 17}) {
+      for (int64_t h : ctx.quick ? std::vector<int64_t>{5120} : std::vector<int64_t>{768, 2048, 2304, 5120}) check_deferred_norm(ctx, h, r);
+    }
+    check_deferred_norm(ctx, 16384, 3);  // four tile sums a reader thread
+    check_deferred_norm_bound(ctx);
+    for (int64_t r : ctx.quick ? std::vector<int64_t>{1, 9} : std::vector<int64_t>{1, 2, 3, 8, 13}) {
+      check_matmul_norm(ctx, t, 1024, 2048, r, true);
+      check_matmul_norm(ctx, t, 2048, 100, r, false);
+      check_matmul_norm(ctx, t, 256, 2048, r, true);
+    }
+    // Two 16-row tiles a block (StagedTiles::kTwo, forced for every launch of 1-2 rows; kAuto
+    // takes it only for launches of hundreds of tiles): against matmul_ref, the batch
+    // invariance checks then compare 1-row launches on two tiles with groups of 4-8 rows on
+    // one, bitwise; outputs that leave the second tile empty or part full; the narrow walk
+    // (768), 2 chunks (2,048) and more; gated, accumulating, input-norm and norm-epilogue
+    // launches; and one tile against two directly.
+    g_staged_tiles = StagedTiles::kTwo;
+    for (int64_t in : ctx.quick ? std::vector<int64_t>{768, 5120} : std::vector<int64_t>{768, 2048, 3072, 5120}) {
+      for (int64_t out : ctx.quick ? std::vector<int64_t>{16, 129} : std::vector<int64_t>{1, 16, 40, 129}) {
+        for (int64_t r : {1, 2, 3, 9}) check_matmul(ctx, t, in, out, r, false);
+      }
+    }
+    check_matmul(ctx, t, 3072, 33, 2, true);
+    for (int64_t r : {1, 2}) {
+      check_segments(ctx, t, 2048, r, false);
+      check_input_norm(ctx, 5120, r);
+      check_matmul_norm(ctx, t, 1024, 2048, r, true);
+    }
+    g_staged_tiles = StagedTiles::kAuto;
+    for (int64_t r : {1, 2}) {
+      for (bool norm : {false, true}) {
+        check_staged_tiles(ctx, 5120, 37, 70, r, norm);
+        check_staged_tiles(ctx, 2048, 8, 16, r, norm);
+        check_staged_tiles(ctx, 768, 100, 9, r, norm);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -644,81 +416,7 @@ void run_matmul_tests(Context& ctx) {
     check_matmul_norm(ctx, t, 512, 1000, 5, true);
     set_matvec_split_scratch(nullptr, 0);
   }
-  // Q4_0 staged on the tensor cores (kStaged): rows of 1, 3 and 5 chunks of 1,024 inputs, of 3
-  // and 17 chunks of 256 (the narrow walk), and 224 (the CUDA cores, by the shape rule);
-  // outputs across the 16-row tiles; row counts across the groups of 1, 2, 4 and 8 and several
-  // groups; accumulate, gated and plain segments in one launch, the norm epilogue.
-  set_matvec_math(MatvecMath::kStaged);
-  if (matvec_math() == MatvecMath::kStaged) {
-    const DType t = DType::Q4_0;
-    const std::vector<int64_t> ins =
-        ctx.quick ? std::vector<int64_t>{768, 3072} : std::vector<int64_t>{224, 768, 4352, 1024, 3072, 5120};
-    const std::vector<int64_t> st_rows =
-        ctx.quick ? std::vector<int64_t>{1, 3, 9} : std::vector<int64_t>{1, 2, 3, 4, 5, 8, 9, 13, 17};
-    for (int64_t in : ins) {
-      for (int64_t out : ctx.quick ? std::vector<int64_t>{5, 64} : std::vector<int64_t>{1, 7, 16, 64, 129}) {
-        for (int64_t r : st_rows) check_matmul(ctx, t, in, out, r, false);
-      }
-    }
-    check_matmul(ctx, t, 2048, 33, 3, true);
-    check_matmul(ctx, t, 1024, 33, 9, true);
-    check_matmul(ctx, t, 512, 33, 9, true);
-    // Expert pairs (one per row group, each == the one-row product on its expert's matrix).
-    check_experts(ctx, t, 2048, 40, 6, 3, 4);
-    check_experts(ctx, t, 512, 33, 16, 37, 8);
-    check_experts(ctx, t, 224, 33, 5, 4, 2);  // the CUDA cores, by the shape rule
-    for (int64_t r : {1, 3, 9}) {
-      for (int64_t in : {2048, 256}) {
-        check_segments(ctx, t, in, r, true);
-        check_segments(ctx, t, in, r, false);
-      }
-    }
-    // The input norm: the narrow walk (768: 3 chunks of 256), the 35B-A3B's 2,048 and the 27B's
-    // 5,120 (past the norm's 8 elements a thread), 17,408 (68 a thread).
-    for (int64_t r : ctx.quick ? std::vector<int64_t>{1, 5} : std::vector<int64_t>{1, 2, 3, 4, 5, 8, 11, 17}) {
-      for (int64_t in : ctx.quick ? std::vector<int64_t>{2048} : std::vector<int64_t>{768, 2048, 5120}) check_input_norm(ctx, in, r);
-    }
-    check_input_norm(ctx, 17408, 2);
-    // The deferred norm: widths 768 (the readers' narrow walk: 3 chunks of 256), 2,048, 2,304
-    // (9 chunks of 256) and the 27B's 5,120 (320 tile sums: two a reader thread), rows across
-    // the groups of 1, 2, 4 and 8 and past them.
-    for (int64_t r : ctx.quick ? std::vector<int64_t>{1, 3, 9} : std::vector<int64_t>{1, 2, 3, 4, 5, 8, 9, 17}) {
-      for (int64_t h : ctx.quick ? std::vector<int64_t>{5120} : std::vector<int64_t>{768, 2048, 2304, 5120}) check_deferred_norm(ctx, h, r);
-    }
-    check_deferred_norm(ctx, 16384, 3);  // four tile sums a reader thread
-    check_deferred_norm_bound(ctx);
-    for (int64_t r : ctx.quick ? std::vector<int64_t>{1, 9} : std::vector<int64_t>{1, 2, 3, 8, 13}) {
-      check_matmul_norm(ctx, t, 1024, 2048, r, true);
-      check_matmul_norm(ctx, t, 2048, 100, r, false);
-      check_matmul_norm(ctx, t, 256, 2048, r, true);
-    }
-    // Two 16-row tiles a block (StagedTiles::kTwo, forced for every launch of 1-2 rows; kAuto
-    // takes it only for launches of hundreds of tiles): against matmul_ref, the batch
-    // invariance checks then compare 1-row launches on two tiles with groups of 4-8 rows on
-    // one, bitwise; outputs that leave the second tile empty or part full; the narrow walk
-    // (768), 2 chunks (2,048) and more; gated, accumulating, input-norm and norm-epilogue
-    // launches; and one tile against two directly.
-    set_staged_tiles(StagedTiles::kTwo);
-    for (int64_t in : ctx.quick ? std::vector<int64_t>{768, 5120} : std::vector<int64_t>{768, 2048, 3072, 5120}) {
-      for (int64_t out : ctx.quick ? std::vector<int64_t>{16, 129} : std::vector<int64_t>{1, 16, 40, 129}) {
-        for (int64_t r : {1, 2, 3, 9}) check_matmul(ctx, t, in, out, r, false);
-      }
-    }
-    check_matmul(ctx, t, 3072, 33, 2, true);
-    for (int64_t r : {1, 2}) {
-      check_segments(ctx, t, 2048, r, false);
-      check_input_norm(ctx, 5120, r);
-      check_matmul_norm(ctx, t, 1024, 2048, r, true);
-    }
-    set_staged_tiles(StagedTiles::kAuto);
-    for (int64_t r : {1, 2}) {
-      for (bool norm : {false, true}) {
-        check_staged_tiles(ctx, 5120, 37, 70, r, norm);
-        check_staged_tiles(ctx, 2048, 8, 16, r, norm);
-        check_staged_tiles(ctx, 768, 100, 9, r, norm);
-      }
-    }
-  }
+  run_staged_matvec_checks(ctx);
   set_matvec_math(MatvecMath::kCudaCores);
 }
 

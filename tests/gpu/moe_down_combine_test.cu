@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "kernels/dtype.h"
-#include "kernels/matmul.h"
-#include "kernels/matmul_gpu.h"
-#include "kernels/moe_down_combine_gpu.h"
+#include "kernels/matmul/matmul.h"
+#include "kernels/matmul/matmul_gpu.h"
+#include "kernels/moe/moe_down_combine_gpu.h"
 #include "kernels/parallel.h"
-#include "kernels/step_ops_gpu.h"
+#include "kernels/step_ops/step_ops_gpu.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {

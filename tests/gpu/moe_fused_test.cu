@@ -16,12 +16,12 @@
 #include <vector>
 
 #include "kernels/dtype.h"
-#include "kernels/matmul_gpu.h"
-#include "kernels/moe.h"
-#include "kernels/moe_gpu.h"
-#include "kernels/norm.h"
-#include "kernels/norm_gpu.h"
-#include "kernels/step_ops_gpu.h"
+#include "kernels/matmul/matmul_gpu.h"
+#include "kernels/moe/moe.h"
+#include "kernels/moe/moe_gpu.h"
+#include "kernels/norm/norm.h"
+#include "kernels/norm/norm_gpu.h"
+#include "kernels/step_ops/step_ops_gpu.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {

@@ -1,4 +1,4 @@
-// CacheConfig::state_precision on the GPU backend (bf16 recurrent states, kernels/gdn_gpu.h):
+// CacheConfig::state_precision on the GPU backend (bf16 recurrent states, kernels/gdn/gdn_gpu.h):
 // - greedy decoding with verify steps (drafts from the plain run, some corrupted, so steps
 //   keep 1..4 rows and roll back) emits the tokens of plain one-row decoding, in bf16 as in
 //   f32; where f32 gets the plain run's logits and rolled-back states bitwise, bf16 does too;
@@ -7,7 +7,7 @@
 // - the same speculative == plain check on a Q4_0 model with the tensor-core decode matvec
 //   (CacheConfig::decode_matvec kTensor, and kStaged), bitwise, and its logits close to the fma
 //   matvec's (and not its bits: the other kernels ran);
-//   likewise with every Q4_0 decode product on the exact tile (DELTASERVE_GPU_TILED_DECODE_MIN_OUTPUTS).
+//   likewise with every Q4_0 decode product on the exact tile (GpuParityForms::tiled_decode_min_outputs).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,14 +30,31 @@ using deltaserve::testing::block_range;
 using deltaserve::testing::make_step;
 using deltaserve::testing::nmse;
 using deltaserve::testing::random_tokens;
-using deltaserve::testing::ScopedEnv;
 
 constexpr int32_t kSeqs = 3, kBlocksPerSeq = 4, kDraftRows = 4, kNewTokens = 16;
+
+// The forms every backend of this file is built with (the product's unless a test forces one).
+GpuParityForms g_forms;
+
+// Forces one field of g_forms for its scope.
+template <class T>
+class ScopedForm {
+ public:
+  ScopedForm(T GpuParityForms::*field, T value) : field_(field), old_(g_forms.*field) { g_forms.*field = value; }
+  ~ScopedForm() { g_forms.*field_ = old_; }
+  ScopedForm(const ScopedForm&) = delete;
+  ScopedForm& operator=(const ScopedForm&) = delete;
+
+ private:
+  T GpuParityForms::*field_;
+  T old_;
+};
 
 CacheConfig cache_config(StatePrecision precision, DecodeMatvec matvec = DecodeMatvec::kAuto) {
   CacheConfig c{kSeqs, 16, kSeqs * kBlocksPerSeq, kDraftRows, 0};
   c.state_precision = precision;
   c.decode_matvec = matvec;
+  c.gpu_tuning.forms = g_forms;
   return c;
 }
 
@@ -294,7 +311,7 @@ TEST_P(StatePrecisionTest, TiledDecodeProductsSpeculativeGreedyEqualsPlainGreedy
   model_ = deltaserve::testing::make_synthetic_model(GetParam(), kernels::DType::Q4_0, 58);
   matvec_ = DecodeMatvec::kTensor;
   const Trace m = plain(StatePrecision::kF32);  // every dense product on the tensor-core matvec
-  const ScopedEnv all_tiled("DELTASERVE_GPU_TILED_DECODE_MIN_OUTPUTS", "1");
+  const ScopedForm<int64_t> all_tiled(&GpuParityForms::tiled_decode_min_outputs, 1);
   {
     GpuBackend probe(*model_, cache_config(StatePrecision::kF32, DecodeMatvec::kTensor));
     EXPECT_NE(probe.speed_settings().find("decode products of 1+ outputs tiled"), std::string::npos)
@@ -314,7 +331,7 @@ TEST_P(StatePrecisionTest, TiledDecodeProductsSpeculativeGreedyEqualsPlainGreedy
 // Under the staged matvec the MoE layers' decode down products and combine run as one launch
 // (moe_down_combine_gpu) for steps of 1-16 decode rows: the plain (3 rows) and speculative (3
 // to 12 rows) runs' logits and states are bitwise those of the two launches it
-// replaces (DELTASERVE_GPU_FUSE_DOWN_COMBINE=0), and the fused form has one launch fewer per
+// replaces (GpuParityForms::fuse_down_combine false), and the fused form has one launch fewer per
 // MoE layer.
 TEST_P(StatePrecisionTest, FusedDownCombineGivesTheTwoLaunchesBits) {
   if (!GetParam()) GTEST_SKIP() << "dense model: no MoE layer";
@@ -326,7 +343,7 @@ TEST_P(StatePrecisionTest, FusedDownCombineGivesTheTwoLaunchesBits) {
     EXPECT_NE(probe.speed_settings().find("MoE down + combine fused at"), std::string::npos) << probe.speed_settings();
   }
   const Trace fused = plain(StatePrecision::kF32), fused_spec = speculative(StatePrecision::kF32, fused);
-  const ScopedEnv two_launches("DELTASERVE_GPU_FUSE_DOWN_COMBINE", "0");
+  const ScopedForm<bool> two_launches(&GpuParityForms::fuse_down_combine, false);
   {
     GpuBackend probe(*model_, cache_config(StatePrecision::kF32, DecodeMatvec::kStaged));
     EXPECT_NE(probe.speed_settings().find("MoE down + combine apart"), std::string::npos) << probe.speed_settings();
@@ -347,7 +364,7 @@ TEST_P(StatePrecisionTest, FusedDownCombineGivesTheTwoLaunchesBits) {
 // Under the staged matvec the products of decode steps of 1-2 rows carry their input norms
 // (every block of the mixers' input projections and of a dense FFN's gate/up launch normalises
 // its rows, rms_norm_gpu's bits): one and two sequences decoding give the logits and states of
-// the norm launches (DELTASERVE_GPU_MATVEC_INPUT_NORM=0) bit for bit, with fewer launches per
+// the norm launches (GpuParityForms::carry_input_norms false) bit for bit, with fewer launches per
 // step; three (past gpu::kCarriedInputNormMaxRows) the same launches.
 TEST_P(StatePrecisionTest, CarriedInputNormsGiveTheNormLaunchesBits) {
   model_ = deltaserve::testing::make_synthetic_model(GetParam(), kernels::DType::Q4_0, 61);
@@ -361,7 +378,7 @@ TEST_P(StatePrecisionTest, CarriedInputNormsGiveTheNormLaunchesBits) {
   std::vector<Trace> carried, apart;
   for (int32_t seqs = 1; seqs <= kSeqs; ++seqs) carried.push_back(plain(StatePrecision::kF32, seqs));
   {
-    const ScopedEnv launches("DELTASERVE_GPU_MATVEC_INPUT_NORM", "0");
+    const ScopedForm<bool> launches(&GpuParityForms::carry_input_norms, false);
     GpuBackend probe(*model_, cache_config(StatePrecision::kF32, DecodeMatvec::kStaged));
     EXPECT_NE(probe.speed_settings().find("input norms in the products off"), std::string::npos) << probe.speed_settings();
     for (int32_t seqs = 1; seqs <= kSeqs; ++seqs) apart.push_back(plain(StatePrecision::kF32, seqs));
@@ -384,7 +401,7 @@ TEST_P(StatePrecisionTest, CarriedInputNormsGiveTheNormLaunchesBits) {
 
 // Under the staged matvec a dense model's norms between its products are deferred into them
 // (gpu::norm_deferred, every row count): greedy speculation stays exact (verify rows give the
-// bits of one-row steps), the logits stay close to the norm launches' (DELTASERVE_GPU_DEFER_NORMS=0;
+// bits of one-row steps), the logits stay close to the norm launches' (GpuParityForms::defer_norms false;
 // the deferred form has bits of its own), and every norm launch of a decode step but the first
 // block's input norm goes (2L - 1 of them at 3 rows, past the carried norms' bound).
 TEST_P(StatePrecisionTest, DeferredNormsKeepSpeculationExact) {
@@ -400,7 +417,7 @@ TEST_P(StatePrecisionTest, DeferredNormsKeepSpeculationExact) {
   for (int32_t slot = 0; slot < kSeqs; ++slot) EXPECT_EQ(ds.tokens[slot], d.tokens[slot]) << "slot " << slot;
   EXPECT_GT(ds.num_partial, 0) << "no verify step rolled back";
   EXPECT_TRUE(bitwise_as_plain(ds, d)) << "deferred norms: speculative logits/states not bitwise the plain ones";
-  const ScopedEnv launches("DELTASERVE_GPU_DEFER_NORMS", "0");
+  const ScopedForm<bool> launches(&GpuParityForms::defer_norms, false);
   {
     GpuBackend probe(*model_, cache_config(StatePrecision::kF32, DecodeMatvec::kStaged));
     EXPECT_NE(probe.speed_settings().find("deferred norms off"), std::string::npos) << probe.speed_settings();

@@ -1,4 +1,4 @@
-// The in-step launch timeline (kernels/gpu_timeline.h, runtime/gpu/step_timeline.h): only a
+// The in-step launch timeline (kernels/gpu/gpu_timeline.h, runtime/gpu/step_timeline.h): only a
 // measuring build (-DDELTASERVE_GPU_TIMELINE=ON) stamps. Asked for in any other build it says
 // so and the backend runs as ever; in the measuring build every launch of a forward is stamped
 // once, in launch order (the count equals launches_last_forward(), graphs on and off).
@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/gpu_timeline.h"
+#include "kernels/gpu/gpu_timeline.h"
 #include "runtime/gpu/step_timeline.h"
 #include "tests/gpu/backend_test_util.h"
 #include "tests/gpu/synthetic_model.h"
@@ -18,13 +18,13 @@ namespace {
 using deltaserve::testing::block_range;
 using deltaserve::testing::make_step;
 using deltaserve::testing::random_tokens;
-using deltaserve::testing::ScopedEnv;
 namespace timeline = kernels::gpu::timeline;
 
 TEST(StepTimeline, StampsEveryLaunchOnlyInTheMeasuringBuild) {
-  const ScopedEnv asked("DELTASERVE_GPU_TIMELINE", "1");
   const std::unique_ptr<LoadedModel> model = deltaserve::testing::make_synthetic_model(false, kernels::DType::Q4_0, 71);
-  GpuBackend backend(*model, CacheConfig{2, 16, 8, 4, 0});
+  CacheConfig cache{2, 16, 8, 4, 0};
+  cache.gpu_tuning.timeline = true;
+  GpuBackend backend(*model, cache);
   EXPECT_EQ(timeline::enabled(), timeline::built());
   // Prefill, then decode steps (the second and third replay the step graph where graphs are on).
   std::vector<int32_t> cached{0};

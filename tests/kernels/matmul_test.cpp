@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "kernels/dtype.h"
-#include "kernels/embedding.h"
-#include "kernels/matmul.h"
+#include "kernels/embedding/embedding.h"
+#include "kernels/matmul/matmul.h"
 #include "kernels/quant.h"
 
 namespace deltaserve::kernels {

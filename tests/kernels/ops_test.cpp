@@ -6,12 +6,12 @@
 #include <random>
 #include <vector>
 
-#include "kernels/attention.h"
-#include "kernels/conv1d.h"
-#include "kernels/gated_delta_rule.h"
-#include "kernels/moe.h"
-#include "kernels/norm.h"
-#include "kernels/rope.h"
+#include "kernels/attention/attention.h"
+#include "kernels/gdn/conv1d.h"
+#include "kernels/gdn/gated_delta_rule.h"
+#include "kernels/moe/moe.h"
+#include "kernels/norm/norm.h"
+#include "kernels/rope/rope.h"
 
 namespace deltaserve::kernels {
 namespace {

@@ -95,6 +95,19 @@ TEST(ServerConfig, MatvecIsAutoFmaTensorOrStaged) {
   std::remove(file.c_str());
 }
 
+TEST(ServerConfig, GpuStepGraphsIsAutoOnOrOff) {
+  EXPECT_EQ(load({"--fake-engine"}).config.gpu_step_graphs, "auto");
+  EXPECT_EQ(load({"--fake-engine", "--gpu-step-graphs", "off"}).config.gpu_step_graphs, "off");
+  const std::string file = write_temp(R"({"gpu_step_graphs": "on"})");
+  EXPECT_EQ(load({"--fake-engine", "--config", file}).config.gpu_step_graphs, "on");
+  EXPECT_EQ(load({"--fake-engine", "--config", file, "--gpu-step-graphs", "auto"}).config.gpu_step_graphs, "auto");
+  EXPECT_EQ(load({"--fake-engine", "--config", file}).config.to_json().at("gpu_step_graphs"), "on");
+  const std::string error = config_error({"--fake-engine", "--gpu-step-graphs", "eager"});
+  EXPECT_NE(error.find("--gpu-step-graphs"), std::string::npos) << error;
+  EXPECT_NE(error.find("'eager'"), std::string::npos) << error;
+  std::remove(file.c_str());
+}
+
 TEST(ServerConfig, BadFlagExitsWithUsage) {
   const ServeInvocation inv = load({"--no-such-flag"});
   EXPECT_TRUE(inv.exit_now);
