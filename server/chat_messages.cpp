@@ -203,4 +203,25 @@ RequestJson normalize_tool_choice(const RequestJson* tool_choice, const RequestJ
   return *tool_choice;
 }
 
+RequestJson normalize_response_format(const RequestJson* response_format, const std::string& path) {
+  if (!response_format || response_format->is_null()) return nullptr;
+  JsonFields f(*response_format, path);
+  const std::optional<std::string> type = f.string("type");
+  if (!type) throw ApiException{missing_parameter(f.param("type"))};
+  if (*type == "json_schema") {
+    const RequestJson* js = f.object("json_schema");
+    if (!js) throw ApiException{missing_parameter(f.param("json_schema"))};
+    JsonFields s(*js, f.param("json_schema"));
+    (void)s.string("name");
+    (void)s.string("description");
+    (void)s.boolean("strict");
+    if (!s.object("schema")) throw ApiException{missing_parameter(s.param("schema"))};
+    s.reject_unknown();
+  } else if (*type != "text" && *type != "json_object") {
+    throw ApiException{invalid_value(f.param("type"), "'" + *type + "' is not one of text, json_object, json_schema.")};
+  }
+  f.reject_unknown();
+  return *response_format;
+}
+
 }  // namespace deltaserve::server

@@ -28,4 +28,8 @@ RequestJson normalize_tools(const RequestJson* tools, const std::string& path);
 RequestJson normalize_tool_choice(const RequestJson* tool_choice, const RequestJson& tools,
                                      const std::string& path);
 
+// Checks the shape of response_format ({type: text | json_object | json_schema, json_schema:
+// {name, schema, strict, description}}) and returns it (null for absent). Throws ApiException.
+RequestJson normalize_response_format(const RequestJson* response_format, const std::string& path);
+
 }  // namespace deltaserve::server

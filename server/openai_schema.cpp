@@ -4,7 +4,6 @@
 
 #include "server/chat_messages.h"
 #include "server/json_fields.h"
-#include "server/output_constraint.h"
 
 namespace deltaserve::server {
 namespace {

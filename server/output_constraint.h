@@ -28,8 +28,4 @@ std::shared_ptr<const runtime::grammar::Constraint> build_output_constraint(cons
                                                                             bool prompt_ends_in_reasoning,
                                                                             std::vector<int32_t> end_token_ids);
 
-// Checks the shape of response_format ({type: text | json_object | json_schema, json_schema:
-// {name, schema, strict, description}}) and returns it (null for absent). Throws ApiException.
-RequestJson normalize_response_format(const RequestJson* response_format, const std::string& path);
-
 }  // namespace deltaserve::server
