@@ -17,7 +17,10 @@ let daemon;
 let client;
 
 before(async () => {
-  daemon = await startDaemon({ fake: false, args: ['--max-streams', '16', '--context-tokens', '1024'] });
+  // The embedded model's template (Qwen3.5's) thinks by default, and free reasoning can use up
+  // max_tokens before the constrained answer starts: requests here reason only when they ask.
+  daemon = await startDaemon({ fake: false, args: ['--max-streams', '16', '--context-tokens', '1024',
+    '--default-chat-template-kwargs', '{"enable_thinking": false}'] });
   client = new OpenAI({ baseURL: `${daemon.url}/v1`, apiKey: 'none', maxRetries: 0 });
 });
 
