@@ -1,5 +1,5 @@
-// Verification of drafted tokens against the target model's rows (the CPU reference; a
-// device backend mirrors it).
+// Verification of drafted tokens against the target model's rows, on the host for every
+// backend (greedy requests of a GPU backend compare with its device argmax ids).
 //
 // Sampled requests use standard speculative sampling (Leviathan et al., "Fast Inference from
 // Transformers via Speculative Decoding", 2023; Chen et al., "Accelerating Large Language

@@ -58,7 +58,7 @@ struct SequencePlan {
   bool sample = false;   // the rows end the known history: emit the next token(s)
   bool is_decode = false;  // one row after generated tokens (else a prompt/recompute chunk)
   // Draft rows the runner may append after tokens for verification (budget and KV blocks
-  // are reserved for them). Always 0 until the speculation policy lands.
+  // are reserved for them): chosen per stream by the scheduler's speculation policy.
   int32_t draft_depth = 0;
   // The request allows speculation: the runner keeps its draft head in step with this
   // sequence (from its first prompt row), so drafting can start on any decode step.

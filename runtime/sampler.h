@@ -1,4 +1,5 @@
-// The CPU reference sampler; the GPU backend mirrors it step for step.
+// The CPU reference sampler. Every backend's sampled rows are drawn here on the host; a GPU
+// backend computes only the greedy argmax on the device, by the same rule (runtime/greedy.h).
 //
 // Per row: logits -> + logit_bias -> repetition penalty (prompt and output tokens) ->
 // frequency/presence penalties (output tokens) -> the constraint's mask (-inf for tokens its

@@ -89,9 +89,10 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   sched.max_num_waiting = config.max_waiting;
   sched.max_context_tokens = context;
   sched.max_draft_depth = draft_depth;
-  // On the CPU every verify row costs real compute: drafts pay for one stream and lose from
-  // a few streams on (bench/speculation_bench, bench/RESULTS.md), so the step carries at most
-  // 4 decode + draft rows before depths shrink to 0.
+  // At most 4 decode + draft rows a step before depths shrink to 0, on every backend. On the CPU
+  // every verify row costs real compute: drafts pay for one stream and lose from a few streams
+  // on (bench/speculation_bench). TODO(speculation): a measured per-device cost model replaces
+  // this cap; on a GPU verify rows are nearly free while the step is bandwidth-bound.
   sched.draft_max_rows = 4;
   sched.prefix_cache = config.prefix_cache;
   sched.prefix_cache_device_bytes = config.prefix_cache_device_bytes;

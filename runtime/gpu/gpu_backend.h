@@ -25,7 +25,7 @@
 // argmax of every logit row; the ids come back with the hidden rows in one copy, and only the
 // logit rows of sequences with logits_to_host are copied (ForwardOutput's host rows).
 //
-// Launches (the decode hot path; bench/RESULTS.md "GPU decode: trace and predictions"): the
+// Launches (the decode hot path): the
 // residual adds are fused into the output projections / MoE combine, same-type projections of
 // one input share a launch, gate*up*SiLU is one gated matmul launch. Every kernel launch goes
 // through DS_GPU_LAUNCH and is counted (kernel_launches(), launches_last_forward()).
