@@ -132,8 +132,12 @@ class Scheduler {
   // Checkpoints s's slot at s.num_computed_tokens (the cache decides whether to keep it).
   void save_checkpoint(const Sequence& s);
   // Admits the waiting head from its cached prefix when there is one; false when it does not
-  // fit now (nothing changed).
+  // fit now, or waits for a prefix another sequence is prefilling (nothing changed).
   bool admit_head(int32_t budget, int32_t& num_rows);
+  // Whether s (with `cached` tokens of its prompt already cached) should wait for a running
+  // sequence that is prefilling a stretch of the same prompt, at least one checkpoint
+  // interval longer than what is cached, whose checkpoints s will then resume from.
+  bool waits_for_shared_prefix(const Sequence& s, int32_t cached) const;
   // The request drafts with the MTP head (its cached prefixes must carry exact MTP rows).
   bool speculative(const Sequence& s) const { return s.spec.draft_depth != 0 && config_.max_draft_depth > 0; }
 

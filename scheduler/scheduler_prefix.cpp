@@ -41,11 +41,31 @@ int32_t Scheduler::checkpoint_cut(const Sequence& s, int32_t rows) const {
   return static_cast<int32_t>(next - s.num_computed_tokens);
 }
 
+// In-flight sharing: requests that arrive together with one long system prompt would each
+// prefill it (none has a checkpoint yet). The later ones wait, at the head of the queue, until
+// the running sequence that prefills the shared stretch has saved its checkpoints; the wait
+// ends when it passes them or leaves the running set (finished, cancelled, preempted), so it
+// never outlasts one prefill of the shared prefix.
+bool Scheduler::waits_for_shared_prefix(const Sequence& s, int32_t cached) const {
+  const int32_t every = config_.prefix_checkpoint_tokens;
+  if (!cache_ || every <= 0) return false;
+  for (const Sequence* r : running_) {
+    if (r->num_computed_tokens >= r->num_prompt_tokens) continue;  // past its prompt: nothing more to share
+    const int32_t limit = std::min(s.num_tokens() - 1, r->num_prompt_tokens);
+    int32_t common = 0;
+    while (common < limit && s.tokens[static_cast<size_t>(common)] == r->tokens[static_cast<size_t>(common)]) ++common;
+    const int32_t last_shared_checkpoint = common / every * every;  // r's chunks are cut there (checkpoint_cut)
+    if (last_shared_checkpoint - cached >= every && r->num_computed_tokens < last_shared_checkpoint) return true;
+  }
+  return false;
+}
+
 bool Scheduler::admit_head(int32_t budget, int32_t& num_rows) {
   Sequence& s = *waiting_.front();
   const int32_t block_tokens = limits_.cache.kv_block_tokens;
   PrefixCache::Hit hit;
   if (cache_) hit = cache_->lookup(s.tokens, s.num_tokens() - 1, speculative(s));
+  if (waits_for_shared_prefix(s, hit.num_tokens)) return false;  // lookup pins nothing
   s.num_computed_tokens = hit.num_tokens;  // cached tokens are done: the chunk sees the tail only
   num_rows = checkpoint_cut(s, aligned_chunk(s, std::min({s.num_missing_tokens(), config_.max_prefill_chunk_tokens, budget})));
   if (num_rows == 0) {

@@ -218,6 +218,31 @@ TEST_F(PrefixCacheTest, ConcurrentRequestsSharingASystemPromptMatch) {
   }
 }
 
+// A burst of requests with one long system prompt and nothing cached: the first prefills the
+// prompt and the others wait for its checkpoints, so every later one resumes from at least the
+// checkpoint within one interval of the shared stretch's end (the prefix is prefilled once),
+// and outputs equal the cache-off outputs.
+TEST_F(PrefixCacheTest, BurstSharingAnUncachedSystemPromptPrefillsItOnce) {
+  std::string system;
+  for (int i = 0; i < 4; ++i) system += kSystem;  // ~200 tokens: several 32-token intervals
+  const Tokens shared = encode(system);
+  const int32_t nearly_all = static_cast<int32_t>(shared.size()) - 32;  // one checkpoint interval
+  ASSERT_GE(nearly_all, 128);
+  std::vector<Tokens> prompts;
+  for (int i = 0; i < 6; ++i) prompts.push_back(concat(shared, encode("Question " + std::to_string(i) + ": why?")));
+  for (const int32_t depth : {0, 3}) {
+    StackOptions on;
+    on.depth = depth;
+    StackOptions off = on;
+    off.cache = false;
+    const std::vector<Outcome> burst = stack(on)->run(prompts, 8);
+    int32_t hits = 0;
+    for (const Outcome& o : burst) hits += o.cached >= nearly_all ? 1 : 0;
+    EXPECT_EQ(hits, static_cast<int32_t>(prompts.size()) - 1) << "depth " << depth;
+    EXPECT_EQ(tokens_of(stack(off)->run(prompts, 8)), tokens_of(burst)) << "depth " << depth;
+  }
+}
+
 // Multi-turn conversations interleaved; every second turn resends the history.
 std::vector<Tokens> second_turns(const std::vector<Tokens>& firsts, const std::vector<Outcome>& outs, const Tokens& more) {
   std::vector<Tokens> turns;
