@@ -277,10 +277,11 @@ int bench_main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::Range(0.0, 1.0));
   decode->add_option("--depths", c.o.depth_modes,
-                     "With --acceptance: the depth modes compared, comma-separated: a fixed depth (0-" +
+                     "With --acceptance: the depth modes compared, comma-separated: 'off' (no speculation, no MTP "
+                     "work), a fixed depth (0-" +
                          std::to_string(runtime::kMaxDraftDepth) +
-                         ") or 'policy' (the speculation policy over costs measured first); default 0 .. "
-                         "the acceptance list's length, then policy")
+                         "; 0 still runs the MTP catch-up pass) or 'policy' (the speculation policy over costs measured "
+                         "first); default off, 0 .. the acceptance list's length, policy")
       ->delimiter(',');
   add_common_options(*prefill, c);
   prefill->add_option("--steps", c.o.num_steps, "Timed repetitions per prompt length")->check(CLI::Range(1, 1 << 20));
@@ -328,14 +329,15 @@ int bench_main(int argc, char** argv) {
       return 2;
     }
     if (c.o.depth_modes.empty()) {
+      c.o.depth_modes.push_back("off");
       for (size_t d = 0; d <= c.o.acceptance.size(); ++d) c.o.depth_modes.push_back(std::to_string(d));
       c.o.depth_modes.push_back("policy");
     }
     for (const std::string& mode : c.o.depth_modes) {
-      if (mode == "policy") continue;
+      if (mode == "policy" || mode == "off") continue;
       const bool digits = !mode.empty() && mode.size() <= 2 && std::all_of(mode.begin(), mode.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
       if (!digits || std::stoi(mode) > runtime::kMaxDraftDepth) {
-        std::fprintf(stderr, "deltaserve bench decode: --depths takes 'policy' or a depth 0-%d, got '%s'\n",
+        std::fprintf(stderr, "deltaserve bench decode: --depths takes 'off', 'policy' or a depth 0-%d, got '%s'\n",
                      runtime::kMaxDraftDepth, mode.c_str());
         return 2;
       }

@@ -24,6 +24,7 @@ using runtime::SequenceStep;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 bool is_policy(const std::string& mode) { return mode == "policy"; }
+bool is_off(const std::string& mode) { return mode == "off"; }
 
 // One cell: num_streams streams decoding with simulated acceptance, depths fixed or chosen.
 class SpeculationCell {
@@ -34,8 +35,10 @@ class SpeculationCell {
         o_(o),
         num_streams_(num_streams),
         policy_(is_policy(mode) ? &policy : nullptr),
-        fixed_depth_(is_policy(mode) ? 0 : std::stoi(mode)),
-        has_mtp_(backend.config().num_mtp_layers > 0),
+        fixed_depth_(is_policy(mode) || is_off(mode) ? 0 : std::stoi(mode)),
+        // Off: no MTP work at all (a server without speculation); any depth, 0 included, keeps
+        // the head in step with the catch-up pass as a speculating server does.
+        has_mtp_(backend.config().num_mtp_layers > 0 && !is_off(mode)),
         position_(static_cast<size_t>(num_streams), o.context_tokens),
         acceptance_(static_cast<size_t>(num_streams), estimates_.seed(scheduler::DraftKind::kGreedy)),
         rng_(o.seed) {
@@ -192,7 +195,7 @@ double SpeculationRow::tokens_per_s() const {
 int32_t speculation_max_depth(const BenchOptions& o) {
   int32_t depth = static_cast<int32_t>(o.acceptance.size());
   for (const std::string& mode : o.depth_modes) {
-    if (!is_policy(mode)) depth = std::max(depth, std::stoi(mode));
+    if (!is_policy(mode) && !is_off(mode)) depth = std::max(depth, std::stoi(mode));
   }
   return depth;
 }
@@ -209,17 +212,21 @@ std::vector<SpeculationRow> run_speculation(Backend& backend, const BenchOptions
 
 void print_speculation_table(const std::vector<SpeculationRow>& rows) {
   std::printf("%8s %8s %11s %11s %12s %13s %12s %10s %13s\n", "streams", "depth", "mean depth", "accepted", "ms/step p50",
-              "ms/step mean", "tok/s total", "x depth 0", "predicted ms");
+              "ms/step mean", "tok/s total", "x off", "predicted ms");
   for (const SpeculationRow& r : rows) {
     const auto num_stream_steps = static_cast<double>(r.times.ms.size()) * r.num_streams;
     const double mean_depth = num_stream_steps > 0 ? static_cast<double>(r.num_drafted) / num_stream_steps : 0;
     char accepted[32] = "-";
     if (r.num_drafted > 0) std::snprintf(accepted, sizeof(accepted), "%.2f", static_cast<double>(r.num_accepted) / r.num_drafted);
-    char ratio[32] = "-";
-    for (const SpeculationRow& base : rows) {
-      if (base.num_streams == r.num_streams && base.mode == "0" && base.tokens_per_s() > 0)
-        std::snprintf(ratio, sizeof(ratio), "%.2f", r.tokens_per_s() / base.tokens_per_s());
+    // The baseline: speculation off where it ran, else depth 0.
+    const SpeculationRow* base = nullptr;
+    for (const char* mode : {"0", "off"}) {
+      for (const SpeculationRow& b : rows) {
+        if (b.num_streams == r.num_streams && b.mode == mode && b.tokens_per_s() > 0) base = &b;
+      }
     }
+    char ratio[32] = "-";
+    if (base != nullptr) std::snprintf(ratio, sizeof(ratio), "%.2f", r.tokens_per_s() / base->tokens_per_s());
     char predicted[32] = "-";
     if (r.predicted_ms > 0) std::snprintf(predicted, sizeof(predicted), "%.3f", r.predicted_ms);
     std::printf("%8d %8s %11.2f %11s %12.3f %13.3f %12.1f %10s %13s\n", r.num_streams, r.mode.c_str(), mean_depth, accepted,

@@ -4,9 +4,11 @@
 // would never match. Each step does what a served speculative step does on the device: the MTP
 // chain passes for drafts 2.. (the model's MTP head), the verify forward of 1 + d_i rows per
 // stream with row states, the rollback to the accepted rows, and the MTP catch-up pass over them.
-// Depth modes: a fixed depth for every stream, or "policy" (scheduler/draft_policy.h over a cost
-// table measured first on this backend, per-stream acceptance learned from the simulated
-// outcomes as the scheduler learns it). Single-threaded; blocks for the whole run.
+// Depth modes: "off" (no speculation: no MTP work at all), a fixed depth for every stream (0: the
+// catch-up pass only, as a speculating server whose policy drafts nothing), or "policy"
+// (scheduler/draft_policy.h over a cost table measured first on this backend, per-stream
+// acceptance learned from the simulated outcomes as the scheduler learns it). Single-threaded;
+// blocks for the whole run.
 #pragma once
 
 #include <string>
@@ -22,7 +24,7 @@ namespace deltaserve::cli {
 
 struct SpeculationRow {
   int32_t num_streams = 0;
-  std::string mode;            // "policy" or the fixed depth
+  std::string mode;            // "off", "policy" or the fixed depth
   StepTimes times;             // per step, ms (drafting, verify, rollback, catch-up)
   int64_t num_tokens = 0;      // emitted over the timed steps, all streams
   int64_t num_drafted = 0;     // draft rows over the timed steps
@@ -37,7 +39,7 @@ int32_t speculation_max_depth(const BenchOptions& o);
 // Measures the cost table (printing a summary line), then runs every (streams, mode) cell.
 std::vector<SpeculationRow> run_speculation(runtime::Backend& backend, const BenchOptions& o);
 
-// Tokens/s per cell, side by side with depth 0 of the same streams where it ran.
+// Tokens/s per cell, and its ratio to speculation off of the same streams (else depth 0).
 void print_speculation_table(const std::vector<SpeculationRow>& rows);
 nlohmann::json speculation_to_json(const std::vector<SpeculationRow>& rows);
 

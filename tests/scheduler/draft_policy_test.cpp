@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "runtime/grammar/constraint_grammars.h"
+#include "runtime/grammar/constraint.h"
 #include "scheduler/draft_policy.h"
 #include "tests/scheduler/harness.h"
 

@@ -45,6 +45,13 @@ class DraftCounter final : public EngineObserver {
   std::mutex mutex_;
 };
 
+// How the policy prices rows: flat (no table: every stream drafts to its limit), a given
+// table, or one measured on the test's backend at start (as the daemon does).
+struct Costs {
+  std::shared_ptr<const runtime::StepCostTable> table;
+  bool measure = false;
+};
+
 struct Outcome {
   std::vector<int32_t> tokens;
   std::vector<TokenLogprob> logprobs;
@@ -80,13 +87,6 @@ class SpeculationTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) specs.push_back(request(texts[i % 8], max_tokens + i % 5));
     return specs;
   }
-
-  // How the policy prices rows: flat (no table: every stream drafts to its limit), a given
-  // table, or one measured on the test's backend at start (as the daemon does).
-  struct Costs {
-    std::shared_ptr<const runtime::StepCostTable> table;
-    bool measure = false;
-  };
 
   // Runs the requests concurrently on a fresh stack with the given maximum draft depth.
   std::vector<Outcome> run(const std::vector<RequestSpec>& specs, int32_t depth, int32_t slots = 16,
