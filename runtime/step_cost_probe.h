@@ -19,7 +19,7 @@ struct StepCostProbeOptions {
   int32_t max_rows_per_stream = 1;  // the rows grid: 1 .. this (1 + the deepest draft), at least 2 measured
   int32_t max_step_rows = 0;        // rows one forward may carry; 0 = the backend's bound only
   double budget_ms = 1500.0;        // measuring stops at the first grid row past this
-  int32_t repetitions = 3;          // timed steps per cell (the median is kept), after one untimed
+  int32_t repetitions = 3;          // timed steps per cell (the fastest is kept), after one untimed
   bool mtp = false;                 // also time MTP draft passes (the model needs an MTP head)
 };
 
