@@ -170,7 +170,7 @@ std::shared_ptr<const runtime::StepCostTable> measure_costs(Backend& backend, co
   runtime::StepCostProbeOptions probe;
   probe.max_streams = *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end());
   probe.max_rows_per_stream = 1 + static_cast<int32_t>(o.acceptance.size());
-  probe.budget_ms = backend.name() == "cpu" ? 1500.0 : 4000.0;
+  probe.budget_ms = backend.name() == "cpu" ? 1000.0 : 4000.0;
   probe.mtp = backend.config().num_mtp_layers > 0;
   const auto t0 = Clock::now();
   auto table = std::make_shared<const runtime::StepCostTable>(

@@ -67,7 +67,7 @@ std::shared_ptr<const runtime::StepCostTable> step_costs(const ServerConfig& con
   probe.max_step_rows = config.max_batched_tokens;
   // Bounded start-up cost: the tiny CPU models measure every cell well within it; a large model
   // on a slow device measures the first grid rows and extrapolates the rest.
-  probe.budget_ms = backend.name() == "cpu" ? 1500.0 : 4000.0;
+  probe.budget_ms = backend.name() == "cpu" ? 1000.0 : 4000.0;
   probe.mtp = true;
   const runtime::StepCostKey key = runtime::step_cost_key(backend, config.model);
   std::vector<std::string> problems;
