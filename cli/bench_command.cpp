@@ -1,5 +1,6 @@
 // `deltaserve bench decode|prefill`: a model (a preset with synthetic weights, or a file) on a
 // backend, timed over hand-made batch plans; prints a table and optionally writes JSON.
+// `bench write-gguf` writes a preset's weights as a servable file (bench_write_gguf.cpp).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "cli/bench_runs.h"
 #include "cli/bench_speculation.h"
 #include "cli/bench_trace.h"
+#include "cli/bench_write_gguf.h"
 #include "cli/commands.h"
 #include "runtime/backend_factory.h"
 #include "runtime/model_preset.h"
@@ -255,6 +257,10 @@ int bench_main(int argc, char** argv) {
   app.add_flag("--list-presets", list_presets, "Print the built-in presets and exit");
   CLI::App* decode = app.add_subcommand("decode", "Decode steps: one row (or 1 + drafts) per stream per forward");
   CLI::App* prefill = app.add_subcommand("prefill", "Prompt processing in chunks");
+  CLI::App* write_gguf = app.add_subcommand(
+      "write-gguf", "Write a preset's synthetic weights as a GGUF file the daemon serves (served figures at bench's shapes)");
+  WriteGgufOptions write_gguf_options;
+  add_write_gguf_options(*write_gguf, write_gguf_options);
   add_common_options(*decode, c);
   decode->add_option("--steps", c.o.num_steps, "Timed steps per batch size")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   decode->add_option("--rows,--draft-rows", c.o.rows_per_step,
@@ -299,6 +305,7 @@ int bench_main(int argc, char** argv) {
     std::fprintf(stderr, "%s", app.help().c_str());
     return 2;
   }
+  if (write_gguf->parsed()) return write_gguf_main(write_gguf_options);
   c.mode = decode->parsed() ? "decode" : "prefill";
   if (const auto precision = runtime::parse_state_precision(c.state_precision)) {
     c.o.state_precision = *precision;

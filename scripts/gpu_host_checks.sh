@@ -5,11 +5,14 @@
 # later ones. Usage, from the repository root on the GPU host:
 #   scripts/gpu_host_checks.sh BUNDLE_DIR LOG_DIR [stage...]
 # stages: kernels kernels_quick backend kbench decode_tiny decode_35b decode_35b_eager verify_35b prefill_35b serve soak
-#         sanitize sanitize_serve speculation decode_27b trace_35b matvec_ab compare
+#         sanitize sanitize_serve speculation decode_27b trace_35b matvec_ab compare constrained
+#         served prefix_served
 # (matvec_ab: 35B-A3B and 27B decode with --matvec fma and --matvec tensor, side by side)
 # (decode_35b_eager: decode_35b with the step graphs off, --step-graphs off)
 # (compare: the decode and prefill figures of the 35B-A3B and 27B presets, 1/16/64 streams and a
 #  512-token prompt, one table each; run it with two bundles in one call to compare builds)
+# (constrained: bench/gpu_constrained.sh; served / prefix_served: bench/gpu_served.sh's decode
+#  part / prefix-cache part on the 35B-A3B preset written as a GGUF)
 # (default: all but soak and sanitize)
 set -u
 bundle=${1:?bundle dir}
@@ -105,6 +108,9 @@ for stage in "${stages[@]}"; do
       run_stage compare_decode_27b "${DECODE27_S:-300}" "$cli" bench decode --preset qwen3.6-27b --weights q4_0 --device cuda --batch 1,16,64 --context 512 --steps 10
       run_stage compare_prefill_35b 150 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda --prompt 512 --steps 3
       run_stage compare_prefill_27b 200 "$cli" bench prefill --preset qwen3.6-27b --weights q4_0 --device cuda --prompt 512 --steps 3 ;;
+    constrained) run_stage constrained 200 bash bench/gpu_constrained.sh "$bundle" "$logs/constrained" ;;
+    served) PARTS=decode run_stage served "${SERVED_S:-420}" bash bench/gpu_served.sh "$bundle" "$logs/served" ;;
+    prefix_served) PARTS=prefix run_stage prefix_served "${SERVED_S:-420}" bash bench/gpu_served.sh "$bundle" "$logs/prefix_served" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
