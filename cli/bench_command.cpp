@@ -12,11 +12,13 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/bench_runs.h"
+#include "cli/bench_speculation.h"
 #include "cli/bench_trace.h"
 #include "cli/bench_write_gguf.h"
 #include "cli/commands.h"
 #include "runtime/backend_factory.h"
 #include "runtime/model_preset.h"
+#include "runtime/model_runner.h"
 #include "runtime/step_traffic.h"
 #include "runtime/synthetic_model.h"
 
@@ -137,6 +139,32 @@ void set_min_bytes(std::vector<BenchRow>& rows, const LoadedModel& model, const 
   }
 }
 
+// Decode with simulated acceptance (cli/bench_speculation.h): the speculation table instead.
+int run_speculation_bench(const BenchCommand& c, const LoadedModel& model, Backend& backend) {
+  std::string rates;
+  for (const double a : c.o.acceptance) rates += (rates.empty() ? "" : "/") + std::to_string(a).substr(0, 4);
+  std::printf("speculate  simulated acceptance %s by draft position (each given the ones before)%s\n\n", rates.c_str(),
+              backend.config().num_mtp_layers > 0 ? "" : "; the model has no MTP head: draft passes not timed");
+  const std::vector<SpeculationRow> rows = run_speculation(backend, c.o);
+  print_speculation_table(rows);
+  std::printf("\n");
+  print_memory(backend);
+  if (!c.json_path.empty()) {
+    nlohmann::json j = {{"command", "bench decode (simulated acceptance)"},
+                        {"model", model.path},
+                        {"backend", backend.name()},
+                        {"device", c.device},
+                        {"context_tokens", c.o.context_tokens},
+                        {"seed", c.o.seed},
+                        {"acceptance", c.o.acceptance},
+                        {"results", speculation_to_json(rows)}};
+    std::ofstream out(c.json_path);
+    out << j.dump(2) << "\n";
+    if (!out) throw std::runtime_error(c.json_path + ": cannot write");
+  }
+  return 0;
+}
+
 int run_bench(BenchCommand& c) {
   const bool prefill = c.mode == "prefill";
   // Before generating gigabytes of weights: a GPU asked of a build or host without one.
@@ -183,6 +211,7 @@ int run_bench(BenchCommand& c) {
   else
     std::printf("copy       n/a (the copy could not be measured)\n");
   std::printf("\n");
+  if (!prefill && !c.o.acceptance.empty()) return run_speculation_bench(c, *model, *backend);
   std::vector<BenchRow> rows = prefill ? run_prefill(*backend, c.o) : run_decode(*backend, c.o);
   set_min_bytes(rows, *model, c.o, prefill);
   if (prefill) print_prefill_table(rows);
@@ -248,6 +277,18 @@ int bench_main(int argc, char** argv) {
       ->check(CLI::Range(0, 1 << 16));
   decode->add_flag("--constrained", c.o.constrained,
                    "The sampled streams carry a JSON-object grammar constraint (constrained decoding's cost)");
+  decode->add_option("--acceptance", c.o.acceptance,
+                     "Simulated speculation: acceptance of draft position 1, 2, .. (each given the ones before), "
+                     "comma-separated, e.g. 0.8,0.6,0.45; prints tokens/s per --depths mode instead of the step table")
+      ->delimiter(',')
+      ->check(CLI::Range(0.0, 1.0));
+  decode->add_option("--depths", c.o.depth_modes,
+                     "With --acceptance: the depth modes compared, comma-separated: 'off' (no speculation, no MTP "
+                     "work), a fixed depth (0-" +
+                         std::to_string(runtime::kMaxDraftDepth) +
+                         "; 0 still runs the MTP catch-up pass) or 'policy' (the speculation policy over costs measured "
+                         "first); default off, 0 .. the acceptance list's length, policy")
+      ->delimiter(',');
   add_common_options(*prefill, c);
   prefill->add_option("--steps", c.o.num_steps, "Timed repetitions per prompt length")->check(CLI::Range(1, 1 << 20));
   prefill->add_option("--prompt", c.o.prompt_tokens, "Prompt lengths, comma-separated")->delimiter(',')->check(CLI::Range(1, 1 << 24));
@@ -289,6 +330,32 @@ int bench_main(int argc, char** argv) {
     return 2;
   }
   if (c.o.rows_per_step.empty()) c.o.rows_per_step = {1};
+  if (!c.o.acceptance.empty()) {
+    if (c.o.acceptance.size() > static_cast<size_t>(runtime::kMaxDraftDepth)) {
+      std::fprintf(stderr, "deltaserve bench decode: --acceptance lists at most %d positions\n", runtime::kMaxDraftDepth);
+      return 2;
+    }
+    if (c.o.depth_modes.empty()) {
+      c.o.depth_modes.push_back("off");
+      for (size_t d = 0; d <= c.o.acceptance.size(); ++d) c.o.depth_modes.push_back(std::to_string(d));
+      c.o.depth_modes.push_back("policy");
+    }
+    for (const std::string& mode : c.o.depth_modes) {
+      if (mode == "policy" || mode == "off") continue;
+      const bool digits = !mode.empty() && mode.size() <= 2 && std::all_of(mode.begin(), mode.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+      if (!digits || std::stoi(mode) > runtime::kMaxDraftDepth) {
+        std::fprintf(stderr, "deltaserve bench decode: --depths takes 'off', 'policy' or a depth 0-%d, got '%s'\n",
+                     runtime::kMaxDraftDepth, mode.c_str());
+        return 2;
+      }
+    }
+    // The cache is sized for the deepest verify step.
+    c.o.rows_per_step = {1 + speculation_max_depth(c.o)};
+    c.o.accept_rows = 0;
+  } else if (!c.o.depth_modes.empty()) {
+    std::fprintf(stderr, "deltaserve bench decode: --depths needs --acceptance\n");
+    return 2;
+  }
   const int32_t min_rows = *std::min_element(c.o.rows_per_step.begin(), c.o.rows_per_step.end());
   if (c.o.accept_rows > min_rows) {
     std::fprintf(stderr, "deltaserve bench decode: --accept %d exceeds --rows %d\n", c.o.accept_rows, min_rows);

@@ -178,6 +178,19 @@ BenchTrace trace_prefill(Backend& backend, const StreamPlanner& planner, const B
   return trace;
 }
 
+}  // namespace
+
+runtime::SequenceStep bench_stream_step(const Backend& backend, const BenchOptions& o, int32_t stream, int64_t position,
+                                        int32_t count) {
+  return StreamPlanner(backend, o, false).step(stream, position, count);
+}
+
+double bench_fill_context(Backend& backend, const BenchOptions& o, int32_t num_streams, ForwardOutput& out) {
+  return fill_streams(backend, StreamPlanner(backend, o, false), o, num_streams, out);
+}
+
+namespace {
+
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());

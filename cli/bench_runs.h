@@ -39,6 +39,10 @@ struct BenchOptions {
   // JSON-object grammar. 0: greedy on the device, as before.
   int32_t sampled_streams = 0;
   bool constrained = false;
+  // decode with simulated speculation (cli/bench_speculation.h): acceptance of draft position j
+  // given 1..j-1 accepted (empty: off), and the depth modes to compare ("policy" or a depth).
+  std::vector<double> acceptance;
+  std::vector<std::string> depth_modes;
 };
 
 // Decode steps of the traced pass (each one taken from the trace on its own).
@@ -80,6 +84,13 @@ struct BenchRow {
 runtime::CacheConfig bench_cache_config(const BenchOptions& o, bool prefill);
 
 std::vector<BenchRow> run_decode(runtime::Backend& backend, const BenchOptions& o);
+// Decode's plans, for the other decode loops (bench_speculation.h): rows [position, position +
+// count) of stream s (slot s, its own KV blocks, the bench's token ids), and the untimed fill of
+// each of the first num_streams streams with o.context_tokens (returns tokens/s).
+runtime::SequenceStep bench_stream_step(const runtime::Backend& backend, const BenchOptions& o, int32_t stream,
+                                        int64_t position, int32_t count);
+double bench_fill_context(runtime::Backend& backend, const BenchOptions& o, int32_t num_streams,
+                          runtime::ForwardOutput& out);
 std::vector<BenchRow> run_prefill(runtime::Backend& backend, const BenchOptions& o);
 
 // copy_gb_per_s: the measured copy bandwidth (runtime::measure_copy_gb_per_s) that "% copy"

@@ -84,6 +84,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // The device itself, for keys of measured tables (runtime/step_cost_table.h): the backend's
+  // name and, on a GPU, the device's model ("cuda: NVIDIA H200").
+  virtual std::string device_name() const { return name(); }
   // The settings that change speed but never values (e.g. "step graphs on, ..."), one line
   // for benchmark logs, so a figure says how it was measured. Empty where there are none.
   virtual std::string speed_settings() const { return {}; }

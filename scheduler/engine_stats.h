@@ -3,9 +3,11 @@
 // on the engine thread and must be cheap and non-blocking.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
+#include "runtime/model_runner.h"
 #include "scheduler/request.h"
 
 namespace deltaserve::scheduler {
@@ -46,6 +48,11 @@ struct StepReport {
   int32_t num_decode_sequences = 0;
   int32_t num_prefill_tokens = 0;
   int32_t num_generated_tokens = 0;  // tokens emitted this step (all sequences)
+  // The speculation policy's prediction of this step's forward time (ms) from the measured
+  // step costs; 0 when there is no cost table or the step carried prefill rows.
+  double predicted_step_ms = 0.0;
+  // Decoding streams that may draft, by the depth the policy chose for them this step.
+  std::array<int32_t, runtime::kMaxDraftDepth + 1> draft_depths{};
 };
 
 struct RequestReport {

@@ -13,7 +13,9 @@ Scheduler::Scheduler(const SchedulerConfig& config, const runtime::RunnerLimits&
       observer_(observer),
       clock_(clock ? std::move(clock) : Clock([] { return std::chrono::steady_clock::now(); })),
       slots_(limits.cache.num_state_slots),
-      blocks_(limits.cache.num_kv_blocks) {
+      blocks_(limits.cache.num_kv_blocks),
+      policy_(config.step_costs, config.draft_min_expected),
+      acceptance_(config.draft_acceptance_prior) {
   // Aligned cuts need room for two aligned pieces per chunk, or a prompt could stall.
   const int32_t align = limits.prefill_chunk_align;
   if (align > 1 && config.max_prefill_chunk_tokens >= 2 * align && config.max_num_batched_tokens >= 2 * align)
@@ -66,6 +68,8 @@ void Scheduler::add(RequestId id, RequestSpec spec, EventSink sink, TimePoint su
   s.num_prompt_tokens = static_cast<int32_t>(std::min(spec.prompt_tokens.size(), size_t{INT32_MAX}));
   s.tokens = std::move(spec.prompt_tokens);
   s.spec = std::move(spec);
+  s.draft_kind = draft_kind(s.spec.sampling);
+  s.draft_acceptance = acceptance_.seed(s.draft_kind);
   if (sequences_.count(id) != 0) {
     // Not registered: the live request with this id is left alone.
     RequestEvent event;
@@ -107,23 +111,13 @@ runtime::StepPlan Scheduler::plan() {
   // want[i]: rows planned for running_[i] this step.
   std::vector<int32_t> want(running_.size(), 0);
   int32_t budget = config_.max_num_batched_tokens;
-  int32_t num_decoding = 0;
   for (size_t i = 0; i < running_.size(); ++i) {
     if (running_[i]->num_missing_tokens() == 1) {
       want[i] = 1;
       --budget;
-      ++num_decoding;
     }
   }
-  // Draft rows after every decode row: bounded by the load cap, then by the budget.
-  int32_t draft_rows_left = std::min(budget, config_.draft_max_rows - num_decoding);
-  for (size_t i = 0; i < running_.size() && draft_rows_left > 0; ++i) {
-    if (want[i] != 1 || running_[i]->num_missing_tokens() != 1) continue;
-    const int32_t depth = std::min(draft_depth_for(*running_[i]), draft_rows_left);
-    want[i] += depth;
-    budget -= depth;
-    draft_rows_left -= depth;
-  }
+  budget -= plan_drafts(want, budget);
   for (size_t i = 0; i < running_.size(); ++i) {
     if (want[i] != 0) continue;
     want[i] = checkpoint_cut(*running_[i], aligned_chunk(*running_[i], std::min({running_[i]->num_missing_tokens(), config_.max_prefill_chunk_tokens, budget})));
@@ -135,6 +129,15 @@ runtime::StepPlan Scheduler::plan() {
     admit(config_.max_num_batched_tokens - num_planned, want);
   }
   runtime::StepPlan plan = build_plan(want);
+  // The prediction of what was finally planned (preemption may have dropped streams), for
+  // decode-only steps: a prefill chunk's cost is an extrapolation past the measured grid.
+  std::vector<int32_t> depths;
+  bool has_prefill = false;
+  for (const runtime::SequencePlan& p : plan.sequences) {
+    if (p.is_decode) depths.push_back(p.draft_depth);
+    has_prefill = has_prefill || !p.is_decode;
+  }
+  planned_ms_ = has_prefill ? 0.0 : policy_.predict_ms(depths, 0, 0);
   // Ops wait for a plan the runner executes (an empty plan is not executed).
   if (!plan.empty()) {
     plan.cache_ops = std::move(pending_ops_);
@@ -245,19 +248,30 @@ runtime::StepPlan Scheduler::build_plan(const std::vector<int32_t>& want) const 
   return plan;
 }
 
-int32_t Scheduler::draft_depth_for(const Sequence& s) const {
+int32_t Scheduler::draft_limit(const Sequence& s) const {
   int64_t limit = s.spec.draft_depth < 0 ? config_.max_draft_depth : std::min(s.spec.draft_depth, config_.max_draft_depth);
   // Drafts past max_tokens or the context would be computed and thrown away.
   limit = std::min<int64_t>(limit, int64_t{s.spec.max_tokens} - s.num_generated() - 1);
   limit = std::min<int64_t>(limit, int64_t{config_.max_context_tokens} - s.num_tokens() - 1);
-  int32_t depth = 0;
-  double expected = 1.0;
-  while (depth < limit) {
-    expected *= s.draft_acceptance[static_cast<size_t>(depth)];
-    if (expected < config_.draft_min_expected) break;
-    ++depth;
+  return static_cast<int32_t>(std::clamp<int64_t>(limit, 0, runtime::kMaxDraftDepth));
+}
+
+int32_t Scheduler::plan_drafts(std::vector<int32_t>& want, int32_t budget) {
+  std::vector<size_t> decoding;
+  std::vector<DraftStream> streams;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    if (want[i] != 1 || running_[i]->num_missing_tokens() != 1) continue;
+    decoding.push_back(i);
+    streams.push_back({draft_limit(*running_[i]), &running_[i]->draft_acceptance});
   }
-  return depth;
+  std::vector<int32_t> depths;
+  policy_.choose(streams, budget, depths);
+  int32_t num_rows = 0;
+  for (size_t k = 0; k < decoding.size(); ++k) {
+    want[decoding[k]] += depths[k];
+    num_rows += depths[k];
+  }
+  return num_rows;
 }
 
 void Scheduler::fill_stats(EngineStats& stats) const {

@@ -11,9 +11,11 @@
 //
 // Each plan():
 //  1. Token budget in admission order: every running sequence missing one token (decode)
-//     gets its row first, then its draft rows (depth from draft_depth_for, all streams'
-//     drafts together capped by draft_max_rows); prefill chunks (at most max_prefill_chunk_tokens each) fill the
-//     rest. Config guarantees budget >= max_num_seqs, so decode rows always fit.
+//     gets its row first, then its draft rows (depths from the speculation policy,
+//     scheduler/draft_policy.h: the most expected tokens per second of predicted step time,
+//     within each stream's draft_limit and the budget); prefill chunks (at most
+//     max_prefill_chunk_tokens each) fill the rest. Config guarantees budget >= max_num_seqs,
+//     so decode rows always fit.
 //  2. KV blocks in admission order. When the pool runs dry, a prefill chunk first shrinks
 //     to the blocks at hand; otherwise the most recently admitted running sequence is
 //     preempted by recompute (slot and blocks freed, back to the front of waiting with its
@@ -37,6 +39,7 @@
 #include <vector>
 
 #include "scheduler/block_pool.h"
+#include "scheduler/draft_policy.h"
 #include "scheduler/engine_stats.h"
 #include "runtime/model_runner.h"
 #include "scheduler/prefix_cache.h"
@@ -107,9 +110,12 @@ class Scheduler {
   void admit(int32_t budget, std::vector<int32_t>& want);
   // want[i] rows for running_[i]; for a decoding sequence the rows past the first are drafts.
   runtime::StepPlan build_plan(const std::vector<int32_t>& want) const;
-  // Drafts this decoding sequence should carry: its request's and the config's limit, its
-  // room to max_tokens and the context, and its running acceptance by position.
-  int32_t draft_depth_for(const Sequence& s) const;
+  // Drafts this decoding sequence may carry at most: its request's and the config's limit and
+  // its room to max_tokens and the context (the policy chooses within it).
+  int32_t draft_limit(const Sequence& s) const;
+  // Chooses the decoding sequences' draft rows (the policy) and adds them to want; returns the
+  // rows added.
+  int32_t plan_drafts(std::vector<int32_t>& want, int32_t budget);
   // Per-position acceptance bookkeeping and metrics after a verify step.
   void record_drafts(Sequence& s, const runtime::SequencePlan& p, const runtime::SequenceOutput& out);
   void preempt_newest();
@@ -149,6 +155,9 @@ class Scheduler {
   SlotPool slots_;
   BlockPool blocks_;
   std::unique_ptr<PrefixCache> cache_;           // null while the prefix cache is off
+  DraftPolicy policy_;
+  AcceptanceEstimates acceptance_;
+  double planned_ms_ = 0.0;  // the policy's prediction for the last plan (StepReport)
   std::vector<runtime::CacheOp> pending_ops_;    // for the next non-empty plan
   int64_t checkpoint_bytes_ = 0;
 

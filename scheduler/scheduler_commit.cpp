@@ -30,17 +30,14 @@ void Scheduler::record_drafts(Sequence& s, const runtime::SequencePlan& p, const
   const int32_t num_drafted = std::min(out.num_drafted, p.draft_depth);
   if (num_drafted <= 0) return;
   const int32_t num_accepted = static_cast<int32_t>(out.tokens.size()) - 1;
-  for (int32_t j = 0; j < num_drafted && j <= num_accepted; ++j) {
-    const bool accepted = j < num_accepted;
-    double& rate = s.draft_acceptance[static_cast<size_t>(j)];
-    rate = 0.9 * rate + 0.1 * (accepted ? 1.0 : 0.0);
-  }
+  acceptance_.record(s.draft_kind, s.draft_acceptance, num_drafted, num_accepted);
   if (observer_ == nullptr) return;
   for (int32_t j = 0; j < num_drafted; ++j) observer_->on_drafts(j, 1, j < num_accepted ? 1 : 0);
 }
 
 StepReport Scheduler::commit(const runtime::StepPlan& plan, const runtime::StepOutput& out) {
   StepReport report;
+  report.predicted_step_ms = planned_ms_;
   const TimePoint now = clock_();
   ++num_steps_;
   for (size_t k = 0; k < plan.sequences.size(); ++k) {
@@ -49,6 +46,7 @@ StepReport Scheduler::commit(const runtime::StepPlan& plan, const runtime::StepO
     report.num_rows += num_rows + p.draft_depth;
     if (p.is_decode) {
       ++report.num_decode_sequences;
+      if (p.speculative) ++report.draft_depths[static_cast<size_t>(std::clamp(p.draft_depth, 0, runtime::kMaxDraftDepth))];
     } else {
       report.num_prefill_tokens += num_rows;
     }

@@ -39,7 +39,7 @@ SchedulerConfig resolve_config(const SchedulerConfig& requested, const runtime::
               std::to_string(limits.max_draft_depth) + ")");
   require(c.max_draft_depth <= runtime::kMaxDraftDepth, "max_draft_depth must be <= " + std::to_string(runtime::kMaxDraftDepth));
   require(c.draft_min_expected >= 0.0 && c.draft_min_expected <= 1.0, "draft_min_expected must be in [0, 1]");
-  require(c.draft_max_rows >= 1, "draft_max_rows must be >= 1");
+  require(c.draft_acceptance_prior >= 0.0 && c.draft_acceptance_prior <= 1.0, "draft_acceptance_prior must be in [0, 1]");
 
   const int64_t pool_tokens = int64_t{cache.num_kv_blocks} * cache.kv_block_tokens;
   int64_t window = pool_tokens;

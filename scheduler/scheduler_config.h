@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "runtime/model_runner.h"
+#include "runtime/step_cost_table.h"
 
 namespace deltaserve::scheduler {
 
@@ -15,14 +17,17 @@ struct SchedulerConfig {
   int32_t max_num_waiting = 256;           // requests waiting for a running place beyond which submit is QueueFull
   int32_t max_context_tokens = 0;          // prompt + generated; 0 = runner's window capped
                                            // by the KV pool
-  // Speculation (MTP drafts verified in the same step as the decode row).
+  // Speculation (MTP drafts verified in the same step as the decode row; the depths come from
+  // the policy of scheduler/draft_policy.h, within the step's row budget).
   int32_t max_draft_depth = -1;    // drafts per stream per step at most; -1 = the runner's limit
-  // A stream drafts position j only while its running acceptance makes the drafts 1..j
-  // expected to survive at least this often (the product of per-position acceptance).
-  double draft_min_expected = 0.3;
-  // Load: decode + draft rows of one step at most. Verify rows are nearly free while a step
-  // is bandwidth-bound and cost real time once it is compute-bound; depths shrink past this.
-  int32_t draft_max_rows = 256;
+  // A stream never drafts position j when its running acceptance makes the drafts 1..j
+  // expected to survive less often than this (the product of per-position acceptance).
+  double draft_min_expected = 0.05;
+  // Starting acceptance of every request kind at every position (optimistic: new streams try).
+  double draft_acceptance_prior = 1.0;
+  // The device's measured step costs (runtime/step_cost_probe.h); null: every row costs the
+  // same, so each stream drafts to its limit (tests with a fake runner).
+  std::shared_ptr<const runtime::StepCostTable> step_costs;
   // Prefix cache (docs/prefix-cache.md). Off unless asked for and the runner keeps
   // checkpoints (RunnerLimits::checkpoint_bytes > 0).
   bool prefix_cache = false;

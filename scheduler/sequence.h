@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/model_runner.h"
+#include "scheduler/draft_policy.h"
 #include "scheduler/request.h"
 
 namespace deltaserve::scheduler {
@@ -39,9 +40,10 @@ struct Sequence {
   TimePoint first_scheduled_time{};
   TimePoint first_token_time{};
   TimePoint last_token_time{};
-  // Running acceptance of draft position j given 1..j-1 accepted (exponential average);
-  // optimistic at the start so a new stream tries drafting.
-  std::array<double, runtime::kMaxDraftDepth> draft_acceptance;
+  // Running acceptance of draft position j given 1..j-1 accepted (exponential average),
+  // seeded from its kind's estimate at add() (scheduler/draft_policy.h AcceptanceEstimates).
+  DraftAcceptance draft_acceptance;
+  DraftKind draft_kind = DraftKind::kGreedy;
   bool was_scheduled = false;
   bool has_first_token = false;
 

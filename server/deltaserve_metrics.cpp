@@ -132,7 +132,16 @@ class DeltaserveMetrics final : public MetricSet {
         accepted_per_pos_family_(BuildCounter()
                                      .Name("deltaserve_spec_decode_num_accepted_tokens_per_pos_total")
                                      .Help("Draft tokens accepted, by draft position.")
-                                     .Register(r)) {
+                                     .Register(r)),
+        draft_depth_(histogram(r, "deltaserve_spec_decode_draft_depth",
+                               "Draft depth the speculation policy chose, per decoding stream that may draft and step.",
+                               draft_depth_buckets())),
+        predicted_step_time_(histogram(r, "deltaserve_spec_decode_predicted_step_duration_seconds",
+                                       "Step time the speculation policy's cost model predicted, per decode step.",
+                                       step_time_buckets())),
+        step_time_ratio_(histogram(r, "deltaserve_spec_decode_step_time_ratio",
+                                   "Measured over predicted step time, per decode step (1 = the cost model is exact).",
+                                   step_time_ratio_buckets())) {
     BuildGauge()
         .Name("deltaserve_build_info")
         .Help("Build information (value 1): version, GPU backend compiled in (cpu when none), "
@@ -160,6 +169,19 @@ class DeltaserveMetrics final : public MetricSet {
     step_time_.Observe(s.step_ms / 1000.0);
     step_rows_.Observe(s.num_rows);
     generation_tokens_.Increment(s.num_generated_tokens);
+    // Depth d lands in bucket d (boundaries 0, 1, .., kMaxDraftDepth; the +Inf bucket stays 0).
+    std::vector<double> depth_counts(s.draft_depths.size() + 1, 0.0);
+    double depth_sum = 0.0, num_streams = 0.0;
+    for (size_t d = 0; d < s.draft_depths.size(); ++d) {
+      depth_counts[d] = s.draft_depths[d];
+      depth_sum += static_cast<double>(d) * s.draft_depths[d];
+      num_streams += s.draft_depths[d];
+    }
+    if (num_streams > 0) draft_depth_.ObserveMultiple(depth_counts, depth_sum);
+    if (s.predicted_step_ms > 0.0) {
+      predicted_step_time_.Observe(s.predicted_step_ms / 1000.0);
+      step_time_ratio_.Observe(s.step_ms / s.predicted_step_ms);
+    }
   }
 
   void inter_token(double gap_s) override { itl_.Observe(gap_s); }
@@ -275,6 +297,9 @@ class DeltaserveMetrics final : public MetricSet {
   prometheus::Family<Counter>& accepted_per_pos_family_;
   std::vector<Counter*> drafted_per_pos_;
   std::vector<Counter*> accepted_per_pos_;
+  Histogram& draft_depth_;
+  Histogram& predicted_step_time_;
+  Histogram& step_time_ratio_;
 };
 
 }  // namespace
@@ -315,6 +340,16 @@ prometheus::Histogram::BucketBoundaries queue_time_buckets() {
 
 prometheus::Histogram::BucketBoundaries step_time_buckets() {
   return {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0};
+}
+
+prometheus::Histogram::BucketBoundaries draft_depth_buckets() {
+  prometheus::Histogram::BucketBoundaries buckets;
+  for (int32_t d = 0; d <= runtime::kMaxDraftDepth; ++d) buckets.push_back(d);
+  return buckets;
+}
+
+prometheus::Histogram::BucketBoundaries step_time_ratio_buckets() {
+  return {0.5, 0.67, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0};
 }
 
 prometheus::Histogram::BucketBoundaries rows_per_step_buckets() {

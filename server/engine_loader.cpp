@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -12,6 +14,7 @@
 #include "runtime/model_weights.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/backend_runner.h"
+#include "runtime/step_cost_probe.h"
 #include "scheduler/engine.h"
 #include "server/model_loader.h"
 #include "server/tokenizer_codec.h"
@@ -39,6 +42,47 @@ std::string read_text_file(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// One line per table for the log: the grid's corners.
+std::string describe(const runtime::StepCostTable& t) {
+  const auto& s = t.streams();
+  const auto& r = t.rows_per_stream();
+  const auto& ms = t.trunk_grid_ms();
+  char line[256];
+  std::snprintf(line, sizeof(line), "%d-%d streams x %d-%d rows each: %.3f ms (1 x 1) .. %.3f ms (%d x %d)%s", s.front(),
+                s.back(), r.front(), r.back(), ms.front().front(), ms.back().back(), s.back(), r.back(),
+                t.mtp_rows().empty() ? "" : "; MTP passes measured");
+  return line;
+}
+
+// The speculation policy's step costs: the cache file's when it holds this device's and model's
+// table, else measured now on the backend's idle slots (and written to the cache file when one
+// is named). A cache file that cannot be used is reported and replaced, never fatal.
+std::shared_ptr<const runtime::StepCostTable> step_costs(const ServerConfig& config, runtime::Backend& backend,
+                                                         int32_t slots, int32_t draft_depth) {
+  runtime::StepCostProbeOptions probe;
+  probe.max_streams = slots;
+  probe.max_rows_per_stream = 1 + draft_depth;
+  probe.max_step_rows = config.max_batched_tokens;
+  // Bounded start-up cost: the tiny CPU models measure every cell well within it; a large model
+  // on a slow device measures the first grid rows and extrapolates the rest.
+  probe.budget_ms = backend.name() == "cpu" ? 1000.0 : 4000.0;
+  probe.mtp = true;
+  const runtime::StepCostKey key = runtime::step_cost_key(backend, config.model);
+  std::vector<std::string> problems;
+  bool from_cache = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto table = std::make_shared<const runtime::StepCostTable>(
+      runtime::load_or_measure_step_costs(backend, probe, key, config.step_costs_file, problems, &from_cache));
+  for (const std::string& problem : problems) spdlog::error("step costs: {}", problem);
+  if (from_cache) {
+    spdlog::info("step costs: read {} ({})", config.step_costs_file, describe(*table));
+  } else {
+    spdlog::info("step costs: measured in {:.2f} s on {} ({})",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), key.device, describe(*table));
+  }
+  return table;
 }
 
 }  // namespace
@@ -89,11 +133,10 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   sched.max_num_waiting = config.max_waiting;
   sched.max_context_tokens = context;
   sched.max_draft_depth = draft_depth;
-  // At most 4 decode + draft rows a step before depths shrink to 0, on every backend. On the CPU
-  // every verify row costs real compute: drafts pay for one stream and lose from a few streams
-  // on (bench/speculation_bench). TODO(speculation): a measured per-device cost model replaces
-  // this cap; on a GPU verify rows are nearly free while the step is bandwidth-bound.
-  sched.draft_max_rows = 4;
+  // Draft depths come from the measured cost of rows on this device (scheduler/draft_policy.h):
+  // on the CPU verify rows cost real compute and drafting stops from a few streams on; on a GPU
+  // they are nearly free while the step is bandwidth-bound.
+  if (draft_depth > 0) sched.step_costs = step_costs(config, *stack->backend, slots, draft_depth);
   sched.prefix_cache = config.prefix_cache;
   sched.prefix_cache_device_bytes = config.prefix_cache_device_bytes;
   sched.prefix_cache_host_bytes = config.prefix_cache_host_bytes;

@@ -64,6 +64,8 @@ prometheus::Histogram::BucketBoundaries request_latency_buckets();
 prometheus::Histogram::BucketBoundaries queue_time_buckets();
 prometheus::Histogram::BucketBoundaries step_time_buckets();
 prometheus::Histogram::BucketBoundaries rows_per_step_buckets();
+prometheus::Histogram::BucketBoundaries draft_depth_buckets();      // 0, 1, .., runtime::kMaxDraftDepth
+prometheus::Histogram::BucketBoundaries step_time_ratio_buckets();  // measured / predicted step time
 prometheus::Histogram::BucketBoundaries decode_rate_buckets();  // tokens/s
 prometheus::Histogram::BucketBoundaries token_count_buckets(int64_t max_tokens);  // 1-2-5
 

@@ -162,6 +162,7 @@ std::vector<OptionDef> option_table(const std::shared_ptr<std::string>& kwargs_t
       def(&C::kv_block_tokens, "kv_block_tokens", "Tokens per KV-cache block"),
       def(&C::kv_blocks, "kv_blocks", "KV-cache blocks in the pool; 0 = sized from free memory"),
       def(&C::draft_depth, "draft_depth", "MTP draft tokens per step: -1 = adaptive, 0 = no speculation"),
+      def(&C::step_costs_file, "step_costs_file", "Cache file of the step costs the speculation policy measures at start (JSON, keyed by device and model: a file for another device or model, or a bad one, is reported, measured again and rewritten); empty = measure at every start"),
       def(&C::cpu_threads, "cpu_threads", "Threads of the CPU backend; 0 = all cores"),
       def(&C::state_precision, "state_precision", "Recurrent-state element type: f32 | bf16 (half the state memory and traffic; GPU backend only)"),
       def(&C::matvec, "matvec", "Q4_0 decode products on the GPU: fma (f32 on the vector units) | tensor (tensor cores, routed MoE experts grouped by expert, LM head tiled; much faster from ~16 streams, about half the speed for one) | staged (products staged through shared memory onto tensor cores; fastest for a few streams) | auto (tensor with 32+ streams, else staged; fma without bf16 tensor cores)"),

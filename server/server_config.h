@@ -65,6 +65,7 @@ struct ServerConfig {
   int32_t kv_block_tokens = 16;
   int32_t kv_blocks = 0;
   int32_t draft_depth = -1;         // -1 = adaptive, 0 = speculation off
+  std::string step_costs_file;      // the speculation policy's measured step costs, cached; empty = measured every start
   int32_t cpu_threads = 0;
   std::string state_precision = "f32";  // recurrent (delta) states: f32 | bf16 (GPU backend only)
   std::string matvec = "auto";           // Q4_0 decode matvec: auto | fma | tensor (runtime::DecodeMatvec)

@@ -136,6 +136,15 @@ std::string GpuBackend::name() const {
 #endif
 }
 
+std::string GpuBackend::device_name() const {
+  gpuDeviceProp prop{};
+  if (gpuGetDeviceProperties(&prop, device_) != gpuSuccess) {
+    (void)gpuGetLastError();
+    return name() + ":" + std::to_string(device_);
+  }
+  return name() + ": " + prop.name;
+}
+
 // ", MoE down + combine fused at A-B rows" (B "any" past every count) or ", ... apart"; empty
 // off the staged matvec, where the fused launch does not exist.
 std::string GpuBackend::fuse_down_combine_setting() const {

@@ -99,6 +99,7 @@ class GpuBackend final : public Backend {
   GpuBackend& operator=(const GpuBackend&) = delete;
 
   std::string name() const override;
+  std::string device_name() const override;
   std::string speed_settings() const override;
   const ModelConfig& config() const override { return config_; }
   const CacheConfig& cache_config() const override { return cache_; }

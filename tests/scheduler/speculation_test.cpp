@@ -4,6 +4,7 @@
 // between requests; the draft counters obey their invariants.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -15,6 +16,7 @@
 #include "runtime/model_weights.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/backend_runner.h"
+#include "runtime/step_cost_probe.h"
 #include "scheduler/engine.h"
 
 namespace deltaserve::scheduler {
@@ -31,10 +33,23 @@ class DraftCounter final : public EngineObserver {
     std::lock_guard<std::mutex> lock(mutex_);
     decode_steps_ += r.num_decode_sequences;
     emitted_ += r.num_generated_tokens;
+    int64_t draft_rows = 0;
+    for (size_t d = 0; d < r.draft_depths.size(); ++d) draft_rows += static_cast<int64_t>(d) * r.draft_depths[d];
+    max_draft_rows_ = std::max(max_draft_rows_, draft_rows);
+    if (r.predicted_step_ms > 0) ++predicted_steps_;
   }
   std::map<int32_t, int64_t> drafted_, accepted_;
   int64_t decode_steps_ = 0, emitted_ = 0;
+  int64_t max_draft_rows_ = 0;   // draft rows of the step that carried the most
+  int64_t predicted_steps_ = 0;  // steps the cost model predicted
   std::mutex mutex_;
+};
+
+// How the policy prices rows: flat (no table: every stream drafts to its limit), a given
+// table, or one measured on the test's backend at start (as the daemon does).
+struct Costs {
+  std::shared_ptr<const runtime::StepCostTable> table;
+  bool measure = false;
 };
 
 struct Outcome {
@@ -75,12 +90,22 @@ class SpeculationTest : public ::testing::Test {
 
   // Runs the requests concurrently on a fresh stack with the given maximum draft depth.
   std::vector<Outcome> run(const std::vector<RequestSpec>& specs, int32_t depth, int32_t slots = 16,
-                           EngineObserver* observer = nullptr) {
+                           EngineObserver* observer = nullptr, const Costs& costs = {}) {
     runtime::CacheConfig cache{slots, 16, slots * 16, 1 + depth};
     runtime::CpuBackend backend(*model_, cache, 2);
     runtime::BackendRunner runner(backend, 256, depth);
     SchedulerConfig config;
-    config.draft_min_expected = 0.0;  // always draft at full depth: exercise every path
+    config.draft_min_expected = 0.0;  // flat costs draft at full depth: exercise every path
+    config.step_costs = costs.table;
+    if (costs.measure && depth > 0) {
+      runtime::StepCostProbeOptions probe;
+      probe.max_streams = slots;
+      probe.max_rows_per_stream = 1 + depth;
+      probe.mtp = true;
+      probe.budget_ms = 1000;
+      config.step_costs = std::make_shared<const runtime::StepCostTable>(
+          runtime::measure_step_costs(backend, probe, runtime::step_cost_key(backend, "tiny-moe")));
+    }
     Engine engine(runner, config, observer);
     engine.start();
     std::mutex mutex;
@@ -130,6 +155,33 @@ TEST_F(SpeculationTest, GreedyOneStreamIsIdenticalAtEveryDepth) {
   const auto plain = tokens_of(run(specs, 0, 1));
   ASSERT_EQ(plain[0].size(), 48u);
   for (int32_t depth : {1, 2, 3}) EXPECT_EQ(tokens_of(run(specs, depth, 1)), plain) << "depth " << depth;
+}
+
+// The policy with a cost table where rows are free drafts every stream to the limit: 8 and 32
+// streams carry 24 and 96 draft rows a step (no fixed row cap), and the output is unchanged.
+TEST_F(SpeculationTest, GreedyIsIdenticalWhenThePolicyDraftsManyRows) {
+  const auto flat = std::make_shared<const runtime::StepCostTable>(
+      runtime::StepCostKey{"test", "flat"}, std::vector<int32_t>{1, 32}, std::vector<int32_t>{1, 2, 3, 4},
+      std::vector<std::vector<double>>{{1, 1, 1, 1}, {1, 1, 1, 1}}, std::vector<int32_t>{}, std::vector<double>{});
+  for (const int32_t streams : {8, 32}) {
+    const std::vector<RequestSpec> specs = prompts(streams, 24);
+    const auto plain = tokens_of(run(specs, 0, streams));
+    DraftCounter counter;
+    EXPECT_EQ(tokens_of(run(specs, 3, streams, &counter, Costs{flat})), plain) << streams << " streams";
+    EXPECT_GT(counter.max_draft_rows_, 4) << streams << " streams";
+    EXPECT_GE(counter.max_draft_rows_, 3 * streams / 2) << streams << " streams";
+    EXPECT_GT(counter.predicted_steps_, 0);
+  }
+}
+
+// Costs measured on the CPU backend, as the daemon measures them: whatever depths the policy
+// picks (the CPU makes drafting pay for few streams only), 8 streams' output is unchanged.
+TEST_F(SpeculationTest, GreedyIsIdenticalUnderMeasuredCosts) {
+  const std::vector<RequestSpec> specs = prompts(8, 32);
+  const auto plain = tokens_of(run(specs, 0, 8));
+  DraftCounter counter;
+  EXPECT_EQ(tokens_of(run(specs, 3, 8, &counter, Costs{nullptr, true})), plain);
+  EXPECT_GT(counter.predicted_steps_, 0);
 }
 
 TEST_F(SpeculationTest, GreedySixteenStreamsAreIdenticalAtEveryDepth) {

@@ -185,6 +185,29 @@ TEST(Metrics, ExpositionIsWellFormedAndComplete) {
   EXPECT_FALSE(ex.types.count("vllm:num_requests_running"));
 }
 
+// The speculation policy's choices and predictions: depths per stream and step, and the
+// predicted step time and measured/predicted ratio of decode steps that were predicted.
+TEST(Metrics, SpeculationPolicyIsObservable) {
+  ServerMetrics m({"tiny", false, 10.0});
+  m.set_limits(limits());
+  scheduler::StepReport decode{8.0, 10, 4, 0, 9};
+  decode.predicted_step_ms = 5.0;
+  decode.draft_depths[0] = 1;
+  decode.draft_depths[2] = 3;
+  m.on_step(decode);
+  m.on_step({20.0, 100, 1, 90, 1});  // a prefill step: no prediction, no stream that may draft
+  const scheduler::EngineStats s = stats();
+  const Exposition ex = parse_exposition(m.render(&s, true));
+  EXPECT_EQ(ex.types.at("deltaserve_spec_decode_draft_depth"), "histogram");
+  EXPECT_EQ(value_of(ex, "deltaserve_spec_decode_draft_depth_count"), 4);
+  EXPECT_EQ(value_of(ex, "deltaserve_spec_decode_draft_depth_sum"), 6);
+  EXPECT_EQ(value_of(ex, "deltaserve_spec_decode_predicted_step_duration_seconds_count"), 1);
+  EXPECT_DOUBLE_EQ(value_of(ex, "deltaserve_spec_decode_predicted_step_duration_seconds_sum"), 0.005);
+  EXPECT_EQ(value_of(ex, "deltaserve_spec_decode_step_time_ratio_count"), 1);
+  EXPECT_DOUBLE_EQ(value_of(ex, "deltaserve_spec_decode_step_time_ratio_sum"), 1.6);
+  EXPECT_EQ(value_of(ex, "deltaserve_step_duration_seconds_count"), 2);
+}
+
 TEST(Metrics, CountersFromTheEngineSnapshotAdvanceByDelta) {
   ServerMetrics m({"tiny", false, 10.0});
   m.set_limits(limits());
