@@ -101,6 +101,8 @@ ServerMetrics::ServerMetrics(MetricsOptions options)
   process_ = std::make_unique<ProcessMetrics>(*registry_);
 }
 
+ServerMetrics::~ServerMetrics() = default;
+
 void ServerMetrics::set_limits(const EngineLimits& limits, std::span<const EngineLimits> per_engine) {
   {
     std::lock_guard lock(streams_mutex_);

@@ -48,6 +48,7 @@ class ServerMetrics final : public scheduler::EngineObserver, public RouteObserv
   using Clock = std::chrono::steady_clock;
 
   explicit ServerMetrics(MetricsOptions options);
+  ~ServerMetrics() override;  // in metrics.cpp, where EngineTap is complete
 
   // Once, after the engine is built and before it serves: sizes the per-slot series.
   // per_engine: each replica's limits (replicas only).

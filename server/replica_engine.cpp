@@ -11,7 +11,7 @@ using scheduler::SubmitStatus;
 
 ReplicaEngine::ReplicaEngine(std::vector<Replica> replicas, RoutePolicy policy, RouteObserver* observer)
     : replicas_(std::move(replicas)), policy_(policy), observer_(observer),
-      in_flight_(std::make_unique<std::atomic<int32_t>[]>(replicas_.size())) {
+      in_flight_(new std::atomic<int32_t>[replicas_.size()]) {
   if (replicas_.empty()) throw std::invalid_argument("ReplicaEngine: no engine");
   for (size_t i = 0; i < replicas_.size(); ++i) in_flight_[i] = 0;
 }
@@ -45,10 +45,10 @@ SubmitResult ReplicaEngine::submit_to(int32_t engine, scheduler::RequestSpec spe
   const auto n = static_cast<uint64_t>(replicas_.size());
   std::atomic<int32_t>& in_flight = in_flight_[static_cast<size_t>(engine)];
   in_flight.fetch_add(1);  // before submit: the final event may come before submit returns
-  auto forward = [&in_flight, n, engine, sink = std::move(sink)](const scheduler::RequestEvent& event) {
+  auto forward = [counts = in_flight_, n, engine, sink = std::move(sink)](const scheduler::RequestEvent& event) {
     scheduler::RequestEvent routed = event;
     routed.id = event.id * n + static_cast<uint64_t>(engine);
-    if (event.finish != scheduler::FinishReason::None) in_flight.fetch_sub(1);
+    if (event.finish != scheduler::FinishReason::None) counts[static_cast<size_t>(engine)].fetch_sub(1);
     sink(routed);
   };
   SubmitResult result = replicas_[static_cast<size_t>(engine)].engine->submit(std::move(spec), std::move(forward));

@@ -61,7 +61,9 @@ class ReplicaEngine final : public ServingEngine {
   std::vector<Replica> replicas_;
   RoutePolicy policy_;
   RouteObserver* observer_;
-  std::unique_ptr<std::atomic<int32_t>[]> in_flight_;  // per engine
+  // Per engine; shared with the sinks, which may outlive the router (an engine that stops
+  // after it still ends its requests).
+  std::shared_ptr<std::atomic<int32_t>[]> in_flight_;
   std::mutex route_mutex_;  // one choice at a time: the counts it reads are the ones it raises
   int32_t next_tie_ = 0;    // route_mutex_; where the round robin of ties starts
 };

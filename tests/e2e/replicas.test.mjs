@@ -44,6 +44,18 @@ function perEngine(m, name, labels = {}) {
   return ['0', '1'].map((engine) => m.get(name, { ...labels, engine }) ?? 0);
 }
 
+const sum = (values) => values.reduce((a, b) => a + b, 0);
+
+// The first scrape for which `ready(metrics)` holds (5 s at most; then the last one).
+async function settled(url, ready) {
+  let m = await scrape(url);
+  for (let i = 0; i < 200 && !ready(m); ++i) {
+    await new Promise((resolve) => setTimeout(resolve, 25));
+    m = await scrape(url);
+  }
+  return m;
+}
+
 test('the replicated daemon is ready, lists both engines, and keeps the daemon-wide names', async () => {
   const m = startMetrics;
   assert.equal(m.get('deltaserve_ready'), 1);
@@ -64,7 +76,9 @@ test('concurrent requests are served by both engines, with one device\'s greedy 
     single.push(...await Promise.all(prompts.slice(i, i + 4).map((p) => chat(clients.single, [{ role: 'user', content: p }]))));
   }
   for (let i = 0; i < prompts.length; ++i) assert.equal(replicated[i].text, single[i].text, `prompt ${i}`);
-  const m = await scrape(daemons.replicas.url);
+  // An engine reports a step and a finished request just after it delivered their tokens.
+  const m = await settled(daemons.replicas.url, (x) => sum(perEngine(x, 'deltaserve_engine_requests_total')) === 16
+    && sum(perEngine(x, 'deltaserve_engine_generation_tokens_total')) === x.get('deltaserve_generation_tokens_total'));
   const served = perEngine(m, 'deltaserve_engine_requests_total');
   assert.ok(served[0] > 0 && served[1] > 0, `both engines served: ${served}`);
   assert.equal(served[0] + served[1], 16);
@@ -84,9 +98,11 @@ test('a conversation stays on the engine that holds its prefix and hits its cach
   let before = await scrape(daemons.replicas.url);
   let turn = await chat(clients.replicas, messages);
   let after = await scrape(daemons.replicas.url);
-  const servedBefore = perEngine(before, 'deltaserve_engine_requests_total');
-  const servedAfter = perEngine(after, 'deltaserve_engine_requests_total');
-  const home = servedAfter[0] > servedBefore[0] ? 0 : 1;
+  // Where the first turn went (counted at submit; a finished request's own counters may lag
+  // its response by an instant).
+  const routed = (m) => perEngine(m, 'deltaserve_router_decisions_total', { reason: 'load' });
+  const home = routed(after)[0] > routed(before)[0] ? 0 : 1;
+  assert.equal(routed(after)[home] - routed(before)[home], 1);
   for (const question of ['And another one?', 'Which of the two is larger?', 'Say both again.']) {
     const reference = await chat(clients.single, [...messages, { role: 'assistant', content: turn.text },
                                                   { role: 'user', content: question }]);
@@ -106,23 +122,30 @@ test('a conversation stays on the engine that holds its prefix and hits its cach
 
 test('a cancelled stream, a reset of every cache and the end leave nothing behind', async () => {
   const { url } = daemons.replicas;
-  // A stream the client abandons after its first chunk: the engine cancels it.
+  // A stream the client abandons after its first token (ignore_eos: it would run to 400): the
+  // engine cancels it.
+  const before = await scrape(url);
   const controller = new AbortController();
   const stream = await clients.replicas.chat.completions.create(
-    { model, messages: [{ role: 'user', content: 'Write a long story about a lighthouse.' }], max_tokens: 400, temperature: 0, stream: true },
+    { model, messages: [{ role: 'user', content: 'Write a long story about a lighthouse.' }], max_tokens: 400,
+      temperature: 0, stream: true, ignore_eos: true },
     { signal: controller.signal });
-  await assert.rejects(async () => {
-    for await (const chunk of stream) {
-      if (chunk.choices.length > 0) controller.abort();
+  let chunks = 0;
+  for await (const chunk of stream) {
+    if (chunk.choices[0]?.delta?.content && ++chunks >= 1) {
+      controller.abort();
+      break;
     }
-  });
+  }
   let m;
   for (let i = 0; i < 200; ++i) {
     m = await scrape(url);
     if (m.get('deltaserve_requests_running') === 0 && m.get('deltaserve_state_slots_used') === 0) break;
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
-  assert.ok(m.get('deltaserve_cancellations_total') >= 1);
+  assert.equal(m.get('deltaserve_cancellations_total') - before.get('deltaserve_cancellations_total'), 1);
+  assert.equal(m.get('deltaserve_requests_finished_total', { finished_reason: 'abort' })
+    - before.get('deltaserve_requests_finished_total', { finished_reason: 'abort' }), 1);
   const reset = await fetch(`${url}/v1/cache/reset`, { method: 'POST' });
   assert.equal(reset.status, 200);
   const body = await reset.json();
