@@ -139,7 +139,7 @@ void feed(ServerMetrics& m) {
 }
 
 TEST(Metrics, ExpositionIsWellFormedAndComplete) {
-  ServerMetrics m({"tiny", false, 10.0});
+  ServerMetrics m({"tiny", false, 10.0, {}});
   m.set_limits(limits());
   feed(m);
   const scheduler::EngineStats s = stats();
@@ -186,7 +186,7 @@ TEST(Metrics, ExpositionIsWellFormedAndComplete) {
 }
 
 TEST(Metrics, CountersFromTheEngineSnapshotAdvanceByDelta) {
-  ServerMetrics m({"tiny", false, 10.0});
+  ServerMetrics m({"tiny", false, 10.0, {}});
   m.set_limits(limits());
   scheduler::EngineStats s = stats();
   m.render(&s, true);
@@ -196,7 +196,7 @@ TEST(Metrics, CountersFromTheEngineSnapshotAdvanceByDelta) {
 }
 
 TEST(Metrics, VllmNamesBehindTheSwitch) {
-  ServerMetrics m({"tiny", true, 10.0});
+  ServerMetrics m({"tiny", true, 10.0, {}});
   m.set_limits(limits());
   feed(m);
   const scheduler::EngineStats s = stats();
@@ -220,14 +220,14 @@ TEST(Metrics, VllmNamesBehindTheSwitch) {
 }
 
 TEST(Metrics, RenderWhileLoadingHasNoEngineGauges) {
-  ServerMetrics m({"tiny", false, 10.0});
+  ServerMetrics m({"tiny", false, 10.0, {}});
   Exposition ex;
   EXPECT_NO_FATAL_FAILURE(ex = parse_exposition(m.render(nullptr, false)));
   EXPECT_EQ(value_of(ex, "deltaserve_ready"), 0);
 }
 
 TEST(Metrics, OpenConnectionsFollowTheTickets) {
-  ServerMetrics m({"tiny", false, 10.0});
+  ServerMetrics m({"tiny", false, 10.0, {}});
   {
     const ServerMetrics::ConnectionTicket a = m.open_connection();
     {
@@ -241,7 +241,7 @@ TEST(Metrics, OpenConnectionsFollowTheTickets) {
 }
 
 TEST(Metrics, GenerationRateSlidesOut) {
-  ServerMetrics m({"tiny", false, 0.2});
+  ServerMetrics m({"tiny", false, 0.2, {}});
   m.on_step({1.0, 10, 1, 0, 40});
   EXPECT_NEAR(m.generation_rate(ServerMetrics::Clock::now()), 200.0, 1e-9);
   EXPECT_EQ(m.generation_rate(ServerMetrics::Clock::now() + std::chrono::seconds(1)), 0.0);
