@@ -7,6 +7,9 @@
 set -euo pipefail
 export DELTASERVE_SOAK_REQUESTS="${DELTASERVE_SOAK_REQUESTS:-600}"
 export DELTASERVE_SOAK_OUT="${DELTASERVE_SOAK_OUT:-$DELTASERVE_BUILD_DIR/soak_replicas}"
-export DELTASERVE_SOAK_SERVE_ARGS="--split replicas --devices cpu:0,cpu:1 ${DELTASERVE_SOAK_SERVE_ARGS:-}"
-export DELTASERVE_SOAK_ENGINES=2
+# DELTASERVE_SOAK_DEVICES: the devices (default cpu:0,cpu:1; bench/gpu_replicas.sh gives GPUs).
+export DELTASERVE_SOAK_SERVE_ARGS="--split replicas --devices ${DELTASERVE_SOAK_DEVICES:-cpu:0,cpu:1} ${DELTASERVE_SOAK_SERVE_ARGS:-}"
+devices="${DELTASERVE_SOAK_DEVICES:-cpu:0,cpu:1}"
+commas="${devices//[^,]/}"
+export DELTASERVE_SOAK_ENGINES=$((${#commas} + 1))
 exec bash "$(dirname "$0")/soak_ci.sh"
