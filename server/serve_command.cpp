@@ -137,8 +137,10 @@ int serve_main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   const std::string model_name = model_name_of(config);
+  // --split replicas over several devices: one engine per device behind a router.
+  const bool replicas = config.devices.size() > 1 && config.split == "replicas";
   server::ServerMetrics metrics({model_name, config.vllm_metrics, config.metrics_rate_window_s,
-                                 config.devices.size() > 1 ? config.devices : std::vector<std::string>{}});
+                                 replicas ? config.devices : std::vector<std::string>{}});
   server::ServerState state(config, metrics, model_name);
   std::unique_ptr<server::HttpServer> http;
   try {
@@ -165,7 +167,7 @@ int serve_main(int argc, char** argv) {
   std::atomic<bool> load_failed{false};
   std::thread loader([&] {
     try {
-      if (config.devices.size() > 1) {
+      if (replicas) {
         model = server::load_replicas(config, [&](int32_t i) { return metrics.engine_observer(i); }, &metrics);
       } else {
         model = config.fake_engine ? server::load_fake_model(config, &metrics)
