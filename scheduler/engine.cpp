@@ -20,6 +20,7 @@ Engine::Engine(runtime::ModelRunner& runner, const SchedulerConfig& config, Engi
       clock_(or_steady(std::move(clock))),
       scheduler_(resolve_config(config, runner.limits()), runner.limits(), observer, clock_) {
   scheduler_.fill_stats(stats_);
+  if (const PrefixCache* cache = scheduler_.prefix_cache()) prefix_directory_ = &cache->directory();
   free_places_ = scheduler_.config().max_num_seqs;
   const SchedulerConfig& c = scheduler_.config();
   if (c.prefix_cache) runner_.reserve_checkpoints(c.prefix_device_checkpoints, c.prefix_host_checkpoints);
@@ -135,6 +136,10 @@ void Engine::publish() {
     if (!intact && integrity_error_.empty()) integrity_error_ = why;
   }
   idle_cv_.notify_all();  // idleness and cache resets are waited for
+}
+
+int32_t Engine::cached_prefix_tokens(std::span<const uint64_t> prefix_hashes) const {
+  return prefix_directory_ != nullptr ? prefix_directory_->longest_match(prefix_hashes) : 0;
 }
 
 bool Engine::reset_prefix_cache(std::chrono::milliseconds timeout) {

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,6 +64,11 @@ class Engine : public RequestQueue {
   // engine is not running. A no-op (true) while the prefix cache is off.
   bool reset_prefix_cache(std::chrono::milliseconds timeout);
 
+  // How many leading tokens of a prompt the prefix cache could resume from, given the prompt's
+  // prefix_hashes(): approximate (scheduler/prefix_directory.h); 0 while the cache is off. Any
+  // thread; never waits for a step.
+  int32_t cached_prefix_tokens(std::span<const uint64_t> prefix_hashes) const;
+
   bool ready() const;  // started, not draining, not stopped: the server's /ready
   EngineStats stats() const;
   const SchedulerConfig& config() const { return scheduler_.config(); }
@@ -94,6 +100,7 @@ class Engine : public RequestQueue {
   EngineObserver* observer_;
   Clock clock_;
   Scheduler scheduler_;  // engine thread only (its check_submit() is const: any thread)
+  const PrefixDirectory* prefix_directory_ = nullptr;  // the cache's (thread-safe); null while off
   runtime::StepOutput out_;       // engine thread only; reused every step
 
   mutable std::mutex mutex_;  // guards everything below

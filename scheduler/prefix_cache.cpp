@@ -37,6 +37,7 @@ struct PrefixCache::Checkpoint {
   Lru::iterator lru_at;
   uint64_t last_use = 0;
   bool pinned = false;  // taken by an admission in progress: never evicted
+  uint64_t prefix_hash = 0;  // of tokens [0, P): its PrefixDirectory entry
 };
 
 struct PrefixCache::Node {
@@ -230,6 +231,8 @@ void PrefixCache::save(std::span<const int32_t> tokens, int32_t num_tokens, std:
   c->mtp_valid = mtp_valid;
   c->buffer = buffer;
   c->last_use = ++clock_;
+  c->prefix_hash = prefix_hash(tokens.first(static_cast<size_t>(num_tokens)));
+  directory_.add(c->prefix_hash);
   Lru& list = lru(buffer.tier);
   c->lru_at = list.insert(list.end(), c.get());
   ++(buffer.tier == CheckpointTier::kDevice ? stats_.num_device_checkpoints : stats_.num_host_checkpoints);
@@ -243,6 +246,7 @@ void PrefixCache::remove(Checkpoint* c) {
   free_buffers_[tier].push_back(c->buffer.index);
   --(tier == 0 ? stats_.num_device_checkpoints : stats_.num_host_checkpoints);
   ++stats_.num_evictions;
+  directory_.remove(c->prefix_hash);
   if (c->partial_block >= 0) blocks_.block_release(c->partial_block);
   Node* node = c->node;
   std::erase_if(node->checkpoints, [c](const std::unique_ptr<Checkpoint>& owned) { return owned.get() == c; });

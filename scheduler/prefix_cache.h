@@ -21,6 +21,7 @@
 
 #include "runtime/cache_ops.h"
 #include "scheduler/block_pool.h"
+#include "scheduler/prefix_directory.h"
 
 namespace deltaserve::scheduler {
 
@@ -79,6 +80,8 @@ class PrefixCache {
   void clear();
 
   const PrefixCacheStats& stats() const { return stats_; }
+  // The checkpoints' prefixes, for other threads (the replica router); lives as long as the cache.
+  const PrefixDirectory& directory() const { return directory_; }
   int32_t num_checkpoints() const { return stats_.num_device_checkpoints + stats_.num_host_checkpoints; }
   // Adds the cache's reference counts per block to counts[block] (integrity check).
   void count_block_refs(std::vector<int32_t>& counts) const;
@@ -99,6 +102,7 @@ class PrefixCache {
   Lru lru_[2];                            // per tier: least recently used first
   uint64_t clock_ = 0;
   PrefixCacheStats stats_;
+  PrefixDirectory directory_;  // one entry per checkpoint (save adds, remove drops)
 };
 
 }  // namespace deltaserve::scheduler

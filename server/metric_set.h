@@ -54,8 +54,11 @@ class MetricSet {
 };
 
 std::unique_ptr<MetricSet> make_deltaserve_metrics(prometheus::Registry& registry);
+// engine: the value of vLLM's engine label ("0" for one engine; the index per replica).
 std::unique_ptr<MetricSet> make_vllm_metrics(prometheus::Registry& registry,
-                                             const std::string& model_name);
+                                             const std::string& model_name, const std::string& engine = "0");
+// --split replicas: one engine's deltaserve_engine_* series (server/engine_metrics.cpp).
+std::unique_ptr<MetricSet> make_engine_metrics(prometheus::Registry& registry, int32_t engine, const std::string& device);
 
 // Bucket layouts shared by both sets (seconds unless named otherwise).
 prometheus::Histogram::BucketBoundaries ttft_buckets();

@@ -3,6 +3,7 @@
 #include "server/agent_routes.h"
 #include "server/anthropic_wire.h"
 #include "server/openai_response.h"
+#include "server/replica_engine.h"
 #include "server/static_files.h"
 
 namespace deltaserve::server {
@@ -121,12 +122,18 @@ HttpResponse handle_ready(const HttpRequest& req, ServerState& state) {
 HttpResponse handle_metrics(const HttpRequest& req, ServerState& state) {
   const ModelService* service = state.service();
   scheduler::EngineStats stats;
-  if (service) stats = service->engine->stats();
+  std::vector<scheduler::EngineStats> per_engine;
+  if (service) {
+    // Replicas: the daemon's totals are the sum of the same snapshots, so the two agree.
+    per_engine = service->engine->replica_stats();
+    if (per_engine.empty()) stats = service->engine->stats();
+    for (const scheduler::EngineStats& s : per_engine) add_engine_stats(stats, s);
+  }
   HttpResponse res{http::status::ok, req.version()};
   res.set(http::field::server, kServerName);
   res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
   res.keep_alive(keep_alive_after(req, state));
-  res.body() = state.metrics().render(service ? &stats : nullptr, state.phase() == ServerPhase::Ready);
+  res.body() = state.metrics().render(service ? &stats : nullptr, state.phase() == ServerPhase::Ready, per_engine);
   res.prepare_payload();
   return res;
 }

@@ -137,7 +137,10 @@ int serve_main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   const std::string model_name = model_name_of(config);
-  server::ServerMetrics metrics({model_name, config.vllm_metrics, config.metrics_rate_window_s});
+  // --split replicas over several devices: one engine per device behind a router.
+  const bool replicas = config.devices.size() > 1 && config.split == "replicas";
+  server::ServerMetrics metrics({model_name, config.vllm_metrics, config.metrics_rate_window_s,
+                                 replicas ? config.devices : std::vector<std::string>{}});
   server::ServerState state(config, metrics, model_name);
   std::unique_ptr<server::HttpServer> http;
   try {
@@ -164,10 +167,14 @@ int serve_main(int argc, char** argv) {
   std::atomic<bool> load_failed{false};
   std::thread loader([&] {
     try {
-      model = config.fake_engine ? server::load_fake_model(config, &metrics)
-                                 : server::load_model(config, &metrics);
+      if (replicas) {
+        model = server::load_replicas(config, [&](int32_t i) { return metrics.engine_observer(i); }, &metrics);
+      } else {
+        model = config.fake_engine ? server::load_fake_model(config, &metrics)
+                                   : server::load_model(config, &metrics);
+      }
       if (config.fake_load_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(config.fake_load_ms));
-      metrics.set_limits(model.limits);
+      metrics.set_limits(model.limits, model.replica_limits);
       log_limits(model.limits);
       service.engine = model.engine.get();
       service.codec = model.codec.get();

@@ -126,6 +126,8 @@ std::vector<OptionDef> option_table(const std::shared_ptr<std::string>& kwargs_t
       def(&C::served_model_name, "served_model_name", "Model id in the API (/v1/models, responses); default: the model file's name"),
       def(&C::chat_template, "chat_template", "Jinja chat template file overriding the model's own"),
       def(&C::device, "device", "Where to run: auto | cpu | cuda[:N] | hip[:N]"),
+      def(&C::devices, "devices", "Several devices of one kind, comma-separated (cpu:0,cpu:1 | cuda:0,cuda:1 | hip:0,hip:1), shared as --split says; empty = the one --device"),
+      def(&C::split, "split", "How --devices share the work: replicas (one engine per device, each holding the whole model, behind one HTTP front end; requests routed by prefix cache and load)"),
       def(&C::host, "host", "Address to listen on"),
       def(&C::port, "port", "TCP port; 0 picks a free one (printed on stdout and written to --port-file)"),
       def(&C::port_file, "port_file", "Write the bound port to this file once listening"),

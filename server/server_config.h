@@ -21,6 +21,10 @@ struct ServerConfig {
   std::string served_model_name;    // "" = the model file's stem
   std::string chat_template;        // a Jinja file overriding the model's template; "" = model's
   std::string device = "auto";      // auto | cpu | cuda[:N] | hip[:N]
+  // Several devices (docs/configuration.md, "Several devices"): kind:N each, one kind, no
+  // repeats; empty = the one --device. Exclusive with --device.
+  std::vector<std::string> devices;
+  std::string split = "replicas";   // how the devices share the work: replicas (layers: not yet)
 
   // Listener.
   std::string host = "127.0.0.1";

@@ -24,6 +24,29 @@ void check_one_of(const char* flag, const std::string& value, const std::set<std
   throw ConfigError(std::string(flag) + " must be one of " + list + ", got '" + value + "'");
 }
 
+// --devices kind:N,... of one kind without repeats; --split replicas.
+void validate_devices(const ServerConfig& c) {
+  check_one_of("--split", c.split, {"replicas"});
+  if (c.devices.empty()) return;
+  if (c.device != "auto") throw ConfigError("--device and --devices exclude each other: give the devices to --devices only");
+  if (c.devices.size() == 1) throw ConfigError("--devices needs two devices or more; one device is --device " + c.devices.front());
+  if (c.devices.size() > 64) throw ConfigError("--devices lists more than 64 devices");
+  std::set<std::string> seen;
+  std::string kind;
+  for (const std::string& d : c.devices) {
+    const size_t colon = d.find(':');
+    const std::string name = d.substr(0, colon);
+    const std::string index = colon == std::string::npos ? "" : d.substr(colon + 1);
+    if ((name != "cpu" && name != "cuda" && name != "hip") || index.empty() || index.size() > 4 ||
+        index.find_first_not_of("0123456789") != std::string::npos)
+      throw ConfigError("--devices: '" + d + "' is not cpu:N, cuda:N or hip:N");
+    if (!kind.empty() && name != kind) throw ConfigError("--devices mixes " + kind + " and " + name + ": give devices of one kind");
+    kind = name;
+    if (!seen.insert(name + ":" + std::to_string(std::stoi(index))).second)
+      throw ConfigError("--devices names " + d + " twice");
+  }
+}
+
 }  // namespace
 
 void validate_config(const ServerConfig& c) {
@@ -91,6 +114,7 @@ void validate_config(const ServerConfig& c) {
       c.device.rfind("hip", 0) != 0) {
     throw ConfigError("--device must be auto, cpu, cuda[:N] or hip[:N], got '" + c.device + "'");
   }
+  validate_devices(c);
 }
 
 }  // namespace deltaserve::server

@@ -6,7 +6,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "scheduler/engine_stats.h"
 #include "scheduler/request.h"
@@ -25,6 +27,15 @@ class ServingEngine : public scheduler::RequestQueue {
     (void)timeout;
     return true;
   }
+  // How many leading tokens of a prompt its prefix cache could resume from, given the prompt's
+  // scheduler::prefix_hashes(); approximate, for routing only. No cache: 0.
+  virtual int32_t cached_prefix_tokens(std::span<const uint64_t> prefix_hashes) const {
+    (void)prefix_hashes;
+    return 0;
+  }
+  // Several engines behind one (--split replicas): each one's stats, in device order (their
+  // sum is stats()). One engine: empty.
+  virtual std::vector<scheduler::EngineStats> replica_stats() const { return {}; }
 };
 
 // The limits the daemon logs at start and sizes its per-slot metrics by.
@@ -37,7 +48,8 @@ struct EngineLimits {
   int64_t kv_bytes = 0;            // memory of the paged KV cache
   int64_t state_bytes = 0;         // memory of the recurrent-state slots (with rings)
   int32_t max_draft_depth = 0;
-  std::string device;              // "cpu", "cuda:0", "fake"
+  std::string device;              // "cpu", "cuda:0", "fake"; replicas: "cpu:0,cpu:1"
+  int32_t num_engines = 1;         // --split replicas: engines behind the router (the counts above are their sums)
 };
 
 // Forwards to any engine with scheduler::Engine's method set.
@@ -55,6 +67,9 @@ class EngineAdapter final : public ServingEngine {
   void cancel_all() override { engine_.cancel_all(); }
   bool wait_idle(std::chrono::milliseconds timeout) override { return engine_.wait_idle(timeout); }
   bool reset_prefix_cache(std::chrono::milliseconds timeout) override { return engine_.reset_prefix_cache(timeout); }
+  int32_t cached_prefix_tokens(std::span<const uint64_t> prefix_hashes) const override {
+    return engine_.cached_prefix_tokens(prefix_hashes);
+  }
 
  private:
   Engine& engine_;

@@ -23,8 +23,8 @@ using prometheus::Histogram;
 
 class VllmMetrics final : public MetricSet {
  public:
-  VllmMetrics(prometheus::Registry& r, const std::string& model_name)
-      : registry_(r), labels_{{"model_name", model_name}, {"engine", "0"}},
+  VllmMetrics(prometheus::Registry& r, const std::string& model_name, const std::string& engine)
+      : registry_(r), labels_{{"model_name", model_name}, {"engine", engine}},
         running_(gauge("vllm:num_requests_running", "Number of requests in model execution batches.")),
         waiting_(gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")),
         kv_usage_(gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")),
@@ -169,8 +169,8 @@ class VllmMetrics final : public MetricSet {
 }  // namespace
 
 std::unique_ptr<MetricSet> make_vllm_metrics(prometheus::Registry& registry,
-                                             const std::string& model_name) {
-  return std::make_unique<VllmMetrics>(registry, model_name);
+                                             const std::string& model_name, const std::string& engine) {
+  return std::make_unique<VllmMetrics>(registry, model_name, engine);
 }
 
 }  // namespace deltaserve::server

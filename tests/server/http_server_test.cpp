@@ -33,7 +33,7 @@ constexpr const char* kModel = "fake";
 class LiveServer {
  public:
   explicit LiveServer(ServerConfig config)
-      : config_(std::move(config)), metrics_({kModel, false, 10.0}), state_(config_, metrics_, kModel) {
+      : config_(std::move(config)), metrics_({kModel, false, 10.0, {}}), state_(config_, metrics_, kModel) {
     model_ = load_fake_model(config_, &metrics_);
     metrics_.set_limits(model_.limits);
     service_.engine = model_.engine.get();

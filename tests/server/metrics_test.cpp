@@ -139,7 +139,7 @@ void feed(ServerMetrics& m) {
 }
 
 TEST(Metrics, ExpositionIsWellFormedAndComplete) {
-  ServerMetrics m({"tiny", false, 10.0});
+  ServerMetrics m({"tiny", false, 10.0, {}});
   m.set_limits(limits());
   feed(m);
   const scheduler::EngineStats s = stats();
@@ -209,7 +209,7 @@ TEST(Metrics, SpeculationPolicyIsObservable) {
 }
 
 TEST(Metrics, CountersFromTheEngineSnapshotAdvanceByDelta) {
-  ServerMetrics m({"tiny", false, 10.0});
+  ServerMetrics m({"tiny", false, 10.0, {}});
   m.set_limits(limits());
   scheduler::EngineStats s = stats();
   m.render(&s, true);
@@ -219,7 +219,7 @@ TEST(Metrics, CountersFromTheEngineSnapshotAdvanceByDelta) {
 }
 
 TEST(Metrics, VllmNamesBehindTheSwitch) {
-  ServerMetrics m({"tiny", true, 10.0});
+  ServerMetrics m({"tiny", true, 10.0, {}});
   m.set_limits(limits());
   feed(m);
   const scheduler::EngineStats s = stats();
@@ -243,14 +243,14 @@ TEST(Metrics, VllmNamesBehindTheSwitch) {
 }
 
 TEST(Metrics, RenderWhileLoadingHasNoEngineGauges) {
-  ServerMetrics m({"tiny", false, 10.0});
+  ServerMetrics m({"tiny", false, 10.0, {}});
   Exposition ex;
   EXPECT_NO_FATAL_FAILURE(ex = parse_exposition(m.render(nullptr, false)));
   EXPECT_EQ(value_of(ex, "deltaserve_ready"), 0);
 }
 
 TEST(Metrics, OpenConnectionsFollowTheTickets) {
-  ServerMetrics m({"tiny", false, 10.0});
+  ServerMetrics m({"tiny", false, 10.0, {}});
   {
     const ServerMetrics::ConnectionTicket a = m.open_connection();
     {
@@ -264,10 +264,61 @@ TEST(Metrics, OpenConnectionsFollowTheTickets) {
 }
 
 TEST(Metrics, GenerationRateSlidesOut) {
-  ServerMetrics m({"tiny", false, 0.2});
+  ServerMetrics m({"tiny", false, 0.2, {}});
   m.on_step({1.0, 10, 1, 0, 40});
   EXPECT_NEAR(m.generation_rate(ServerMetrics::Clock::now()), 200.0, 1e-9);
   EXPECT_EQ(m.generation_rate(ServerMetrics::Clock::now() + std::chrono::seconds(1)), 0.0);
+}
+
+// --split replicas: the daemon-wide names are the sums, each engine has its labelled copy, the
+// same local request id on two engines takes two stream slots, and routing decisions count.
+TEST(ServerMetrics, ReplicasExportPerEngineSeriesBesideTheTotals) {
+  ServerMetrics m({"tiny", true, 10.0, {"cpu:0", "cpu:1"}});
+  scheduler::EngineObserver* e0 = m.engine_observer(0);
+  scheduler::EngineObserver* e1 = m.engine_observer(1);
+  ASSERT_NE(e0, e1);
+  ASSERT_NE(e0, static_cast<scheduler::EngineObserver*>(&m));
+  EngineLimits total = limits();
+  total.max_streams = 8;
+  const std::vector<EngineLimits> each{limits(), limits()};
+  m.set_limits(total, each);
+  e0->on_step({4.0, 12, 2, 8, 3});
+  e1->on_step({4.0, 12, 2, 8, 5});
+  e0->on_inter_token(1, 10.0);
+  e1->on_inter_token(1, 20.0);  // the same local id on the other engine: another stream
+  e1->on_request_finished({1, scheduler::FinishReason::Stop, 10, 5, 1.0, 20.0, 100.0, 50.0});
+  m.on_route(0, RouteReason::kLoad);
+  m.on_route(1, RouteReason::kPrefix);
+  m.on_route(1, RouteReason::kPrefix);
+  m.on_response_finished(ResponseEnd::Stop);
+  scheduler::EngineStats a = stats(), b = stats();
+  b.num_running = 1;
+  b.prefix_cache_hits = 4;
+  scheduler::EngineStats sum = a;
+  sum.num_running = 3;
+  sum.num_state_slots_total = 8;
+  sum.prefix_cache_hits = 4;
+  const std::vector<scheduler::EngineStats> per_engine{a, b};
+  const Exposition ex = parse_exposition(m.render(&sum, true, per_engine));
+  EXPECT_EQ(value_of(ex, "deltaserve_generation_tokens_total"), 8.0);
+  EXPECT_EQ(value_of(ex, "deltaserve_engine_generation_tokens_total", R"(engine="0")"), 3.0);
+  EXPECT_EQ(value_of(ex, "deltaserve_engine_generation_tokens_total", R"(engine="1")"), 5.0);
+  EXPECT_EQ(value_of(ex, "deltaserve_requests_running"), 3.0);
+  EXPECT_EQ(value_of(ex, "deltaserve_engine_requests_running", R"(device="cpu:0",engine="0")"), 2.0);
+  EXPECT_EQ(value_of(ex, "deltaserve_engine_requests_running", R"(device="cpu:1",engine="1")"), 1.0);
+  EXPECT_EQ(value_of(ex, "deltaserve_engine_prefix_cache_hits_total", R"(engine="1")"), 4.0);
+  EXPECT_EQ(value_of(ex, "deltaserve_engine_requests_total", R"(engine="0")"), 0.0);
+  EXPECT_EQ(value_of(ex, "deltaserve_engine_requests_total", R"(engine="1")"), 1.0);
+  EXPECT_EQ(value_of(ex, "deltaserve_router_decisions_total", R"(engine="1",reason="prefix")"), 2.0);
+  EXPECT_EQ(value_of(ex, "deltaserve_router_decisions_total", R"(engine="0",reason="load")"), 1.0);
+  // Two streams took two slots (router ids): engine 1's ended and freed its own, engine 0's runs.
+  int busy = 0;
+  for (const Sample& s : ex.samples) busy += s.name == "deltaserve_stream_decode_tokens_per_second" && s.value > 0.0;
+  EXPECT_EQ(busy, 1);
+  EXPECT_EQ(value_of(ex, "deltaserve_stream_decode_tokens_per_second", R"(slot="0")"), 100.0);
+  // vLLM's names per engine; responses on engine 0's.
+  EXPECT_EQ(value_of(ex, "vllm:num_requests_running", R"(engine="1")"), 1.0);
+  EXPECT_EQ(value_of(ex, "vllm:request_success_total", R"(engine="0",finished_reason="stop")"), 1.0);
 }
 
 }  // namespace

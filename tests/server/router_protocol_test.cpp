@@ -23,7 +23,7 @@ class RouterTest : public ::testing::Test {
     stop();
     config.fake_engine = true;
     config_ = std::move(config);
-    metrics_ = std::make_unique<ServerMetrics>(MetricsOptions{"fake", false, 10.0});
+    metrics_ = std::make_unique<ServerMetrics>(MetricsOptions{"fake", false, 10.0, {}});
     state_ = std::make_unique<ServerState>(config_, *metrics_, "fake");
     model_ = load_fake_model(config_, metrics_.get());
     service_.engine = model_.engine.get();
@@ -129,7 +129,7 @@ TEST_F(RouterTest, PreflightUsesTheConfiguredHeaderList) {
 }
 
 TEST(ProcessMetrics, ScrapeHasProcessSeriesAndHttpResponseCounts) {
-  ServerMetrics metrics({"fake", false, 10.0});
+  ServerMetrics metrics({"fake", false, 10.0, {}});
   metrics.on_http_response("/health", 200);
   metrics.on_http_response("/health", 200);
   metrics.on_http_response("other", 404);

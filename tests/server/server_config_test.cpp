@@ -148,5 +148,29 @@ TEST(ServerConfig, ShippedConfigHoldsEveryOption) {
   EXPECT_NO_THROW(validate_config(config));
 }
 
+TEST(ServerConfig, DevicesAndSplit) {
+  const ServeInvocation inv = load({"--fake-engine", "--split", "replicas", "--devices", "cpu:0,cpu:1"});
+  EXPECT_EQ(inv.config.devices, (std::vector<std::string>{"cpu:0", "cpu:1"}));
+  EXPECT_EQ(inv.config.split, "replicas");
+  const nlohmann::ordered_json dumped = inv.config.to_json();
+  EXPECT_EQ(dumped["devices"], nlohmann::json::array({"cpu:0", "cpu:1"}));
+  EXPECT_EQ(dumped["split"], "replicas");
+  EXPECT_EQ(load({"--fake-engine", "--devices", "cuda:0", "--devices", "cuda:3"}).config.devices.size(), 2u);
+  EXPECT_TRUE(load({"--fake-engine"}).config.devices.empty());
+  for (const auto& [args, flag] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--devices", "cpu:0,cuda:1"}, "mixes"},
+           {{"--devices", "cpu:0,cpu:0"}, "twice"},
+           {{"--devices", "cuda:1,cuda:01"}, "twice"},
+           {{"--devices", "cpu:0"}, "two devices"},
+           {{"--devices", "gpu0,gpu1"}, "cpu:N"},
+           {{"--devices", "cuda:,cuda:1"}, "cpu:N"},
+           {{"--device", "cpu", "--devices", "cpu:0,cpu:1"}, "exclude"},
+           {{"--split", "rows", "--devices", "cpu:0,cpu:1"}, "--split"}}) {
+    std::vector<std::string> all{"--fake-engine"};
+    all.insert(all.end(), args.begin(), args.end());
+    EXPECT_NE(config_error(all).find(flag), std::string::npos) << args.back() << ": " << config_error(all);
+  }
+}
+
 }  // namespace
 }  // namespace deltaserve::server

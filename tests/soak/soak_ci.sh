@@ -19,7 +19,10 @@
 # DELTASERVE_SOAK_CONCURRENCY (default 6), DELTASERVE_SOAK_MAX_S (the tool's own limit, 420),
 # DELTASERVE_SOAK_MAX_WAITING (the daemon's --max-waiting and the tool's model of it, default 8;
 # set it here rather than in the serve flags, or the tool judges 429s against the wrong bound),
-# DELTASERVE_SOAK_MAX_FDS (`ulimit -n` of the daemon and the tools, default 192).
+# DELTASERVE_SOAK_MAX_FDS (`ulimit -n` of the daemon and the tools, default 192),
+# DELTASERVE_SOAK_ENGINES (engines the serve flags start, default 1: with --split replicas each
+# engine has its own --max-waiting places, so the tool's model of the queue is that many times
+# larger, and every engine must have served requests).
 # Loopback only; bounded: the tool stops itself after 420 s, the whole test after ~8 min.
 set -euo pipefail
 source "$(dirname "$0")/daemon_lib.bash"
@@ -34,6 +37,7 @@ mkdir -p "$out"
 concurrency="${DELTASERVE_SOAK_CONCURRENCY:-6}"
 max_s="${DELTASERVE_SOAK_MAX_S:-420}"
 max_waiting="${DELTASERVE_SOAK_MAX_WAITING:-8}"
+engines="${DELTASERVE_SOAK_ENGINES:-1}"
 # The daemon inherits the limit, so the descriptor pressure below is reachable.
 ulimit -n "${DELTASERVE_SOAK_MAX_FDS:-192}"
 # shellcheck disable=SC2086  # extra flags are meant to split
@@ -52,7 +56,7 @@ pressure_pid=$!
 status=0
 timeout $((max_s + 60)) "$load" --url "$DAEMON_URL" --soak --concurrency "$concurrency" --requests "$requests" \
   --input-tokens 24 --output-tokens 12 --seed 7 \
-  --server-pid "$DAEMON_PID" --server-max-waiting "$max_waiting" --server-max-body-bytes 65536 \
+  --server-pid "$DAEMON_PID" --server-max-waiting $((max_waiting * engines)) --server-max-body-bytes 65536 \
   --rss-growth-bound-mib 64 --settle-timeout-s 20 --max-duration-s "$max_s" \
   --idle-timeout-s 60 --request-timeout-s 120 \
   --json "$out/soak.json" --plot "$out/plots" || status=$?
@@ -65,6 +69,18 @@ if ((status != 0 || hostile_status != 0)); then
   echo "soak_ci: deltaserve-load exited with $status, hostile traffic with $hostile_status; daemon log tail:" >&2
   tail -n 40 "$DAEMON_LOG" >&2
   exit 1
+fi
+# Replicas: every engine served part of the soak (its own series on /metrics).
+if ((engines > 1)); then
+  metrics=$(python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1] + "/metrics").read().decode())' "$DAEMON_URL")
+  for ((e = 0; e < engines; ++e)); do
+    served=$(grep -E "^deltaserve_engine_requests_total\{[^}]*engine=\"$e\"" <<<"$metrics" | awk '{print $2}')
+    if [[ -z "$served" ]] || ! awk -v n="$served" 'BEGIN { exit !(n > 0) }'; then
+      echo "soak_ci: engine $e served no request (deltaserve_engine_requests_total: '${served}')" >&2
+      exit 1
+    fi
+    echo "soak_ci: engine $e served $served requests"
+  done
 fi
 log_lines=$(wc -l <"$DAEMON_LOG")
 if ((log_lines > 2000)); then
