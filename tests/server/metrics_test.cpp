@@ -188,7 +188,7 @@ TEST(Metrics, ExpositionIsWellFormedAndComplete) {
 // The speculation policy's choices and predictions: depths per stream and step, and the
 // predicted step time and measured/predicted ratio of decode steps that were predicted.
 TEST(Metrics, SpeculationPolicyIsObservable) {
-  ServerMetrics m({"tiny", false, 10.0});
+  ServerMetrics m({"tiny", false, 10.0, {}});
   m.set_limits(limits());
   scheduler::StepReport decode{8.0, 10, 4, 0, 9};
   decode.predicted_step_ms = 5.0;
