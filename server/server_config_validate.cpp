@@ -1,6 +1,8 @@
 // Range and consistency checks of ServerConfig: one message per problem, naming the flag
 // (the JSON key is the same name with '_' for '-').
+#include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 
 #include "server/openai_schema.h"
@@ -24,7 +26,40 @@ void check_one_of(const char* flag, const std::string& value, const std::set<std
   throw ConfigError(std::string(flag) + " must be one of " + list + ", got '" + value + "'");
 }
 
+void validate_devices(const ServerConfig& c) {
+  const std::vector<runtime::DeviceId> devices = configured_devices(c);
+  const std::optional<runtime::SplitMode> mode = runtime::parse_split_mode(c.split);
+  if (!mode) check_one_of("--split", c.split, {"layers", "replicas"});
+  if (!devices.empty() && c.device != "auto")
+    throw ConfigError("--device " + c.device + " and --devices " + runtime::device_name(devices.front()) +
+                      ",...: give one of them (--devices replaces --device)");
+  if (devices.size() >= 2 && mode == runtime::SplitMode::kReplicas)
+    throw ConfigError("--split replicas is not supported yet; use --split layers (or one device)");
+  if (devices.size() >= 2 && mode == runtime::SplitMode::kLayers && devices.front().kind != runtime::DeviceKind::kCpu)
+    throw ConfigError("--devices " + runtime::device_name(devices.front()) + ",... --split layers: a layer split over GPUs "
+                      "is not implemented yet (the GPU backend cannot run a layer range yet; it waits for a host with "
+                      "two GPUs); CPU devices (cpu:0,cpu:1) split today");
+  if (!c.split_layers.empty() && devices.empty())
+    throw ConfigError("--split-layers needs --devices (the devices the layer ranges go to)");
+  try {
+    (void)runtime::parse_layer_split(c.split_layers, devices.size());
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(e.what());
+  }
+}
+
 }  // namespace
+
+std::vector<runtime::DeviceId> configured_devices(const ServerConfig& config) {
+  if (config.devices.empty()) return {};
+  std::string joined;
+  for (const std::string& entry : config.devices) joined += (joined.empty() ? "" : ",") + entry;
+  try {
+    return runtime::parse_device_list(joined);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(e.what());
+  }
+}
 
 void validate_config(const ServerConfig& c) {
   if (c.model.empty() && !c.fake_engine) {
@@ -91,6 +126,7 @@ void validate_config(const ServerConfig& c) {
       c.device.rfind("hip", 0) != 0) {
     throw ConfigError("--device must be auto, cpu, cuda[:N] or hip[:N], got '" + c.device + "'");
   }
+  validate_devices(c);
 }
 
 }  // namespace deltaserve::server
