@@ -10,6 +10,7 @@
 // event of the sending one, so no host synchronisation sits between the devices.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

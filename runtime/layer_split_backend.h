@@ -22,6 +22,7 @@
 #include "runtime/activation_link.h"
 #include "runtime/backend.h"
 #include "runtime/device_split.h"
+#include "runtime/model_weights.h"
 
 namespace deltaserve::runtime {
 

@@ -43,6 +43,12 @@ struct RunOptions {
   std::vector<runtime::LayerRange> ranges;  // for the split; empty = balanced
 };
 
+RunOptions depth(int32_t d) {
+  RunOptions o;
+  o.depth = d;
+  return o;
+}
+
 struct RunResult {
   std::vector<Tokens> tokens;
   EngineStats stats;
@@ -149,8 +155,8 @@ TEST_P(LayerSplitEngineTest, GreedyTokensEqualOneDeviceWithSpeculationAndRejecte
   ASSERT_TRUE(model_->weights.has_mtp);
   const std::vector<RequestSpec> specs = requests(4, 12);
   const RunResult plain = run(specs, false, {});
-  const RunResult one = run(specs, false, {.depth = 3});
-  const RunResult split = run(specs, true, {.depth = 3});
+  const RunResult one = run(specs, false, depth(3));
+  const RunResult split = run(specs, true, depth(3));
   EXPECT_EQ(one.tokens, plain.tokens);
   EXPECT_EQ(split.tokens, plain.tokens);
   EXPECT_EQ(split.drafted, one.drafted);
@@ -161,18 +167,23 @@ TEST_P(LayerSplitEngineTest, GreedyTokensEqualOneDeviceWithSpeculationAndRejecte
 TEST_P(LayerSplitEngineTest, PreemptionUnderBlockPressureKeepsOutput) {
   const std::vector<RequestSpec> specs = requests(6, 14);
   const RunResult roomy = run(specs, false, {});
-  const RunResult tight = run(specs, true, {.depth = 2, .blocks = 10});
+  RunOptions tight_blocks = depth(2);
+  tight_blocks.blocks = 10;
+  const RunResult tight = run(specs, true, tight_blocks);
   EXPECT_GT(tight.stats.num_preemptions, 0u);
   EXPECT_EQ(roomy.tokens, tight.tokens);
 }
 
 TEST_P(LayerSplitEngineTest, PrefixCacheHitsOnSplitStatesMatchOneDevice) {
   const std::vector<RequestSpec> specs = requests(5, 8);
-  const RunResult one = run(specs, false, {.prefix_cache = true});
+  RunOptions cached;
+  cached.prefix_cache = true;
+  const RunResult one = run(specs, false, cached);
+  cached.slots = 1;
   // One at a time, so later requests find the shared head's checkpoint.
   RunResult split;
   for (const RequestSpec& spec : specs) {
-    const RunResult r = run({spec, spec}, true, {.slots = 1, .prefix_cache = true});
+    const RunResult r = run({spec, spec}, true, cached);
     EXPECT_EQ(r.tokens[0], r.tokens[1]);
     EXPECT_GT(r.stats.prefix_cache_hits, 0u);
     split.tokens.push_back(r.tokens[0]);
@@ -183,8 +194,10 @@ TEST_P(LayerSplitEngineTest, PrefixCacheHitsOnSplitStatesMatchOneDevice) {
 TEST_P(LayerSplitEngineTest, OneLayerOnTheFirstDeviceKeepsOutput) {
   const std::vector<RequestSpec> specs = requests(3, 10);
   const int32_t l = static_cast<int32_t>(model_->config.num_layers);
-  const RunResult one = run(specs, false, {.depth = 2});
-  const RunResult split = run(specs, true, {.depth = 2, .ranges = {{0, 1}, {1, l}}});
+  RunOptions uneven = depth(2);
+  const RunResult one = run(specs, false, uneven);
+  uneven.ranges = {{0, 1}, {1, l}};
+  const RunResult split = run(specs, true, uneven);
   EXPECT_EQ(one.tokens, split.tokens);
   EXPECT_EQ(split.stats.split_devices[0].layers.size(), 1);
 }
