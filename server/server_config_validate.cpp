@@ -26,6 +26,8 @@ void check_one_of(const char* flag, const std::string& value, const std::set<std
   throw ConfigError(std::string(flag) + " must be one of " + list + ", got '" + value + "'");
 }
 
+// --devices, --split and --split-layers (runtime/device_split.h): the shape of the list and of
+// the ranges; ranges against the model's layer count are checked at load.
 void validate_devices(const ServerConfig& c) {
   const std::vector<runtime::DeviceId> devices = configured_devices(c);
   const std::optional<runtime::SplitMode> mode = runtime::parse_split_mode(c.split);
@@ -41,6 +43,8 @@ void validate_devices(const ServerConfig& c) {
                       "two GPUs); CPU devices (cpu:0,cpu:1) split today");
   if (!c.split_layers.empty() && devices.empty())
     throw ConfigError("--split-layers needs --devices (the devices the layer ranges go to)");
+  if (!c.split_layers.empty() && mode != runtime::SplitMode::kLayers)
+    throw ConfigError("--split-layers needs --split layers");
   try {
     (void)runtime::parse_layer_split(c.split_layers, devices.size());
   } catch (const std::invalid_argument& e) {

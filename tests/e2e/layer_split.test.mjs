@@ -18,7 +18,7 @@ const clients = {};
 before(async () => {
   const common = ['--max-streams', '4', '--context-tokens', '512', '--cpu-threads', '1'];
   for (const [name, args] of [['one', []], ['split', ['--devices', 'cpu:0,cpu:1', '--split', 'layers']],
-                              ['uneven', ['--devices', 'cpu:0,cpu:1', '--split-layers', '0-0,1-7']]]) {
+                              ['uneven', ['--devices', 'cpu:0,cpu:1', '--split', 'layers', '--split-layers', '0-0,1-7']]]) {
     daemons[name] = await startDaemon({ fake: false, args: [...common, ...args] });
     clients[name] = new OpenAI({ baseURL: `${daemons[name].url}/v1`, apiKey: 'unused', maxRetries: 0 });
   }
@@ -81,11 +81,11 @@ test('bad device lists and ranges are refused with a line that names them', () =
     [['--devices', 'cpu:0,cpu:1', '--split', 'tensor'], 2, '--split must be one of'],
     [['--devices', 'cpu:0,cpu:1', '--split', 'replicas'], 2, '--split replicas is not supported yet'],
     [['--devices', 'cuda:0,cuda:1', '--split', 'layers'], 2, 'waits for a host with two GPUs'],
-    [['--devices', 'cpu:0,cpu:1', '--split-layers', '0-3,5-7'], 2, 'must start at layer 4'],
-    [['--devices', 'cpu:0,cpu:1', '--split-layers', '0-7'], 2, 'gives 1 entries for 2 devices'],
+    [['--devices', 'cpu:0,cpu:1', '--split', 'layers', '--split-layers', '0-3,5-7'], 2, 'must start at layer 4'],
+    [['--devices', 'cpu:0,cpu:1', '--split', 'layers', '--split-layers', '0-7'], 2, 'gives 1 entries for 2 devices'],
     [['--split-layers', '4,4'], 2, '--split-layers needs --devices'],
     [['--device', 'cpu', '--devices', 'cpu:0,cpu:1'], 2, 'give one of them'],
-    [['--devices', 'cpu:0,cpu:1', '--split-layers', '0-3,4-9'], 1, 'covers 10 layers but the model has 8'],
+    [['--devices', 'cpu:0,cpu:1', '--split', 'layers', '--split-layers', '0-3,4-9'], 1, 'covers 10 layers but the model has 8'],
   ];
   for (const [args, code, message] of cases) {
     const r = spawnSync(daemonBinary(), ['serve', '--port', '0', '--log-level', 'warn', ...args], { encoding: 'utf8', timeout: 60000 });

@@ -184,6 +184,7 @@ TEST(ServerConfig, BadDevicesAndRangesAreConfigErrors) {
       {{"--devices", "cpu:0,cpu:1", "--split-layers", "1,2,3"}, "gives 3 entries for 2 devices"},
       {{"--devices", "cpu:0,cpu:1", "--split-layers", "4,0"}, "'0' is not a layer count >= 1"},
       {{"--split-layers", "4,4"}, "--split-layers needs --devices"},
+      {{"--devices", "cpu:0,cpu:1", "--split", "replicas", "--split-layers", "4,4"}, "--split replicas is not supported yet"},
       {{"--device", "cuda:0", "--devices", "cuda:0"}, "give one of them"},
   };
   for (const auto& [args, message] : cases) {
