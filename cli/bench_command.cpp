@@ -168,7 +168,7 @@ int run_bench(BenchCommand& c) {
                                            runtime::parse_layer_split(c.split_layers, devices.size()), *model, cache, c.threads);
   }
   std::printf("backend    %s (device '%s'), ready in %.2f s; %d slots, %d KV blocks of %d tokens\n", backend->name().c_str(),
-              c.device.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+              (c.devices.empty() ? c.device : c.devices).c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
               cache.num_state_slots, cache.num_kv_blocks, cache.kv_block_tokens);
   if (const std::string settings = backend->speed_settings(); !settings.empty()) std::printf("settings   %s\n", settings.c_str());
   std::printf("plan       %s: context %d tokens/stream, %d timed %s (+%d warmup)", c.mode.c_str(), c.o.context_tokens,
@@ -216,7 +216,7 @@ int run_bench(BenchCommand& c) {
     nlohmann::json j = {{"command", "bench " + c.mode},
                         {"model", model->path},
                         {"backend", backend->name()},
-                        {"device", c.device},
+                        {"device", c.devices.empty() ? c.device : c.devices},
                         {"context_tokens", c.o.context_tokens},
                         {"seed", c.o.seed},
                         {"state_precision", runtime::state_precision_name(c.o.state_precision)},
