@@ -31,6 +31,7 @@ using runtime::LoadedModel;
 struct BenchCommand {
   std::string mode;  // "decode" or "prefill"
   std::string preset, model_path, weights = "q4_0", device = "auto", json_path, state_precision = "f32", matvec = "auto", step_graphs = "auto";
+  std::string devices, split_layers;  // a layer split (runtime/device_split.h); empty = --device
   int threads = 0;
   BenchOptions o;
 };
@@ -60,6 +61,8 @@ void add_common_options(CLI::App& app, BenchCommand& c) {
       ->capture_default_str();
   app.add_option("--seed", c.o.seed, "Seed of the synthetic weights and of the token ids")->capture_default_str();
   app.add_option("--device", c.device, "cpu, cuda[:N], hip[:N], gpu[:N] or auto")->capture_default_str();
+  app.add_option("--devices", c.devices, "A layer split over several devices, e.g. cpu:0,cpu:1 (replaces --device)");
+  app.add_option("--split-layers", c.split_layers, "Layer ranges of --devices: '0-19,20-39' or counts '20,20'; default: balanced");
   app.add_option("--batch", c.o.batch_sizes, "Streams per run, comma-separated")->delimiter(',')->check(CLI::Range(1, 4096));
   app.add_option("--context", c.o.context_tokens, "Tokens in each stream's cache before timing (filled by a prefill)")
       ->check(CLI::Range(0, 1 << 24))->capture_default_str();
@@ -125,6 +128,19 @@ void print_memory(const Backend& backend) {
   std::printf("\n");
 }
 
+// A layer split's devices: layers, memory, and the activation hop into each (over every
+// forward of the run, warm-ups included).
+void print_split(const Backend& backend) {
+  for (const runtime::SplitDeviceStats& d : backend.split_stats()) {
+    std::printf("split      %s layers %d-%d, %s", runtime::device_name(d.device).c_str(), d.layers.first, d.layers.end - 1,
+                gb(static_cast<double>(d.bytes_used)).c_str());
+    if (d.inbound.copies > 0)
+      std::printf("; in: %llu hops, %s, %.3f ms per hop", static_cast<unsigned long long>(d.inbound.copies),
+                  gb(static_cast<double>(d.inbound.bytes)).c_str(), d.inbound.seconds * 1e3 / static_cast<double>(d.inbound.copies));
+    std::printf("\n");
+  }
+}
+
 // Each row's lower-bound bytes (step_traffic.h). Decode: the mean cached context over the
 // timed steps (each step adds kept tokens per stream after the warm-up ones).
 void set_min_bytes(std::vector<BenchRow>& rows, const LoadedModel& model, const BenchOptions& o, bool prefill) {
@@ -173,9 +189,16 @@ int run_bench(BenchCommand& c) {
   auto model = build_model(c);
   const runtime::CacheConfig cache = bench_cache_config(c.o, prefill);
   const auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<Backend> backend = runtime::make_backend(c.device, *model, cache, c.threads);
+  std::unique_ptr<Backend> backend;
+  if (c.devices.empty()) {
+    backend = runtime::make_backend(c.device, *model, cache, c.threads);
+  } else {
+    const std::vector<runtime::DeviceId> devices = runtime::parse_device_list(c.devices);
+    backend = runtime::make_device_backend(devices, runtime::SplitMode::kLayers,
+                                           runtime::parse_layer_split(c.split_layers, devices.size()), *model, cache, c.threads);
+  }
   std::printf("backend    %s (device '%s'), ready in %.2f s; %d slots, %d KV blocks of %d tokens\n", backend->name().c_str(),
-              c.device.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+              (c.devices.empty() ? c.device : c.devices).c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
               cache.num_state_slots, cache.num_kv_blocks, cache.kv_block_tokens);
   if (const std::string settings = backend->speed_settings(); !settings.empty()) std::printf("settings   %s\n", settings.c_str());
   std::printf("plan       %s: context %d tokens/stream, %d timed %s (+%d warmup)", c.mode.c_str(), c.o.context_tokens,
@@ -207,7 +230,7 @@ int run_bench(BenchCommand& c) {
   const double copy_gb_per_s = runtime::measure_copy_gb_per_s(*backend);
   if (copy_gb_per_s > 0)
     std::printf("copy       %.1f GB/s (%s, read + write)\n", copy_gb_per_s,
-                backend->name() == "cpu" ? "host memcpy, one thread" : "device-to-device memcpy");
+                backend->name().rfind("cpu", 0) == 0 ? "host memcpy, one thread" : "device-to-device memcpy");
   else
     std::printf("copy       n/a (the copy could not be measured)\n");
   std::printf("\n");
@@ -219,11 +242,12 @@ int run_bench(BenchCommand& c) {
   print_trace_tables(rows, prefill);
   std::printf("\n");
   print_memory(*backend);
+  print_split(*backend);
   if (!c.json_path.empty()) {
     nlohmann::json j = {{"command", "bench " + c.mode},
                         {"model", model->path},
                         {"backend", backend->name()},
-                        {"device", c.device},
+                        {"device", c.devices.empty() ? c.device : c.devices},
                         {"context_tokens", c.o.context_tokens},
                         {"seed", c.o.seed},
                         {"state_precision", runtime::state_precision_name(c.o.state_precision)},

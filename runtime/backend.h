@@ -8,9 +8,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <span>
 
+#include "runtime/activation_link.h"
 #include "runtime/batch_plan.h"
 #include "runtime/cache_ops.h"
 #include "runtime/gpu_tuning.h"
@@ -78,6 +80,19 @@ struct BackendMemoryStats {
   int64_t device_bytes_total = 0;      // the device's capacity (0 on the CPU)
   int64_t pinned_bytes = 0;            // page-locked host memory held
   int64_t pinned_registrations = 0;    // live page-locked allocations or registrations
+  // The CPU backend's share of host memory: the weights of its layer range (mapped, read),
+  // its KV pools, recurrent states, checkpoints and activations (a layer split's per-device
+  // memory on CPU devices; 0 on a GPU backend).
+  int64_t host_bytes_held = 0;
+};
+
+// One device of a layer split (runtime/layer_split_backend.h), for metrics and logs.
+struct SplitDeviceStats {
+  DeviceId device;
+  LayerRange layers;           // trunk layers it holds
+  int64_t bytes_used = 0;      // its weights, caches, checkpoints and workspaces
+  int64_t bytes_total = 0;     // the device's capacity (0 on the CPU)
+  LinkStats inbound;           // the hop from the previous device (zeros on the first)
 };
 
 class Backend {
@@ -130,6 +145,23 @@ class Backend {
   // Device kernels launched since construction (graph replays count their kernel nodes), for
   // benchmarks; -1 when the backend does not count them.
   virtual int64_t kernel_launches() const { return -1; }
+
+  // Layer split (runtime/layer_split_backend.h). A backend built for a layer range (a
+  // "stage") holds only those layers' weights, recurrent states and KV pools; forward() then
+  // runs the rows through its range only: the first stage embeds the tokens, a later one starts
+  // from the activations written into stage_input(); a stage that is not last leaves its output
+  // in stage_output() and fills nothing of `out`; the last stage applies the final norm and
+  // LM head and holds the MTP head. The slot bookkeeping (resets, verify rows, rollback,
+  // checkpoints of its own GDN layers, its own KV blocks) is per stage, driven by the same plan.
+  // A backend of every layer is its own single stage.
+  virtual LayerRange layer_range() const { return {0, static_cast<int32_t>(config().num_layers)}; }
+  // The buffer, on this backend's device, that the next forward() of a stage that does not
+  // start at layer 0 reads: [num_rows][H] f32. Throws std::logic_error where unsupported.
+  virtual ActivationBuffer stage_input(int64_t num_rows);
+  // The activations the last forward() left after this stage's last layer ([rows][H] f32).
+  virtual ActivationBuffer stage_output();
+  // Per device of a layer split, in order; empty for a backend on one device.
+  virtual std::vector<SplitDeviceStats> split_stats() const { return {}; }
 };
 
 }  // namespace deltaserve::runtime

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "runtime/cpu/cpu_backend.h"
+#include "runtime/layer_split_backend.h"
 #if defined(DELTASERVE_WITH_GPU)
 #include "runtime/gpu/gpu_backend.h"
 #endif
@@ -118,7 +119,43 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const LoadedMod
 #endif
 }
 
+std::unique_ptr<Backend> make_device_backend(const std::vector<DeviceId>& devices, SplitMode mode,
+                                             const LayerSplitOverride& layers, const LoadedModel& model,
+                                             const CacheConfig& cache, int num_cpu_threads) {
+  if (devices.empty()) throw std::runtime_error("--devices: no device given");
+  if (devices.size() == 1) {
+    const DeviceId& only = devices.front();
+    if (!layers.counts.empty() && layers.counts.front() != model.config.num_layers)
+      throw std::runtime_error("--split-layers gives one device " + std::to_string(layers.counts.front()) +
+                               " layers but the model has " + std::to_string(model.config.num_layers));
+    // The CPU is one device whatever its index: cpu:N alone is the plain CPU backend.
+    return make_backend(only.kind == DeviceKind::kCpu ? "cpu" : device_name(only), model, cache, num_cpu_threads);
+  }
+  if (mode != SplitMode::kLayers)
+    throw std::runtime_error(std::string("--split ") + split_mode_name(mode) + " is not built by the backend factory");
+  if (devices.front().kind != DeviceKind::kCpu)
+    throw std::runtime_error("--devices " + device_name(devices.front()) + ",... --split layers: a layer split over GPUs "
+                             "is not implemented yet (the GPU backend cannot run a layer range yet; it waits for a "
+                             "host with two GPUs); CPU devices (cpu:0,cpu:1) split today");
+  try {
+    std::vector<LayerRange> ranges;
+    if (!layers.counts.empty()) ranges = resolve_layer_ranges(layers, static_cast<int32_t>(model.config.num_layers));
+    return make_cpu_layer_split(devices, std::move(ranges), model, cache, num_cpu_threads);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(e.what());
+  }
+}
+
 BackendCacheBytes backend_cache_bytes(const Backend& backend) {
+  if (const auto* split = dynamic_cast<const LayerSplitBackend*>(&backend)) {
+    BackendCacheBytes total;
+    for (const auto& stage : split->stages()) {
+      const BackendCacheBytes b = backend_cache_bytes(*stage);
+      total.kv_cache_bytes += b.kv_cache_bytes;
+      total.state_bytes += b.state_bytes;
+    }
+    return total;
+  }
   if (const auto* cpu = dynamic_cast<const CpuBackend*>(&backend)) return {cpu->kv_cache_bytes(), cpu->state_bytes()};
 #if defined(DELTASERVE_WITH_GPU)
   if (const auto* gpu = dynamic_cast<const GpuBackend*>(&backend)) return {gpu->kv_cache_bytes(), gpu->state_bytes()};

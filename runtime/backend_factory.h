@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/backend.h"
+#include "runtime/device_split.h"
 #include "runtime/gpu/kernel_class_time.h"
 #include "runtime/model_weights.h"
 
@@ -22,6 +23,16 @@ namespace deltaserve::runtime {
 // CPU-only build (or of the other vendor's build), or a GPU that cannot serve the model.
 std::unique_ptr<Backend> make_backend(const std::string& device, const LoadedModel& model, const CacheConfig& cache,
                                       int num_cpu_threads);
+
+// The backend of a --devices list (runtime/device_split.h). One device: make_backend of its
+// name. Several with SplitMode::kLayers: a LayerSplitBackend (runtime/layer_split_backend.h),
+// ranges from `layers` (checked against the model) or balanced by memory; on CPU devices only
+// for now: GPU devices get a std::runtime_error saying the GPU backend's stages wait for a
+// multi-GPU host. kReplicas is not built here (one engine per device, in the server). Throws
+// std::runtime_error with one clear line.
+std::unique_ptr<Backend> make_device_backend(const std::vector<DeviceId>& devices, SplitMode mode,
+                                             const LayerSplitOverride& layers, const LoadedModel& model,
+                                             const CacheConfig& cache, int num_cpu_threads);
 
 // True when this build has a GPU backend and at least one device is visible.
 bool gpu_backend_available();

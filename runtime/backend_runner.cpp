@@ -46,6 +46,7 @@ RunnerStats BackendRunner::stats() const {
   stats.device_bytes_total = memory.device_bytes_total;
   stats.pinned_bytes = memory.pinned_bytes;
   stats.pinned_registrations = memory.pinned_registrations;
+  stats.split_devices = backend_.split_stats();
   return stats;
 }
 

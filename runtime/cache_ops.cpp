@@ -15,6 +15,15 @@ void Backend::apply_cache_ops(std::span<const CacheOp> ops) {
   if (!ops.empty()) throw std::logic_error("backend " + name() + " keeps no prefix-cache checkpoints");
 }
 
+ActivationBuffer Backend::stage_input(int64_t num_rows) {
+  (void)num_rows;
+  throw std::logic_error("backend " + name() + " cannot run as a stage of a layer split");
+}
+
+ActivationBuffer Backend::stage_output() {
+  throw std::logic_error("backend " + name() + " cannot run as a stage of a layer split");
+}
+
 void check_cache_ops(std::span<const CacheOp> ops, const CacheOpLimits& limits) {
   auto fail = [](size_t i, const std::string& why) {
     throw std::invalid_argument("cache op " + std::to_string(i) + ": " + why);

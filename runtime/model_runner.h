@@ -44,6 +44,8 @@ struct RunnerStats {
   int64_t device_bytes_total = 0;  // the device's capacity (0 on the CPU)
   int64_t pinned_bytes = 0;        // page-locked host memory
   int64_t pinned_registrations = 0;
+  // Per device of a layer split (Backend::split_stats); empty on one device.
+  std::vector<SplitDeviceStats> split_devices;
 };
 
 // One sequence's share of a step. Rows are tokens[0..n) at positions

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/device_split.h"
 #include "runtime/gguf_file.h"
 #include "runtime/model_config.h"
 #include "runtime/tensor_view.h"
@@ -85,6 +86,16 @@ struct LoadedModel {
   std::vector<std::vector<std::byte>> owned_buffers;  // converted HF tensors
   std::vector<std::shared_ptr<void>> mappings;        // other mapped files (safetensors)
 };
+
+// Weight bytes by where a layer split puts them (runtime/layer_split_backend.h): one trunk
+// layer; the first device's head (the token embedding); the last device's tail (final norm,
+// LM head, MTP head; the MTP head reads the embedding too, counted with the head).
+int64_t layer_weight_bytes(const LayerWeights& layer);
+int64_t head_weight_bytes(const ModelWeights& weights);
+int64_t tail_weight_bytes(const ModelWeights& weights);
+// Every weight byte a backend holding trunk layers [first, end) reads (head and tail included
+// where the range starts at 0 / ends at the last layer).
+int64_t range_weight_bytes(const ModelWeights& weights, LayerRange layers);
 
 // Opens a GGUF file or an HF directory (config.json + *.safetensors + tokenizer.json).
 // Throws std::runtime_error with one clear line: the file, the key or tensor, what is wrong

@@ -122,6 +122,7 @@ void Engine::publish() {
   stats.pinned_registrations = runner_stats.pinned_registrations;
   stats.device_bytes_used = runner_stats.device_bytes_used;
   stats.device_bytes_total = runner_stats.device_bytes_total;
+  stats.split_devices = runner_stats.split_devices;
   const bool idle = scheduler_.idle();
   std::string why;
   const bool intact = !idle || scheduler_.check_integrity(&why);

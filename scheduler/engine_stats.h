@@ -6,7 +6,9 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "runtime/backend.h"
 #include "runtime/model_runner.h"
 #include "scheduler/request.h"
 
@@ -28,6 +30,8 @@ struct EngineStats {
   int64_t pinned_registrations = 0;
   int64_t device_bytes_used = 0;     // device memory the backend holds (0 on CPU)
   int64_t device_bytes_total = 0;    // the device's capacity (0 on CPU)
+  // Per device of a layer split: layers, memory, the activation hop into it (cumulative).
+  std::vector<runtime::SplitDeviceStats> split_devices;
   // Prefix cache (docs/prefix-cache.md); all 0 while it is off.
   bool prefix_cache_enabled = false;
   uint64_t prefix_cache_queries = 0;        // admissions that looked it up

@@ -1,6 +1,8 @@
 // The deltaserve_ metric set. Every name is listed in deploy/ dashboards and docs; keep
 // them stable. Counters end in _total, durations are in seconds, rates in tokens/s.
 #include <array>
+#include <map>
+#include <string>
 #include <vector>
 
 #include <prometheus/counter.h>
@@ -109,6 +111,26 @@ class DeltaserveMetrics final : public MetricSet {
                            "flat after load. 0 on the CPU backend.")),
         device_total_(gauge(r, "deltaserve_device_memory_total_bytes",
                             "Memory capacity of the backend's device. 0 on the CPU backend.")),
+        split_bytes_family_(BuildCounter()
+                                .Name("deltaserve_layer_split_transfer_bytes_total")
+                                .Help("Activation bytes copied from one device of a layer split to the next (from, to).")
+                                .Register(r)),
+        split_seconds_family_(BuildCounter()
+                                  .Name("deltaserve_layer_split_transfer_seconds_total")
+                                  .Help("Time of the activation copies between devices of a layer split, staging included (from, to).")
+                                  .Register(r)),
+        split_copies_family_(BuildCounter()
+                                 .Name("deltaserve_layer_split_transfers_total")
+                                 .Help("Activation copies between devices of a layer split (one per forward step and device boundary).")
+                                 .Register(r)),
+        split_memory_family_(BuildGauge()
+                                 .Name("deltaserve_layer_split_device_memory_bytes")
+                                 .Help("Memory each device of a layer split holds: weights of its layers, KV pools, recurrent states, checkpoints, staging.")
+                                 .Register(r)),
+        split_layers_family_(BuildGauge()
+                                 .Name("deltaserve_layer_split_device_layers")
+                                 .Help("Trunk layers each device of a layer split holds.")
+                                 .Register(r)),
         ready_(gauge(r, "deltaserve_ready",
                      "1 while GET /ready answers 200; 0 while the model loads or the server drains.")),
         open_connections_(gauge(r, "deltaserve_open_connections",
@@ -244,6 +266,7 @@ class DeltaserveMetrics final : public MetricSet {
     cache_checkpoints_.Set(s.prefix_cache_checkpoints);
     cache_blocks_.Set(s.num_kv_blocks_cached);
     generation_rate_.Set(generation_tokens_per_s);
+    refresh_split(s.split_devices);
   }
 
   void refresh_server(const ServerGauges& g) override {
@@ -252,6 +275,27 @@ class DeltaserveMetrics final : public MetricSet {
   }
 
  private:
+  // The layer split's series, created at the first scrape that sees the devices; the hop
+  // counters advance by what crossed since the previous scrape (the stats are totals).
+  void refresh_split(const std::vector<runtime::SplitDeviceStats>& devices) {
+    last_links_.resize(devices.size());
+    for (size_t d = 0; d < devices.size(); ++d) {
+      const runtime::SplitDeviceStats& dev = devices[d];
+      const std::string name = runtime::device_name(dev.device);
+      split_memory_family_.Add({{"device", name}}).Set(static_cast<double>(dev.bytes_used));
+      split_layers_family_.Add({{"device", name}}).Set(dev.layers.size());
+      if (d == 0) continue;
+      const std::map<std::string, std::string> link{{"from", runtime::device_name(devices[d - 1].device)}, {"to", name}};
+      runtime::LinkStats& last = last_links_[d];
+      if (dev.inbound.copies >= last.copies) {
+        split_bytes_family_.Add(link).Increment(static_cast<double>(dev.inbound.bytes - last.bytes));
+        split_seconds_family_.Add(link).Increment(dev.inbound.seconds - last.seconds);
+        split_copies_family_.Add(link).Increment(static_cast<double>(dev.inbound.copies - last.copies));
+      }
+      last = dev.inbound;
+    }
+  }
+
   Gauge& running_;
   Gauge& waiting_;
   Counter& prompt_tokens_;
@@ -286,6 +330,12 @@ class DeltaserveMetrics final : public MetricSet {
   Gauge& pinned_registrations_;
   Gauge& device_used_;
   Gauge& device_total_;
+  prometheus::Family<Counter>& split_bytes_family_;
+  prometheus::Family<Counter>& split_seconds_family_;
+  prometheus::Family<Counter>& split_copies_family_;
+  prometheus::Family<Gauge>& split_memory_family_;
+  prometheus::Family<Gauge>& split_layers_family_;
+  std::vector<runtime::LinkStats> last_links_;  // per device: its inbound hop at the previous scrape
   Gauge& ready_;
   Gauge& open_connections_;
   prometheus::Family<Counter>& errors_family_;

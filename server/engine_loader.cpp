@@ -124,7 +124,15 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   cache.state_precision = runtime::parse_state_precision(config.state_precision).value_or(runtime::StatePrecision::kF32);
   cache.decode_matvec = runtime::parse_decode_matvec(config.matvec).value_or(runtime::DecodeMatvec::kAuto);
   cache.gpu_tuning.step_graphs = runtime::parse_step_graph_mode(config.gpu_step_graphs).value_or(runtime::StepGraphMode::kAuto);
-  stack->backend = runtime::make_backend(config.device, *stack->model, cache, config.cpu_threads);
+  const std::vector<runtime::DeviceId> devices = configured_devices(config);
+  if (devices.empty()) {
+    stack->backend = runtime::make_backend(config.device, *stack->model, cache, config.cpu_threads);
+  } else {
+    const runtime::SplitMode mode = runtime::parse_split_mode(config.split).value_or(runtime::SplitMode::kLayers);
+    stack->backend = runtime::make_device_backend(devices, mode, runtime::parse_layer_split(config.split_layers, devices.size()),
+                                                  *stack->model, cache, config.cpu_threads);
+    if (devices.size() > 1) spdlog::info("layer split over {} devices: {}", devices.size(), stack->backend->name());
+  }
   stack->runner = std::make_unique<runtime::BackendRunner>(*stack->backend, context, draft_depth);
   scheduler::SchedulerConfig sched;
   sched.max_num_seqs = slots;

@@ -28,12 +28,13 @@ struct Replicas {
 
 LoadedModel load_replicas(const ServerConfig& config, const std::function<scheduler::EngineObserver*(int32_t)>& observer_of,
                           RouteObserver* routes) {
-  const auto num_engines = static_cast<int32_t>(config.devices.size());
+  const std::vector<runtime::DeviceId> devices = configured_devices(config);
+  const auto num_engines = static_cast<int32_t>(devices.size());
   auto replicas = std::make_shared<Replicas>();
   std::vector<ReplicaEngine::Replica> members;
   LoadedModel loaded;
   for (int32_t i = 0; i < num_engines; ++i) {
-    const std::string& device = config.devices[static_cast<size_t>(i)];
+    const std::string device = runtime::device_name(devices[static_cast<size_t>(i)]);
     ServerConfig one = config;
     one.devices.clear();
     one.device = backend_device(device);

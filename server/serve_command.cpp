@@ -138,9 +138,11 @@ int serve_main(int argc, char** argv) {
 
   const std::string model_name = model_name_of(config);
   // --split replicas over several devices: one engine per device behind a router.
-  const bool replicas = config.devices.size() > 1 && config.split == "replicas";
+  std::vector<std::string> device_names;
+  for (const runtime::DeviceId& d : server::configured_devices(config)) device_names.push_back(runtime::device_name(d));
+  const bool replicas = device_names.size() > 1 && config.split == "replicas";
   server::ServerMetrics metrics({model_name, config.vllm_metrics, config.metrics_rate_window_s,
-                                 replicas ? config.devices : std::vector<std::string>{}});
+                                 replicas ? device_names : std::vector<std::string>{}});
   server::ServerState state(config, metrics, model_name);
   std::unique_ptr<server::HttpServer> http;
   try {

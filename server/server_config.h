@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/device_split.h"
+
 namespace deltaserve::server {
 
 struct ServerConfig {
@@ -21,10 +23,10 @@ struct ServerConfig {
   std::string served_model_name;    // "" = the model file's stem
   std::string chat_template;        // a Jinja file overriding the model's template; "" = model's
   std::string device = "auto";      // auto | cpu | cuda[:N] | hip[:N]
-  // Several devices (docs/configuration.md, "Several devices"): kind:N each, one kind, no
-  // repeats; empty = the one --device. Exclusive with --device.
+  // Several devices (runtime/device_split.h): e.g. cpu:0,cpu:1 or cuda:0,cuda:1; empty = --device.
   std::vector<std::string> devices;
-  std::string split = "replicas";   // how the devices share the work: replicas (layers: not yet)
+  std::string split = "layers";     // what several devices do: layers | replicas
+  std::string split_layers;         // layer split override: "0-19,20-39" or "20,20"; "" = balanced by memory
 
   // Listener.
   std::string host = "127.0.0.1";
@@ -130,5 +132,9 @@ void apply_config_json(ServerConfig& config, const nlohmann::json& document,
 
 // Throws ConfigError naming the first invalid option.
 void validate_config(const ServerConfig& config);
+
+// The --devices list joined and parsed (entries may themselves hold commas: the JSON file's
+// "cpu:0,cpu:1"); empty when --devices is not given. Throws ConfigError.
+std::vector<runtime::DeviceId> configured_devices(const ServerConfig& config);
 
 }  // namespace deltaserve::server

@@ -19,7 +19,16 @@ void add_rows(float* x, const float* y, int64_t count) {
 }  // namespace
 
 CpuBackend::CpuBackend(const LoadedModel& model, const CacheConfig& cache, int num_threads)
-    : model_(model), config_(model.config), weights_(model.weights), cache_(cache), pool_(num_threads) {
+    : CpuBackend(model, cache, num_threads, {0, static_cast<int32_t>(model.config.num_layers)}, DeviceId{}) {}
+
+CpuBackend::CpuBackend(const LoadedModel& model, const CacheConfig& cache, int num_threads, LayerRange layers,
+                       DeviceId device)
+    : model_(model), config_(model.config), weights_(model.weights), cache_(cache), pool_(num_threads),
+      layers_(layers), device_(device) {
+  if (layers_.first < 0 || layers_.end > config_.num_layers || layers_.size() < 1)
+    throw std::invalid_argument("layer range " + std::to_string(layers_.first) + "-" + std::to_string(layers_.end - 1) +
+                                " is not a non-empty range of the model's " + std::to_string(config_.num_layers) + " layers");
+  if (device_.kind != DeviceKind::kCpu) throw std::invalid_argument("the CPU backend runs on CPU devices only");
   if (cache_.num_state_slots <= 0 || cache_.kv_block_tokens <= 0 || cache_.num_kv_blocks <= 0 ||
       cache_.max_verify_rows <= 0)
     throw std::invalid_argument("cache config: slots, block tokens, blocks and verify rows must be positive");
@@ -40,7 +49,9 @@ CpuBackend::CpuBackend(const LoadedModel& model, const CacheConfig& cache, int n
   const size_t kv_floats = static_cast<size_t>(cache_.num_kv_blocks) * static_cast<size_t>(cache_.kv_block_tokens) *
                            static_cast<size_t>(c.num_kv_heads * c.head_dim);
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    if (c.layer_kinds[static_cast<size_t>(i)] == LayerKind::GatedDeltaNet) {
+    if (i < layers_.first || i >= layers_.end) {
+      layer_cache_index_.push_back(-1);  // another stage's layer
+    } else if (c.layer_kinds[static_cast<size_t>(i)] == LayerKind::GatedDeltaNet) {
       layer_cache_index_.push_back(static_cast<int>(gdn_state_.size()));
       cpu::GdnStateLayer& s = gdn_state_.emplace_back();
       s.conv.assign(entries * static_cast<size_t>((c.conv_kernel - 1) * c.conv_channels()), 0.0f);
@@ -52,7 +63,7 @@ CpuBackend::CpuBackend(const LoadedModel& model, const CacheConfig& cache, int n
       kv.v.assign(kv_floats, 0.0f);
     }
   }
-  if (weights_.has_mtp) {
+  if (weights_.has_mtp && last_stage()) {
     mtp_kv_.k.assign(kv_floats, 0.0f);
     mtp_kv_.v.assign(kv_floats, 0.0f);
   }
@@ -143,7 +154,11 @@ void CpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
   check_plan(plan);
   cpu::StepRows rows;
   std::vector<int64_t> logit_rows, hidden_rows;
-  out.begin_layout(config_.num_vocab);
+  const int64_t planned_rows = plan.num_rows();
+  if (!first_stage() && static_cast<int64_t>(activations_.size()) != planned_rows * config_.num_embd)
+    throw std::logic_error("layer-split stage from layer " + std::to_string(layers_.first) +
+                           ": the previous device's activations do not match the plan's rows");
+  if (last_stage()) out.begin_layout(config_.num_vocab);
   for (const SequenceStep& s : plan.sequences) {
     if (s.num_cached_tokens == 0) reset_slot(s.slot);
     const size_t slot = static_cast<size_t>(s.slot);
@@ -165,32 +180,61 @@ void CpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
       rows.tokens.push_back(s.tokens[static_cast<size_t>(i)]);
       rows.positions.push_back(s.num_cached_tokens + static_cast<int32_t>(i));
     }
-    out.add_sequence(s.num_logits, std::max(s.num_logits, s.num_hidden), s.logits_to_host);
+    if (last_stage()) out.add_sequence(s.num_logits, std::max(s.num_logits, s.num_hidden), s.logits_to_host);
     for (int64_t i = count - s.num_logits; i < count; ++i) logit_rows.push_back(begin + i);
     for (int64_t i = count - std::max(s.num_logits, s.num_hidden); i < count; ++i) hidden_rows.push_back(begin + i);
   }
 
+  // The residual stream lives in activations_: the first stage embeds into it, a later one
+  // finds the previous device's output there (stage_input), a stage that is not last leaves
+  // its output there (stage_output).
+  const int64_t n = rows.num_rows(), h = config_.num_embd;
+  if (first_stage()) {
+    activations_.resize(static_cast<size_t>(n * h));
+    kernels::embedding_lookup_ref(weights_.token_embd.data, weights_.token_embd.type, h, rows.tokens.data(), n,
+                                  activations_.data());
+  }
+  run_layers(rows, activations_.data());
+  if (last_stage()) lm_head(activations_.data(), hidden_rows, logit_rows, weights_.output_norm, out);
+}
+
+void CpuBackend::run_layers(const cpu::StepRows& rows, float* x) {
   const ModelConfig& c = config_;
   const int64_t n = rows.num_rows(), h = c.num_embd;
-  std::vector<float> x(static_cast<size_t>(n * h)), a(x.size()), y(x.size());
-  kernels::embedding_lookup_ref(weights_.token_embd.data, weights_.token_embd.type, h, rows.tokens.data(), n, x.data());
-
+  std::vector<float> a(static_cast<size_t>(n * h)), y(a.size());
   const cpu::LayerContext ctx{c, pool_, cache_.kv_block_tokens};
-  for (int64_t i = 0; i < c.num_layers; ++i) {
+  for (int64_t i = layers_.first; i < layers_.end; ++i) {
     const LayerWeights& lw = weights_.layers[static_cast<size_t>(i)];
     const size_t cache_index = static_cast<size_t>(layer_cache_index_[static_cast<size_t>(i)]);
-    kernels::rms_norm_ref({x.data(), h, cpu::f32_data(lw.attn_norm), a.data(), h, n, h, c.rms_eps}, pool_);
+    kernels::rms_norm_ref({x, h, cpu::f32_data(lw.attn_norm), a.data(), h, n, h, c.rms_eps}, pool_);
     if (lw.kind == LayerKind::GatedDeltaNet) {
       cpu::gdn_forward(ctx, lw.gdn, gdn_state_[cache_index], rows, a.data(), y.data());
     } else {
       cpu::attention_forward(ctx, lw.attention, kv_[cache_index], rows, a.data(), y.data());
     }
-    add_rows(x.data(), y.data(), n * h);
-    kernels::rms_norm_ref({x.data(), h, cpu::f32_data(lw.post_attention_norm), a.data(), h, n, h, c.rms_eps}, pool_);
+    add_rows(x, y.data(), n * h);
+    kernels::rms_norm_ref({x, h, cpu::f32_data(lw.post_attention_norm), a.data(), h, n, h, c.rms_eps}, pool_);
     cpu::ffn_forward(ctx, lw.ffn, n, a.data(), y.data());
-    add_rows(x.data(), y.data(), n * h);
+    add_rows(x, y.data(), n * h);
   }
-  lm_head(x.data(), hidden_rows, logit_rows, weights_.output_norm, out);
+}
+
+ActivationBuffer CpuBackend::stage_input(int64_t num_rows) {
+  if (first_stage()) throw std::logic_error("the first stage of a layer split embeds its tokens; it takes no activations");
+  if (num_rows < 0) throw std::invalid_argument("stage_input: negative row count");
+  activations_.resize(static_cast<size_t>(num_rows * config_.num_embd));
+  return {activations_.data(), static_cast<int64_t>(activations_.size() * sizeof(float)), device_};
+}
+
+ActivationBuffer CpuBackend::stage_output() {
+  return {activations_.data(), static_cast<int64_t>(activations_.size() * sizeof(float)), device_};
+}
+
+BackendMemoryStats CpuBackend::memory_stats() const {
+  BackendMemoryStats stats;
+  stats.host_bytes_held = range_weight_bytes(weights_, layers_) + kv_cache_bytes() + state_bytes() +
+                          checkpoint_bytes_held() + static_cast<int64_t>(activations_.capacity() * sizeof(float));
+  return stats;
 }
 
 void CpuBackend::rollback(int32_t slot, int32_t num_rows_kept) {
@@ -206,6 +250,7 @@ void CpuBackend::rollback(int32_t slot, int32_t num_rows_kept) {
 
 void CpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
   if (!weights_.has_mtp) throw std::logic_error("this model has no MTP head");
+  if (!last_stage()) throw std::logic_error("the MTP head runs on the last device of a layer split");
   const ModelConfig& c = config_;
   const int64_t h = c.num_embd;
   cpu::StepRows rows;

@@ -18,6 +18,9 @@ class CpuBackend final : public Backend {
   // The model must outlive the backend (weights are views into it). Throws
   // std::invalid_argument for a bad cache config, and for state_precision bf16 (GPU only).
   CpuBackend(const LoadedModel& model, const CacheConfig& cache, int num_threads);
+  // A stage of a layer split (Backend::layer_range): trunk layers [layers.first, layers.end)
+  // on CPU "device" `device`; throws std::invalid_argument for an empty or out-of-range range.
+  CpuBackend(const LoadedModel& model, const CacheConfig& cache, int num_threads, LayerRange layers, DeviceId device);
 
   std::string name() const override { return "cpu"; }
   const ModelConfig& config() const override { return config_; }
@@ -30,10 +33,16 @@ class CpuBackend final : public Backend {
   int64_t checkpoint_bytes() const override;
   void reserve_checkpoints(int32_t num_device, int32_t num_host) override;
   void apply_cache_ops(std::span<const CacheOp> ops) override;
+  BackendMemoryStats memory_stats() const override;
+  LayerRange layer_range() const override { return layers_; }
+  ActivationBuffer stage_input(int64_t num_rows) override;
+  ActivationBuffer stage_output() override;
 
   // Bytes held by the KV cache and the recurrent state (for logs and metrics).
   int64_t kv_cache_bytes() const;
   int64_t state_bytes() const;
+  // Bytes of the saved checkpoints (both tiers).
+  int64_t checkpoint_bytes_held() const;
 
   // Test hooks: the recurrent state of one slot in one GDN layer (by GDN layer index).
   const float* delta_state(int gdn_layer, int32_t slot) const;
@@ -50,6 +59,11 @@ class CpuBackend final : public Backend {
   void lm_head(const float* x, const std::vector<int64_t>& hidden_rows, const std::vector<int64_t>& logit_rows,
                const TensorView& norm, ForwardOutput& out);
 
+  bool first_stage() const { return layers_.first == 0; }
+  bool last_stage() const { return layers_.end == config_.num_layers; }
+  // The trunk layers of the range, from the stage's first layer.
+  void run_layers(const cpu::StepRows& rows, float* x);
+
   const LoadedModel& model_;
   const ModelConfig& config_;
   const ModelWeights& weights_;
@@ -58,7 +72,10 @@ class CpuBackend final : public Backend {
   std::vector<cpu::GdnStateLayer> gdn_state_;  // one per GDN layer, in layer order
   std::vector<cpu::KvLayer> kv_;               // one per attention layer, in layer order
   cpu::KvLayer mtp_kv_;                         // the MTP block's own cache
-  std::vector<int> layer_cache_index_;          // trunk layer -> index in gdn_state_ or kv_
+  LayerRange layers_;                           // the trunk layers this backend holds
+  DeviceId device_;                             // its CPU "device" in a layer split
+  std::vector<float> activations_;              // [rows][H]: the residual stream of the last step
+  std::vector<int> layer_cache_index_;          // trunk layer -> index in gdn_state_ or kv_ (-1: not held)
   std::vector<int32_t> verify_rows_;            // per slot: rows of its last verify step (0 = none)
   int64_t entries_per_slot_ = 1;                // GDN state entries per slot (GdnStateLayer)
   std::vector<int32_t> live_entry_;             // per slot: the entry holding its live state

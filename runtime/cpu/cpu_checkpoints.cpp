@@ -19,6 +19,13 @@ int64_t CpuBackend::checkpoint_bytes() const {
          static_cast<int64_t>(sizeof(float));
 }
 
+int64_t CpuBackend::checkpoint_bytes_held() const {
+  int64_t bytes = 0;
+  for (const auto& tier : checkpoints_)
+    for (const std::vector<float>& c : tier) bytes += static_cast<int64_t>(c.capacity() * sizeof(float));
+  return bytes;
+}
+
 void CpuBackend::reserve_checkpoints(int32_t num_device, int32_t num_host) {
   if (num_device < 0 || num_host < 0) throw std::invalid_argument("checkpoint counts must be >= 0");
   if (checkpoints_reserved_) throw std::logic_error("reserve_checkpoints called twice");

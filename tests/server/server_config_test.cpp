@@ -174,3 +174,49 @@ TEST(ServerConfig, DevicesAndSplit) {
 
 }  // namespace
 }  // namespace deltaserve::server
+
+namespace deltaserve::server {
+namespace {
+
+TEST(ServerConfig, DevicesSplitAndLayerRangesAreTyped) {
+  const ServeInvocation inv = load({"--model", "m.gguf", "--devices", "cpu:0,cpu:1", "--split", "layers", "--split-layers", "0-0,1-7"});
+  const std::vector<runtime::DeviceId> devices = configured_devices(inv.config);
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(devices[1], (runtime::DeviceId{runtime::DeviceKind::kCpu, 1}));
+  EXPECT_EQ(inv.config.split_layers, "0-0,1-7");
+  const nlohmann::ordered_json dumped = inv.config.to_json();
+  EXPECT_EQ(dumped["devices"], nlohmann::json::array({"cpu:0", "cpu:1"}));
+  EXPECT_EQ(dumped["split"], "layers");
+  EXPECT_EQ(dumped["split_layers"], "0-0,1-7");
+  // The JSON file may give the list as one string.
+  const std::string file = write_temp(R"({"model": "m.gguf", "devices": "cpu:0,cpu:1", "split_layers": "3,5"})");
+  EXPECT_EQ(configured_devices(load({"--config", file}).config).size(), 2u);
+  std::remove(file.c_str());
+  // Default: one device, --device decides.
+  EXPECT_TRUE(configured_devices(load({"--model", "m.gguf"}).config).empty());
+}
+
+TEST(ServerConfig, BadDevicesAndRangesAreConfigErrors) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--devices", "cpu:0,cpu:0"}, "cpu:0 is listed twice"},
+      {{"--devices", "cpu:0,npu:1"}, "'npu:1' is not a device"},
+      {{"--devices", "cuda:0,hip:1"}, "all devices must be of one kind"},
+      {{"--devices", "cpu:0,cpu:1", "--split", "pipeline"}, "--split must be one of layers, replicas"},
+      {{"--devices", "cpu:0,cpu:1", "--split", "replicas"}, "--split replicas is not supported yet"},
+      {{"--devices", "cuda:0,cuda:1"}, "waits for a host with two GPUs"},
+      {{"--devices", "cpu:0,cpu:1", "--split-layers", "0-3,5-7"}, "must start at layer 4"},
+      {{"--devices", "cpu:0,cpu:1", "--split-layers", "1,2,3"}, "gives 3 entries for 2 devices"},
+      {{"--devices", "cpu:0,cpu:1", "--split-layers", "4,0"}, "'0' is not a layer count >= 1"},
+      {{"--split-layers", "4,4"}, "--split-layers needs --devices"},
+      {{"--devices", "cpu:0,cpu:1", "--split", "replicas", "--split-layers", "4,4"}, "--split replicas is not supported yet"},
+      {{"--device", "cuda:0", "--devices", "cuda:0"}, "give one of them"},
+  };
+  for (const auto& [args, message] : cases) {
+    std::vector<std::string> full{"--model", "m.gguf"};
+    full.insert(full.end(), args.begin(), args.end());
+    EXPECT_NE(config_error(full).find(message), std::string::npos) << args[1] << ": " << config_error(full);
+  }
+}
+
+}  // namespace
+}  // namespace deltaserve::server
