@@ -17,7 +17,7 @@ LayerSplitBackend::LayerSplitBackend(std::vector<std::unique_ptr<Backend>> stage
   for (size_t d = 0; d < stages_.size(); ++d) {
     const LayerRange range = stages_[d]->layer_range();
     if (range.first != next || range.size() < 1)
-      throw std::invalid_argument("layer split: " + device_name(devices_[d]) + " holds layers " +
+      throw std::invalid_argument("layer split: " + runtime::device_name(devices_[d]) + " holds layers " +
                                   std::to_string(range.first) + "-" + std::to_string(range.end - 1) +
                                   ", expected a non-empty range from layer " + std::to_string(next));
     const CacheConfig& a = stages_[d]->cache_config();
