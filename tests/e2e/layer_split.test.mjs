@@ -79,7 +79,7 @@ test('bad device lists and ranges are refused with a line that names them', () =
     [['--devices', 'cpu:0,tpu:1'], 2, "'tpu:1' is not a device"],
     [['--devices', 'cpu:0,cuda:0'], 2, 'all devices must be of one kind'],
     [['--devices', 'cpu:0,cpu:1', '--split', 'tensor'], 2, '--split must be one of'],
-    [['--devices', 'cpu:0,cpu:1', '--split', 'replicas'], 2, '--split replicas is not supported yet'],
+    [['--devices', 'cpu:0,cpu:1', '--split', 'replicas', '--split-layers', '4,4'], 2, '--split-layers needs --split layers'],
     [['--devices', 'cuda:0,cuda:1', '--split', 'layers'], 2, 'waits for a host with two GPUs'],
     [['--devices', 'cpu:0,cpu:1', '--split', 'layers', '--split-layers', '0-3,5-7'], 2, 'must start at layer 4'],
     [['--devices', 'cpu:0,cpu:1', '--split', 'layers', '--split-layers', '0-7'], 2, 'gives 1 entries for 2 devices'],
