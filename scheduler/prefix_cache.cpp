@@ -279,6 +279,37 @@ bool PrefixCache::evict_lru() {
   return true;
 }
 
+bool PrefixCache::frees_blocks(const Checkpoint& c) const {
+  if (c.partial_block >= 0 && blocks_.block_refs(c.partial_block) == 1) return true;
+  // The nodes prune() would remove: c's node while c is its only checkpoint and it has no
+  // child, then each parent left with no checkpoint and no other child.
+  const Node* node = c.node;
+  bool removed = node->checkpoints.size() == 1 && node->children.empty();
+  while (removed && node != root_.get()) {
+    if (blocks_.block_refs(node->block) == 1) return true;
+    const Node* parent = node->parent;
+    size_t num_children = 0;
+    for (const auto& [key, list] : parent->children) num_children += list.size();
+    removed = parent->checkpoints.empty() && num_children == 1;
+    node = parent;
+  }
+  return false;
+}
+
+bool PrefixCache::evict_for_blocks() {
+  Checkpoint* oldest = nullptr;
+  for (const Lru& list : lru_) {
+    for (Checkpoint* c : list) {  // least recently used first: the first that frees is the tier's
+      if (c->pinned || !frees_blocks(*c)) continue;
+      if (oldest == nullptr || c->last_use < oldest->last_use) oldest = c;
+      break;
+    }
+  }
+  if (oldest == nullptr) return false;
+  remove(oldest);
+  return true;
+}
+
 void PrefixCache::clear() {
   while (evict_lru()) {
   }

@@ -76,6 +76,11 @@ class PrefixCache {
 
   // Drops the least recently used checkpoint (either tier); false when there is none.
   bool evict_lru();
+  // Under KV pressure: drops the least recently used checkpoint whose removal returns at least
+  // one block to the pool; false when there is none. A checkpoint whose blocks are all held
+  // by live sequences too (the prefix of a running or preempted-and-resumed sequence, a shared
+  // system prompt) frees nothing, so it is kept: it costs no KV memory.
+  bool evict_for_blocks();
   // Drops everything: every reference returns to the pool.
   void clear();
 
@@ -92,6 +97,7 @@ class PrefixCache {
   Node* child(const Node& node, std::span<const int32_t> block_tokens) const;
   bool take_buffer(runtime::CheckpointRef& ref, std::vector<runtime::CacheOp>& ops);
   void remove(Checkpoint* c);
+  bool frees_blocks(const Checkpoint& c) const;  // removing c would return a block to the pool
   void prune(Node* node);
   Lru& lru(runtime::CheckpointTier tier);
 

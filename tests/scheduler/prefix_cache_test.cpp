@@ -58,16 +58,17 @@ class Stack {
   }
   ~Stack() { engine_->stop(); }
 
-  std::vector<Outcome> run(const std::vector<Tokens>& prompts, int32_t max_tokens) {
+  std::vector<Outcome> run(const std::vector<Tokens>& prompts, int32_t max_tokens, const std::vector<int32_t>& each = {}) {
     std::mutex mutex;
     std::condition_variable done;
     std::map<RequestId, Outcome> outcomes;
     size_t num_done = 0;
     std::vector<RequestId> ids;
-    for (const Tokens& prompt : prompts) {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const Tokens& prompt = prompts[i];
       RequestSpec spec;
       spec.prompt_tokens = prompt;
-      spec.max_tokens = max_tokens;
+      spec.max_tokens = each.empty() ? max_tokens : each[i];
       spec.sampling.temperature = 0.0f;  // greedy: outputs compare token for token
       const SubmitResult r = engine_->submit(std::move(spec), [&](const RequestEvent& e) {
         std::lock_guard<std::mutex> lock(mutex);
@@ -94,6 +95,10 @@ class Stack {
     return result;
   }
   Outcome run_one(const Tokens& prompt, int32_t max_tokens) { return run({prompt}, max_tokens)[0]; }
+  // Each prompt with its own max_tokens.
+  std::vector<Outcome> run_each(const std::vector<Tokens>& prompts, const std::vector<int32_t>& max_tokens) {
+    return run(prompts, 0, max_tokens);
+  }
 
   Engine& engine() { return *engine_; }
 
@@ -271,6 +276,46 @@ TEST_F(PrefixCacheTest, PreemptionInTheMiddleKeepsOutputsExact) {
     const std::vector<Tokens> turns = second_turns(firsts, out1, encode("\nUser: go on.\nAssistant:"));
     EXPECT_EQ(tokens_of(plain->run(turns, 24)), tokens_of(cached->run(turns, 24))) << "depth " << depth;
     EXPECT_GT(cached->engine().stats().num_preemptions, 0u);
+  }
+}
+
+// Preemption checkpoints the victim (and keeps its blocks in the index), and answers keep a
+// checkpoint every --prefix-checkpoint-tokens: a preempted request resumes from its own state
+// or from within one interval of it, never from scratch nor from its prompt's end, and its
+// greedy output equals a run that was never preempted.
+TEST_F(PrefixCacheTest, PreemptedRequestResumesFromItsCheckpointAtDepthZeroAndThree) {
+  // A: 48 + 90 tokens (9 blocks); B: 30 + 120. With 15 blocks, B (newer) holds 7 when A
+  // needs its 9th block: B is preempted about 80 tokens into its answer, A needs nothing more.
+  Tokens a = concat(encode(kSystem), encode(kSystem));
+  a.resize(48);
+  Tokens b = encode(std::string("Beta! ") + kSystem);
+  b.resize(30);
+  const std::vector<Tokens> prompts = {a, b};
+  for (const int32_t depth : {0, 3}) {
+    StackOptions tight;
+    tight.depth = depth;
+    tight.slots = 2;
+    tight.blocks = 15;
+    StackOptions roomy = tight;
+    roomy.cache = false;
+    roomy.blocks = 64;
+    auto cached = stack(tight);
+    auto plain = stack(roomy);
+    const std::vector<Outcome> out = cached->run_each(prompts, {90, 120});
+    EXPECT_EQ(tokens_of(plain->run_each(prompts, {90, 120})), tokens_of(out)) << "depth " << depth;
+    EXPECT_EQ(plain->engine().stats().num_preemptions, 0u);
+    const EngineStats stats = cached->engine().stats();
+    ASSERT_GT(stats.num_preemptions, 0u) << "depth " << depth;
+    // Every admission looked the cache up; every resumption hit.
+    EXPECT_EQ(stats.prefix_cache_queries, 2 + stats.num_preemptions);
+    EXPECT_GE(stats.prefix_cache_hits, stats.num_preemptions);
+    // Prefilled on resumption: at most one checkpoint interval, a partial block and the
+    // drafts each (from scratch it would be B's prompt and answer so far, from its prompt's
+    // end its answer so far: each about 80 tokens or more).
+    const uint64_t prefilled = stats.prefix_cache_query_tokens - stats.prefix_cache_hit_tokens;
+    ASSERT_GE(prefilled, uint64_t{48 + 30});
+    EXPECT_LE(prefilled - (48 + 30), stats.num_preemptions * uint64_t{32 + 16 + 4})
+        << "depth " << depth << ", " << stats.num_preemptions << " preemptions";
   }
 }
 
