@@ -29,6 +29,25 @@ struct Outcome {
   FinishReason finish = FinishReason::None;
 };
 
+// Drafted and accepted MTP drafts by draft position, summed over the engine's steps.
+class DraftCounter final : public EngineObserver {
+ public:
+  void on_drafts(int32_t position, int32_t num_drafted, int32_t num_accepted) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    drafted_[position] += num_drafted;
+    accepted_[position] += num_accepted;
+  }
+  std::pair<std::map<int32_t, int64_t>, std::map<int32_t, int64_t>> counts() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {drafted_, accepted_};
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<int32_t, int64_t> drafted_;
+  std::map<int32_t, int64_t> accepted_;
+};
+
 struct StackOptions {
   bool cache = true;
   int32_t depth = 0;
@@ -43,7 +62,7 @@ struct StackOptions {
 // One engine on a fresh CPU backend; requests run to the end.
 class Stack {
  public:
-  Stack(const runtime::LoadedModel& model, const StackOptions& o)
+  Stack(const runtime::LoadedModel& model, const StackOptions& o, EngineObserver* observer = nullptr)
       : backend_(model, runtime::CacheConfig{o.slots, 16, o.blocks, 1 + o.depth}, 2), runner_(backend_, 0, o.depth) {
     SchedulerConfig config;
     config.draft_min_expected = 0.0;  // always draft at full depth: every path
@@ -53,7 +72,7 @@ class Stack {
     config.prefix_cache_device_bytes = o.device_bytes;
     config.prefix_cache_host_bytes = o.host_bytes;
     config.prefix_checkpoint_tokens = o.checkpoint_tokens;
-    engine_ = std::make_unique<Engine>(runner_, config);
+    engine_ = std::make_unique<Engine>(runner_, config, observer);
     engine_->start();
   }
   ~Stack() { engine_->stop(); }
@@ -124,7 +143,9 @@ class PrefixCacheTest : public ::testing::Test {
     return a;
   }
   static Tokens outputs_only(const std::vector<Outcome>& outcomes, size_t i) { return outcomes[i].tokens; }
-  static std::unique_ptr<Stack> stack(StackOptions o) { return std::make_unique<Stack>(*model_, o); }
+  static std::unique_ptr<Stack> stack(StackOptions o, EngineObserver* observer = nullptr) {
+    return std::make_unique<Stack>(*model_, o, observer);
+  }
   static std::vector<Tokens> tokens_of(const std::vector<Outcome>& outcomes) {
     std::vector<Tokens> t;
     for (const Outcome& o : outcomes) t.push_back(o.tokens);
@@ -420,6 +441,42 @@ TEST_F(PrefixCacheTest, SoakOfMultiTurnRequestsStaysWithinBudget) {
   ASSERT_TRUE(cached->engine().reset_prefix_cache(std::chrono::seconds(10)));
   EXPECT_EQ(cached->engine().stats().num_kv_blocks_used, 0);
   EXPECT_EQ(cached->engine().stats().num_kv_blocks_cached, 0);
+}
+
+// The MTP head's row at the resume point is re-run after a cache hit (runtime/mtp_resume_rows.h):
+// the request that resumes from another's end-of-prompt checkpoint, with a different next
+// token than the saver's, drafts exactly as a run without the cache, so the drafted and
+// accepted counts by position are equal (with the saver's row they differ: weaker drafts).
+TEST_F(PrefixCacheTest, MtpRowAtTheResumePointIsReRunSoAcceptanceMatchesAColdRun) {
+  StackOptions on;
+  on.depth = 3;
+  StackOptions off = on;
+  off.cache = false;
+  Tokens turn1 = concat(encode(kSystem), encode("User: name a colour and a fruit.\nAssistant:"));
+  while (turn1.size() % 16 == 0) turn1 = concat(turn1, encode(" "));  // P inside a block
+  DraftCounter counter_cached;
+  auto cached = stack(on, &counter_cached);
+  const Outcome first = cached->run_one(turn1, 12);
+  auto before = counter_cached.counts();
+  Tokens turn2 = concat(turn1, encode(" Purple, and a pear. User: why those?\nAssistant:"));
+  ASSERT_NE(turn2[turn1.size()], first.tokens[0]);  // the saver went on differently at P
+  const Outcome hot = cached->run_one(turn2, 40);
+  EXPECT_EQ(hot.cached, static_cast<int32_t>(turn1.size()));
+  auto after = counter_cached.counts();
+  for (auto& [position, n] : after.first) n -= before.first[position];
+  for (auto& [position, n] : after.second) n -= before.second[position];
+  auto nonzero = [](std::map<int32_t, int64_t> m) {
+    std::erase_if(m, [](const auto& entry) { return entry.second == 0; });
+    return m;
+  };
+  DraftCounter counter_cold;
+  auto plain = stack(off, &counter_cold);
+  const Outcome cold = plain->run_one(turn2, 40);
+  EXPECT_EQ(hot.tokens, cold.tokens);
+  const auto cold_counts = counter_cold.counts();
+  EXPECT_EQ(nonzero(after.first), nonzero(cold_counts.first));    // drafted, by position
+  EXPECT_EQ(nonzero(after.second), nonzero(cold_counts.second));  // accepted, by position
+  EXPECT_GT(nonzero(cold_counts.first).size(), 0u);
 }
 
 }  // namespace
