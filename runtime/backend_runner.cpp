@@ -137,10 +137,8 @@ void BackendRunner::reserve_checkpoints(int32_t num_device, int32_t num_host) {
 
 void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
   // Prefix-cache saves, copies and restores first: drafting reads the restored prefix's MTP rows.
-  if (!plan.cache_ops.empty()) {
-    if (drafter_) resume_rows_.on_cache_ops(plan.cache_ops);
-    backend_.apply_cache_ops(plan.cache_ops);
-  }
+  if (drafter_) resume_rows_.on_cache_ops(plan.cache_ops);
+  if (!plan.cache_ops.empty()) backend_.apply_cache_ops(plan.cache_ops);
   const size_t n = plan.sequences.size();
   draft_rows_.assign(n, DraftRows{});
   const MtpDrafter::DraftPicker pick = [&](size_t i, int32_t j, std::span<const float> head_logits) {
@@ -180,7 +178,11 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
       if (!drafts[i].empty()) backend_.rollback(p.slot, static_cast<int32_t>(num_kept));
     }
     if (!drafter_) continue;
-    std::optional<MtpResumeRows::Row> resume = resume_rows_.take_resume(p.slot, p.num_cached_tokens);
+    const int32_t row_block_index = (p.num_cached_tokens - 1) / backend_.cache_config().kv_block_tokens;
+    const int32_t row_block = p.num_cached_tokens > 0 && row_block_index < static_cast<int32_t>(p.kv_blocks.size())
+                                  ? p.kv_blocks[static_cast<size_t>(row_block_index)]
+                                  : -1;
+    std::optional<MtpResumeRows::Row> resume = resume_rows_.take_resume(p.slot, p.num_cached_tokens, row_block);
     if (!p.speculative) {
       resume_rows_.forget(p.slot);
       continue;
@@ -189,11 +191,9 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
     c.seq = &p;
     const int64_t history_size = static_cast<int64_t>(p.history.size());
     // Resumed from a checkpoint at P = num_cached_tokens: the head's row P-1 was computed with
-    // the saver's token P; re-run it with ours. Only when P is inside a block: that block is
-    // the request's own copy (copy-on-write at admission), while a full block ending at P is
-    // shared read-only and keeps the saver's row (drafts weaker, tokens exact).
-    const bool rerun = resume && p.num_cached_tokens % backend_.cache_config().kv_block_tokens != 0 &&
-                       p.num_cached_tokens < history_size;
+    // the saver's token P; re-run it with ours, in the block the admission copied for it
+    // (take_resume checks; a shared block keeps the saver's row: drafts weaker, tokens exact).
+    const bool rerun = resume && p.num_cached_tokens < history_size;
     if (rerun) {
       c.first_position = p.num_cached_tokens - 1;
       c.hidden = std::move(resume->hidden);

@@ -1,8 +1,11 @@
 #include "runtime/mtp_resume_rows.h"
 
+#include <algorithm>
+
 namespace deltaserve::runtime {
 
 void MtpResumeRows::on_cache_ops(std::span<const CacheOp> ops) {
+  copied_blocks_.clear();
   for (const CacheOp& op : ops) {
     switch (op.kind) {
       case CacheOp::Kind::kSave: {
@@ -34,7 +37,7 @@ void MtpResumeRows::on_cache_ops(std::span<const CacheOp> ops) {
         }
         break;
       }
-      case CacheOp::Kind::kCopyBlock: break;
+      case CacheOp::Kind::kCopyBlock: copied_blocks_.push_back(op.dst_block); break;
     }
   }
 }
@@ -47,11 +50,13 @@ void MtpResumeRows::on_caught_up(int32_t slot, int32_t position, std::span<const
 
 void MtpResumeRows::forget(int32_t slot) { last_.erase(slot); }
 
-std::optional<MtpResumeRows::Row> MtpResumeRows::take_resume(int32_t slot, int32_t num_cached_tokens) {
+std::optional<MtpResumeRows::Row> MtpResumeRows::take_resume(int32_t slot, int32_t num_cached_tokens,
+                                                             int32_t row_block) {
   const auto it = resume_.find(slot);
   if (it == resume_.end()) return std::nullopt;
   std::optional<Row> row;
-  if (it->second.position == num_cached_tokens - 1) row = std::move(it->second);
+  const bool own_block = std::find(copied_blocks_.begin(), copied_blocks_.end(), row_block) != copied_blocks_.end();
+  if (it->second.position == num_cached_tokens - 1 && own_block) row = std::move(it->second);
   resume_.erase(it);
   return row;
 }

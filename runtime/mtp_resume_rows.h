@@ -32,16 +32,18 @@ class MtpResumeRows {
     std::vector<float> hidden;  // [H]
   };
 
-  // Before the ops run: a save copies the slot's last row, a move carries it, a restore
-  // hands it to the slot.
+  // Before a step's ops run (every step, ops or not): a save copies the slot's last row, a
+  // move carries it, a restore hands it to the slot, a block copy marks its destination.
   void on_cache_ops(std::span<const CacheOp> ops);
   // After a step's catch-up: the slot's last row (`position`, its hidden state).
   void on_caught_up(int32_t slot, int32_t position, std::span<const float> hidden);
   // The slot's last row is not known (its sequence stepped without a catch-up).
   void forget(int32_t slot);
   // The row to re-run for the sequence now in `slot` that resumes at num_cached_tokens, if
-  // a restore left one at position num_cached_tokens - 1; taken once either way.
-  std::optional<Row> take_resume(int32_t slot, int32_t num_cached_tokens);
+  // a restore left one at position num_cached_tokens - 1 and row_block (the sequence's
+  // block holding that row) was copied by this step's ops, so it is the sequence's own (a
+  // shared block is never written by a reader); taken once either way.
+  std::optional<Row> take_resume(int32_t slot, int32_t num_cached_tokens, int32_t row_block);
 
  private:
   using Key = std::pair<int32_t, int32_t>;  // (tier, index)
@@ -50,6 +52,7 @@ class MtpResumeRows {
   std::unordered_map<int32_t, Row> last_;    // by slot
   std::map<Key, Row> checkpoints_;           // by checkpoint buffer
   std::unordered_map<int32_t, Row> resume_;  // by slot, until its first step
+  std::vector<int32_t> copied_blocks_;       // destinations of this step's block copies
 };
 
 }  // namespace deltaserve::runtime

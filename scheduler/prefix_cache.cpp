@@ -98,6 +98,7 @@ PrefixCache::Hit PrefixCache::lookup(std::span<const int32_t> tokens, int32_t ma
       hit.num_tokens = static_cast<int32_t>(p);
       hit.checkpoint = c.get();
       hit.partial_block = c->partial_block;
+      hit.next_token = c->next_token;
     }
     if (hit.checkpoint == nullptr) continue;
     for (size_t k = 1; k <= d; ++k) hit.blocks.push_back(path[k]->block);

@@ -51,6 +51,7 @@ class PrefixCache {
     Checkpoint* checkpoint = nullptr;
     std::vector<int32_t> blocks;     // the full blocks of [0, floor(P/B)·B), in order
     int32_t partial_block = -1;      // the block of the tail, or -1 when P is on a block edge
+    int32_t next_token = -1;         // the saver's token at P (-1 if none)
   };
   // The longest usable prefix of `tokens` of at most max_tokens tokens. need_mtp: the request
   // drafts, so the MTP head's rows of the prefix must have been computed (the savers drafted).

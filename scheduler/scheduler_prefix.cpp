@@ -77,6 +77,14 @@ bool Scheduler::admit_head(int32_t budget, int32_t& num_rows) {
     s.num_computed_tokens = 0;
     return false;
   }
+  // A speculative request whose token at P differs from the saver's re-runs the MTP head's
+  // row P-1 (runtime/mtp_resume_rows.h), which must lie in a block of its own: on a block edge
+  // the last full block is copied (like a partial one) instead of shared.
+  if (hit.checkpoint != nullptr && speculative(s) && hit.partial_block < 0 && !hit.blocks.empty() &&
+      hit.next_token != s.tokens[static_cast<size_t>(hit.num_tokens)]) {
+    hit.partial_block = hit.blocks.back();
+    hit.blocks.pop_back();
+  }
   std::vector<int32_t> blocks;
   if (hit.checkpoint != nullptr) cache_->share_blocks(hit, blocks);
   const int32_t num_new = blocks_for_tokens(int64_t{hit.num_tokens} + num_rows, block_tokens) - static_cast<int32_t>(blocks.size());

@@ -447,37 +447,41 @@ TEST_F(PrefixCacheTest, SoakOfMultiTurnRequestsStaysWithinBudget) {
 // the request that resumes from another's end-of-prompt checkpoint, with a different next
 // token than the saver's, drafts exactly as a run without the cache, so the drafted and
 // accepted counts by position are equal (with the saver's row they differ: weaker drafts).
+// P inside a block (its partial block is copied anyway) and on a block edge (the last full
+// block is then copied for the row instead of shared).
 TEST_F(PrefixCacheTest, MtpRowAtTheResumePointIsReRunSoAcceptanceMatchesAColdRun) {
-  StackOptions on;
-  on.depth = 3;
-  StackOptions off = on;
-  off.cache = false;
-  Tokens turn1 = concat(encode(kSystem), encode("User: name a colour and a fruit.\nAssistant:"));
-  while (turn1.size() % 16 == 0) turn1 = concat(turn1, encode(" "));  // P inside a block
-  DraftCounter counter_cached;
-  auto cached = stack(on, &counter_cached);
-  const Outcome first = cached->run_one(turn1, 12);
-  auto before = counter_cached.counts();
-  Tokens turn2 = concat(turn1, encode(" Purple, and a pear. User: why those?\nAssistant:"));
-  ASSERT_NE(turn2[turn1.size()], first.tokens[0]);  // the saver went on differently at P
-  const Outcome hot = cached->run_one(turn2, 40);
-  EXPECT_EQ(hot.cached, static_cast<int32_t>(turn1.size()));
-  auto after = counter_cached.counts();
-  for (auto& [position, n] : after.first) n -= before.first[position];
-  for (auto& [position, n] : after.second) n -= before.second[position];
-  auto nonzero = [](std::map<int32_t, int64_t> m) {
-    std::erase_if(m, [](const auto& entry) { return entry.second == 0; });
-    return m;
-  };
-  DraftCounter counter_cold;
-  auto plain = stack(off, &counter_cold);
-  const Outcome cold = plain->run_one(turn2, 40);
-  EXPECT_EQ(hot.tokens, cold.tokens);
-  const auto cold_counts = counter_cold.counts();
-  EXPECT_EQ(nonzero(after.first), nonzero(cold_counts.first));    // drafted, by position
-  EXPECT_EQ(nonzero(after.second), nonzero(cold_counts.second));  // accepted, by position
-  EXPECT_GT(nonzero(cold_counts.first).size(), 0u);
+  for (const bool on_edge : {false, true}) {
+    StackOptions on;
+    on.depth = 3;
+    StackOptions off = on;
+    off.cache = false;
+    Tokens turn1 = concat(encode(kSystem), encode("User: name a colour and a fruit.\nAssistant:"));
+    while ((turn1.size() % 16 == 0) != on_edge) turn1.insert(turn1.end() - 1, encode(" ")[0]);
+    DraftCounter counter_cached;
+    auto cached = stack(on, &counter_cached);
+    const Outcome first = cached->run_one(turn1, 12);
+    auto before = counter_cached.counts();
+    Tokens turn2 = concat(turn1, encode(" Purple, and a pear. User: why those?\nAssistant:"));
+    ASSERT_NE(turn2[turn1.size()], first.tokens[0]);  // the saver went on differently at P
+    const Outcome hot = cached->run_one(turn2, 40);
+    EXPECT_EQ(hot.cached, static_cast<int32_t>(turn1.size())) << "on_edge " << on_edge;
+    auto after = counter_cached.counts();
+    for (auto& [position, n] : after.first) n -= before.first[position];
+    for (auto& [position, n] : after.second) n -= before.second[position];
+    auto nonzero = [](std::map<int32_t, int64_t> m) {
+      std::erase_if(m, [](const auto& entry) { return entry.second == 0; });
+      return m;
+    };
+    DraftCounter counter_cold;
+    auto plain = stack(off, &counter_cold);
+    const Outcome cold = plain->run_one(turn2, 40);
+    EXPECT_EQ(hot.tokens, cold.tokens) << "on_edge " << on_edge;
+    const auto cold_counts = counter_cold.counts();
+    EXPECT_EQ(nonzero(after.first), nonzero(cold_counts.first)) << "drafted, on_edge " << on_edge;
+    EXPECT_EQ(nonzero(after.second), nonzero(cold_counts.second)) << "accepted, on_edge " << on_edge;
+    EXPECT_GT(nonzero(cold_counts.first).size(), 0u);
+    EXPECT_EQ(cached->engine().integrity_error(), "");
+  }
 }
-
 }  // namespace
 }  // namespace deltaserve::scheduler
