@@ -77,10 +77,11 @@ class PrefixCache {
 
   // Drops the least recently used checkpoint (either tier); false when there is none.
   bool evict_lru();
-  // Under KV pressure: drops the least recently used checkpoint whose removal returns at least
-  // one block to the pool; false when there is none. A checkpoint whose blocks are all held
-  // by live sequences too (the prefix of a running or preempted-and-resumed sequence, a shared
-  // system prompt) frees nothing, so it is kept: it costs no KV memory.
+  // Under KV pressure: drops the least recently used checkpoint whose removal returns a block
+  // to the pool, else the least recently used one that references a block no live sequence
+  // holds; false when there is none. A checkpoint whose blocks live sequences all hold too
+  // (the prefix of a running sequence, a system prompt every request shares) costs no KV
+  // memory and is kept.
   bool evict_for_blocks();
   // Drops everything: every reference returns to the pool.
   void clear();

@@ -52,5 +52,26 @@ TEST(PrefixCacheEviction, KeepsCheckpointsWhoseBlocksLiveSequencesHold) {
   EXPECT_TRUE(pool.check_integrity(&why)) << why;
 }
 
+// Two checkpoints in one partial block (tails 9 and 10 of the same saver): neither frees it
+// alone, yet the pool must refill once no live sequence holds it.
+TEST(PrefixCacheEviction, BlocksSharedOnlyBetweenCheckpointsAreFreedToo) {
+  BlockPool pool(4);
+  PrefixCache cache(kBlockTokens, 8, 0, pool);
+  std::vector<runtime::CacheOp> ops;
+  const std::vector<int32_t> tokens = iota_tokens(12);
+  std::vector<int32_t> live;
+  ASSERT_TRUE(pool.block_alloc(3, live));
+  cache.save(tokens, 9, live, tokens[9], false, 0, ops);
+  cache.save(tokens, 10, live, tokens[10], false, 0, ops);
+  pool.block_free(live);
+  EXPECT_EQ(pool.num_free(), 1);  // blocks 0 and 1 (nodes) and 2 (both partials) are cached
+  ASSERT_TRUE(cache.evict_for_blocks());
+  ASSERT_TRUE(cache.evict_for_blocks());
+  EXPECT_EQ(pool.num_free(), 4);
+  EXPECT_FALSE(cache.evict_for_blocks());
+  std::string why;
+  EXPECT_TRUE(pool.check_integrity(&why)) << why;
+}
+
 }  // namespace
 }  // namespace deltaserve::scheduler

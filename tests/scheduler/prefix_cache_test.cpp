@@ -300,13 +300,14 @@ TEST_F(PrefixCacheTest, PreemptionInTheMiddleKeepsOutputsExact) {
   }
 }
 
-// Preemption checkpoints the victim (and keeps its blocks in the index), and answers keep a
-// checkpoint every --prefix-checkpoint-tokens: a preempted request resumes from its own state
-// or from within one interval of it, never from scratch nor from its prompt's end, and its
-// greedy output equals a run that was never preempted.
+// Preemption checkpoints the victim (and keeps its blocks in the index), answers keep a
+// checkpoint every --prefix-checkpoint-tokens, and KV-pressure eviction takes the deepest
+// first and keeps checkpoints that free nothing: a preempted request resumes from its own
+// state or from the last checkpoint that survived what the older request needed, never from
+// scratch nor from its prompt's end, and its greedy output equals a run never preempted.
 TEST_F(PrefixCacheTest, PreemptedRequestResumesFromItsCheckpointAtDepthZeroAndThree) {
-  // A: 48 + 90 tokens (9 blocks); B: 30 + 120. With 15 blocks, B (newer) holds 7 when A
-  // needs its 9th block: B is preempted about 80 tokens into its answer, A needs nothing more.
+  // A: 48 + 90 tokens (9 blocks); B: 30 + 120. With 15 blocks, B (newer) holds about 7 when
+  // A runs short near its last blocks: B is preempted some 80 tokens into its answer.
   Tokens a = concat(encode(kSystem), encode(kSystem));
   a.resize(48);
   Tokens b = encode(std::string("Beta! ") + kSystem);
@@ -327,15 +328,19 @@ TEST_F(PrefixCacheTest, PreemptedRequestResumesFromItsCheckpointAtDepthZeroAndTh
     EXPECT_EQ(plain->engine().stats().num_preemptions, 0u);
     const EngineStats stats = cached->engine().stats();
     ASSERT_GT(stats.num_preemptions, 0u) << "depth " << depth;
-    // Every admission looked the cache up; every resumption hit.
+    // Every admission looked the cache up; every resumption hit, past B's prompt by at least
+    // one checkpoint interval (its answer's checkpoints; the prompt's end or scratch would
+    // mean recomputing the answer, or everything).
     EXPECT_EQ(stats.prefix_cache_queries, 2 + stats.num_preemptions);
     EXPECT_GE(stats.prefix_cache_hits, stats.num_preemptions);
-    // Prefilled on resumption: at most one checkpoint interval, a partial block and the
-    // drafts each (from scratch it would be B's prompt and answer so far, from its prompt's
-    // end its answer so far: each about 80 tokens or more).
+    EXPECT_GE(stats.prefix_cache_hit_tokens, stats.num_preemptions * uint64_t{30 + 32}) << "depth " << depth;
+    // Prefilled on resumption: what A took of B's blocks after the preemption (the checkpoint
+    // taken there goes first, then B's answer checkpoints, deepest first: A needs at most two
+    // more blocks here, its drafts reaching ahead), the stretch back to the checkpoint before,
+    // and the drafts.
     const uint64_t prefilled = stats.prefix_cache_query_tokens - stats.prefix_cache_hit_tokens;
     ASSERT_GE(prefilled, uint64_t{48 + 30});
-    EXPECT_LE(prefilled - (48 + 30), stats.num_preemptions * uint64_t{32 + 16 + 4})
+    EXPECT_LE(prefilled - (48 + 30), stats.num_preemptions * uint64_t{2 * 32 + 16 + 4})
         << "depth " << depth << ", " << stats.num_preemptions << " preemptions";
   }
 }

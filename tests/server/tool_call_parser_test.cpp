@@ -323,7 +323,7 @@ TEST(ToolCallParser, StreamedFragmentsConcatenateToTheArgumentsOverRandomCalls) 
     EXPECT_EQ(r.calls[0].arguments, a.expected) << a.text;
     EXPECT_EQ(r.calls[1].name, b.name);
     EXPECT_EQ(r.calls[1].arguments, b.expected) << b.text;
-    EXPECT_NO_THROW((void)RequestJson::parse(r.calls[0].arguments)) << r.calls[0].arguments;
+    EXPECT_TRUE(RequestJson::parse(r.calls[0].arguments).is_object()) << r.calls[0].arguments;
   }
 }
 
