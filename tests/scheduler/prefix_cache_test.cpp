@@ -455,6 +455,8 @@ TEST_F(PrefixCacheTest, SoakOfMultiTurnRequestsStaysWithinBudget) {
 // P inside a block (its partial block is copied anyway) and on a block edge (the last full
 // block is then copied for the row instead of shared).
 TEST_F(PrefixCacheTest, MtpRowAtTheResumePointIsReRunSoAcceptanceMatchesAColdRun) {
+  const char* kContinuations[] = {" Purple", " Red, and a pear. User: why those?\nAssistant:", " no", "!",
+                                  " Green apple.\nUser: again\nAssistant:", " 42", "\n", " Blue"};
   for (const bool on_edge : {false, true}) {
     StackOptions on;
     on.depth = 3;
@@ -463,24 +465,25 @@ TEST_F(PrefixCacheTest, MtpRowAtTheResumePointIsReRunSoAcceptanceMatchesAColdRun
     Tokens turn1 = concat(encode(kSystem), encode("User: name a colour and a fruit.\nAssistant:"));
     while ((turn1.size() % 16 == 0) != on_edge) turn1.insert(turn1.end() - 1, encode(" ")[0]);
     DraftCounter counter_cached;
+    DraftCounter counter_cold;
     auto cached = stack(on, &counter_cached);
+    auto plain = stack(off, &counter_cold);
     const Outcome first = cached->run_one(turn1, 12);
-    auto before = counter_cached.counts();
-    Tokens turn2 = concat(turn1, encode(" Purple, and a pear. User: why those?\nAssistant:"));
-    ASSERT_NE(turn2[turn1.size()], first.tokens[0]);  // the saver went on differently at P
-    const Outcome hot = cached->run_one(turn2, 40);
-    EXPECT_EQ(hot.cached, static_cast<int32_t>(turn1.size())) << "on_edge " << on_edge;
+    const auto before = counter_cached.counts();
+    for (const char* continuation : kContinuations) {
+      const Tokens turn2 = concat(turn1, encode(continuation));
+      if (turn2[turn1.size()] == first.tokens[0]) continue;  // the saver must have gone on differently at P
+      const Outcome hot = cached->run_one(turn2, 24);
+      EXPECT_EQ(hot.cached, static_cast<int32_t>(turn1.size())) << "on_edge " << on_edge << continuation;
+      EXPECT_EQ(hot.tokens, plain->run_one(turn2, 24).tokens) << "on_edge " << on_edge << continuation;
+    }
     auto after = counter_cached.counts();
-    for (auto& [position, n] : after.first) n -= before.first[position];
-    for (auto& [position, n] : after.second) n -= before.second[position];
+    for (auto& [position, n] : after.first) n -= before.first.count(position) ? before.first.at(position) : 0;
+    for (auto& [position, n] : after.second) n -= before.second.count(position) ? before.second.at(position) : 0;
     auto nonzero = [](std::map<int32_t, int64_t> m) {
       std::erase_if(m, [](const auto& entry) { return entry.second == 0; });
       return m;
     };
-    DraftCounter counter_cold;
-    auto plain = stack(off, &counter_cold);
-    const Outcome cold = plain->run_one(turn2, 40);
-    EXPECT_EQ(hot.tokens, cold.tokens) << "on_edge " << on_edge;
     const auto cold_counts = counter_cold.counts();
     EXPECT_EQ(nonzero(after.first), nonzero(cold_counts.first)) << "drafted, on_edge " << on_edge;
     EXPECT_EQ(nonzero(after.second), nonzero(cold_counts.second)) << "accepted, on_edge " << on_edge;
