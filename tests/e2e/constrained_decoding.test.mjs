@@ -109,11 +109,11 @@ const answerSchema = {
   },
 };
 
-async function runMany(make) {
+async function runMany(make, runs = kRuns) {
   const results = [];
-  for (let i = 0; i < kRuns; i += kConcurrency) {
+  for (let i = 0; i < runs; i += kConcurrency) {
     const batch = [];
-    for (let j = i; j < Math.min(kRuns, i + kConcurrency); ++j) batch.push(make(j));
+    for (let j = i; j < Math.min(runs, i + kConcurrency); ++j) batch.push(make(j));
     results.push(...(await Promise.all(batch)));
   }
   return results;
@@ -191,21 +191,26 @@ test('a named tool, parallel_tool_calls false: exactly that call, arguments vali
 
 // parallel_tool_calls true (the default): one or more calls; the model decides when the list
 // ends, so a reply that ran into max_tokens may end in a cut call (closed, not validated).
-test('parallel_tool_calls (default): required and a named tool give one or more valid calls, 100 of 100', async () => {
+test('parallel_tool_calls (default): required and a named tool give one or more valid calls, 48 of 48 each', async () => {
   for (const [choiceOf, names] of [['required', Object.keys(paramsOf)],
     [{ type: 'function', function: { name: 'set_alarm' } }, ['set_alarm']]]) {
     const replies = await runMany(async (j) => {
-      const request = { model, tools, tool_choice: choiceOf, temperature: 1.0, max_tokens: 300, messages: messages(j) };
+      const request = { model, tools, tool_choice: choiceOf, temperature: 1.0, max_tokens: 200, messages: messages(j) };
       return j % 4 === 0 ? gatherStream(request) : client.chat.completions.create(request);
-    });
+    }, 48);
     let several = 0;
     for (const r of replies) {
       const choice = r.choices[0];
       assert.ok(['tool_calls', 'length'].includes(choice.finish_reason), JSON.stringify(choice));
       // Only a cut before a call's name is known can leave text (the cut markup, given back).
       const text = choice.message.content;
-      if (choice.finish_reason === 'tool_calls') assert.equal(text, null, JSON.stringify(choice));
-      else assert.ok(text === null || '<tool_call>\n<function='.startsWith(text.trim()), JSON.stringify(choice));
+      if (choice.finish_reason === 'tool_calls') {
+        assert.equal(text, null, JSON.stringify(choice));
+      } else if (text !== null) {
+        const cut = text.trim();
+        const head = '<tool_call>\n<function=';
+        assert.ok(head.startsWith(cut) || (cut.startsWith(head) && /^[a-z_]*$/.test(cut.slice(head.length))), JSON.stringify(choice));
+      }
       const calls = choice.message.tool_calls;
       assert.ok(calls.length >= 1, JSON.stringify(choice));
       const complete = choice.finish_reason === 'length' ? calls.slice(0, -1) : calls;
