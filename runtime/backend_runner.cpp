@@ -137,6 +137,7 @@ void BackendRunner::reserve_checkpoints(int32_t num_device, int32_t num_host) {
 
 void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
   // Prefix-cache saves, copies and restores first: drafting reads the restored prefix's MTP rows.
+  if (drafter_) resume_rows_.on_cache_ops(plan.cache_ops);
   if (!plan.cache_ops.empty()) backend_.apply_cache_ops(plan.cache_ops);
   const size_t n = plan.sequences.size();
   draft_rows_.assign(n, DraftRows{});
@@ -176,18 +177,40 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
       num_kept = static_cast<int64_t>(p.tokens.size()) + static_cast<int64_t>(emitted.size()) - 1;
       if (!drafts[i].empty()) backend_.rollback(p.slot, static_cast<int32_t>(num_kept));
     }
-    if (!drafter_ || !p.speculative) continue;
+    if (!drafter_) continue;
+    const int32_t row_block_index = (p.num_cached_tokens - 1) / backend_.cache_config().kv_block_tokens;
+    const int32_t row_block = p.num_cached_tokens > 0 && row_block_index < static_cast<int32_t>(p.kv_blocks.size())
+                                  ? p.kv_blocks[static_cast<size_t>(row_block_index)]
+                                  : -1;
+    std::optional<MtpResumeRows::Row> resume = resume_rows_.take_resume(p.slot, p.num_cached_tokens, row_block);
+    if (!p.speculative) {
+      resume_rows_.forget(p.slot);
+      continue;
+    }
     MtpDrafter::CatchUp& c = catch_up.emplace_back();
     c.seq = &p;
-    const int64_t first_hidden = forward_.hidden_begin[i];
-    c.hidden.assign(forward_.hidden.begin() + first_hidden * h, forward_.hidden.begin() + (first_hidden + num_kept) * h);
     const int64_t history_size = static_cast<int64_t>(p.history.size());
+    // Resumed from a checkpoint at P = num_cached_tokens: the head's row P-1 was computed with
+    // the saver's token P; re-run it with ours, in the block the admission copied for it
+    // (take_resume checks; a shared block keeps the saver's row: drafts weaker, tokens exact).
+    const bool rerun = resume && p.num_cached_tokens < history_size;
+    if (rerun) {
+      c.first_position = p.num_cached_tokens - 1;
+      c.hidden = std::move(resume->hidden);
+      c.next_tokens.push_back(p.history[static_cast<size_t>(p.num_cached_tokens)]);
+    }
+    const int64_t first_hidden = forward_.hidden_begin[i];
+    c.hidden.insert(c.hidden.end(), forward_.hidden.begin() + first_hidden * h,
+                    forward_.hidden.begin() + (first_hidden + num_kept) * h);
     for (int64_t r = 0; r < num_kept; ++r) {
       const int64_t next = p.num_cached_tokens + r + 1;  // position of the token after row r
       c.next_tokens.push_back(next < history_size ? p.history[static_cast<size_t>(next)]
                                                   : emitted[static_cast<size_t>(next - history_size)]);
     }
     c.drafts_next = p.sample;
+    const int64_t last = first_hidden + num_kept - 1;
+    resume_rows_.on_caught_up(p.slot, p.num_cached_tokens + static_cast<int32_t>(num_kept) - 1,
+                              std::span<const float>(forward_.hidden.data() + last * h, static_cast<size_t>(h)));
   }
   if (drafter_) {
     drafter_->catch_up(catch_up);

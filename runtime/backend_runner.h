@@ -20,6 +20,7 @@
 #include "runtime/sampler.h"
 #include "runtime/model_runner.h"
 #include "runtime/mtp_drafter.h"
+#include "runtime/mtp_resume_rows.h"
 
 namespace deltaserve::runtime {
 
@@ -57,6 +58,7 @@ class BackendRunner final : public ModelRunner {
   int32_t max_context_tokens_;
   int32_t max_draft_depth_;
   std::unique_ptr<MtpDrafter> drafter_;  // null without speculation
+  MtpResumeRows resume_rows_;            // the MTP row P-1 to re-run after a cache hit
   ForwardOutput forward_;       // reused every step
   bool device_greedy_ = true;
   // Samplers of the requests in the last plan; others are dropped (rebuilt on return).

@@ -74,7 +74,7 @@ void MtpDrafter::catch_up(const std::vector<CatchUp>& rows) {
   MtpPlan mtp;
   for (const CatchUp& c : rows) {
     MtpSequenceStep& step = mtp.sequences.emplace_back();
-    step.num_cached_rows = c.seq->num_cached_tokens;
+    step.num_cached_rows = c.first_position >= 0 ? c.first_position : c.seq->num_cached_tokens;
     step.tokens = c.next_tokens;
     step.hidden = c.hidden;
     step.kv_blocks.assign(c.seq->kv_blocks.begin(), c.seq->kv_blocks.end());
@@ -86,7 +86,7 @@ void MtpDrafter::catch_up(const std::vector<CatchUp>& rows) {
     const CatchUp& c = rows[i];
     State& state = states_[c.seq->id];
     // A sequence that restarts (preempted, recomputed) starts its head cache over too.
-    state.num_rows = c.seq->num_cached_tokens + static_cast<int32_t>(c.next_tokens.size());
+    state.num_rows = mtp.sequences[i].num_cached_rows + static_cast<int32_t>(c.next_tokens.size());
     state.first_draft = -1;
     state.output.clear();
     state.first_logits.clear();

@@ -47,6 +47,9 @@ class MtpDrafter {
     std::vector<float> hidden;        // [num_rows][H]
     std::vector<int32_t> next_tokens;  // [num_rows]
     bool drafts_next = false;         // the next step may draft: keep the last row's output
+    // Position of row 0; -1: seq->num_cached_tokens. One less when the row before the step's
+    // (a resumed sequence's row P-1, runtime/mtp_resume_rows.h) is re-run first.
+    int32_t first_position = -1;
   };
   void catch_up(const std::vector<CatchUp>& rows);
 

@@ -98,6 +98,7 @@ PrefixCache::Hit PrefixCache::lookup(std::span<const int32_t> tokens, int32_t ma
       hit.num_tokens = static_cast<int32_t>(p);
       hit.checkpoint = c.get();
       hit.partial_block = c->partial_block;
+      hit.next_token = c->next_token;
     }
     if (hit.checkpoint == nullptr) continue;
     for (size_t k = 1; k <= d; ++k) hit.blocks.push_back(path[k]->block);
@@ -277,6 +278,57 @@ bool PrefixCache::evict_lru() {
   if (oldest == nullptr) return false;
   remove(oldest);
   return true;
+}
+
+bool PrefixCache::frees_blocks(const Checkpoint& c) const {
+  if (c.partial_block >= 0 && blocks_.block_refs(c.partial_block) == 1) return true;
+  // The nodes prune() would remove: c's node while c is its only checkpoint and it has no
+  // child, then each parent left with no checkpoint and no other child.
+  const Node* node = c.node;
+  bool removed = node->checkpoints.size() == 1 && node->children.empty();
+  while (removed && node != root_.get()) {
+    if (blocks_.block_refs(node->block) == 1) return true;
+    const Node* parent = node->parent;
+    size_t num_children = 0;
+    for (const auto& [key, list] : parent->children) num_children += list.size();
+    removed = parent->checkpoints.empty() && num_children == 1;
+    node = parent;
+  }
+  return false;
+}
+
+// Two passes, each least recently used first: a checkpoint whose removal alone returns a
+// block (the deepest of a preempted sequence's path goes before the earlier ones it shares
+// blocks with); else one that references a block no live sequence holds (several checkpoints
+// may share such a block, e.g. two tails in one partial block: each must go for it to return).
+// A block only the cache holds is referenced by some checkpoint, which the second pass can
+// take, so the pool always refills while the cache holds such blocks.
+bool PrefixCache::evict_for_blocks() {
+  std::vector<int32_t> cache_refs(static_cast<size_t>(blocks_.num_total()), 0);
+  count_block_refs(cache_refs);
+  auto cache_only = [&](int32_t block) { return blocks_.block_refs(block) <= cache_refs[static_cast<size_t>(block)]; };
+  auto uses_cache_only_block = [&](const Checkpoint& c) {
+    if (c.partial_block >= 0 && cache_only(c.partial_block)) return true;
+    for (const Node* n = c.node; n != root_.get(); n = n->parent) {
+      if (cache_only(n->block)) return true;
+    }
+    return false;
+  };
+  for (const bool alone : {true, false}) {
+    Checkpoint* oldest = nullptr;
+    for (const Lru& list : lru_) {
+      for (Checkpoint* c : list) {
+        if (c->pinned || !(alone ? frees_blocks(*c) : uses_cache_only_block(*c))) continue;
+        if (oldest == nullptr || c->last_use < oldest->last_use) oldest = c;
+        break;  // the tier's least recently used candidate
+      }
+    }
+    if (oldest != nullptr) {
+      remove(oldest);
+      return true;
+    }
+  }
+  return false;
 }
 
 void PrefixCache::clear() {

@@ -51,6 +51,7 @@ class PrefixCache {
     Checkpoint* checkpoint = nullptr;
     std::vector<int32_t> blocks;     // the full blocks of [0, floor(P/B)·B), in order
     int32_t partial_block = -1;      // the block of the tail, or -1 when P is on a block edge
+    int32_t next_token = -1;         // the saver's token at P (-1 if none)
   };
   // The longest usable prefix of `tokens` of at most max_tokens tokens. need_mtp: the request
   // drafts, so the MTP head's rows of the prefix must have been computed (the savers drafted).
@@ -76,6 +77,12 @@ class PrefixCache {
 
   // Drops the least recently used checkpoint (either tier); false when there is none.
   bool evict_lru();
+  // Under KV pressure: drops the least recently used checkpoint whose removal returns a block
+  // to the pool, else the least recently used one that references a block no live sequence
+  // holds; false when there is none. A checkpoint whose blocks live sequences all hold too
+  // (the prefix of a running sequence, a system prompt every request shares) costs no KV
+  // memory and is kept.
+  bool evict_for_blocks();
   // Drops everything: every reference returns to the pool.
   void clear();
 
@@ -92,6 +99,7 @@ class PrefixCache {
   Node* child(const Node& node, std::span<const int32_t> block_tokens) const;
   bool take_buffer(runtime::CheckpointRef& ref, std::vector<runtime::CacheOp>& ops);
   void remove(Checkpoint* c);
+  bool frees_blocks(const Checkpoint& c) const;  // removing c would return a block to the pool
   void prune(Node* node);
   Lru& lru(runtime::CheckpointTier tier);
 

@@ -188,13 +188,19 @@ int32_t Scheduler::aligned_chunk(const Sequence& s, int32_t rows) const {
   return std::max(0, cut - s.num_computed_tokens);
 }
 
+// The victim's state is checkpointed first (its slot holds exactly tokens[0, num_computed)
+// between steps) and its blocks stay referenced by the prefix index, so its resumption
+// recomputes nothing. The allocation that made room may still evict that checkpoint (it frees
+// the victim's blocks); the victim's earlier checkpoints (every --prefix-checkpoint-tokens,
+// prompt end) share its blocks, free nothing and stay, so it then resumes from the last one.
 void Scheduler::preempt_newest() {
   Sequence& s = *running_.back();
   running_.pop_back();
+  save_checkpoint(s);
   blocks_.block_free(s.kv_blocks);
   slots_.slot_free(s.slot);
   s.slot = -1;
-  s.num_computed_tokens = 0;  // recompute prompt + generated from scratch
+  s.num_computed_tokens = 0;  // admission resumes it from the longest cached prefix (else from scratch)
   waiting_.push_front(&s);
   ++num_preemptions_;
 }

@@ -18,15 +18,18 @@
 //     so decode rows always fit.
 //  2. KV blocks in admission order. When the pool runs dry, a prefill chunk first shrinks
 //     to the blocks at hand; otherwise the most recently admitted running sequence is
-//     preempted by recompute (slot and blocks freed, back to the front of waiting with its
-//     generated tokens kept). The newest sequence itself just skips the step. Since one
+//     preempted (slot and blocks freed, back to the front of waiting with its generated
+//     tokens kept; with the prefix cache its state is checkpointed first, so it resumes from
+//     there, or from its last checkpoint that survived the eviction, instead of recomputing
+//     from scratch). The newest sequence itself just skips the step. Since one
 //     sequence alone always fits the pool (config), the oldest always progresses.
 //  3. Admission, only in a step that preempted nobody: strictly FCFS from the front of
 //     waiting while a slot, budget and the blocks of the head's first chunk are available;
 //     nobody overtakes a head that does not fit (no starvation of long prompts). With the
 //     prefix cache (docs/prefix-cache.md) the head first resumes from its longest cached
 //     prefix: those tokens count as computed, so budget, chunk and blocks see only the tail.
-// Whenever blocks run short, cached prefixes are evicted (LRU) before anyone is preempted.
+// Whenever blocks run short, cached prefixes are evicted (LRU, among those whose eviction
+// returns a block) before anyone is preempted.
 // plan() and commit() alternate: nothing may call add/cancel between them, because the
 // plan's spans point into the sequences.
 #pragma once
@@ -137,6 +140,9 @@ class Scheduler {
   bool at_checkpoint(const Sequence& s) const;
   // Checkpoints s's slot at s.num_computed_tokens (the cache decides whether to keep it).
   void save_checkpoint(const Sequence& s);
+  // A decode step took s past a multiple of --prefix-checkpoint-tokens (a decode checkpoint
+  // is due: a long answer, or a preempted sequence, resumes within one interval).
+  bool crossed_decode_checkpoint(const Sequence& s, int32_t num_computed_before) const;
   // Admits the waiting head from its cached prefix when there is one; false when it does not
   // fit now, or waits for a prefix another sequence is prefilling (nothing changed).
   bool admit_head(int32_t budget, int32_t& num_rows);

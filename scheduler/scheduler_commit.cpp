@@ -66,12 +66,15 @@ StepReport Scheduler::commit(const runtime::StepPlan& plan, const runtime::StepO
       finish(s, std::move(failure), now);
       continue;
     }
+    const int32_t num_computed_before = s.num_computed_tokens;
     s.num_computed_tokens += num_rows;
     if (p.sample) {
       record_drafts(s, p, out.sequences[k]);
       report.num_generated_tokens += append_tokens(s, out.sequences[k], now);
-      // The end of a prompt (or of a recompute) is a checkpoint, if s goes on (finish saves).
-      if (!p.is_decode && sequences_.count(p.id) != 0) save_checkpoint(s);
+      // The end of a prompt (or of a recompute) is a checkpoint, if s goes on (finish saves);
+      // so is every --prefix-checkpoint-tokens interval of an answer.
+      const bool goes_on = sequences_.count(p.id) != 0;
+      if (goes_on && (!p.is_decode || (cache_ && crossed_decode_checkpoint(s, num_computed_before)))) save_checkpoint(s);
     } else if (cache_ && at_checkpoint(s)) {
       save_checkpoint(s);  // a prefill checkpoint (chunks are cut there: next_checkpoint)
     }

@@ -8,7 +8,7 @@ namespace deltaserve::scheduler {
 
 bool Scheduler::alloc_blocks(int32_t num_blocks, std::vector<int32_t>& blocks) {
   while (!blocks_.block_alloc(num_blocks, blocks)) {
-    if (!cache_ || !cache_->evict_lru()) return false;
+    if (!cache_ || !cache_->evict_for_blocks()) return false;
   }
   return true;
 }
@@ -24,6 +24,11 @@ int64_t Scheduler::next_checkpoint(const Sequence& s) const {
   const int64_t tail = int64_t{s.num_prompt_tokens - kPromptTailTokens} / chunk_align_ * chunk_align_;
   if (tail > s.num_computed_tokens) next = std::min(next, tail);
   return next;
+}
+
+bool Scheduler::crossed_decode_checkpoint(const Sequence& s, int32_t num_computed_before) const {
+  const int32_t every = config_.prefix_checkpoint_tokens;
+  return every > 0 && s.num_computed_tokens / every > num_computed_before / every;
 }
 
 bool Scheduler::at_checkpoint(const Sequence& s) const {
@@ -71,6 +76,14 @@ bool Scheduler::admit_head(int32_t budget, int32_t& num_rows) {
   if (num_rows == 0) {
     s.num_computed_tokens = 0;
     return false;
+  }
+  // A speculative request whose token at P differs from the saver's re-runs the MTP head's
+  // row P-1 (runtime/mtp_resume_rows.h), which must lie in a block of its own: on a block edge
+  // the last full block is copied (like a partial one) instead of shared.
+  if (hit.checkpoint != nullptr && speculative(s) && hit.partial_block < 0 && !hit.blocks.empty() &&
+      hit.next_token != s.tokens[static_cast<size_t>(hit.num_tokens)]) {
+    hit.partial_block = hit.blocks.back();
+    hit.blocks.pop_back();
   }
   std::vector<int32_t> blocks;
   if (hit.checkpoint != nullptr) cache_->share_blocks(hit, blocks);

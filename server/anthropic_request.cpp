@@ -172,11 +172,12 @@ RequestJson translate_tools(const RequestJson& tools, const std::string& path) {
   return out;
 }
 
-RequestJson translate_tool_choice(const RequestJson& choice, const std::string& path) {
+// Also sets chat's parallel_tool_calls from disable_parallel_tool_use.
+RequestJson translate_tool_choice(const RequestJson& choice, const std::string& path, RequestJson& chat) {
   JsonFields f(choice, path);
   const auto type = f.string("type");
   if (!type) throw ApiException{missing_parameter(f.param("type"))};
-  f.boolean("disable_parallel_tool_use");
+  if (const auto disable = f.boolean("disable_parallel_tool_use")) chat["parallel_tool_calls"] = !*disable;
   RequestJson out;
   if (*type == "auto" || *type == "none") {
     out = *type;
@@ -225,7 +226,7 @@ RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, b
   chat["messages"] = std::move(messages);
   if (const RequestJson* tools = f.get("tools")) chat["tools"] = translate_tools(*tools, "tools");
   if (const RequestJson* choice = f.object("tool_choice")) {
-    chat["tool_choice"] = translate_tool_choice(*choice, "tool_choice");
+    chat["tool_choice"] = translate_tool_choice(*choice, "tool_choice", chat);
   }
   bool thinking = false;
   if (const RequestJson* t = f.object("thinking")) thinking = thinking_enabled(*t);

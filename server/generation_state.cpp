@@ -18,15 +18,38 @@ bool GenerationState::is_stop_token(int32_t token) const {
          setup_.stop_token_ids.end();
 }
 
+namespace {
+
+OutputDelta& last_delta(StepOutput& out) { return out.more.empty() ? out.delta : out.more.back(); }
+
+// The delta that may take text of this kind next (see StepOutput::more).
+OutputDelta& delta_for_text(StepOutput& out, bool reasoning) {
+  OutputDelta& last = last_delta(out);
+  const bool ordered = reasoning ? last.content.empty() && last.tool_calls.empty() : last.tool_calls.empty();
+  if (ordered) return last;
+  out.more.emplace_back();
+  return out.more.back();
+}
+
+}  // namespace
+
+void GenerationState::put_tool_pieces(StepOutput& out, const ToolCallParser::Pieces& parsed) {
+  for (const ToolCallParser::Segment& segment : parsed.segments) {
+    if (segment.is_call) {
+      append_call_piece(last_delta(out).tool_calls, segment.call);
+    } else if (!segment.content.empty()) {
+      delta_for_text(out, /*reasoning=*/false).content += segment.content;
+    }
+  }
+}
+
 void GenerationState::put_pieces(StepOutput& out, ReasoningSplitter::Pieces pieces) {
-  out.delta.reasoning += pieces.reasoning;
+  if (!pieces.reasoning.empty()) delta_for_text(out, /*reasoning=*/true).reasoning += pieces.reasoning;
   if (!tool_parser_) {
-    out.delta.content += pieces.content;
+    if (!pieces.content.empty()) delta_for_text(out, /*reasoning=*/false).content += pieces.content;
     return;
   }
-  ToolCallParser::Pieces parsed = tool_parser_->push(pieces.content);
-  out.delta.content += parsed.content;
-  for (ToolCall& call : parsed.calls) out.delta.tool_calls.push_back(std::move(call));
+  put_tool_pieces(out, tool_parser_->push(pieces.content));
 }
 
 void GenerationState::put_text(StepOutput& out, const std::string& text) {
@@ -69,10 +92,7 @@ void GenerationState::flush(StepOutput& out) {
   }
   if (!stop_matched_) put_text(out, stop_.flush());
   if (splitter_) put_pieces(out, splitter_->finish());
-  if (tool_parser_) {
-    ToolCallParser::Pieces parsed = tool_parser_->finish();
-    out.delta.content += parsed.content;
-  }
+  if (tool_parser_) put_tool_pieces(out, tool_parser_->finish());
 }
 
 StepOutput GenerationState::on_event(const scheduler::RequestEvent& event) {

@@ -39,6 +39,10 @@ struct GenerationSetup {
 // What one event produced.
 struct StepOutput {
   OutputDelta delta;
+  // Further deltas of the same step, in order. Within a delta the order is reasoning,
+  // content, tool-call pieces; text that follows a call piece opens the next delta, so the
+  // block APIs see content and calls in the order the model wrote them.
+  std::vector<OutputDelta> more;
   // "stop" | "length" | "tool_calls" (a natural stop after at least one parsed call): the
   // request ended normally
   const char* finish_reason = nullptr;
@@ -63,6 +67,7 @@ class GenerationState {
   // Answer text on its way out: through the think split (when on), then the tool-call parser.
   void put_text(StepOutput& out, const std::string& text);
   void put_pieces(StepOutput& out, ReasoningSplitter::Pieces pieces);
+  void put_tool_pieces(StepOutput& out, const ToolCallParser::Pieces& parsed);
   bool is_stop_token(int32_t token) const;
 
   GenerationSetup setup_;

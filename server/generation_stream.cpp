@@ -127,19 +127,24 @@ void GenerationStream::on_event(const scheduler::RequestEvent& event) {
     write_stream_output(out);
     if (out.done()) finish_stream(out);
   } else {
-    gathered_.reasoning += out.delta.reasoning;
-    gathered_.content += out.delta.content;
-    gathered_.logprobs.insert(gathered_.logprobs.end(), out.delta.logprobs.begin(),
-                              out.delta.logprobs.end());
-    gathered_.tool_calls.insert(gathered_.tool_calls.end(), out.delta.tool_calls.begin(),
-                                out.delta.tool_calls.end());
+    gather(out.delta);
+    for (const OutputDelta& d : out.more) gather(d);
     if (out.done()) finish_body(out);
   }
 }
 
+void GenerationStream::gather(const OutputDelta& d) {
+  gathered_.reasoning += d.reasoning;
+  gathered_.content += d.content;
+  gathered_.logprobs.insert(gathered_.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+  for (const ToolCall& piece : d.tool_calls) append_call_piece(gathered_.tool_calls, piece);
+}
+
 void GenerationStream::write_stream_output(const StepOutput& out) {
-  if (out.delta.empty()) return;
-  write_chunk(wire_->stream_delta(out.delta, generation_.usage()));
+  if (!out.delta.empty()) write_chunk(wire_->stream_delta(out.delta, generation_.usage()));
+  for (const OutputDelta& d : out.more) {
+    if (!d.empty()) write_chunk(wire_->stream_delta(d, generation_.usage()));
+  }
 }
 
 ApiError GenerationStream::failure_error(const std::string& message) const {

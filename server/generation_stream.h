@@ -45,6 +45,7 @@ class GenerationStream : public std::enable_shared_from_this<GenerationStream> {
 
  private:
   void write_stream_output(const StepOutput& out);
+  void gather(const OutputDelta& d);  // non-streaming: adds one delta to gathered_
   void finish_stream(const StepOutput& out);
   void finish_body(const StepOutput& out);
   void write_chunk(const std::string& data);
@@ -64,7 +65,7 @@ class GenerationStream : public std::enable_shared_from_this<GenerationStream> {
   const bool chunked_;  // HTTP/1.1: chunked transfer encoding; 1.0: raw bytes, then close
   GenerationState generation_;
   std::shared_ptr<WireFormat> wire_;
-  OutputDelta gathered_;  // non-streaming: everything so far
+  OutputDelta gathered_;  // non-streaming: everything so far (tool calls merged whole)
   boost::asio::steady_timer keepalive_timer_;  // on the session's strand
   std::chrono::steady_clock::duration keepalive_interval_{};  // zero = off
   std::chrono::steady_clock::time_point last_write_time_;

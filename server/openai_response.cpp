@@ -11,15 +11,20 @@ nlohmann::json token_bytes(const std::string& text) {
   return bytes;
 }
 
-// OpenAI's tool_calls array; stream deltas carry each call's index.
+// OpenAI's tool_calls array. Stream deltas carry each call's index; a call's first piece
+// carries its id, type and name, the later ones only their arguments fragment.
 nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index) {
   nlohmann::json list = nlohmann::json::array();
   for (const ToolCall& call : calls) {
     nlohmann::json item = nlohmann::json::object();
     if (with_index) item["index"] = call.index;
-    item["id"] = call.id;
-    item["type"] = "function";
-    item["function"] = {{"name", call.name}, {"arguments", call.arguments}};
+    if (call.starts || !with_index) {
+      item["id"] = call.id;
+      item["type"] = "function";
+      item["function"] = {{"name", call.name}, {"arguments", call.arguments}};
+    } else {
+      item["function"] = {{"arguments", call.arguments}};
+    }
     list.push_back(std::move(item));
   }
   return list;

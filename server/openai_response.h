@@ -1,8 +1,9 @@
 // OpenAI response shapes, built from what a request produced: chat.completion and
 // text_completion bodies, their stream chunks, the usage object, SSE framing. The stream
 // grammar this serves (generation_state.h decides when each piece is due):
-//   chat:        role chunk, content/reasoning/tool_calls delta chunks (each call whole, in
-//                one delta, once parsed), one finish chunk with an empty
+//   chat:        role chunk, content/reasoning/tool_calls delta chunks (a call's first
+//                piece with index, id, type, name; then its arguments fragments with the
+//                index only), one finish chunk with an empty
 //                delta, [usage chunk with "choices": []], data: [DONE]
 //   completions: text chunks, one finish chunk with empty text, [usage chunk], data: [DONE]
 // Pure; any thread.
@@ -36,7 +37,7 @@ struct OutputDelta {
   std::string reasoning;
   std::string content;
   std::vector<scheduler::TokenLogprob> logprobs;  // the tokens that produced it
-  std::vector<ToolCall> tool_calls;               // calls completed in this piece (chat)
+  std::vector<ToolCall> tool_calls;  // call pieces of this delta (a whole output: whole calls)
   bool empty() const {
     return reasoning.empty() && content.empty() && logprobs.empty() && tool_calls.empty();
   }

@@ -248,6 +248,7 @@ ChatRequest parse_chat_request(std::string_view body, const SchemaLimits& limits
   r.params = parse_common(f, limits, /*chat=*/true);
   r.tools = normalize_tools(f.get("tools"), "tools");
   r.tool_choice = normalize_tool_choice(f.get("tool_choice"), r.tools, "tool_choice");
+  r.parallel_tool_calls = f.boolean("parallel_tool_calls").value_or(true);
   r.response_format = normalize_response_format(f.get("response_format"), "response_format");
   if (const RequestJson* kwargs = f.object("chat_template_kwargs")) r.chat_template_kwargs = *kwargs;
   r.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);

@@ -63,6 +63,9 @@ struct ChatRequest {
   RequestJson messages = RequestJson::array();
   RequestJson tools;        // null or the validated array, passed to the template
   RequestJson tool_choice;  // null, "none" | "auto" | "required" | {function}
+  // OpenAI's parallel_tool_calls (default true; Anthropic: !disable_parallel_tool_use): a
+  // forced call ("required" or a named function) may be one or more calls; false: exactly one.
+  bool parallel_tool_calls = true;
   RequestJson response_format;  // null or {type: text|json_object|json_schema}
   RequestJson chat_template_kwargs = RequestJson::object();
   bool add_generation_prompt = true;

@@ -38,13 +38,24 @@ std::vector<BlockEvent> OutputBlocks::push(const OutputDelta& delta) {
   std::vector<BlockEvent> events;
   append_text(events, BlockKind::Reasoning, delta.reasoning);
   append_text(events, BlockKind::Text, delta.content);
-  for (const ToolCall& call : delta.tool_calls) {
-    close_open(events);
-    blocks_.push_back(OutputBlock{BlockKind::ToolCall, "", call});
+  for (const ToolCall& piece : delta.tool_calls) {
+    if (piece.starts) {
+      close_open(events);
+      ToolCall call = piece;
+      call.arguments.clear();
+      blocks_.push_back(OutputBlock{BlockKind::ToolCall, "", std::move(call)});
+      open_ = true;
+      events.push_back(BlockEvent{BlockEvent::Type::Start, static_cast<int32_t>(blocks_.size()) - 1,
+                                  BlockKind::ToolCall, ""});
+    } else if (!open_ || blocks_.back().kind != BlockKind::ToolCall || blocks_.back().call.index != piece.index) {
+      continue;  // a piece of no open call: the parser never emits one
+    }
     const auto index = static_cast<int32_t>(blocks_.size()) - 1;
-    events.push_back(BlockEvent{BlockEvent::Type::Start, index, BlockKind::ToolCall, ""});
-    events.push_back(BlockEvent{BlockEvent::Type::Delta, index, BlockKind::ToolCall, call.arguments});
-    events.push_back(BlockEvent{BlockEvent::Type::Stop, index, BlockKind::ToolCall, ""});
+    if (!piece.arguments.empty()) {
+      blocks_.back().call.arguments += piece.arguments;
+      events.push_back(BlockEvent{BlockEvent::Type::Delta, index, BlockKind::ToolCall, piece.arguments});
+    }
+    if (piece.ends) close_open(events);
   }
   return events;
 }

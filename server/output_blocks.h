@@ -4,7 +4,8 @@
 // it says when a block starts, grows and ends, so a stream can open and close its blocks in
 // order. Within one delta the order is reasoning, content, tool calls (the think split ends
 // before the answer; the tool-call parser releases the text before a call first).
-// A tool call is one block, started, filled and stopped at once (the parser emits whole calls).
+// A tool call is one block: started by its first piece, filled by its arguments fragments,
+// stopped by its last piece (a whole call does all three at once).
 // One per request, used from its session's strand only.
 #pragma once
 
@@ -22,7 +23,7 @@ enum class BlockKind { Reasoning, Text, ToolCall };
 struct OutputBlock {
   BlockKind kind = BlockKind::Text;
   std::string text;  // Reasoning / Text: the whole text so far
-  ToolCall call;     // ToolCall only
+  ToolCall call;     // ToolCall only: arguments so far
 };
 
 struct BlockEvent {
@@ -30,7 +31,7 @@ struct BlockEvent {
   Type type = Type::Start;
   int32_t index = 0;  // the block's position in the output: 0, 1, ...
   BlockKind kind = BlockKind::Text;
-  std::string text;   // Delta: the new text (a call's arguments, whole)
+  std::string text;   // Delta: the new text (a fragment of a call's arguments)
 };
 
 class OutputBlocks {

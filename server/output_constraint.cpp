@@ -22,7 +22,7 @@ std::shared_ptr<const grammar::Grammar> request_grammar(const ChatRequest& reque
     param = "tools";
     std::optional<std::string> name;
     if (forced_named) name = choice["function"]["name"].get<std::string>();
-    return grammar::tool_call_grammar(request.tools, name);
+    return grammar::tool_call_grammar(request.tools, name, request.parallel_tool_calls);
   }
   const RequestJson& format = request.response_format;
   if (!format.is_object()) return nullptr;
@@ -63,7 +63,8 @@ std::shared_ptr<const grammar::Constraint> build_output_constraint(const ChatReq
   std::shared_ptr<const grammar::Vocabulary> vocabulary = codec.grammar_vocabulary();
   if (!vocabulary) throw ApiException{unsupported_value(forced_call ? "tool_choice" : "response_format",
                                                         "this model's tokenizer cannot constrain output.")};
-  std::string key = forced_call ? "tools " + request.tool_choice.dump() + request.tools.dump()
+  std::string key = forced_call ? "tools " + request.tool_choice.dump() + (request.parallel_tool_calls ? " parallel " : " one ") +
+                                     request.tools.dump()
                                 : "format " + request.response_format.dump();
   key += prompt_ends_in_reasoning ? " think" : " plain";
   for (const int32_t id : end_token_ids) key += " " + std::to_string(id);

@@ -303,7 +303,9 @@ ResponsesRequest parse_responses_request(std::string_view body, const SchemaLimi
   if (const RequestJson* metadata = f.object("metadata")) {
     echo["metadata"] = nlohmann::json::parse(metadata->dump());
   }
-  echo["parallel_tool_calls"] = f.boolean("parallel_tool_calls").value_or(true);
+  const bool parallel_tool_calls = f.boolean("parallel_tool_calls").value_or(true);
+  echo["parallel_tool_calls"] = parallel_tool_calls;
+  chat["parallel_tool_calls"] = parallel_tool_calls;
   for (const char* key : {"user", "safety_identifier", "prompt_cache_key", "service_tier",
                           "include", "stream_options", "prompt_cache_retention"}) {
     f.accept(key);

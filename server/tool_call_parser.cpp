@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "server/api_error.h"
 #include "server/generation_job.h"
 
 namespace deltaserve::server {
@@ -11,12 +10,7 @@ namespace {
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
 constexpr std::string_view kFunction = "<function=";
-constexpr std::string_view kFunctionEnd = "</function>";
-constexpr std::string_view kParameter = "<parameter=";
-constexpr std::string_view kParameterEnd = "</parameter>";
 constexpr std::string_view kSpace = " \t\r\n";
-// Model output is untrusted: deeper JSON is not decoded (dump and the template recurse).
-constexpr int kMaxJsonDepth = 64;
 
 // Length of the longest suffix of `text` that is a proper prefix of `tag`.
 size_t partial_tag_suffix(std::string_view text, std::string_view tag) {
@@ -33,45 +27,36 @@ std::string_view trim(std::string_view s) {
   return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
 }
 
-bool within_depth(std::string_view text) {
-  int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
+std::optional<RequestJson> try_json(std::string_view text) { return try_decode_json(text); }
 
-// The JSON value of `text`, or nothing (syntax error, invalid UTF-8, too deep).
-std::optional<RequestJson> try_json(std::string_view text) {
-  if (!within_depth(text)) return std::nullopt;
-  try {
-    return parse_request_json(text);
-  } catch (const ApiException&) {
-    return std::nullopt;
-  }
-}
-
-std::string arguments_text(const RequestJson& args) {
-  return args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
+std::string arguments_text(const RequestJson& args) { return compact_json(args); }
 
 }  // namespace
+
+void append_call_piece(std::vector<ToolCall>& calls, const ToolCall& piece) {
+  if (!piece.starts && !calls.empty() && calls.back().index == piece.index && !calls.back().ends) {
+    calls.back().arguments += piece.arguments;
+    calls.back().ends = piece.ends;
+    return;
+  }
+  calls.push_back(piece);
+}
+
+std::string ToolCallParser::Pieces::content() const {
+  std::string out;
+  for (const Segment& s : segments) {
+    if (!s.is_call) out += s.content;
+  }
+  return out;
+}
+
+std::vector<ToolCall> ToolCallParser::Pieces::calls() const {
+  std::vector<ToolCall> out;
+  for (const Segment& s : segments) {
+    if (s.is_call) append_call_piece(out, s.call);
+  }
+  return out;
+}
 
 ToolParamTypes tool_param_types(const RequestJson& tools) {
   ToolParamTypes out;
@@ -108,127 +93,175 @@ void ToolCallParser::emit_text(Pieces& out, std::string_view text) {
     text.remove_prefix(first);
     skip_space_ = false;
   }
-  out.content.append(text);
+  if (text.empty()) return;
+  if (out.segments.empty() || out.segments.back().is_call) out.segments.emplace_back();
+  out.segments.back().content.append(text);
+}
+
+void ToolCallParser::emit_call(Pieces& out, ToolCall piece) {
+  if (!out.segments.empty() && out.segments.back().is_call) {
+    ToolCall& last = out.segments.back().call;
+    if (!piece.starts && last.index == piece.index && !last.ends) {
+      last.arguments += piece.arguments;
+      last.ends = piece.ends;
+      return;
+    }
+  }
+  if (!piece.starts && piece.arguments.empty() && !piece.ends) return;  // nothing new
+  Segment segment;
+  segment.is_call = true;
+  segment.call = std::move(piece);
+  out.segments.push_back(std::move(segment));
 }
 
 ToolCallParser::Pieces ToolCallParser::push(std::string_view text) {
   Pieces out;
-  std::string buffer = std::move(held_);
-  held_.clear();
-  buffer.append(text);
-  std::string_view rest = buffer;
-  while (!rest.empty()) {
-    if (in_call_) {
-      const size_t at = rest.find(kClose, std::min(scan_from_, rest.size()));
-      if (at == std::string_view::npos) {
-        // Only the last bytes can begin the close tag next time.
-        scan_from_ = rest.size() >= kClose.size() ? rest.size() - kClose.size() + 1 : 0;
-        held_.assign(rest);
-        break;
-      }
-      end_call(out, rest.substr(0, at));
-      rest.remove_prefix(at + kClose.size());
-      continue;
-    }
-    const size_t at = rest.find(kOpen);
-    if (at != std::string_view::npos) {
-      const std::string_view before = rest.substr(0, at);
-      const size_t last = before.find_last_not_of(kSpace);
-      const size_t text_len = last == std::string_view::npos ? 0 : last + 1;
-      emit_text(out, before.substr(0, text_len));
-      space_before_call_.assign(before.substr(text_len));
-      in_call_ = true;
-      scan_from_ = 0;
-      rest.remove_prefix(at + kOpen.size());
-      continue;
-    }
-    // Hold a possible start of "<tool_call>" and the whitespace before it.
-    size_t keep = partial_tag_suffix(rest, kOpen);
-    const std::string_view head = rest.substr(0, rest.size() - keep);
-    const size_t last = head.find_last_not_of(kSpace);
-    keep = rest.size() - (last == std::string_view::npos ? 0 : last + 1);
-    emit_text(out, rest.substr(0, rest.size() - keep));
-    held_.assign(rest.substr(rest.size() - keep));
-    break;
+  held_.append(text);
+  while (step(out)) {
   }
   return out;
+}
+
+bool ToolCallParser::step(Pieces& out) {
+  switch (mode_) {
+    case Mode::Text: return step_text(out);
+    case Mode::Head: return step_head(out);
+    case Mode::Buffered: return step_buffered(out);
+    case Mode::Call: {
+      XmlCallArguments::Step step = xml_->push(held_);
+      held_.clear();
+      ToolCall piece;
+      piece.index = num_calls_ - 1;
+      piece.starts = false;
+      piece.ends = step.ended;
+      piece.arguments = std::move(step.arguments);
+      emit_call(out, std::move(piece));
+      if (!step.ended) return false;
+      xml_.reset();
+      mode_ = Mode::Text;
+      skip_space_ = true;  // layout between and after calls
+      held_ = std::move(step.after);
+      return !held_.empty();
+    }
+  }
+  return false;
+}
+
+bool ToolCallParser::step_text(Pieces& out) {
+  if (held_.empty()) return false;
+  const std::string_view rest = held_;
+  const size_t at = rest.find(kOpen);
+  if (at != std::string_view::npos) {
+    const std::string_view before = rest.substr(0, at);
+    const size_t last = before.find_last_not_of(kSpace);
+    const size_t text_len = last == std::string_view::npos ? 0 : last + 1;
+    emit_text(out, before.substr(0, text_len));
+    space_before_call_.assign(before.substr(text_len));
+    held_.erase(0, at + kOpen.size());
+    mode_ = Mode::Head;
+    return true;
+  }
+  // Hold a possible start of "<tool_call>" and the whitespace before it.
+  size_t keep = partial_tag_suffix(rest, kOpen);
+  const std::string_view head = rest.substr(0, rest.size() - keep);
+  const size_t last = head.find_last_not_of(kSpace);
+  keep = rest.size() - (last == std::string_view::npos ? 0 : last + 1);
+  emit_text(out, rest.substr(0, rest.size() - keep));
+  held_.erase(0, rest.size() - keep);
+  return false;
+}
+
+// After "<tool_call>": "<function=NAME>" starts a streamed XML call; anything else is held
+// whole (a JSON call, or not a call at all).
+bool ToolCallParser::step_head(Pieces& out) {
+  const size_t first = held_.find_first_not_of(kSpace);
+  if (first == std::string::npos) return false;
+  const std::string_view s = std::string_view(held_).substr(first);
+  if (s.starts_with(kFunction)) {
+    const size_t gt = s.find('>', kFunction.size());
+    const std::string_view raw = s.substr(kFunction.size(), gt == std::string_view::npos ? s.npos : gt - kFunction.size());
+    const std::string name(trim(raw));
+    if (raw.find_first_of("<\n") != std::string_view::npos || (gt != std::string_view::npos && name.empty())) {
+      mode_ = Mode::Buffered;  // not a name: the call fails at its close tag
+      scan_from_ = 0;
+      return true;
+    }
+    if (gt == std::string_view::npos) return false;
+    held_.erase(0, first + gt + 1);
+    start_xml_call(out, name);
+    return true;
+  }
+  if (kFunction.starts_with(s)) return false;
+  mode_ = Mode::Buffered;
+  scan_from_ = 0;
+  return true;
+}
+
+void ToolCallParser::start_xml_call(Pieces& out, std::string name) {
+  ToolCall piece;
+  piece.index = num_calls_++;
+  piece.id = make_request_id("call_");
+  piece.arguments = "{";
+  piece.starts = true;
+  piece.ends = false;
+  const auto tool = types_.find(name);
+  xml_.emplace(tool == types_.end() ? nullptr : &tool->second);
+  piece.name = std::move(name);
+  space_before_call_.clear();
+  emit_call(out, std::move(piece));
+  mode_ = Mode::Call;
+}
+
+bool ToolCallParser::step_buffered(Pieces& out) {
+  const size_t at = held_.find(kClose, std::min(scan_from_, held_.size()));
+  if (at == std::string::npos) {
+    // Only the last bytes can begin the close tag next time.
+    scan_from_ = held_.size() >= kClose.size() ? held_.size() - kClose.size() + 1 : 0;
+    return false;
+  }
+  end_buffered(out, std::string_view(held_).substr(0, at));
+  held_.erase(0, at + kClose.size());
+  mode_ = Mode::Text;
+  return true;
 }
 
 ToolCallParser::Pieces ToolCallParser::finish() {
   Pieces out;
   std::string held = std::move(held_);
   held_.clear();
-  if (in_call_) {
-    in_call_ = false;  // never closed: the model's bytes go out as they came
-    emit_text(out, space_before_call_ + std::string(kOpen) + held);
-  } else {
-    emit_text(out, held);
+  switch (mode_) {
+    case Mode::Text: emit_text(out, held); break;
+    case Mode::Head:
+    case Mode::Buffered:  // never closed: the model's bytes go out as they came
+      emit_text(out, space_before_call_ + std::string(kOpen) + held);
+      break;
+    case Mode::Call: {
+      ToolCall piece;
+      piece.index = num_calls_ - 1;
+      piece.starts = false;
+      piece.arguments = xml_->finish();  // held is empty: the call's bytes are in xml_
+      emit_call(out, std::move(piece));
+      xml_.reset();
+      break;
+    }
   }
+  mode_ = Mode::Text;
+  space_before_call_.clear();
   return out;
 }
 
-void ToolCallParser::end_call(Pieces& out, std::string_view body) {
-  in_call_ = false;
+void ToolCallParser::end_buffered(Pieces& out, std::string_view body) {
   ToolCall call;
-  if (parse_body(body, call)) {
+  const std::string_view trimmed = trim(body);
+  if (trimmed.starts_with("{") && parse_json(trimmed, call)) {
     call.index = num_calls_++;
     call.id = make_request_id("call_");
-    out.calls.push_back(std::move(call));
+    emit_call(out, std::move(call));
     skip_space_ = true;  // layout between and after calls
   } else {
-    emit_text(out, space_before_call_ + std::string(kOpen) + std::string(body) +
-                       std::string(kClose));
+    emit_text(out, space_before_call_ + std::string(kOpen) + std::string(body) + std::string(kClose));
   }
   space_before_call_.clear();
-}
-
-bool ToolCallParser::parse_body(std::string_view body, ToolCall& call) const {
-  body = trim(body);
-  if (body.starts_with(kFunction)) return parse_xml(body, call);
-  if (body.starts_with("{")) return parse_json(body, call);
-  return false;
-}
-
-// <function=NAME> (<parameter=P>\nVALUE\n</parameter>)* </function>
-bool ToolCallParser::parse_xml(std::string_view s, ToolCall& call) const {
-  s.remove_prefix(kFunction.size());
-  const size_t name_end = s.find('>');
-  if (name_end == std::string_view::npos || name_end == 0) return false;
-  call.name = std::string(trim(s.substr(0, name_end)));
-  if (call.name.empty() || call.name.find_first_of("<\n") != std::string::npos) return false;
-  s.remove_prefix(name_end + 1);
-  const auto tool = types_.find(call.name);
-  RequestJson args = RequestJson::object();
-  while (true) {
-    s = s.substr(std::min(s.size(), s.find_first_not_of(kSpace)));
-    if (s.starts_with(kFunctionEnd)) {
-      if (!trim(s.substr(kFunctionEnd.size())).empty()) return false;
-      call.arguments = arguments_text(args);
-      return true;
-    }
-    if (!s.starts_with(kParameter)) return false;
-    s.remove_prefix(kParameter.size());
-    const size_t pname_end = s.find('>');
-    if (pname_end == std::string_view::npos) return false;
-    const std::string pname(trim(s.substr(0, pname_end)));
-    if (pname.empty() || pname.find_first_of("<\n") != std::string::npos) return false;
-    s.remove_prefix(pname_end + 1);
-    const size_t value_end = s.find(kParameterEnd);
-    if (value_end == std::string_view::npos) return false;
-    std::string_view value = s.substr(0, value_end);
-    s.remove_prefix(value_end + kParameterEnd.size());
-    // The template writes "\n" + value + "\n": those two are layout.
-    if (value.starts_with('\n')) value.remove_prefix(1);
-    if (value.ends_with('\n')) value.remove_suffix(1);
-    bool json_typed = false;
-    if (tool != types_.end()) {
-      const auto p = tool->second.find(pname);
-      json_typed = p != tool->second.end() && p->second;
-    }
-    std::optional<RequestJson> decoded;
-    if (json_typed) decoded = try_json(value);
-    args[pname] = decoded ? std::move(*decoded) : RequestJson(std::string(value));
-  }
 }
 
 // {"name": NAME, "arguments": {...}}  ("parameters" is accepted for "arguments"; arguments

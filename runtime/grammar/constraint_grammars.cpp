@@ -97,7 +97,8 @@ std::shared_ptr<const Grammar> json_schema_grammar(const SchemaJson& schema) {
   return finish_with_lead(g, json, body);
 }
 
-std::shared_ptr<const Grammar> tool_call_grammar(const SchemaJson& tools, const std::optional<std::string>& only_tool) {
+std::shared_ptr<const Grammar> tool_call_grammar(const SchemaJson& tools, const std::optional<std::string>& only_tool,
+                                                 bool parallel) {
   if (!tools.is_array() || tools.empty()) throw SchemaError("tools: forcing a tool call needs at least one tool");
   auto g = std::make_shared<Grammar>();
   JsonPrimitives json(*g);
@@ -116,10 +117,17 @@ std::shared_ptr<const Grammar> tool_call_grammar(const SchemaJson& tools, const 
   s.push_back(Grammar::call(functions));
   g->append_literal(s, "</tool_call>");
   g->add_alternative(call, s);
-  // Exactly one call: a model that may write several keeps writing them (a tiny model
-  // repeats calls until max_tokens), and one call answers "required" and a named function.
+  // tool_calls := call ("\n" tool_calls)?  (right recursion: a tail call, no stack growth).
+  // Only the model ends a parallel list (an end id is allowed after every call); a model that
+  // keeps calling runs to max_tokens, which is the client's choice of parallel_tool_calls.
   const uint32_t calls = g->add_rule("tool_calls");
   g->add_alternative(calls, {Grammar::call(call)});
+  if (parallel) {
+    Grammar::Sequence more = {Grammar::call(call)};
+    g->append_literal(more, "\n");
+    more.push_back(Grammar::call(calls));
+    g->add_alternative(calls, more);
+  }
   return finish_with_lead(g, json, calls);
 }
 

@@ -26,10 +26,13 @@ std::shared_ptr<const Grammar> json_schema_grammar(const SchemaJson& schema);
 //   <tool_call>\n<function=NAME>\n(<parameter=P>\nVALUE\n</parameter>\n)*</function>\n</tool_call>
 // `tools`: the request's validated OpenAI tools array ({type: function, function: {name,
 // parameters}}). only_tool: the named function (tool_choice {function}); without it
-// (tool_choice "required") any of the tools. Exactly one call either way.
+// (tool_choice "required") any of the tools. `parallel` (OpenAI's parallel_tool_calls, not
+// Anthropic's disable_parallel_tool_use): one or more calls, separated by "\n", each of any
+// allowed tool (named: the same function); otherwise exactly one call.
 // Parameters come in schema order, required ones always, optional ones may be left out. A
 // parameter whose schema type is (or lists) "string" takes raw text without '<' (or one of
 // its enum strings, raw); any other takes compact JSON valid against its schema.
-std::shared_ptr<const Grammar> tool_call_grammar(const SchemaJson& tools, const std::optional<std::string>& only_tool);
+std::shared_ptr<const Grammar> tool_call_grammar(const SchemaJson& tools, const std::optional<std::string>& only_tool,
+                                                 bool parallel);
 
 }  // namespace deltaserve::runtime::grammar

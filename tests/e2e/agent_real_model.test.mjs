@@ -126,15 +126,57 @@ test('responses text.format json_schema: output parses and validates', async () 
   }
 });
 
-test('messages tool_choice any / tool: a tool_use block always comes back', async () => {
-  for (const tool_choice of [{ type: 'any' }, { type: 'tool', name: 'get_weather' }]) {
-    for (let i = 0; i < 5; ++i) {
+test('messages tool_choice any / tool: tool_use blocks always come back (one with disable_parallel_tool_use)', async () => {
+  for (const base of [{ type: 'any' }, { type: 'tool', name: 'get_weather' }]) {
+    for (let i = 0; i < 6; ++i) {
+      const single = i % 2 === 0;
+      const tool_choice = single ? { ...base, disable_parallel_tool_use: true } : base;
       const m = await anthropic.messages.create({ model, max_tokens: 200, temperature: 1.0, tools: [forcedWeather], tool_choice,
         messages: [{ role: 'user', content: 'Weather in Paris?' }] });
-      assert.equal(m.stop_reason, 'tool_use');
-      const call = m.content.find((b) => b.type === 'tool_use');
-      assert.equal(call.name, 'get_weather');
-      assert.equal(typeof call.input.city, 'string');
+      const calls = m.content.filter((b) => b.type === 'tool_use');
+      if (single) {
+        assert.equal(m.stop_reason, 'tool_use');
+        assert.equal(calls.length, 1);
+      } else {
+        // Several calls may run into max_tokens (the last one then cut, its input closed).
+        assert.ok(['tool_use', 'max_tokens'].includes(m.stop_reason), m.stop_reason);
+        assert.ok(calls.length >= 1);
+      }
+      for (const call of calls) assert.equal(call.name, 'get_weather');
+      assert.equal(typeof calls[0].input.city, 'string');
     }
   }
+});
+
+test('streamed tool calls arrive as argument fragments: input_json_delta and function_call_arguments.delta', async () => {
+  const stream = anthropic.messages.stream({ model, max_tokens: 200, temperature: 1.0, tools: [forcedWeather],
+    tool_choice: { type: 'tool', name: 'get_weather', disable_parallel_tool_use: true },
+    messages: [{ role: 'user', content: 'Weather in Paris?' }] });
+  const partial = [];
+  stream.on('streamEvent', (e) => {
+    if (e.type === 'content_block_delta' && e.delta.type === 'input_json_delta') partial.push(e.delta.partial_json);
+  });
+  const message = await stream.finalMessage();
+  const call = message.content.find((b) => b.type === 'tool_use');
+  assert.ok(partial.length >= 3, JSON.stringify(partial));  // "{", the parameter's pieces, "}"
+  assert.deepEqual(JSON.parse(partial.join('')), call.input);
+  assert.ok(['Paris', 'Rome'].includes(call.input.city));
+
+  const events = await openai.responses.create({ model, input: 'Weather?', temperature: 1.0, max_output_tokens: 200,
+    reasoning: { effort: 'none' }, parallel_tool_calls: false, stream: true,
+    tools: [{ type: 'function', name: 'get_weather', parameters: forcedWeather.input_schema }],
+    tool_choice: { type: 'function', name: 'get_weather' } });
+  const deltas = [];
+  let done = null;
+  let completed = null;
+  for await (const e of events) {
+    if (e.type === 'response.function_call_arguments.delta') deltas.push(e.delta);
+    if (e.type === 'response.function_call_arguments.done') done = e.arguments;
+    if (e.type === 'response.completed') completed = e.response;
+  }
+  assert.ok(deltas.length >= 3, JSON.stringify(deltas));
+  assert.equal(deltas.join(''), done);
+  const item = completed.output.find((o) => o.type === 'function_call');
+  assert.equal(item.arguments, done);
+  assert.ok(['Paris', 'Rome'].includes(JSON.parse(done).city));
 });

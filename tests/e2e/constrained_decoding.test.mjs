@@ -1,8 +1,10 @@
 // Constrained decoding end to end: the daemon on the embedded model (CPU engine) and the
 // official openai client. The tiny model's free output is nonsense, so only the grammar can
 // make these outputs valid: forced tool calls (tool_choice "required" and a named function)
-// whose arguments satisfy the tool's schema, and response_format json_schema output that
-// validates, 100 times in 100 each at temperature 1.0. Bad schemas get a 400 and the server
+// whose arguments satisfy the tool's schema, exactly one with parallel_tool_calls false and one
+// or more with it true (OpenAI's default), and response_format json_schema output that
+// validates, 100 times in 100 each at temperature 1.0. Streamed calls arrive as OpenAI's
+// fragments (id and name first, then argument pieces). Bad schemas get a 400 and the server
 // keeps serving.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -107,11 +109,11 @@ const answerSchema = {
   },
 };
 
-async function runMany(make) {
+async function runMany(make, runs = kRuns) {
   const results = [];
-  for (let i = 0; i < kRuns; i += kConcurrency) {
+  for (let i = 0; i < runs; i += kConcurrency) {
     const batch = [];
-    for (let j = i; j < Math.min(kRuns, i + kConcurrency); ++j) batch.push(make(j));
+    for (let j = i; j < Math.min(runs, i + kConcurrency); ++j) batch.push(make(j));
     results.push(...(await Promise.all(batch)));
   }
   return results;
@@ -119,9 +121,9 @@ async function runMany(make) {
 
 const messages = (j) => [{ role: 'user', content: `Request number ${j}: what now?` }];
 
-test('tool_choice required: one well-formed call of some tool, arguments valid, 100 of 100', async () => {
+test('tool_choice required, parallel_tool_calls false: one well-formed call of some tool, arguments valid, 100 of 100', async () => {
   const replies = await runMany((j) => client.chat.completions.create({
-    model, tools, tool_choice: 'required', temperature: 1.0, max_tokens: 400, messages: messages(j),
+    model, tools, tool_choice: 'required', parallel_tool_calls: false, temperature: 1.0, max_tokens: 400, messages: messages(j),
   }));
   for (const r of replies) {
     const choice = r.choices[0];
@@ -135,31 +137,42 @@ test('tool_choice required: one well-formed call of some tool, arguments valid, 
   }
 });
 
-test('a named tool: exactly that call, arguments valid, 100 of 100 (streamed too)', async () => {
+// A streamed chat completion gathered as the SDK's users do: tool_calls deltas joined by index.
+async function gatherStream(request) {
+  const stream = await client.chat.completions.create({ ...request, stream: true });
+  const calls = [];
+  let finish = null;
+  let content = '';
+  for await (const chunk of stream) {
+    const c = chunk.choices[0];
+    if (!c) continue;
+    content += c.delta?.content ?? '';
+    for (const t of c.delta?.tool_calls ?? []) {
+      if (t.id) {
+        assert.equal(t.index, calls.length, 'a new call takes the next index');
+        assert.equal(t.type, 'function');
+        calls.push({ id: t.id, function: { name: t.function.name, arguments: '' }, fragments: 0 });
+      } else {
+        assert.equal(t.index, calls.length - 1, 'fragments continue the last call');
+        assert.equal(t.function?.name, undefined, 'only the first delta names the call');
+      }
+      calls[t.index].function.arguments += t.function?.arguments ?? '';
+      calls[t.index].fragments += 1;
+    }
+    if (c.finish_reason) finish = c.finish_reason;
+  }
+  return { choices: [{ finish_reason: finish, message: { content: content || null, tool_calls: calls } }] };
+}
+
+test('a named tool, parallel_tool_calls false: exactly that call, arguments valid, 100 of 100 (streamed in fragments too)', async () => {
   const replies = await runMany(async (j) => {
     const request = {
-      model, tools, tool_choice: { type: 'function', function: { name: 'set_alarm' } }, temperature: 1.0,
-      max_tokens: 400, messages: messages(j),
+      model, tools, tool_choice: { type: 'function', function: { name: 'set_alarm' } }, parallel_tool_calls: false,
+      temperature: 1.0, max_tokens: 400, messages: messages(j),
     };
-    if (j % 4 !== 0) return client.chat.completions.create(request);
-    // Every fourth one streamed: the tool_calls deltas join up to the same call.
-    const stream = await client.chat.completions.create({ ...request, stream: true });
-    let name = '';
-    let args = '';
-    let finish = null;
-    let content = '';
-    for await (const chunk of stream) {
-      const c = chunk.choices[0];
-      if (!c) continue;
-      content += c.delta?.content ?? '';
-      for (const t of c.delta?.tool_calls ?? []) {
-        name += t.function?.name ?? '';
-        args += t.function?.arguments ?? '';
-      }
-      if (c.finish_reason) finish = c.finish_reason;
-    }
-    return { choices: [{ finish_reason: finish, message: { content: content || null, tool_calls: [{ function: { name, arguments: args } }] } }] };
+    return j % 4 === 0 ? gatherStream(request) : client.chat.completions.create(request);
   });
+  let streamed = 0;
   for (const r of replies) {
     const choice = r.choices[0];
     assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice));
@@ -167,6 +180,46 @@ test('a named tool: exactly that call, arguments valid, 100 of 100 (streamed too
     assert.equal(choice.message.tool_calls.length, 1);
     assert.equal(choice.message.tool_calls[0].function.name, 'set_alarm');
     validate(alarmParams, JSON.parse(choice.message.tool_calls[0].function.arguments));
+    if (choice.message.tool_calls[0].fragments !== undefined) {
+      // The arguments came as the model wrote them: "{", each parameter's pieces, "}".
+      assert.ok(choice.message.tool_calls[0].fragments >= 3, JSON.stringify(choice.message.tool_calls[0]));
+      streamed += 1;
+    }
+  }
+  assert.equal(streamed, 25);
+});
+
+// parallel_tool_calls true (the default): one or more calls; the model decides when the list
+// ends, so a reply that ran into max_tokens may end in a cut call (closed, not validated).
+test('parallel_tool_calls (default): required and a named tool give one or more valid calls, 48 of 48 each', async () => {
+  for (const [choiceOf, names] of [['required', Object.keys(paramsOf)],
+    [{ type: 'function', function: { name: 'set_alarm' } }, ['set_alarm']]]) {
+    const replies = await runMany(async (j) => {
+      const request = { model, tools, tool_choice: choiceOf, temperature: 1.0, max_tokens: 200, messages: messages(j) };
+      return j % 4 === 0 ? gatherStream(request) : client.chat.completions.create(request);
+    }, 48);
+    let several = 0;
+    for (const r of replies) {
+      const choice = r.choices[0];
+      assert.ok(['tool_calls', 'length'].includes(choice.finish_reason), JSON.stringify(choice));
+      // Only a cut before a call's name is known can leave text (the cut markup, given back).
+      const text = choice.message.content;
+      if (choice.finish_reason === 'tool_calls') {
+        assert.equal(text, null, JSON.stringify(choice));
+      } else if (text !== null) {
+        const cut = text.trim();
+        const head = '<tool_call>\n<function=';
+        assert.ok(head.startsWith(cut) || (cut.startsWith(head) && /^[a-z_]*$/.test(cut.slice(head.length))), JSON.stringify(choice));
+      }
+      const calls = choice.message.tool_calls;
+      assert.ok(calls.length >= 1, JSON.stringify(choice));
+      const complete = choice.finish_reason === 'length' ? calls.slice(0, -1) : calls;
+      if (choice.finish_reason === 'tool_calls') assert.ok(complete.length >= 1);
+      for (const call of calls) assert.ok(names.includes(call.function.name), call.function.name);
+      for (const call of complete) validate(paramsOf[call.function.name], JSON.parse(call.function.arguments));
+      if (calls.length >= 2) several += 1;
+    }
+    assert.ok(several > 0, `no reply with several calls for ${JSON.stringify(choiceOf)}`);
   }
 });
 

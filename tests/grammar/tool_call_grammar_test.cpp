@@ -23,7 +23,7 @@ const std::string kWeather =
     "</function>\n</tool_call>";
 
 TEST(ToolCallGrammar, RequiredTakesOneCallOfAnyTool) {
-  const auto g = tool_call_grammar(tools(), std::nullopt);
+  const auto g = tool_call_grammar(tools(), std::nullopt, false);
   EXPECT_TRUE(accepts(*g, kWeather));
   EXPECT_TRUE(accepts(*g, "\n\n" + kWeather));
   EXPECT_TRUE(accepts(*g, "<tool_call>\n<function=ping>\n</function>\n</tool_call>"));
@@ -47,22 +47,47 @@ TEST(ToolCallGrammar, RequiredTakesOneCallOfAnyTool) {
 }
 
 TEST(ToolCallGrammar, NamedToolExactlyOneCall) {
-  const auto g = tool_call_grammar(tools(), std::string("ping"));
+  const auto g = tool_call_grammar(tools(), std::string("ping"), false);
   EXPECT_TRUE(accepts(*g, "<tool_call>\n<function=ping>\n</function>\n</tool_call>"));
   EXPECT_FALSE(accepts(*g, kWeather));
   EXPECT_FALSE(accepts(*g, "<tool_call>\n<function=ping>\n</function>\n</tool_call>\n<tool_call>\n<function=ping>\n"
                            "</function>\n</tool_call>"));
 }
 
+const std::string kPing = "<tool_call>\n<function=ping>\n</function>\n</tool_call>";
+
+TEST(ToolCallGrammar, ParallelRequiredTakesOneOrMoreCallsOfAnyTools) {
+  const auto g = tool_call_grammar(tools(), std::nullopt, true);
+  EXPECT_TRUE(accepts(*g, kWeather));
+  EXPECT_TRUE(accepts(*g, kWeather + "\n" + kPing));
+  EXPECT_TRUE(accepts(*g, kPing + "\n" + kWeather + "\n" + kPing));
+  EXPECT_FALSE(accepts(*g, ""));
+  EXPECT_FALSE(accepts(*g, kWeather + "\n"));             // a separator promises another call
+  EXPECT_FALSE(accepts(*g, kWeather + kPing));             // calls are separated by "\n"
+  EXPECT_FALSE(accepts(*g, kWeather + "\n\n" + kPing));  // by exactly one
+  EXPECT_FALSE(accepts(*g, kWeather + "\ntext"));
+  // Every call of the list is checked against its schema (days is not an integer).
+  EXPECT_FALSE(accepts(*g, kPing + "\n<tool_call>\n<function=get_weather>\n<parameter=city>\nP\n</parameter>\n"
+                           "<parameter=days>\nthree\n</parameter>\n</function>\n</tool_call>"));
+}
+
+TEST(ToolCallGrammar, ParallelNamedToolRepeatsOnlyThatFunction) {
+  const auto g = tool_call_grammar(tools(), std::string("ping"), true);
+  EXPECT_TRUE(accepts(*g, kPing));
+  EXPECT_TRUE(accepts(*g, kPing + "\n" + kPing + "\n" + kPing));
+  EXPECT_FALSE(accepts(*g, kPing + "\n" + kWeather));
+  EXPECT_FALSE(accepts(*g, kWeather));
+}
+
 TEST(ToolCallGrammar, BadToolSchemasAreErrors) {
-  EXPECT_THROW(tool_call_grammar(SchemaJson::array(), std::nullopt), SchemaError);
-  EXPECT_THROW(tool_call_grammar(tools(), std::string("nope")), SchemaError);
+  EXPECT_THROW(tool_call_grammar(SchemaJson::array(), std::nullopt, true), SchemaError);
+  EXPECT_THROW(tool_call_grammar(tools(), std::string("nope"), true), SchemaError);
   for (const char* params : {R"({"type":"array"})", R"({"type":"object","properties":{"a":{"type":"string","minLength":2}}})",
                              R"({"type":"object","properties":{"a":{"type":"string"}},"required":["b"]})", R"("object")",
                              R"({"type":"object","properties":{"a<b":{"type":"string"}}})"}) {
     SchemaJson t = SchemaJson::parse(R"([{"type":"function","function":{"name":"f"}}])");
     t[0]["function"]["parameters"] = SchemaJson::parse(params);
-    EXPECT_THROW(tool_call_grammar(t, std::nullopt), SchemaError) << params;
+    EXPECT_THROW(tool_call_grammar(t, std::nullopt, true), SchemaError) << params;
   }
 }
 

@@ -29,6 +29,25 @@ struct Outcome {
   FinishReason finish = FinishReason::None;
 };
 
+// Drafted and accepted MTP drafts by draft position, summed over the engine's steps.
+class DraftCounter final : public EngineObserver {
+ public:
+  void on_drafts(int32_t position, int32_t num_drafted, int32_t num_accepted) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    drafted_[position] += num_drafted;
+    accepted_[position] += num_accepted;
+  }
+  std::pair<std::map<int32_t, int64_t>, std::map<int32_t, int64_t>> counts() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {drafted_, accepted_};
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<int32_t, int64_t> drafted_;
+  std::map<int32_t, int64_t> accepted_;
+};
+
 struct StackOptions {
   bool cache = true;
   int32_t depth = 0;
@@ -43,7 +62,7 @@ struct StackOptions {
 // One engine on a fresh CPU backend; requests run to the end.
 class Stack {
  public:
-  Stack(const runtime::LoadedModel& model, const StackOptions& o)
+  Stack(const runtime::LoadedModel& model, const StackOptions& o, EngineObserver* observer = nullptr)
       : backend_(model, runtime::CacheConfig{o.slots, 16, o.blocks, 1 + o.depth}, 2), runner_(backend_, 0, o.depth) {
     SchedulerConfig config;
     config.draft_min_expected = 0.0;  // always draft at full depth: every path
@@ -53,21 +72,22 @@ class Stack {
     config.prefix_cache_device_bytes = o.device_bytes;
     config.prefix_cache_host_bytes = o.host_bytes;
     config.prefix_checkpoint_tokens = o.checkpoint_tokens;
-    engine_ = std::make_unique<Engine>(runner_, config);
+    engine_ = std::make_unique<Engine>(runner_, config, observer);
     engine_->start();
   }
   ~Stack() { engine_->stop(); }
 
-  std::vector<Outcome> run(const std::vector<Tokens>& prompts, int32_t max_tokens) {
+  std::vector<Outcome> run(const std::vector<Tokens>& prompts, int32_t max_tokens, const std::vector<int32_t>& each = {}) {
     std::mutex mutex;
     std::condition_variable done;
     std::map<RequestId, Outcome> outcomes;
     size_t num_done = 0;
     std::vector<RequestId> ids;
-    for (const Tokens& prompt : prompts) {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const Tokens& prompt = prompts[i];
       RequestSpec spec;
       spec.prompt_tokens = prompt;
-      spec.max_tokens = max_tokens;
+      spec.max_tokens = each.empty() ? max_tokens : each[i];
       spec.sampling.temperature = 0.0f;  // greedy: outputs compare token for token
       const SubmitResult r = engine_->submit(std::move(spec), [&](const RequestEvent& e) {
         std::lock_guard<std::mutex> lock(mutex);
@@ -94,6 +114,10 @@ class Stack {
     return result;
   }
   Outcome run_one(const Tokens& prompt, int32_t max_tokens) { return run({prompt}, max_tokens)[0]; }
+  // Each prompt with its own max_tokens.
+  std::vector<Outcome> run_each(const std::vector<Tokens>& prompts, const std::vector<int32_t>& max_tokens) {
+    return run(prompts, 0, max_tokens);
+  }
 
   Engine& engine() { return *engine_; }
 
@@ -119,7 +143,9 @@ class PrefixCacheTest : public ::testing::Test {
     return a;
   }
   static Tokens outputs_only(const std::vector<Outcome>& outcomes, size_t i) { return outcomes[i].tokens; }
-  static std::unique_ptr<Stack> stack(StackOptions o) { return std::make_unique<Stack>(*model_, o); }
+  static std::unique_ptr<Stack> stack(StackOptions o, EngineObserver* observer = nullptr) {
+    return std::make_unique<Stack>(*model_, o, observer);
+  }
   static std::vector<Tokens> tokens_of(const std::vector<Outcome>& outcomes) {
     std::vector<Tokens> t;
     for (const Outcome& o : outcomes) t.push_back(o.tokens);
@@ -274,6 +300,51 @@ TEST_F(PrefixCacheTest, PreemptionInTheMiddleKeepsOutputsExact) {
   }
 }
 
+// Preemption checkpoints the victim (and keeps its blocks in the index), answers keep a
+// checkpoint every --prefix-checkpoint-tokens, and KV-pressure eviction takes the deepest
+// first and keeps checkpoints that free nothing: a preempted request resumes from its own
+// state or from the last checkpoint that survived what the older request needed, never from
+// scratch nor from its prompt's end, and its greedy output equals a run never preempted.
+TEST_F(PrefixCacheTest, PreemptedRequestResumesFromItsCheckpointAtDepthZeroAndThree) {
+  // A: 48 + 90 tokens (9 blocks); B: 30 + 120. With 15 blocks, B (newer) holds about 7 when
+  // A runs short near its last blocks: B is preempted some 80 tokens into its answer.
+  Tokens a = concat(encode(kSystem), encode(kSystem));
+  a.resize(48);
+  Tokens b = encode(std::string("Beta! ") + kSystem);
+  b.resize(30);
+  const std::vector<Tokens> prompts = {a, b};
+  for (const int32_t depth : {0, 3}) {
+    StackOptions tight;
+    tight.depth = depth;
+    tight.slots = 2;
+    tight.blocks = 15;
+    StackOptions roomy = tight;
+    roomy.cache = false;
+    roomy.blocks = 64;
+    auto cached = stack(tight);
+    auto plain = stack(roomy);
+    const std::vector<Outcome> out = cached->run_each(prompts, {90, 120});
+    EXPECT_EQ(tokens_of(plain->run_each(prompts, {90, 120})), tokens_of(out)) << "depth " << depth;
+    EXPECT_EQ(plain->engine().stats().num_preemptions, 0u);
+    const EngineStats stats = cached->engine().stats();
+    ASSERT_GT(stats.num_preemptions, 0u) << "depth " << depth;
+    // Every admission looked the cache up; every resumption hit, past B's prompt by at least
+    // one checkpoint interval (its answer's checkpoints; the prompt's end or scratch would
+    // mean recomputing the answer, or everything).
+    EXPECT_EQ(stats.prefix_cache_queries, 2 + stats.num_preemptions);
+    EXPECT_GE(stats.prefix_cache_hits, stats.num_preemptions);
+    EXPECT_GE(stats.prefix_cache_hit_tokens, stats.num_preemptions * uint64_t{30 + 32}) << "depth " << depth;
+    // Prefilled on resumption: what A took of B's blocks after the preemption (the checkpoint
+    // taken there goes first, then B's answer checkpoints, deepest first: A needs at most two
+    // more blocks here, its drafts reaching ahead), the stretch back to the checkpoint before,
+    // and the drafts.
+    const uint64_t prefilled = stats.prefix_cache_query_tokens - stats.prefix_cache_hit_tokens;
+    ASSERT_GE(prefilled, uint64_t{48 + 30});
+    EXPECT_LE(prefilled - (48 + 30), stats.num_preemptions * uint64_t{2 * 32 + 16 + 4})
+        << "depth " << depth << ", " << stats.num_preemptions << " preemptions";
+  }
+}
+
 TEST_F(PrefixCacheTest, EvictionInTheMiddleKeepsOutputsExact) {
   std::vector<Tokens> firsts;
   for (int i = 0; i < 6; ++i) firsts.push_back(concat(encode(kSystem), encode("Thread " + std::to_string(i) + ":")));
@@ -377,5 +448,48 @@ TEST_F(PrefixCacheTest, SoakOfMultiTurnRequestsStaysWithinBudget) {
   EXPECT_EQ(cached->engine().stats().num_kv_blocks_cached, 0);
 }
 
+// The MTP head's row at the resume point is re-run after a cache hit (runtime/mtp_resume_rows.h):
+// the request that resumes from another's end-of-prompt checkpoint, with a different next
+// token than the saver's, drafts exactly as a run without the cache, so the drafted and
+// accepted counts by position are equal (with the saver's row they differ: weaker drafts).
+// P inside a block (its partial block is copied anyway) and on a block edge (the last full
+// block is then copied for the row instead of shared).
+TEST_F(PrefixCacheTest, MtpRowAtTheResumePointIsReRunSoAcceptanceMatchesAColdRun) {
+  const char* kContinuations[] = {" Purple", " Red, and a pear. User: why those?\nAssistant:", " no", "!",
+                                  " Green apple.\nUser: again\nAssistant:", " 42", "\n", " Blue"};
+  for (const bool on_edge : {false, true}) {
+    StackOptions on;
+    on.depth = 3;
+    StackOptions off = on;
+    off.cache = false;
+    Tokens turn1 = concat(encode(kSystem), encode("User: name a colour and a fruit.\nAssistant:"));
+    while ((turn1.size() % 16 == 0) != on_edge) turn1.insert(turn1.end() - 1, encode(" ")[0]);
+    DraftCounter counter_cached;
+    DraftCounter counter_cold;
+    auto cached = stack(on, &counter_cached);
+    auto plain = stack(off, &counter_cold);
+    const Outcome first = cached->run_one(turn1, 12);
+    const auto before = counter_cached.counts();
+    for (const char* continuation : kContinuations) {
+      const Tokens turn2 = concat(turn1, encode(continuation));
+      if (turn2[turn1.size()] == first.tokens[0]) continue;  // the saver must have gone on differently at P
+      const Outcome hot = cached->run_one(turn2, 24);
+      EXPECT_EQ(hot.cached, static_cast<int32_t>(turn1.size())) << "on_edge " << on_edge << continuation;
+      EXPECT_EQ(hot.tokens, plain->run_one(turn2, 24).tokens) << "on_edge " << on_edge << continuation;
+    }
+    auto after = counter_cached.counts();
+    for (auto& [position, n] : after.first) n -= before.first.count(position) ? before.first.at(position) : 0;
+    for (auto& [position, n] : after.second) n -= before.second.count(position) ? before.second.at(position) : 0;
+    auto nonzero = [](std::map<int32_t, int64_t> m) {
+      std::erase_if(m, [](const auto& entry) { return entry.second == 0; });
+      return m;
+    };
+    const auto cold_counts = counter_cold.counts();
+    EXPECT_EQ(nonzero(after.first), nonzero(cold_counts.first)) << "drafted, on_edge " << on_edge;
+    EXPECT_EQ(nonzero(after.second), nonzero(cold_counts.second)) << "accepted, on_edge " << on_edge;
+    EXPECT_GT(nonzero(cold_counts.first).size(), 0u);
+    EXPECT_EQ(cached->engine().integrity_error(), "");
+  }
+}
 }  // namespace
 }  // namespace deltaserve::scheduler

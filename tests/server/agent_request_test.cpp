@@ -73,6 +73,13 @@ TEST(AnthropicRequest, ToolChoiceAndThinking) {
   EXPECT_EQ(parse_anthropic_request(head + R"("tool_choice": {"type": "auto"}})", kLimits).tool_choice, "auto");
   const ChatRequest named = parse_anthropic_request(head + R"("tool_choice": {"type": "tool", "name": "f"}})", kLimits);
   EXPECT_EQ(named.tool_choice, RequestJson::parse(R"({"type":"function","function":{"name":"f"}})"));
+  EXPECT_TRUE(named.parallel_tool_calls);  // Anthropic's default allows several tool_use blocks
+  const ChatRequest single = parse_anthropic_request(
+      head + R"("tool_choice": {"type": "any", "disable_parallel_tool_use": true}})", kLimits);
+  EXPECT_EQ(single.tool_choice, "required");
+  EXPECT_FALSE(single.parallel_tool_calls);
+  EXPECT_TRUE(parse_anthropic_request(head + R"("tool_choice": {"type": "any", "disable_parallel_tool_use": false}})",
+                                      kLimits).parallel_tool_calls);
   const ChatRequest thinking = parse_anthropic_request(
       head + R"("thinking": {"type": "enabled", "budget_tokens": 1024}})", kLimits);
   EXPECT_EQ(thinking.chat_template_kwargs["enable_thinking"], true);
@@ -150,6 +157,7 @@ TEST(ResponsesRequest, ItemsMapToChatMessages) {
   EXPECT_EQ(r.chat.tools[0]["function"]["strict"], true);
   EXPECT_EQ(r.chat.tool_choice, RequestJson::parse(R"({"type":"function","function":{"name":"get_weather"}})"));
   EXPECT_EQ(r.chat.chat_template_kwargs["enable_thinking"], false);
+  EXPECT_TRUE(r.chat.parallel_tool_calls);  // OpenAI's default
   EXPECT_EQ(r.chat.params.max_tokens, 50);
   EXPECT_EQ(r.chat.response_format,
             RequestJson::parse(R"({"type":"json_schema","json_schema":{"name":"w","schema":{"type":"object"},"strict":true}})"));

@@ -103,6 +103,46 @@ TEST(AnthropicWire, StreamEventSequence) {
   EXPECT_EQ(events[12]["usage"]["output_tokens"], 7);
 }
 
+// A call streamed in pieces: its first piece starts the block, later pieces are fragments.
+std::vector<ToolCall> call_pieces(int32_t index, const std::vector<std::string>& fragments) {
+  std::vector<ToolCall> out;
+  for (size_t i = 0; i < fragments.size(); ++i) {
+    ToolCall piece = i == 0 ? call(index, fragments[0]) : ToolCall{index, "", "", fragments[i], false, false};
+    piece.starts = i == 0;
+    piece.ends = i + 1 == fragments.size();
+    out.push_back(std::move(piece));
+  }
+  return out;
+}
+
+TEST(AnthropicWire, ToolUseInputStreamsAsInputJsonDeltas) {
+  AnthropicWire wire("msg_1", "m");
+  Usage usage;
+  const std::vector<ToolCall> pieces = call_pieces(0, {"{", R"("city":"Pa)", R"(ris"})"});
+  std::string sse = wire.stream_start(usage);
+  sse += wire.stream_delta(delta("", "", {pieces[0]}), usage);
+  sse += wire.stream_delta(delta("", "", {pieces[1]}), usage);
+  sse += wire.stream_delta(delta("", "", {pieces[2]}), usage);
+  sse += wire.stream_delta(delta("", "after"), usage);
+  StepOutput end;
+  end.finish_reason = "tool_calls";
+  sse += wire.stream_finish(end, usage);
+  const auto events = parse_events(sse);
+  EXPECT_EQ(types(events), (std::vector<std::string>{
+                               "message_start", "ping", "content_block_start", "content_block_delta",
+                               "content_block_delta", "content_block_delta", "content_block_stop",
+                               "content_block_start", "content_block_delta", "content_block_stop",
+                               "message_delta", "message_stop"}));
+  std::string json;
+  for (size_t i = 3; i <= 5; ++i) {
+    EXPECT_EQ(events[i]["delta"]["type"], "input_json_delta");
+    json += events[i]["delta"]["partial_json"].get<std::string>();
+  }
+  EXPECT_EQ(json, R"({"city":"Paris"})");
+  EXPECT_EQ(events[7]["content_block"]["type"], "text");
+  EXPECT_EQ(events[7]["index"], 1);
+}
+
 TEST(AnthropicWire, BodyAndStopReasons) {
   AnthropicWire wire("msg_1", "m");
   Usage usage;
@@ -135,6 +175,28 @@ ResponsesWire::Setup responses_setup(ResponseStore* store) {
   s.history = RequestJson::array({RequestJson{{"role", "user"}, {"content", "q"}}});
   s.store = store;
   return s;
+}
+
+TEST(ResponsesWire, FunctionCallArgumentsStreamAsDeltasThenDone) {
+  ResponsesWire wire(responses_setup(nullptr));
+  Usage usage;
+  const std::vector<ToolCall> pieces = call_pieces(0, {"{", R"("city":)", R"("Oslo"})"});
+  std::string sse = wire.stream_start(usage);
+  for (const ToolCall& piece : pieces) sse += wire.stream_delta(delta("", "", {piece}), usage);
+  StepOutput end;
+  end.finish_reason = "tool_calls";
+  sse += wire.stream_finish(end, usage);
+  const auto events = parse_events(sse);
+  EXPECT_EQ(types(events), (std::vector<std::string>{
+                               "response.created", "response.in_progress", "response.output_item.added",
+                               "response.function_call_arguments.delta", "response.function_call_arguments.delta",
+                               "response.function_call_arguments.delta", "response.function_call_arguments.done",
+                               "response.output_item.done", "response.completed"}));
+  EXPECT_EQ(events[3]["delta"], "{");
+  EXPECT_EQ(events[5]["delta"], R"("Oslo"})");
+  EXPECT_EQ(events[6]["arguments"], R"({"city":"Oslo"})");
+  EXPECT_EQ(events[7]["item"]["arguments"], R"({"city":"Oslo"})");
+  EXPECT_EQ(events.back()["response"]["output"][0]["arguments"], R"({"city":"Oslo"})");
 }
 
 TEST(ResponsesWire, StreamEventSequenceAndStore) {

@@ -21,9 +21,10 @@ const RequestJson kTools = RequestJson::parse(R"([
     "required":["city","days","opts"],"additionalProperties":false}}},
   {"type":"function","function":{"name":"ping","parameters":{"type":"object","properties":{}}}}])");
 
-ChatRequest chat(RequestJson tool_choice, RequestJson response_format = nullptr) {
+ChatRequest chat(RequestJson tool_choice, RequestJson response_format = nullptr, bool parallel = false) {
   ChatRequest r;
   r.tools = kTools;
+  r.parallel_tool_calls = parallel;
   r.tool_choice = std::move(tool_choice);
   r.response_format = std::move(response_format);
   return r;
@@ -54,30 +55,59 @@ std::string random_output(const std::shared_ptr<const grammar::Constraint>& c, c
   return text;
 }
 
+// The calls of a forced output, checked against kTools' schemas.
+std::vector<ToolCall> check_forced_calls(const std::string& text) {
+  ToolCallParser parser(tool_param_types(kTools));
+  const ToolCallParser::Pieces a = parser.push(text);
+  const ToolCallParser::Pieces b = parser.finish();
+  EXPECT_EQ(a.content() + b.content(), "") << text;
+  std::vector<ToolCall> calls = a.calls();
+  for (const ToolCall& piece : b.calls()) append_call_piece(calls, piece);
+  for (const ToolCall& call : calls) {
+    const RequestJson args = RequestJson::parse(call.arguments);
+    if (call.name == "ping") {
+      EXPECT_TRUE(args.empty()) << text;
+      continue;
+    }
+    EXPECT_EQ(call.name, "get_weather") << text;
+    EXPECT_TRUE(args["city"] == "Paris" || args["city"] == "Oslo") << text;
+    EXPECT_TRUE(args["days"].is_number_integer()) << text;
+    EXPECT_TRUE(args["opts"]["wind"].is_boolean()) << text;
+  }
+  return calls;
+}
+
 TEST(OutputConstraint, ForcedCallsParseBackWithValidArguments) {
   const FakeTextCodec codec;
   const auto c = build_output_constraint(chat("required"), codec, false, codec.eos_token_ids());
   ASSERT_TRUE(c);
   for (uint32_t seed = 0; seed < 40; ++seed) {
-    const std::string text = random_output(c, codec, seed);
-    ToolCallParser parser(tool_param_types(kTools));
-    ToolCallParser::Pieces a = parser.push(text);
-    ToolCallParser::Pieces b = parser.finish();
-    EXPECT_EQ(a.content + b.content, "") << text;
-    a.calls.insert(a.calls.end(), b.calls.begin(), b.calls.end());
-    ASSERT_GE(a.calls.size(), 1u) << text;
-    for (const ToolCall& call : a.calls) {
-      const RequestJson args = RequestJson::parse(call.arguments);
-      if (call.name == "ping") {
-        EXPECT_TRUE(args.empty()) << text;
-        continue;
-      }
-      ASSERT_EQ(call.name, "get_weather") << text;
-      EXPECT_TRUE(args["city"] == "Paris" || args["city"] == "Oslo") << text;
-      EXPECT_TRUE(args["days"].is_number_integer()) << text;
-      EXPECT_TRUE(args["opts"]["wind"].is_boolean()) << text;
-    }
+    EXPECT_EQ(check_forced_calls(random_output(c, codec, seed)).size(), 1u);  // parallel_tool_calls false
   }
+}
+
+// parallel_tool_calls (the default): one or more calls, each valid; named: all the same tool.
+TEST(OutputConstraint, ParallelForcedCallsAreOneOrMoreValidCalls) {
+  const FakeTextCodec codec;
+  const auto c = build_output_constraint(chat("required", nullptr, true), codec, false, codec.eos_token_ids());
+  size_t most = 0;
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    const size_t n = check_forced_calls(random_output(c, codec, seed)).size();
+    EXPECT_GE(n, 1u);
+    most = std::max(most, n);
+  }
+  EXPECT_GE(most, 2u);  // several calls do happen
+  const auto named = build_output_constraint(
+      chat(RequestJson::parse(R"({"type":"function","function":{"name":"ping"}})"), nullptr, true), codec, false,
+      codec.eos_token_ids());
+  most = 0;
+  for (uint32_t seed = 0; seed < 20; ++seed) {
+    const std::vector<ToolCall> calls = check_forced_calls(random_output(named, codec, seed));
+    EXPECT_GE(calls.size(), 1u);
+    for (const ToolCall& call : calls) EXPECT_EQ(call.name, "ping");
+    most = std::max(most, calls.size());
+  }
+  EXPECT_GE(most, 2u);
 }
 
 TEST(OutputConstraint, NamedToolAndReasoningFirst) {

@@ -46,9 +46,12 @@ std::pair<OutputDelta, StepOutput> run(GenerationState& g, const std::string& te
     e.tokens.assign(all.begin() + i, all.begin() + end);
     if (end == all.size()) e.finish = last;
     out = g.on_event(e);
-    shown.reasoning += out.delta.reasoning;
-    shown.content += out.delta.content;
-    shown.tool_calls.insert(shown.tool_calls.end(), out.delta.tool_calls.begin(), out.delta.tool_calls.end());
+    for (size_t d = 0; d <= out.more.size(); ++d) {
+      const OutputDelta& delta = d == 0 ? out.delta : out.more[d - 1];
+      shown.reasoning += delta.reasoning;
+      shown.content += delta.content;
+      for (const ToolCall& piece : delta.tool_calls) append_call_piece(shown.tool_calls, piece);
+    }
   }
   return {shown, out};
 }
@@ -96,6 +99,63 @@ TEST(ToolCalls, LengthCutInsideACallGivesTheTextBack) {
   EXPECT_EQ(shown.content, kCall.substr(0, 20));
   EXPECT_TRUE(shown.tool_calls.empty());
   EXPECT_STREQ(out.finish_reason, "length");
+}
+
+TEST(ToolCalls, LengthCutAfterTheNameClosesTheCall) {
+  GenerationSetup s = setup(true);
+  const size_t cut = kCall.find("Par") + 3;
+  s.max_tokens = static_cast<int32_t>(cut);
+  GenerationState g(kCodec, s);
+  auto [shown, out] = run(g, kCall, 4, /*eos=*/false);
+  EXPECT_EQ(shown.content, "");
+  ASSERT_EQ(shown.tool_calls.size(), 1u);
+  EXPECT_EQ(shown.tool_calls[0].arguments, R"({"city":"Par"})");
+  EXPECT_TRUE(shown.tool_calls[0].ends);
+  EXPECT_STREQ(out.finish_reason, "length");
+}
+
+// One token per event: the call starts as soon as its name is read, and its arguments grow
+// with the tokens, not all at the end.
+TEST(ToolCalls, ArgumentsStreamAsTheyAreGenerated) {
+  GenerationState g(kCodec, setup(true));
+  const std::vector<int32_t> tokens = kCodec.encode(kCall, false);
+  std::string text;
+  std::vector<ToolCall> calls;
+  size_t started_at = 0;
+  size_t city_at = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    RequestEvent e;
+    e.id = 1;
+    e.tokens = {tokens[i]};
+    const StepOutput out = g.on_event(e);
+    EXPECT_TRUE(out.more.empty());
+    for (const ToolCall& piece : out.delta.tool_calls) append_call_piece(calls, piece);
+    if (started_at == 0 && !calls.empty()) started_at = i + 1;
+    if (city_at == 0 && !calls.empty() && calls[0].arguments.find("Pa") != std::string::npos) city_at = i + 1;
+  }
+  EXPECT_EQ(started_at, kCall.find("\n<parameter=city>"));  // right after "<function=get_weather>"
+  EXPECT_EQ(city_at, kCall.find("Paris") + 2);            // "Pa" as soon as it was generated
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].arguments, R"({"city":"Paris","days":2})");
+  EXPECT_TRUE(calls[0].ends);
+}
+
+// Several tokens per event: text after a call goes into a later delta of the same step, so
+// the block APIs keep the model's order.
+TEST(ToolCalls, TextAfterACallInOneEventOpensTheNextDelta) {
+  GenerationState g(kCodec, setup(true));
+  const std::vector<int32_t> tokens = kCodec.encode("Hi " + kCall + " Bye " + kCall, false);
+  RequestEvent e;
+  e.id = 1;
+  e.tokens = tokens;
+  const StepOutput out = g.on_event(e);
+  EXPECT_EQ(out.delta.content, "Hi");
+  ASSERT_EQ(out.delta.tool_calls.size(), 1u);
+  EXPECT_TRUE(out.delta.tool_calls[0].starts && out.delta.tool_calls[0].ends);
+  ASSERT_EQ(out.more.size(), 1u);
+  EXPECT_EQ(out.more[0].content, "Bye");
+  ASSERT_EQ(out.more[0].tool_calls.size(), 1u);
+  EXPECT_EQ(out.more[0].tool_calls[0].index, 1);
 }
 
 TEST(ToolCalls, LengthAfterACallStaysLength) {
@@ -152,6 +212,11 @@ TEST(ToolCalls, DeltaChunkShape) {
   EXPECT_EQ(delta["tool_calls"][0]["function"]["arguments"], R"({"city":"Paris"})");
   d.content = "x";
   EXPECT_EQ(chat_formatter().delta_chunk(d)["choices"][0]["delta"]["content"], "x");
+  // A later piece: the index and an arguments fragment only, as OpenAI streams them.
+  OutputDelta more;
+  more.tool_calls = {ToolCall{1, "", "", R"("Par)", false, false}};
+  const nlohmann::json piece = chat_formatter().delta_chunk(more)["choices"][0]["delta"]["tool_calls"][0];
+  EXPECT_EQ(piece, (nlohmann::json{{"index", 1}, {"function", {{"arguments", R"("Par)"}}}}));
 }
 
 }  // namespace
