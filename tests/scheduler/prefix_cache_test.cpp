@@ -6,8 +6,6 @@
 // within the checkpoint budget.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,17 +15,14 @@
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/backend_runner.h"
 #include "scheduler/engine.h"
+#include "tests/scheduler/real_stack.h"
 
 namespace deltaserve::scheduler {
 namespace {
 
 using Tokens = std::vector<int32_t>;
 
-struct Outcome {
-  Tokens tokens;
-  int32_t cached = -1;
-  FinishReason finish = FinishReason::None;
-};
+using testing::Outcome;
 
 // Drafted and accepted MTP drafts by draft position, summed over the engine's steps.
 class DraftCounter final : public EngineObserver {
@@ -78,40 +73,14 @@ class Stack {
   ~Stack() { engine_->stop(); }
 
   std::vector<Outcome> run(const std::vector<Tokens>& prompts, int32_t max_tokens, const std::vector<int32_t>& each = {}) {
-    std::mutex mutex;
-    std::condition_variable done;
-    std::map<RequestId, Outcome> outcomes;
-    size_t num_done = 0;
-    std::vector<RequestId> ids;
+    std::vector<RequestSpec> specs;
     for (size_t i = 0; i < prompts.size(); ++i) {
-      const Tokens& prompt = prompts[i];
-      RequestSpec spec;
-      spec.prompt_tokens = prompt;
+      RequestSpec& spec = specs.emplace_back();
+      spec.prompt_tokens = prompts[i];
       spec.max_tokens = each.empty() ? max_tokens : each[i];
       spec.sampling.temperature = 0.0f;  // greedy: outputs compare token for token
-      const SubmitResult r = engine_->submit(std::move(spec), [&](const RequestEvent& e) {
-        std::lock_guard<std::mutex> lock(mutex);
-        Outcome& o = outcomes[e.id];
-        o.tokens.insert(o.tokens.end(), e.tokens.begin(), e.tokens.end());
-        o.cached = e.num_cached_prompt_tokens;
-        if (e.finish != FinishReason::None) {
-          o.finish = e.finish;
-          ++num_done;
-          done.notify_all();
-        }
-      });
-      EXPECT_EQ(r.status, SubmitStatus::Accepted) << r.message;
-      ids.push_back(r.id);
     }
-    std::unique_lock<std::mutex> lock(mutex);
-    EXPECT_TRUE(done.wait_for(lock, std::chrono::seconds(120), [&] { return num_done == prompts.size(); }));
-    lock.unlock();
-    EXPECT_TRUE(engine_->wait_idle(std::chrono::seconds(10)));
-    EXPECT_EQ(engine_->integrity_error(), "");
-    EXPECT_EQ(engine_->stats().num_state_slots_used, 0);
-    std::vector<Outcome> result;
-    for (const RequestId id : ids) result.push_back(outcomes[id]);
-    return result;
+    return testing::run_to_completion(*engine_, specs);
   }
   Outcome run_one(const Tokens& prompt, int32_t max_tokens) { return run({prompt}, max_tokens)[0]; }
   // Each prompt with its own max_tokens.
@@ -146,11 +115,7 @@ class PrefixCacheTest : public ::testing::Test {
   static std::unique_ptr<Stack> stack(StackOptions o, EngineObserver* observer = nullptr) {
     return std::make_unique<Stack>(*model_, o, observer);
   }
-  static std::vector<Tokens> tokens_of(const std::vector<Outcome>& outcomes) {
-    std::vector<Tokens> t;
-    for (const Outcome& o : outcomes) t.push_back(o.tokens);
-    return t;
-  }
+  static std::vector<Tokens> tokens_of(const std::vector<Outcome>& outcomes) { return testing::tokens_of(outcomes); }
 
   static inline runtime::LoadedModel* model_ = nullptr;
   static inline runtime::Tokenizer* tokenizer_ = nullptr;

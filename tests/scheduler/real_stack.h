@@ -22,6 +22,7 @@ struct Outcome {
   std::vector<TokenLogprob> logprobs;
   FinishReason finish = FinishReason::None;
   std::string error;
+  int32_t cached = -1;  // prompt tokens the prefix cache supplied (the last event's count)
 };
 
 // Outcomes in the order of `specs`. Every request must be accepted and finish within 120 s.
@@ -37,6 +38,7 @@ inline std::vector<Outcome> run_to_completion(Engine& engine, const std::vector<
       Outcome& o = outcomes[e.id];
       o.tokens.insert(o.tokens.end(), e.tokens.begin(), e.tokens.end());
       o.logprobs.insert(o.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+      o.cached = e.num_cached_prompt_tokens;
       if (e.finish != FinishReason::None) {
         o.finish = e.finish;
         o.error = e.error;
