@@ -164,9 +164,6 @@ struct GdnPrefillArgs {
   float* conv_states;       // entries of [3][Dc] f32
   const int32_t* state_in;   // [num_seqs]
   const int32_t* state_out;  // [num_seqs], -1: not written
-  // [num_seqs] (device) or null (all 0): position of sequence s's first row in its sequence;
-  // chunk edges sit at multiples of 64 positions from the sequence start.
-  const int32_t* first_position = nullptr;
   float* workspace;         // gdn_prefill_workspace_floats(*this) floats
   int64_t num_k_heads;
   int64_t num_v_heads;
@@ -181,6 +178,9 @@ struct GdnPrefillArgs {
   // form). false, or a device without bf16 mma: f32 FMA on the vector units. Either form is
   // batch-invariant and cut-aligned as above; they differ from each other in the low bits.
   bool tensor_cores = true;
+  // [num_seqs] (device) or null (all 0): position of sequence s's first row in its sequence;
+  // chunk edges sit at multiples of 64 positions from the sequence start.
+  const int32_t* first_position = nullptr;
 };
 
 int64_t gdn_prefill_workspace_floats(const GdnPrefillArgs& args);

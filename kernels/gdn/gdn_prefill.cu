@@ -57,8 +57,9 @@ struct Work {
   int64_t max_chunks;
 };
 
-// A sequence of r rows spans at most ceil(r / C) + 1 chunks (a cut first chunk).
-int64_t max_chunks_of(const GdnPrefillArgs& a) { return (a.num_rows + kChunk - 1) / kChunk + a.num_seqs; }
+// A sequence of r rows starting o = first_position mod C into a chunk spans
+// ceil((o + r) / C) <= r / C + 2 chunks, so the sequences of a call at most R / C + 2 S.
+int64_t max_chunks_of(const GdnPrefillArgs& a) { return (a.num_rows + kChunk - 1) / kChunk + 2 * a.num_seqs; }
 
 Work carve(const GdnPrefillArgs& a) {
   const int64_t r = a.num_rows, hk = a.num_k_heads, hv = a.num_v_heads, dk = a.head_dim_k, dv = a.head_dim_v;
