@@ -31,17 +31,11 @@ constexpr int64_t kRowBlock = 8;
 
 // One value head's scratch for one chunk, reused across chunks.
 struct ChunkScratch {
-  std::vector<float> gam, a, p, u, w, kd;
+  std::vector<float> gam, a, p, u, w, kd, kt;
   ChunkScratch(int64_t dk, int64_t dv)
       : gam(kC), a(kC * kC), p(kC * kC), u(static_cast<size_t>(kC * dv)), w(static_cast<size_t>(kC * dk)),
-        kd(static_cast<size_t>(kC * dk)) {}
+        kd(static_cast<size_t>(kC * dk)), kt(static_cast<size_t>(dk * kC)) {}
 };
-
-float dot(const float* x, const float* y, int64_t n) {
-  float s = 0.0f;
-  for (int64_t i = 0; i < n; ++i) s += x[i] * y[i];
-  return s;
-}
 
 // dst -= coef * src over n floats.
 void sub_scaled(float* dst, float coef, const float* src, int64_t n) {
@@ -58,13 +52,31 @@ void run_chunk(const GatedDeltaRuleArgs& a, int64_t j, int64_t t0, int64_t n, fl
   float run = 0.0f;
   for (int64_t i = 0; i < n; ++i) run += a.g[(t0 + i) * hv + j], gam[i] = run;
 
-  // A (strictly lower) and P (lower, diagonal included).
+  // K K^T and Q K^T, row i over all columns c at once (the keys transposed, so the inner
+  // loop runs over contiguous c), then A (strictly lower) and P (lower, diagonal included)
+  // with the decays, formed only for c <= i.
+  for (int64_t c = 0; c < kC; ++c) {
+    for (int64_t e = 0; e < dk; ++e) x.kt[static_cast<size_t>(e * kC + c)] = c < n ? k_row(c)[e] : 0.0f;
+  }
   for (int64_t i = 0; i < n; ++i) {
+    float* a_row = x.a.data() + i * kC;
+    float* p_row = x.p.data() + i * kC;
+    std::fill(a_row, a_row + kC, 0.0f);
+    std::fill(p_row, p_row + kC, 0.0f);
+    const float* k = k_row(i);
+    const float* q = q_row(i);
+    for (int64_t e = 0; e < dk; ++e) {
+      const float* kt = x.kt.data() + e * kC;
+      const float ke = k[e], qe = q[e];
+      for (int64_t c = 0; c < kC; ++c) a_row[c] += ke * kt[c], p_row[c] += qe * kt[c];
+    }
     for (int64_t c = 0; c <= i; ++c) {
       const float decay = std::exp(gam[i] - gam[c]);
-      x.a[i * kC + c] = c < i ? beta(i) * decay * dot(k_row(i), k_row(c), dk) : 0.0f;
-      x.p[i * kC + c] = dot(q_row(i), k_row(c), dk) * decay;
+      a_row[c] = c < i ? beta(i) * decay * a_row[c] : 0.0f;
+      p_row[c] *= decay;
     }
+    std::fill(a_row + i, a_row + kC, 0.0f);  // above the diagonal: never read, kept zero
+    std::fill(p_row + i + 1, p_row + kC, 0.0f);
   }
   // Forward substitution: row i of U and W from the rows before it.
   for (int64_t i = 0; i < n; ++i) {

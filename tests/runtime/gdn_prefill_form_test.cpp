@@ -46,7 +46,7 @@ class GdnPrefillCpuTest : public ::testing::Test {
     for (int32_t end : ends) {
       SequenceStep s;
       s.num_cached_tokens = done;
-      for (int32_t t = done; t < end; ++t) s.tokens.push_back((t * 37 + 11) % 257);
+      for (int32_t t = done; t < end; ++t) s.tokens.push_back((t * 37 + 11) % 97);
       s.kv_blocks = blocks;
       s.num_logits = end >= kPrompt ? 1 : 0;
       BatchPlan plan{{s}};
