@@ -30,7 +30,7 @@ using runtime::LoadedModel;
 
 struct BenchCommand {
   std::string mode;  // "decode" or "prefill"
-  std::string preset, model_path, weights = "q4_0", device = "auto", json_path, state_precision = "f32", matvec = "auto", step_graphs = "auto";
+  std::string preset, model_path, weights = "q4_0", device = "auto", json_path, state_precision = "f32", matvec = "auto", step_graphs = "auto", gdn_prefill = "auto";
   std::string devices, split_layers;  // a layer split (runtime/device_split.h); empty = --device
   int threads = 0;
   BenchOptions o;
@@ -80,6 +80,11 @@ void add_common_options(CLI::App& app, BenchCommand& c) {
                  "staged (products staged through shared memory onto tensor cores, for a few streams), or auto (tensor "
                  "with 32+ streams, else staged; fma without bf16 tensor cores)")
       ->check(CLI::IsMember({"auto", "fma", "tensor", "staged"}))
+      ->capture_default_str();
+  app.add_option("--gdn-prefill", c.gdn_prefill,
+                 "Gated DeltaNet over prefill rows: recurrent (token by token), chunked (64-row WY chunks), or auto "
+                 "(chunked on a CUDA GPU, recurrent on the CPU and HIP)")
+      ->check(CLI::IsMember({"auto", "recurrent", "chunked"}))
       ->capture_default_str();
   app.add_option("--step-graphs", c.step_graphs,
                  "GPU step graphs: auto (on with CUDA, off with HIP), on, or off (every launch eager)")
@@ -254,6 +259,7 @@ int run_bench(BenchCommand& c) {
                         {"seed", c.o.seed},
                         {"state_precision", runtime::state_precision_name(c.o.state_precision)},
                         {"matvec", runtime::decode_matvec_name(c.o.decode_matvec)},
+                        {"gdn_prefill", runtime::gdn_prefill_name(c.o.gdn_prefill)},
                         {"copy_gb_per_s", copy_gb_per_s},
                         {"results", rows_to_json(rows, prefill, copy_gb_per_s)}};
     std::ofstream out(c.json_path);
@@ -341,6 +347,7 @@ int bench_main(int argc, char** argv) {
     return 2;
   }
   c.o.decode_matvec = runtime::parse_decode_matvec(c.matvec).value_or(runtime::DecodeMatvec::kAuto);
+  c.o.gdn_prefill = runtime::parse_gdn_prefill(c.gdn_prefill).value_or(runtime::GdnPrefill::kAuto);
   c.o.gpu_tuning.step_graphs = runtime::parse_step_graph_mode(c.step_graphs).value_or(runtime::StepGraphMode::kAuto);
   if (c.mode == "prefill") {
     if (prefill->count("--steps") == 0) c.o.num_steps = 3;

@@ -218,6 +218,7 @@ runtime::CacheConfig bench_cache_config(const BenchOptions& o, bool prefill) {
   cache.max_step_rows = prefill ? max_streams * o.chunk_tokens : std::max(max_streams * max_rows, o.chunk_tokens);
   cache.state_precision = o.state_precision;
   cache.decode_matvec = o.decode_matvec;
+  cache.gdn_prefill = o.gdn_prefill;
   cache.gpu_tuning = o.gpu_tuning;
   return cache;
 }

@@ -32,6 +32,7 @@ struct BenchOptions {
   uint64_t seed = 1;                 // token ids of the plans
   runtime::StatePrecision state_precision = runtime::StatePrecision::kF32;  // recurrent (delta) states
   runtime::DecodeMatvec decode_matvec = runtime::DecodeMatvec::kAuto;       // Q4_0 decode matvec (GPU)
+  runtime::GdnPrefill gdn_prefill = runtime::GdnPrefill::kAuto;             // GDN prefill rows: recurrent or chunked
   runtime::GpuTuning gpu_tuning{};  // step graphs, the measuring build's timeline (GPU)
   bool trace = false;                // a traced pass per cell after the timed steps (GPU only)
   // decode: the first N streams' rows come to the host and are sampled by the CPU sampler at

@@ -61,6 +61,27 @@ inline std::optional<DecodeMatvec> parse_decode_matvec(std::string_view text) {
 }
 inline constexpr int32_t kTensorMatvecMinSlots = 32;  // DecodeMatvec::kAuto's threshold
 
+// How a backend runs the gated delta rule over prefill rows (MODEL.md 3; decode and verify rows
+// are always recurrent). kRecurrent: token by token, the decode kernels' form, whose bits do not
+// depend on where a prompt is cut (prefix-cache resume points, scheduler chunk sizes).
+// kChunked: the chunked WY form, chunks of 64 rows at multiples of 64 positions from the
+// sequence start; the same values to f32 rounding, not the same bits, and bits that depend on
+// a cut only where it falls off a multiple of 64 (docs/prefix-cache.md, "Exactness").
+// kAuto: the GPU backend chunks the prefill rows where it has the chunked kernel (CUDA; HIP
+// stays recurrent); the CPU backend stays recurrent (bench/RESULTS.md, "CPU chunked GDN").
+enum class GdnPrefill : int32_t { kAuto, kRecurrent, kChunked };
+
+inline const char* gdn_prefill_name(GdnPrefill m) {
+  return m == GdnPrefill::kRecurrent ? "recurrent" : m == GdnPrefill::kChunked ? "chunked" : "auto";
+}
+// "auto" / "recurrent" / "chunked"; nullopt for anything else.
+inline std::optional<GdnPrefill> parse_gdn_prefill(std::string_view text) {
+  if (text == "auto") return GdnPrefill::kAuto;
+  if (text == "recurrent") return GdnPrefill::kRecurrent;
+  if (text == "chunked") return GdnPrefill::kChunked;
+  return std::nullopt;
+}
+
 struct CacheConfig {
   int32_t num_state_slots = 16;   // sequences that can be live at once
   int32_t kv_block_tokens = 16;   // tokens per KV block
@@ -70,6 +91,7 @@ struct CacheConfig {
                                   // 0: the backend derives a bound (the CPU backend needs none)
   StatePrecision state_precision = StatePrecision::kF32;
   DecodeMatvec decode_matvec = DecodeMatvec::kAuto;
+  GdnPrefill gdn_prefill = GdnPrefill::kAuto;
   GpuTuning gpu_tuning{};  // GPU backend only (runtime/gpu_tuning.h)
 };
 

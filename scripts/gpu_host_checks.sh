@@ -6,13 +6,16 @@
 #   scripts/gpu_host_checks.sh BUNDLE_DIR LOG_DIR [stage...]
 # stages: kernels kernels_quick backend kbench decode_tiny decode_35b decode_35b_eager verify_35b prefill_35b serve soak
 #         sanitize sanitize_serve speculation decode_27b trace_35b matvec_ab compare constrained
-#         served prefix_served
+#         served prefix_served gdn_prefill
 # (matvec_ab: 35B-A3B and 27B decode with --matvec fma and --matvec tensor, side by side)
 # (decode_35b_eager: decode_35b with the step graphs off, --step-graphs off)
 # (compare: the decode and prefill figures of the 35B-A3B and 27B presets, 1/16/64 streams and a
 #  512-token prompt, one table each; run it with two bundles in one call to compare builds)
 # (constrained: bench/gpu_constrained.sh; served / prefix_served: bench/gpu_served.sh's decode
 #  part / prefix-cache part on the 35B-A3B preset written as a GGUF)
+# (gdn_prefill: the chunked GDN prefill's parity, tensor-core and FMA chunk passes, under
+#  memcheck too, its kernel timings, and the 35B-A3B prefill at 512 / 4k / 32k tokens with
+#  --gdn-prefill chunked and recurrent side by side)
 # (default: all but soak and sanitize)
 set -u
 bundle=${1:?bundle dir}
@@ -111,6 +114,14 @@ for stage in "${stages[@]}"; do
     constrained) run_stage constrained 200 bash bench/gpu_constrained.sh "$bundle" "$logs/constrained" ;;
     served) PARTS=decode run_stage served "${SERVED_S:-420}" bash bench/gpu_served.sh "$bundle" "$logs/served" ;;
     prefix_served) PARTS=prefix run_stage prefix_served "${SERVED_S:-420}" bash bench/gpu_served.sh "$bundle" "$logs/prefix_served" ;;
+    gdn_prefill)
+      run_stage gdn_prefill_parity 300 "$bundle/kernels/gpu_kernel_tests" --verbose --only gdn_prefill,gdn
+      run_stage gdn_prefill_memcheck 600 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "$bundle/kernels/gpu_kernel_tests" --quick --only gdn_prefill
+      for form in chunked recurrent; do
+        run_stage "prefill_35b_gdn_$form" 600 "$cli" bench prefill --preset qwen3.6-35b-a3b --weights q4_0 --device cuda \
+          --prompt 512,4096,32768 --steps 1 --warmup 1 --gdn-prefill "$form"
+      done ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

@@ -151,6 +151,7 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   runtime::CacheConfig cache{0, block_tokens, 0, 1 + draft_depth, config.max_batched_tokens};
   cache.state_precision = runtime::parse_state_precision(config.state_precision).value_or(runtime::StatePrecision::kF32);
   cache.decode_matvec = runtime::parse_decode_matvec(config.matvec).value_or(runtime::DecodeMatvec::kAuto);
+  cache.gdn_prefill = runtime::parse_gdn_prefill(config.gdn_prefill).value_or(runtime::GdnPrefill::kAuto);
   cache.gpu_tuning.step_graphs = runtime::parse_step_graph_mode(config.gpu_step_graphs).value_or(runtime::StepGraphMode::kAuto);
   const std::vector<runtime::DeviceId> devices = configured_devices(config);
   const int32_t slots = config.max_streams > 0 ? config.max_streams

@@ -75,6 +75,7 @@ struct ServerConfig {
   int32_t cpu_threads = 0;
   std::string state_precision = "f32";  // recurrent (delta) states: f32 | bf16 (GPU backend only)
   std::string matvec = "auto";           // Q4_0 decode matvec: auto | fma | tensor (runtime::DecodeMatvec)
+  std::string gdn_prefill = "auto";      // GDN prefill rows: auto | recurrent | chunked (runtime::GdnPrefill)
   // Prefix cache (docs/prefix-cache.md).
   bool prefix_cache = true;
   int64_t prefix_cache_device_bytes = int64_t{1} << 30;  // recurrent-state checkpoints on the device

@@ -116,6 +116,7 @@ void validate_config(const ServerConfig& c) {
   check_range("--prefix-checkpoint-tokens", c.prefix_checkpoint_tokens, 0, 1 << 24);
   check_one_of("--state-precision", c.state_precision, {"f32", "bf16"});
   check_one_of("--matvec", c.matvec, {"auto", "fma", "tensor", "staged"});
+  check_one_of("--gdn-prefill", c.gdn_prefill, {"auto", "recurrent", "chunked"});
   check_one_of("--gpu-step-graphs", c.gpu_step_graphs, {"auto", "on", "off"});
   if (!(c.metrics_rate_window_s >= 0.1 && c.metrics_rate_window_s <= 3600.0)) {
     throw ConfigError("--metrics-rate-window-s must lie in 0.1..3600, got " +

@@ -28,8 +28,23 @@ struct GatedDeltaRuleArgs {
   int64_t head_dim_k;
   int64_t head_dim_v;
   // Optional: the state after each row, [num_tokens][num_v_heads][dk][dv] (verify rows).
+  // Recurrent form only.
   float* state_after_row = nullptr;
+  // Position of row 0 in its sequence. The chunked form cuts chunks at multiples of
+  // kGdnChunkRows counted from the sequence's start, so its bits do not depend on where a
+  // caller splits the rows when every split falls on such a multiple; the recurrent form
+  // ignores it.
+  int64_t first_position = 0;
 };
 void gated_delta_rule_ref(const GatedDeltaRuleArgs& args, const ParallelFor& pf);
+
+// Chunked (WY) form, MODEL.md 3: the recurrent form's outputs and final state to f32 rounding
+// of a different summation order, not bitwise (see gated_delta_rule_chunked.cpp for the error
+// bound the tests hold it to). Per value head and chunk of up to kGdnChunkRows rows: the
+// decay-masked, beta-scaled K K^T solved by forward substitution into U and W, then
+// D = U - W S, O = (e^Gamma Q) S + P D, S = e^Gamma_C S + (e^(Gamma_C - Gamma) K)^T D.
+// Preconditions: state_after_row null (verify rows stay recurrent); first_position >= 0.
+inline constexpr int64_t kGdnChunkRows = 64;
+void gated_delta_rule_chunked(const GatedDeltaRuleArgs& args, const ParallelFor& pf);
 
 }  // namespace deltaserve::kernels

@@ -116,8 +116,11 @@ std::string gdn_step_state_home_setting();
 
 // Chunked prefill form (MODEL.md 3): the same outputs and final states as gdn_step_gpu over
 // the same rows (to f32 rounding of a different summation order), for long prefill chunks of
-// several sequences per call. Each sequence is cut into chunks of 64 rows from its first row
-// (so a row's results depend only on its own sequence: batch-invariant, bitwise); within a
+// several sequences per call. Each sequence is cut into chunks of up to 64 rows whose edges
+// sit at multiples of 64 positions from the sequence's start (first_position), so a row's
+// results depend only on its own sequence (batch-invariant, bitwise) and not on where the
+// scheduler or a prefix-cache resume cut the prompt, beyond the one chunk a cut off a
+// multiple of 64 falls in (docs/prefix-cache.md, "Exactness"); within a
 // chunk the rank-1 updates are condensed by the UT/WY transform (a triangular solve of the
 // decay-masked, beta-scaled K K^T in shared memory) and a sequential pass over the chunks
 // carries the state (dk x 32 columns per block) in shared memory.
@@ -127,7 +130,7 @@ std::string gdn_step_state_home_setting();
 // rows use gdn_step_gpu). The state starts from entry state_in[s], so a sequence prefilled
 // over several calls (state_out == state_in) matches one call to f32 rounding (chunk
 // boundaries differ, so not bitwise; bitwise when every call but the last ends on a multiple
-// of 64 rows). With delta_type kBf16 the state is rounded to bf16 after every chunk of 64
+// of 64 positions). With delta_type kBf16 the state is rounded to bf16 after every chunk of 64
 // rows (not after every row as in gdn_step_gpu), so that cut stays bitwise too.
 //
 // Launches (stream-ordered, no atomics, no host synchronisation): chunk table; conv + SiLU +
@@ -136,6 +139,8 @@ std::string gdn_step_state_home_setting();
 //
 // Workspace: gdn_prefill_workspace_floats(args) floats, 16-byte aligned, no initial contents
 // (about 57 KB per row at 35B-A3B shapes: normalised q and k, U, W, Q K^T, gates).
+// The chunk pass runs on the vector units by default; GdnPrefillArgs::tensor_cores asks for
+// the tensor-core form.
 //
 // Preconditions (else gpuErrorInvalidValue, nothing launched): head_dim_k 64 or 128;
 // head_dim_v a multiple of 32; conv_kernel == 4; num_rows == seq_row_begin[num_seqs] (host
@@ -168,6 +173,17 @@ struct GdnPrefillArgs {
   int64_t conv_kernel;      // 4
   float l2_eps;             // 1e-6
   StateType delta_type = StateType::kF32;
+  // The chunk pass's products (D = U - W S, O, the state update) on the tensor cores, where the
+  // device has bf16 mma (CUDA sm_80 and up): each f32 operand split into two bf16 parts, three
+  // mma per product, f32 sums (kernels/gdn/gdn_scan_mma.h; a relative ~1e-5 from the f32 FMA
+  // form). false, or a device without bf16 mma: f32 FMA on the vector units. Either form is
+  // batch-invariant and cut-aligned as above; they differ from each other in the low bits.
+  // Off by default until the tensor form's parity checks (gpu_kernel_tests --only gdn_prefill,
+  // which run both forms) have passed on a device: it was written without one.
+  bool tensor_cores = false;
+  // [num_seqs] (device) or null (all 0): position of sequence s's first row in its sequence;
+  // chunk edges sit at multiples of 64 positions from the sequence start.
+  const int32_t* first_position = nullptr;
 };
 
 int64_t gdn_prefill_workspace_floats(const GdnPrefillArgs& args);

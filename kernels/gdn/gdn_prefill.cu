@@ -1,6 +1,6 @@
-// Chunked GDN prefill (gdn_gpu.h, MODEL.md 3.1-3.2). Per sequence, chunks of C = 64 rows from
-// the sequence's first row; per chunk and value head, with Gamma the in-chunk cumulative log
-// decay, A_ij = beta_i e^(Gamma_i - Gamma_j) k_i.k_j (j < i), M = I + A:
+// Chunked GDN prefill (gdn_gpu.h, MODEL.md 3.1-3.2). Per sequence, chunks of up to C = 64 rows
+// whose edges sit at multiples of 64 positions from the sequence start (first_position); per
+// chunk and value head, with Gamma the in-chunk cumulative log decay, A_ij = beta_i e^(Gamma_i - Gamma_j) k_i.k_j (j < i), M = I + A:
 //   U = M^-1 (beta V), W = M^-1 (beta e^Gamma K), P = (Q K^T) masked j <= i, times e^(Gamma_i - Gamma_j)
 // then sequentially over chunks, with S the state entering the chunk:
 //   D = U - W S;  O = (e^Gamma Q) S + P D;  S = e^Gamma_C S + (e^(Gamma_C - Gamma) K)^T D
@@ -23,8 +23,10 @@
 #include <cstdint>
 
 #include "kernels/gdn/gdn_gpu.h"
+#include "kernels/gdn/gdn_scan_mma.h"
 #include "kernels/gdn/gdn_state_elem.h"
 #include "kernels/gpu/gpu_compat.h"
+#include "kernels/matmul/matmul_gpu.h"
 
 namespace deltaserve::kernels {
 namespace {
@@ -55,7 +57,9 @@ struct Work {
   int64_t max_chunks;
 };
 
-int64_t max_chunks_of(const GdnPrefillArgs& a) { return (a.num_rows + kChunk - 1) / kChunk + a.num_seqs; }
+// A sequence of r rows starting o = first_position mod C into a chunk spans
+// ceil((o + r) / C) <= r / C + 2 chunks, so the sequences of a call at most R / C + 2 S.
+int64_t max_chunks_of(const GdnPrefillArgs& a) { return (a.num_rows + kChunk - 1) / kChunk + 2 * a.num_seqs; }
 
 Work carve(const GdnPrefillArgs& a) {
   const int64_t r = a.num_rows, hk = a.num_k_heads, hv = a.num_v_heads, dk = a.head_dim_k, dv = a.head_dim_v;
@@ -73,17 +77,26 @@ Work carve(const GdnPrefillArgs& a) {
   return w;
 }
 
+// Rows of the chunk that starts at sequence-local row t (before clipping to the sequence's
+// rows): chunk edges sit at multiples of kChunk positions from the sequence start.
+__device__ __forceinline__ int64_t chunk_len(const GdnPrefillArgs& a, int64_t s, int64_t t) {
+  const int64_t first = a.first_position != nullptr ? a.first_position[s] : 0;
+  return kChunk - (first + t) % kChunk;
+}
+
 __global__ void __launch_bounds__(kThreads) gdn_table_kernel(const GdnPrefillArgs a, const Work ws) {
   gpu::begin_kernel();
   __shared__ int64_t count_s;
   if (threadIdx.x == 0) {
     int64_t n = 0;
     for (int64_t s = 0; s < a.num_seqs; ++s) {
-      const int64_t b0 = a.seq_row_begin[s], b1 = a.seq_row_begin[s + 1];
-      for (int64_t r = b0; r < b1 && r < a.num_rows && n < ws.max_chunks; r += kChunk, ++n) {
+      const int64_t b0 = a.seq_row_begin[s], b1 = min(static_cast<int64_t>(a.seq_row_begin[s + 1]), a.num_rows);
+      for (int64_t r = b0; r < b1 && n < ws.max_chunks; ++n) {
+        const int64_t len = min(chunk_len(a, s, r - b0), b1 - r);
         ws.table[3 * n] = static_cast<int32_t>(s);
         ws.table[3 * n + 1] = static_cast<int32_t>(r);
-        ws.table[3 * n + 2] = static_cast<int32_t>(min(static_cast<int64_t>(kChunk), min(b1, a.num_rows) - r));
+        ws.table[3 * n + 2] = static_cast<int32_t>(len);
+        r += len;
       }
     }
     count_s = n;
@@ -289,7 +302,7 @@ constexpr size_t scan_smem_bytes() {
   return sizeof(float) * (DK * kTileCols + 3 * kChunk * (DK + 4) + kChunk * kAStride + kChunk * kTileCols + kChunk);
 }
 
-template <int DK, class StateT>
+template <int DK, class StateT, bool kTensor>
 __global__ void __launch_bounds__(kThreads) gdn_scan_kernel(const GdnPrefillArgs a, const Work ws) {
   gpu::begin_kernel();
   extern __shared__ float4 smem4[];
@@ -317,8 +330,8 @@ __global__ void __launch_bounds__(kThreads) gdn_scan_kernel(const GdnPrefillArgs
   const StateT* src = static_cast<const StateT*>(a.delta_states) + static_cast<int64_t>(a.state_in[s]) * delta_entry + j * DK * dv + tile * kTileCols;
   for (int idx = tid; idx < DK * kTileCols; idx += kThreads) s_s[idx] = from_state(src[(idx / kTileCols) * dv + idx % kTileCols]);
 
-  for (int64_t row0 = b0; row0 < b1; row0 += kChunk) {
-    const int64_t n = min(static_cast<int64_t>(kChunk), b1 - row0);
+  for (int64_t row0 = b0, n = 0; row0 < b1; row0 += n) {
+    n = min(chunk_len(a, s, row0 - b0), b1 - row0);  // the table kernel's cut
     if (tid < kChunk) gam_s[tid] = ws.gam[(row0 + min(static_cast<int64_t>(tid), n - 1)) * hv + j];
     __syncthreads();  // also: the previous chunk's reads of every buffer are done
     const float gam_c = gam_s[kChunk - 1];  // padded rows repeat the last Gamma
@@ -355,85 +368,94 @@ __global__ void __launch_bounds__(kThreads) gdn_scan_kernel(const GdnPrefillArgs
     }
     __syncthreads();
 
-    // D = U - W S for rows g + 8m.
-    float acc[kRowsPerGroup];
-#pragma unroll
-    for (int m = 0; m < kRowsPerGroup; ++m) {
-      const int64_t r = g + kGroups * m;
-      acc[m] = r < n ? ws.vu[(row0 + r) * hv * dv + col] : 0.0f;
-    }
-    for (int i = 0; i < DK; i += 4) {
-      const float s0 = s_s[i * kTileCols + c], s1 = s_s[(i + 1) * kTileCols + c];
-      const float s2 = s_s[(i + 2) * kTileCols + c], s3 = s_s[(i + 3) * kTileCols + c];
+    if constexpr (kTensor) {  // the same three products on the tensor cores (gdn_scan_mma.h)
+      float o[2][4];
+      const int64_t col0 = j * dv + tile * kTileCols;
+      detail::scan_mma_d_and_qs<DK>(w_s, q_s, kRowStride, s_s, d_s, ws.vu + row0 * hv * dv + col0, hv * dv, n, o);
+      __syncthreads();  // D complete; every read of S for this chunk is done
+      detail::scan_mma_out(p_s, kAStride, d_s, o, a.out + row0 * a.out_stride + col0, a.out_stride, n);
+      detail::scan_mma_state<DK>(k_s, kRowStride, d_s, s_s, expf(gam_c), sizeof(StateT) == 2);
+    } else {
+      // D = U - W S for rows g + 8m.
+      float acc[kRowsPerGroup];
 #pragma unroll
       for (int m = 0; m < kRowsPerGroup; ++m) {
-        const float4 w4 = *reinterpret_cast<const float4*>(w_s + (g + kGroups * m) * kRowStride + i);
-        acc[m] = fmaf(-w4.x, s0, acc[m]);
-        acc[m] = fmaf(-w4.y, s1, acc[m]);
-        acc[m] = fmaf(-w4.z, s2, acc[m]);
-        acc[m] = fmaf(-w4.w, s3, acc[m]);
+        const int64_t r = g + kGroups * m;
+        acc[m] = r < n ? ws.vu[(row0 + r) * hv * dv + col] : 0.0f;
       }
-    }
+      for (int i = 0; i < DK; i += 4) {
+        const float s0 = s_s[i * kTileCols + c], s1 = s_s[(i + 1) * kTileCols + c];
+        const float s2 = s_s[(i + 2) * kTileCols + c], s3 = s_s[(i + 3) * kTileCols + c];
 #pragma unroll
-    for (int m = 0; m < kRowsPerGroup; ++m) d_s[(g + kGroups * m) * kTileCols + c] = acc[m];
-    __syncthreads();
+        for (int m = 0; m < kRowsPerGroup; ++m) {
+          const float4 w4 = *reinterpret_cast<const float4*>(w_s + (g + kGroups * m) * kRowStride + i);
+          acc[m] = fmaf(-w4.x, s0, acc[m]);
+          acc[m] = fmaf(-w4.y, s1, acc[m]);
+          acc[m] = fmaf(-w4.z, s2, acc[m]);
+          acc[m] = fmaf(-w4.w, s3, acc[m]);
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < kRowsPerGroup; ++m) d_s[(g + kGroups * m) * kTileCols + c] = acc[m];
+      __syncthreads();
 
-    // O = (e^Gamma Q) S + P D.
+      // O = (e^Gamma Q) S + P D.
 #pragma unroll
-    for (int m = 0; m < kRowsPerGroup; ++m) acc[m] = 0.0f;
-    for (int i = 0; i < DK; i += 4) {
-      const float s0 = s_s[i * kTileCols + c], s1 = s_s[(i + 1) * kTileCols + c];
-      const float s2 = s_s[(i + 2) * kTileCols + c], s3 = s_s[(i + 3) * kTileCols + c];
+      for (int m = 0; m < kRowsPerGroup; ++m) acc[m] = 0.0f;
+      for (int i = 0; i < DK; i += 4) {
+        const float s0 = s_s[i * kTileCols + c], s1 = s_s[(i + 1) * kTileCols + c];
+        const float s2 = s_s[(i + 2) * kTileCols + c], s3 = s_s[(i + 3) * kTileCols + c];
+#pragma unroll
+        for (int m = 0; m < kRowsPerGroup; ++m) {
+          const float4 q4 = *reinterpret_cast<const float4*>(q_s + (g + kGroups * m) * kRowStride + i);
+          acc[m] = fmaf(q4.x, s0, acc[m]);
+          acc[m] = fmaf(q4.y, s1, acc[m]);
+          acc[m] = fmaf(q4.z, s2, acc[m]);
+          acc[m] = fmaf(q4.w, s3, acc[m]);
+        }
+      }
+      for (int i = 0; i < kChunk; i += 4) {
+        const float d0 = d_s[i * kTileCols + c], d1 = d_s[(i + 1) * kTileCols + c];
+        const float d2 = d_s[(i + 2) * kTileCols + c], d3 = d_s[(i + 3) * kTileCols + c];
+#pragma unroll
+        for (int m = 0; m < kRowsPerGroup; ++m) {
+          const float4 p4 = *reinterpret_cast<const float4*>(p_s + (g + kGroups * m) * kAStride + i);
+          acc[m] = fmaf(p4.x, d0, acc[m]);
+          acc[m] = fmaf(p4.y, d1, acc[m]);
+          acc[m] = fmaf(p4.z, d2, acc[m]);
+          acc[m] = fmaf(p4.w, d3, acc[m]);
+        }
+      }
 #pragma unroll
       for (int m = 0; m < kRowsPerGroup; ++m) {
-        const float4 q4 = *reinterpret_cast<const float4*>(q_s + (g + kGroups * m) * kRowStride + i);
-        acc[m] = fmaf(q4.x, s0, acc[m]);
-        acc[m] = fmaf(q4.y, s1, acc[m]);
-        acc[m] = fmaf(q4.z, s2, acc[m]);
-        acc[m] = fmaf(q4.w, s3, acc[m]);
+        const int64_t r = g + kGroups * m;
+        if (r < n) a.out[(row0 + r) * a.out_stride + col] = acc[m];
       }
-    }
-    for (int i = 0; i < kChunk; i += 4) {
-      const float d0 = d_s[i * kTileCols + c], d1 = d_s[(i + 1) * kTileCols + c];
-      const float d2 = d_s[(i + 2) * kTileCols + c], d3 = d_s[(i + 3) * kTileCols + c];
-#pragma unroll
-      for (int m = 0; m < kRowsPerGroup; ++m) {
-        const float4 p4 = *reinterpret_cast<const float4*>(p_s + (g + kGroups * m) * kAStride + i);
-        acc[m] = fmaf(p4.x, d0, acc[m]);
-        acc[m] = fmaf(p4.y, d1, acc[m]);
-        acc[m] = fmaf(p4.z, d2, acc[m]);
-        acc[m] = fmaf(p4.w, d3, acc[m]);
-      }
-    }
-#pragma unroll
-    for (int m = 0; m < kRowsPerGroup; ++m) {
-      const int64_t r = g + kGroups * m;
-      if (r < n) a.out[(row0 + r) * a.out_stride + col] = acc[m];
-    }
-    __syncthreads();  // every read of S for this chunk is done
+      __syncthreads();  // every read of S for this chunk is done
 
-    // S = e^Gamma_C S + (e^(Gamma_C - Gamma) K)^T D, state rows g * DK/8 ...
-    const float decay_c = expf(gam_c);
-    float st[kStatePerGroup];
+      // S = e^Gamma_C S + (e^(Gamma_C - Gamma) K)^T D, state rows g * DK/8 ...
+      const float decay_c = expf(gam_c);
+      float st[kStatePerGroup];
 #pragma unroll
-    for (int m = 0; m < kStatePerGroup; ++m) st[m] = decay_c * s_s[(g * kStatePerGroup + m) * kTileCols + c];
-    for (int r = 0; r < kChunk; ++r) {
-      const float d = d_s[r * kTileCols + c];
+      for (int m = 0; m < kStatePerGroup; ++m) st[m] = decay_c * s_s[(g * kStatePerGroup + m) * kTileCols + c];
+      for (int r = 0; r < kChunk; ++r) {
+        const float d = d_s[r * kTileCols + c];
 #pragma unroll
-      for (int m4 = 0; m4 < kStatePerGroup; m4 += 4) {
-        const float4 k4 = *reinterpret_cast<const float4*>(k_s + r * kRowStride + g * kStatePerGroup + m4);
-        st[m4] = fmaf(k4.x, d, st[m4]);
-        st[m4 + 1] = fmaf(k4.y, d, st[m4 + 1]);
-        st[m4 + 2] = fmaf(k4.z, d, st[m4 + 2]);
-        st[m4 + 3] = fmaf(k4.w, d, st[m4 + 3]);
+        for (int m4 = 0; m4 < kStatePerGroup; m4 += 4) {
+          const float4 k4 = *reinterpret_cast<const float4*>(k_s + r * kRowStride + g * kStatePerGroup + m4);
+          st[m4] = fmaf(k4.x, d, st[m4]);
+          st[m4 + 1] = fmaf(k4.y, d, st[m4 + 1]);
+          st[m4 + 2] = fmaf(k4.z, d, st[m4 + 2]);
+          st[m4 + 3] = fmaf(k4.w, d, st[m4 + 3]);
+        }
       }
-    }
-    if constexpr (sizeof(StateT) == 2) {  // the state as a call ending here would store it
+      if constexpr (sizeof(StateT) == 2) {  // the state as a call ending here would store it
 #pragma unroll
-      for (int m = 0; m < kStatePerGroup; ++m) st[m] = from_state(to_state<StateT>(st[m]));
-    }
+        for (int m = 0; m < kStatePerGroup; ++m) st[m] = from_state(to_state<StateT>(st[m]));
+      }
 #pragma unroll
-    for (int m = 0; m < kStatePerGroup; ++m) s_s[(g * kStatePerGroup + m) * kTileCols + c] = st[m];
+      for (int m = 0; m < kStatePerGroup; ++m) s_s[(g * kStatePerGroup + m) * kTileCols + c] = st[m];
+    }
   }
 
   __syncthreads();
@@ -455,6 +477,9 @@ gpuError_t allow_smem(Kernel kernel, size_t bytes) {
 
 template <int DK, class StateT>
 gpuError_t launch(const GdnPrefillArgs& a, gpuStream_t stream) {
+  // The chunk pass on the tensor cores where the device has bf16 mma (CUDA sm_80 and up).
+  const bool tensor = a.tensor_cores && tensor_matvec_available();
+  const auto scan = tensor ? gdn_scan_kernel<DK, StateT, true> : gdn_scan_kernel<DK, StateT, false>;
 #if defined(DS_GPU_HIP)
   // Not yet on AMD: the blocks need more than the 64 KB of LDS of gfx906 / gfx90a (gdn_gpu.h).
   constexpr size_t kLdsBytes = size_t{64} << 10;
@@ -464,14 +489,14 @@ gpuError_t launch(const GdnPrefillArgs& a, gpuStream_t stream) {
   const unsigned chunks = static_cast<unsigned>(ws.max_chunks);
   const unsigned hk = static_cast<unsigned>(a.num_k_heads), hv = static_cast<unsigned>(a.num_v_heads);
   gpuError_t err = allow_smem(gdn_intra_kernel<DK>, intra_smem_bytes<DK>());
-  if (err == gpuSuccess) err = allow_smem(gdn_scan_kernel<DK, StateT>, scan_smem_bytes<DK>());
+  if (err == gpuSuccess) err = allow_smem(scan, scan_smem_bytes<DK>());
   if (err != gpuSuccess) return err;
   gpu::launch(gdn_table_kernel, 1, kThreads, 0, stream, a, ws);
   gpu::launch(gdn_prep_kernel<DK>, dim3(chunks, hk + hv), kThreads, 0, stream, a, ws);
   gpu::launch(gdn_intra_kernel<DK>, dim3(chunks, hv), kThreads, intra_smem_bytes<DK>(), stream, a, ws);
   gpu::launch(gdn_conv_state_kernel, static_cast<unsigned>(a.num_seqs), kThreads, 0, stream, a);
   const dim3 scan_grid(static_cast<unsigned>(a.head_dim_v / kTileCols), hv, static_cast<unsigned>(a.num_seqs));
-  gpu::launch(gdn_scan_kernel<DK, StateT>, scan_grid, kThreads, scan_smem_bytes<DK>(), stream, a, ws);
+  gpu::launch(scan, scan_grid, kThreads, scan_smem_bytes<DK>(), stream, a, ws);
   return gpuGetLastError();
 }
 

@@ -137,7 +137,7 @@ void CpuBackend::lm_head(const float* x, const std::vector<int64_t>& hidden_rows
   const bool all_to_host = out.num_host_rows_planned() == n;
   std::vector<float>& all = all_to_host ? out.logits : logit_scratch_;
   all.resize(static_cast<size_t>(n * v));
-  cpu::LayerContext ctx{config_, pool_, cache_.kv_block_tokens};
+  cpu::LayerContext ctx{config_, pool_, cache_.kv_block_tokens, chunked_gdn_prefill()};
   cpu::matmul(ctx, weights_.output, normed.data(), n, all.data());
   out.argmax_ids.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) out.argmax_ids[static_cast<size_t>(i)] = argmax_token(all.data() + i * v, v);
@@ -202,7 +202,7 @@ void CpuBackend::run_layers(const cpu::StepRows& rows, float* x) {
   const ModelConfig& c = config_;
   const int64_t n = rows.num_rows(), h = c.num_embd;
   std::vector<float> a(static_cast<size_t>(n * h)), y(a.size());
-  const cpu::LayerContext ctx{c, pool_, cache_.kv_block_tokens};
+  const cpu::LayerContext ctx{c, pool_, cache_.kv_block_tokens, chunked_gdn_prefill()};
   for (int64_t i = layers_.first; i < layers_.end; ++i) {
     const LayerWeights& lw = weights_.layers[static_cast<size_t>(i)];
     const size_t cache_index = static_cast<size_t>(layer_cache_index_[static_cast<size_t>(i)]);
@@ -281,7 +281,7 @@ void CpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
   kernels::embedding_lookup_ref(weights_.token_embd.data, weights_.token_embd.type, h, rows.tokens.data(), n, emb.data());
   kernels::rms_norm_ref({emb.data(), h, cpu::f32_data(mw.enorm), cat.data(), 2 * h, n, h, c.rms_eps}, pool_);
   kernels::rms_norm_ref({hidden.data(), h, cpu::f32_data(mw.hnorm), cat.data() + h, 2 * h, n, h, c.rms_eps}, pool_);
-  const cpu::LayerContext ctx{c, pool_, cache_.kv_block_tokens};
+  const cpu::LayerContext ctx{c, pool_, cache_.kv_block_tokens, chunked_gdn_prefill()};
   std::vector<float> u(static_cast<size_t>(n * h)), a(u.size()), y(u.size());
   cpu::matmul(ctx, mw.eh_proj, cat.data(), n, u.data());
 

@@ -49,6 +49,8 @@ class CpuBackend final : public Backend {
   const float* conv_state(int gdn_layer, int32_t slot) const;
 
  private:
+  // CacheConfig::gdn_prefill on the CPU: kAuto stays recurrent (bench/RESULTS.md, "CPU chunked GDN").
+  bool chunked_gdn_prefill() const { return cache_.gdn_prefill == GdnPrefill::kChunked; }
   void check_plan(const BatchPlan& plan) const;
   // Token ids in the vocabulary; a block table that covers the rows' positions with valid ids.
   void check_rows(size_t index, const std::vector<int32_t>& tokens, int64_t first_position,

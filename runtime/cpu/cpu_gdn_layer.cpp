@@ -95,7 +95,13 @@ void gdn_forward(const LayerContext& ctx, const GdnWeights& w, GdnStateLayer& st
     rule.num_v_heads = hv;
     rule.head_dim_k = d;
     rule.head_dim_v = d;
-    kernels::gated_delta_rule_ref(rule, ctx.pool);
+    rule.first_position = seq.first_position;
+    // A single row gains nothing from chunking, and verify rows need their snapshots.
+    if (ctx.gdn_chunked_prefill && !ring && seq.num_rows > 1) {
+      kernels::gated_delta_rule_chunked(rule, ctx.pool);
+    } else {
+      kernels::gated_delta_rule_ref(rule, ctx.pool);
+    }
   }
 
   kernels::GatedRmsNormArgs norm{o.data(), z.data(), f32_data(w.norm), o.data(), n * hv, d, c.rms_eps};

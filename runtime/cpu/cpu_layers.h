@@ -49,6 +49,9 @@ struct LayerContext {
   const ModelConfig& config;
   const kernels::ParallelFor& pool;
   int64_t kv_block_tokens;
+  // GDN prefill rows (sequences without keep_row_states) in the chunked form (CacheConfig::gdn_prefill
+  // kChunked); verify and decode rows always run recurrent.
+  bool gdn_chunked_prefill = false;
 };
 
 // y[r] = W x[r] for a ggml {in, out} matrix (expert e of a {in, out, E} stack if e >= 0).

@@ -80,6 +80,11 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
     std::fprintf(stderr, "deltaserve: %s backend, device %d: %s\n", name().c_str(), device_, line.c_str());
   });
   prefill_math_ = default_prefill_math();
+#if defined(DS_GPU_HIP)
+  if (cache_.gdn_prefill == GdnPrefill::kChunked)
+    throw std::runtime_error("GPU backend: GDN prefill 'chunked' needs the CUDA kernel (gdn_prefill_gpu); HIP runs "
+                             "'recurrent' (use 'auto' or 'recurrent')");
+#endif
   const bool has_tensor = kernels::tensor_matvec_available();
   if ((cache_.decode_matvec == DecodeMatvec::kTensor || cache_.decode_matvec == DecodeMatvec::kStaged) && !has_tensor)
     throw std::runtime_error(std::string("GPU backend: decode matvec '") + decode_matvec_name(cache_.decode_matvec) +
@@ -264,14 +269,17 @@ void GpuBackend::size_buffers() {
     w.add(ws_.gdn_o, R * c.ssm_value_dim());
     w.add(ws_.gdn_sync, S * c.ssm_k_heads);  // zero-filled by allocate(); every launch leaves it zero
 #if !defined(DS_GPU_HIP)  // gdn_prefill_gpu is CUDA-only for now (gdn_gpu.h)
-    kernels::GdnPrefillArgs probe{};
-    probe.num_rows = R;
-    probe.num_seqs = S;
-    probe.num_k_heads = c.ssm_k_heads;
-    probe.num_v_heads = c.ssm_v_heads;
-    probe.head_dim_k = c.ssm_head_dim;
-    probe.head_dim_v = c.ssm_head_dim;
-    w.add(ws_.gdn_prefill_ws, kernels::gdn_prefill_workspace_floats(probe) + 4);
+    // No chunked workspace: every prefill row runs through the step kernel (GdnPrefill::kRecurrent).
+    if (cache_.gdn_prefill != GdnPrefill::kRecurrent) {
+      kernels::GdnPrefillArgs probe{};
+      probe.num_rows = R;
+      probe.num_seqs = S;
+      probe.num_k_heads = c.ssm_k_heads;
+      probe.num_v_heads = c.ssm_v_heads;
+      probe.head_dim_k = c.ssm_head_dim;
+      probe.head_dim_v = c.ssm_head_dim;
+      w.add(ws_.gdn_prefill_ws, kernels::gdn_prefill_workspace_floats(probe) + 4);
+    }
 #endif
   }
   w.add(ws_.norm_sync, R);  // matmul_norm_gpu counters: zero-filled by allocate(), left zero by every launch

@@ -91,6 +91,7 @@ void gdn_forward(const GpuLayerContext& ctx, const GpuGdnWeights& w, const GdnSt
     p.conv_states = state.conv;
     p.state_in = rows.state_in + s0;
     p.state_out = rows.state_out + s0;
+    p.first_position = rows.prefill_first_position;
     p.workspace = ws.gdn_prefill_ws;
     p.num_k_heads = c.ssm_k_heads;
     p.num_v_heads = hv;

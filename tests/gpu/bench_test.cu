@@ -263,8 +263,9 @@ void bench_gdn(int64_t num_seqs, int64_t rows_per_seq, bool ring, StateType stat
 }
 
 // One sequence's prefill chunk through gdn_prefill_gpu (compare bench_gdn(1, rows, false): the
-// token loop over the same rows). GB/s over the bytes it must move: qkv in, o out, state in + out.
-void bench_gdn_prefill(int64_t rows) {
+// token loop over the same rows), its chunk pass on the tensor cores and in f32 FMA. GB/s over
+// the bytes it must move: qkv in, o out, state in + out.
+void bench_gdn_prefill(int64_t rows, bool tensor_cores) {
   const int64_t hk = 16, hv = 32, d = 128, dc = 2 * hk * d + hv * d;
   const size_t delta_entry = static_cast<size_t>(hv * d * d);
   DeviceBuffer<float> qkv(static_cast<size_t>(rows * dc)), ab(static_cast<size_t>(rows * hv)), cw(static_cast<size_t>(dc * 4));
@@ -274,11 +275,12 @@ void bench_gdn_prefill(int64_t rows) {
   DeviceBuffer<int32_t> dbegin(std::vector<int32_t>{0, static_cast<int32_t>(rows)}), din(std::vector<int32_t>{0});
   GdnPrefillArgs a{qkv.get(), dc, ab.get(), ab.get(), hv, cw.get(), av.get(), av.get(), out.get(), hv * d, dbegin.get(), 1, rows,
                    delta.get(), conv.get(), din.get(), din.get(), nullptr, hk, hv, d, d, 4, 1e-6f};
+  a.tensor_cores = tensor_cores;
   DeviceBuffer<float> ws(static_cast<size_t>(gdn_prefill_workspace_floats(a)));
   a.workspace = ws.get();
   const double us = time_us([&](int) { CHECK_GPU(gdn_prefill_gpu(a, nullptr)); });
   const double bytes = 2.0 * 4.0 * static_cast<double>(delta_entry) + 4.0 * static_cast<double>(rows) * (dc + hv * d);
-  report("gdn_prefill_gpu", "Hv=32 Hk=16 d=128 seqs=1 T=" + std::to_string(rows), us, bytes);
+  report(tensor_cores ? "gdn_prefill_gpu (tensor)" : "gdn_prefill_gpu (fma)", "Hv=32 Hk=16 d=128 seqs=1 T=" + std::to_string(rows), us, bytes);
 }
 
 // Paged attention at the 35B-A3B's shapes: `seqs` sequences at `context` keys, `rows` verify
@@ -498,7 +500,8 @@ void run_benchmarks(Context& ctx) {
   bench_gdn(64, 1, false, StateType::kBf16);
   for (int64_t rows : {512, 2048}) {
     bench_gdn(1, rows, false);
-    bench_gdn_prefill(rows);
+    bench_gdn_prefill(rows, true);
+    bench_gdn_prefill(rows, false);
   }
   run_attention_benchmarks(ctx);
   bench_prefill_attention(0, 512);

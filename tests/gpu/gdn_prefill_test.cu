@@ -4,7 +4,10 @@
 // split over two calls, batch invariance (a sequence alone, bitwise outputs and state),
 // poisoned outputs and workspace. bf16 delta states (delta_type kBf16): against the f32 run
 // from the same (bf16-representable) initial states, and a prefill cut on a 64-row chunk edge
-// into two calls == one call, bitwise (f32 and bf16).
+// into two calls == one call, bitwise (f32 and bf16). Resumed mid-chunk (first_position not a
+// multiple of 64): against the recurrence, and the chunks follow absolute positions (a further
+// cut on a multiple of 64 changes no bit). Every check runs with the chunk pass on the tensor
+// cores (the default) and in f32 FMA.
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -55,6 +58,9 @@ Problem make_problem(Context& ctx, const GdnShape& sh, const std::vector<int64_t
   return p;
 }
 
+// The chunk pass's form for the checks of the current pass (run_gdn_prefill_tests runs both).
+bool tensor_form = true;
+
 struct Device {
   DeviceBuffer<float> qkv, alpha, b, w, a, dt, delta, conv, out;
   DeviceBuffer<int32_t> begin, in, outs;
@@ -65,8 +71,10 @@ struct Device {
 
 // Rows [row0, row0 + rows) of the problem as sequences [seq0, seq0 + seqs) (row0 = their first row).
 // delta: the delta pool (null: d.delta, f32), of element type `type`.
+// first_position: [seqs] on the device, or null (every sequence starts at position 0).
 gpuError_t run_prefill(const Problem& p, Device& d, const int32_t* begin, int64_t seq0, int64_t seqs, int64_t row0,
-                       int64_t rows, float* out, void* delta = nullptr, StateType type = StateType::kF32) {
+                       int64_t rows, float* out, void* delta = nullptr, StateType type = StateType::kF32,
+                       const int32_t* first_position = nullptr) {
   const GdnShape& sh = p.sh;
   const int64_t dc = sh.dc();
   GdnPrefillArgs a{d.qkv.get() + row0 * dc, dc, d.alpha.get() + row0 * sh.hv, d.b.get() + row0 * sh.hv, sh.hv, d.w.get(),
@@ -74,6 +82,8 @@ gpuError_t run_prefill(const Problem& p, Device& d, const int32_t* begin, int64_
                    d.in.get() + seq0, d.outs.get() + seq0, nullptr, sh.hk, sh.hv, sh.dk, sh.dv, kGdnConvKernel, 1e-6f};
   if (delta != nullptr) a.delta_states = delta;
   a.delta_type = type;
+  a.tensor_cores = tensor_form;
+  a.first_position = first_position;
   DeviceBuffer<float> ws(static_cast<size_t>(gdn_prefill_workspace_floats(a)));
   ws.poison();
   a.workspace = ws.get();
@@ -84,7 +94,7 @@ gpuError_t run_prefill(const Problem& p, Device& d, const int32_t* begin, int64_
 
 std::string shape_text(const GdnShape& sh, const std::vector<int64_t>& lengths, float decay_scale) {
   std::string s = "Hk=" + std::to_string(sh.hk) + " Hv=" + std::to_string(sh.hv) + " dk=" + std::to_string(sh.dk) +
-                  " dv=" + std::to_string(sh.dv) + (decay_scale < 1.0f ? " slow" : "") + " T=";
+                  " dv=" + std::to_string(sh.dv) + (tensor_form ? " tensor" : " fma") + (decay_scale < 1.0f ? " slow" : "") + " T=";
   for (int64_t t : lengths) s += std::to_string(t) + ",";
   return s;
 }
@@ -227,9 +237,45 @@ void check_chunk_edge_split(Context& ctx, const GdnShape& sh, int64_t rows, int6
                            !launched ? "launch refused" : same ? "== one call, bitwise" : "differs from one call");
 }
 
-}  // namespace
+// One sequence resumed at row `resume` (not a multiple of 64, as after a prefix-cache hit):
+// rows [0, resume) in one call from position 0, the rest in one call from position `resume`,
+// against the token recurrence over all rows; then the rest again as two calls cut at `cut` (a
+// multiple of 64 past `resume`): outputs and final state bitwise equal to the single call,
+// since both cut their chunks at the same absolute positions.
+void check_resume(Context& ctx, const GdnShape& sh, int64_t rows, int64_t resume, int64_t cut) {
+  Problem p = make_problem(ctx, sh, {rows}, 1.0f);
+  const int64_t dv_all = sh.hv * sh.dv;
+  std::vector<float> ref_delta = p.delta0, ref_conv = p.conv0, ref_out(static_cast<size_t>(rows * dv_all));
+  gdn_reference_rows(p.inputs(), 0, rows, ref_conv.data(), ref_delta.data(), ref_out.data());
+  std::vector<float> outs[2], states[2];
+  bool launched = true;
+  for (int pass = 0; pass < 2; ++pass) {
+    Device d(p);
+    d.out.poison();
+    const int64_t ends[] = {resume, pass == 0 ? rows : cut, rows};
+    int64_t row = 0;
+    for (int64_t end : ends) {
+      if (end <= row) continue;
+      DeviceBuffer<int32_t> b(std::vector<int32_t>{0, static_cast<int32_t>(end - row)});
+      DeviceBuffer<int32_t> first(std::vector<int32_t>{static_cast<int32_t>(row)});
+      launched = launched && run_prefill(p, d, b.get(), 0, 1, row, end - row, d.out.get() + row * dv_all, nullptr,
+                                         StateType::kF32, first.get()) == gpuSuccess;
+      row = end;
+    }
+    outs[pass] = d.out.download();
+    states[pass] = d.delta.download();
+  }
+  const std::string shape = shape_text(sh, {resume, rows - resume}, 1.0f) + " (resumed)";
+  ctx.results.record("gdn_prefill_gpu(out)", shape, compare(outs[0].data(), ref_out.data(), outs[0].size()), 1e-8, launched);
+  ctx.results.record("gdn_prefill_gpu(state)", shape, compare(states[0].data(), ref_delta.data(), states[0].size()), 1e-8,
+                     launched);
+  const bool same = launched && bitwise_equal(outs[0].data(), outs[1].data(), outs[0].size()) &&
+                    bitwise_equal(states[0].data(), states[1].data(), states[0].size());
+  ctx.results.record_exact("gdn_prefill_gpu(absolute chunks)", shape + " cut " + std::to_string(cut), same,
+                           !launched ? "launch refused" : same ? "== uncut, bitwise" : "differs from the uncut call");
+}
 
-void run_gdn_prefill_tests(Context& ctx) {
+void run_gdn_prefill_pass(Context& ctx) {
   const GdnShape big{16, 32, 128, 128};  // Qwen3.6-35B-A3B
   check_prefill(ctx, {2, 4, 64, 64}, {1, 63, 64, 65, 200, 0, 7}, 1.0f);
   check_prefill(ctx, {1, 3, 128, 96}, {129, 2, 64}, 1.0f);
@@ -239,6 +285,8 @@ void run_gdn_prefill_tests(Context& ctx) {
   check_bf16_vs_f32(ctx, {1, 3, 128, 96}, {129, 2, 64}, 1.0f);
   check_bf16_vs_f32(ctx, {2, 6, 64, 32}, {300, 5}, 0.02f);
   for (StateType type : {StateType::kF32, StateType::kBf16}) check_chunk_edge_split(ctx, {2, 4, 128, 128}, 200, 128, type);
+  check_resume(ctx, {2, 4, 64, 64}, 300, 100, 192);
+  check_resume(ctx, {2, 4, 128, 128}, 200, 63, 128);
   if (ctx.quick) {
     check_prefill(ctx, big, {1, 65}, 1.0f);
     return;
@@ -248,6 +296,16 @@ void run_gdn_prefill_tests(Context& ctx) {
   check_split(ctx, big, 1000, 512);
   check_bf16_vs_f32(ctx, big, {1, 65, 200}, 1.0f);
   check_chunk_edge_split(ctx, big, 1000, 512, StateType::kBf16);
+  check_resume(ctx, big, 1000, 100, 512);
+}
+
+}  // namespace
+
+void run_gdn_prefill_tests(Context& ctx) {
+  for (bool tensor : {true, false}) {
+    tensor_form = tensor;
+    run_gdn_prefill_pass(ctx);
+  }
 }
 
 }  // namespace deltaserve::kernels::gputest

@@ -95,6 +95,19 @@ TEST(ServerConfig, MatvecIsAutoFmaTensorOrStaged) {
   std::remove(file.c_str());
 }
 
+TEST(ServerConfig, GdnPrefillIsAutoRecurrentOrChunked) {
+  EXPECT_EQ(load({"--fake-engine"}).config.gdn_prefill, "auto");
+  EXPECT_EQ(load({"--fake-engine", "--gdn-prefill", "recurrent"}).config.gdn_prefill, "recurrent");
+  const std::string file = write_temp(R"({"gdn_prefill": "chunked"})");
+  EXPECT_EQ(load({"--fake-engine", "--config", file}).config.gdn_prefill, "chunked");
+  EXPECT_EQ(load({"--fake-engine", "--config", file, "--gdn-prefill", "auto"}).config.gdn_prefill, "auto");
+  EXPECT_EQ(load({"--fake-engine", "--config", file}).config.to_json().at("gdn_prefill"), "chunked");
+  const std::string error = config_error({"--fake-engine", "--gdn-prefill", "wy"});
+  EXPECT_NE(error.find("--gdn-prefill"), std::string::npos) << error;
+  EXPECT_NE(error.find("'wy'"), std::string::npos) << error;
+  std::remove(file.c_str());
+}
+
 TEST(ServerConfig, GpuStepGraphsIsAutoOnOrOff) {
   EXPECT_EQ(load({"--fake-engine"}).config.gpu_step_graphs, "auto");
   EXPECT_EQ(load({"--fake-engine", "--gpu-step-graphs", "off"}).config.gpu_step_graphs, "off");
