@@ -149,6 +149,9 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
     if (devices.size() > 1) spdlog::info("layer split over {} devices: {}", devices.size(), stack->backend->name());
   }
   std::unique_ptr<runtime::DFlashDrafter> dflash_drafter;
+  if (dflash && stack->backend->name() != "cpu")
+    throw std::runtime_error("--drafter dflash needs the trunk's layer outputs, which only the CPU backend on one device captures for now (backend: " +
+                             stack->backend->name() + "); use --drafter mtp here");
   if (dflash) {
     dflash_drafter = std::make_unique<runtime::DFlashDrafter>(std::move(*dflash), stack->model->weights.token_embd,
                                                               stack->model->weights.output, config.cpu_threads);

@@ -69,7 +69,7 @@ class CpuBackend final : public Backend {
     const std::vector<int64_t>* rows = nullptr;
     std::vector<float>* captured = nullptr;
   };
-  void run_layers(const cpu::StepRows& rows, float* x, const LayerCapture& capture = {});
+  void run_layers(const cpu::StepRows& rows, float* x, const LayerCapture& capture);
 
   const LoadedModel& model_;
   const ModelConfig& config_;
