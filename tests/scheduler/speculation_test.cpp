@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -365,6 +366,68 @@ TEST_F(SpeculationTest, ConstrainedOutputIsIdenticalAtEveryDepth) {
   EXPECT_GT(num_finished, 0);
   const auto plain = tokens_of(outcomes);
   for (int32_t depth : {1, 3}) EXPECT_EQ(tokens_of(run(specs, depth)), plain) << "depth " << depth;
+}
+
+// Lazy catch-up (runtime/mtp_drafter.h): decode steps at depth 0 leave their rows waiting;
+// when the stream drafts again, one pass catches them up first. Driven step by step through
+// the runner with a depth schedule that stops and resumes drafting (including stretches past
+// the waiting window, whose oldest rows are dropped): the tokens equal those of no drafts, and
+// drafts right after a stretch at depth 0 are accepted (the head saw those rows).
+TEST_F(SpeculationTest, LazyCatchUpAfterDepthZeroKeepsOutputAndDrafts) {
+  const std::vector<int32_t> prompt = tokenizer_->encode("def fibonacci(n):\n");
+  const int32_t num_steps = 200;
+  auto decode = [&](const std::function<int32_t(int32_t)>& depth_at, int64_t* accepted_after_pause) {
+    runtime::CacheConfig cache{1, 16, 24, 4};
+    runtime::CpuBackend backend(*model_, cache, 2);
+    runtime::BackendRunner runner(backend, 384, 3);
+    runtime::SamplingParams greedy;
+    greedy.temperature = 0.0f;
+    std::vector<int32_t> history = prompt, blocks;
+    for (int32_t b = 0; b < 24; ++b) blocks.push_back(b);
+    int32_t cached = 0;
+    for (int32_t step = 0; step < num_steps; ++step) {
+      runtime::StepPlan plan;
+      runtime::SequencePlan& p = plan.sequences.emplace_back();
+      p.id = 1;
+      p.num_cached_tokens = cached;
+      p.tokens = std::span<const int32_t>(history).subspan(static_cast<size_t>(cached));
+      p.kv_blocks = blocks;
+      p.sample = true;
+      p.is_decode = step > 0;
+      p.draft_depth = step > 0 ? depth_at(step) : 0;
+      p.speculative = true;
+      p.sampling = &greedy;
+      p.history = history;
+      p.num_prompt_tokens = static_cast<int32_t>(prompt.size());
+      p.output_index = static_cast<int32_t>(history.size() - prompt.size());
+      runtime::StepOutput out;
+      out.sequences.resize(1);
+      runner.execute(plan, out);
+      const std::vector<int32_t>& emitted = out.sequences[0].tokens;
+      if (accepted_after_pause != nullptr && step > 1 && depth_at(step - 1) == 0 && p.draft_depth > 0)
+        *accepted_after_pause += static_cast<int64_t>(emitted.size()) - 1;
+      history.insert(history.end(), emitted.begin(), emitted.end());
+      cached = static_cast<int32_t>(history.size()) - 1;
+      if (history.size() > 300) break;
+    }
+    history.resize(std::min<size_t>(history.size(), 300));
+    return history;
+  };
+  const auto plain = decode([](int32_t) { return 0; }, nullptr);
+  // Drafting in bursts, pauses of 1 to 150 steps (past 2 x the 64-row window).
+  int64_t accepted_after_pause = 0;
+  const auto bursts = decode(
+      [](int32_t step) {
+        const int32_t phase = step % 40;
+        if (step >= 40 && step < 190) return step >= 185 ? 3 : 0;  // a pause of 145 steps
+        return phase < 5 ? 2 : phase == 10 || phase == 20 ? 3 : 0;
+      },
+      &accepted_after_pause);
+  const size_t n = std::min(plain.size(), bursts.size());
+  ASSERT_GT(n, prompt.size() + 100);
+  EXPECT_EQ(std::vector<int32_t>(bursts.begin(), bursts.begin() + static_cast<int64_t>(n)),
+            std::vector<int32_t>(plain.begin(), plain.begin() + static_cast<int64_t>(n)));
+  EXPECT_GT(accepted_after_pause, 0);
 }
 
 // DFlash blocks (runtime/dflash_drafter.h): blocks of 4, 8 and 16 rows (3, 7 and 15 drafts)

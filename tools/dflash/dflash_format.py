@@ -98,3 +98,19 @@ def write(directory, config, tensors, raw=None):
         f.write(struct.pack("<Q", len(text)))
         f.write(text.encode())
         f.write(data)
+
+
+def read_bf16(directory):
+    """name -> (shape, raw little-endian BF16 bytes) of a drafter this module wrote."""
+    with open(os.path.join(directory, "model.safetensors"), "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        assert t["dtype"] == "BF16", name
+        b, e = t["data_offsets"]
+        out[name] = (t["shape"], data[b:e])
+    return out

@@ -120,6 +120,8 @@ def main():
     ap.add_argument("--minutes", type=float, default=6.0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--init", help="start from this drafter's weights (a previous run's OUT_DIR)")
+    ap.add_argument("--lr", type=float, default=3e-3)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -137,7 +139,11 @@ def main():
     train = list(range(0, N - N // 16))
 
     model = Drafter(c, width)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
+    if args.init:
+        for name, (shape, raw) in dflash_format.read_bf16(args.init).items():
+            bits = torch.from_numpy(np.frombuffer(raw, dtype=np.int16).astype(np.int32) << 16)
+            model.w(name).data.copy_(bits.view(torch.float32).view(shape))
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     start, step, log = time.time(), 0, []
     budget = args.minutes * 60
     while time.time() - start < budget:
@@ -150,7 +156,7 @@ def main():
         logits = x.reshape(-1, H)[keep] @ output.t()
         loss_rows = F.cross_entropy(logits, labels.view(-1)[keep], reduction="none")
         loss = (loss_rows * weight.view(-1)[keep]).sum() / weight.sum()
-        lr = 3e-3 * min(1.0, (step + 1) / 50) * max(0.1, 1.0 - (time.time() - start) / budget)
+        lr = args.lr * min(1.0, (step + 1) / 50) * max(0.1, 1.0 - (time.time() - start) / budget)
         for g in opt.param_groups:
             g["lr"] = lr
         opt.zero_grad()
