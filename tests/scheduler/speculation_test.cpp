@@ -437,13 +437,20 @@ TEST_F(SpeculationTest, DFlashGreedyIsIdenticalForBlocksOf4_8_16) {
   const auto flat = std::make_shared<const runtime::StepCostTable>(
       runtime::StepCostKey{"test", "flat"}, std::vector<int32_t>{1, 32}, std::vector<int32_t>{1, 16},
       std::vector<std::vector<double>>{{1, 1}, {1, 1}}, std::vector<int32_t>{}, std::vector<double>{});
+  using Clock = std::chrono::steady_clock;
+  auto seconds_since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   for (const int32_t streams : {1, 8}) {
     const std::vector<RequestSpec> specs = prompts(streams, 40);
+    auto t0 = Clock::now();
     const auto plain = tokens_of(run(specs, 0, streams));
+    std::printf("dflash, %d streams, no speculation: %.2f s\n", streams, seconds_since(t0));
     for (const int32_t depth : {3, 7, 15}) {
       DraftCounter counter;
+      t0 = Clock::now();
       EXPECT_EQ(tokens_of(run(specs, depth, streams, &counter, Costs{flat}, true)), plain)
           << streams << " streams, block of " << depth + 1;
+      std::printf("dflash, %d streams, block of %d: %.2f s, %.2f tokens per decode step\n", streams, depth + 1,
+                  seconds_since(t0), static_cast<double>(counter.emitted_) / std::max<int64_t>(1, counter.decode_steps_));
       int64_t drafted = 0, accepted = 0;
       for (const auto& [position, n] : counter.drafted_) {
         drafted += n;
