@@ -35,7 +35,7 @@ struct BatchPlan {
   // wanted for every hidden row, in ForwardOutput::layer_hidden: the DFlash drafter's context
   // (runtime/dflash_drafter.h). Empty: none. Backends that cannot capture throw
   // std::logic_error when it is not empty.
-  std::vector<int32_t> capture_layers;
+  std::vector<int32_t> capture_layers{};  // {}: aggregate initialisers may leave it out
 
   int64_t num_rows() const {
     int64_t n = 0;

@@ -35,7 +35,7 @@ const daemons = {};
 before(async () => {
   const common = ['--max-streams', '8', '--context-tokens', '512'];
   daemons.plain = await startDaemon({ fake: false, args: [...common, '--drafter', 'none'] });
-  daemons.dflash = await startDaemon({ fake: false, args: [...common, '--drafter', 'dflash', '--draft-model', drafter] });
+  daemons.dflash = await startDaemon({ fake: false, args: [...common, '--drafter', 'dflash', '--draft-model', drafter, '--log-level', 'info'] });
 });
 
 after(async () => {
