@@ -141,16 +141,18 @@ void print_split(const Backend& backend) {
   }
 }
 
-// Each row's lower-bound bytes (step_traffic.h). Decode: the mean cached context over the
+// Each row's lower-bound bytes and its arithmetic (step_traffic.h). Decode: the mean cached context over the
 // timed steps (each step adds kept tokens per stream after the warm-up ones).
 void set_min_bytes(std::vector<BenchRow>& rows, const LoadedModel& model, const BenchOptions& o, bool prefill) {
   for (BenchRow& r : rows) {
     if (prefill) {
       r.min_bytes = runtime::step_traffic(model, r.num_streams, r.prompt_tokens, o.context_tokens, o.state_precision).total();
+      r.flops = runtime::step_flops(model, r.num_streams, r.prompt_tokens, o.context_tokens).total();
     } else {
       const int64_t context = o.context_tokens + static_cast<int64_t>(r.kept_per_stream) *
                                                      (o.num_warmup + (o.num_steps - 1) / 2);
       r.min_bytes = runtime::step_traffic(model, r.num_streams, r.rows_per_stream, context, o.state_precision).total();
+      r.flops = runtime::step_flops(model, r.num_streams, r.rows_per_stream, context).total();
     }
   }
 }

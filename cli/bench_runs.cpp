@@ -293,11 +293,18 @@ double achieved_gb_per_s(const BenchRow& r) {
   return s > 0 ? r.min_bytes / s / 1e9 : 0;
 }
 
+// Achieved TFLOP/s of a row: its arithmetic over its median time (0 when unknown).
+double achieved_tflop_per_s(const BenchRow& r) {
+  const double s = r.times.median() / 1e3;
+  return s > 0 ? r.flops / s / 1e12 : 0;
+}
+
 }  // namespace
 
 void print_decode_table(const std::vector<BenchRow>& rows, double copy_gb_per_s) {
-  std::printf("%8s %10s %12s %12s %13s %13s %10s %14s %10s %9s %7s\n", "streams", "rows/step", "ms/step p50",
-              "ms/step p90", "tok/s total", "tok/s/stream", "fwd calls", "launches/step", "GB/step", "GB/s", "% copy");
+  std::printf("%8s %10s %12s %12s %13s %13s %10s %14s %10s %9s %7s %9s\n", "streams", "rows/step", "ms/step p50",
+              "ms/step p90", "tok/s total", "tok/s/stream", "fwd calls", "launches/step", "GB/step", "GB/s", "% copy",
+              "TFLOP/s");
   for (const BenchRow& r : rows) {
     const double step_s = r.times.median() / 1e3;
     const double per_stream = step_s > 0 ? r.kept_per_stream / step_s : 0;
@@ -306,23 +313,24 @@ void print_decode_table(const std::vector<BenchRow>& rows, double copy_gb_per_s)
     const double gbs = achieved_gb_per_s(r);
     char copy_pct[32] = "n/a";
     if (copy_gb_per_s > 0) std::snprintf(copy_pct, sizeof(copy_pct), "%.1f", 100.0 * gbs / copy_gb_per_s);
-    std::printf("%8d %10d %12.3f %12.3f %13.1f %13.1f %10lld %14s %10.4g %9.2f %7s\n", r.num_streams,
+    std::printf("%8d %10d %12.3f %12.3f %13.1f %13.1f %10lld %14s %10.4g %9.2f %7s %9.3f\n", r.num_streams,
                 r.num_streams * r.rows_per_stream, r.times.median(), r.times.p90(), per_stream * r.num_streams,
-                per_stream, static_cast<long long>(r.num_forward_calls), launches, r.min_bytes / 1e9, gbs, copy_pct);
+                per_stream, static_cast<long long>(r.num_forward_calls), launches, r.min_bytes / 1e9, gbs, copy_pct,
+                achieved_tflop_per_s(r));
   }
 }
 
 void print_prefill_table(const std::vector<BenchRow>& rows) {
-  std::printf("%8s %8s %7s %12s %12s %12s %12s %10s %9s\n", "streams", "prompt", "chunk", "ms p50", "ms p90", "tok/s",
-              "ms/forward", "fwd calls", "GB/s");
+  std::printf("%8s %8s %7s %12s %12s %12s %12s %10s %9s %9s\n", "streams", "prompt", "chunk", "ms p50", "ms p90", "tok/s",
+              "ms/forward", "fwd calls", "GB/s", "TFLOP/s");
   for (const BenchRow& r : rows) {
     const double s = r.times.median() / 1e3;
     const double calls_per_rep = r.times.ms.empty() ? 0 : static_cast<double>(r.num_forward_calls) / r.times.ms.size();
-    std::printf("%8d %8d %7d %12.3f %12.3f %12.1f %12.3f %10lld %9.2f\n", r.num_streams, r.prompt_tokens,
+    std::printf("%8d %8d %7d %12.3f %12.3f %12.1f %12.3f %10lld %9.2f %9.3f\n", r.num_streams, r.prompt_tokens,
                 r.rows_per_stream, r.times.median(), r.times.p90(),
                 s > 0 ? r.num_streams * static_cast<double>(r.prompt_tokens) / s : 0,
                 calls_per_rep > 0 ? r.times.median() / calls_per_rep : 0, static_cast<long long>(r.num_forward_calls),
-                achieved_gb_per_s(r));
+                achieved_gb_per_s(r), achieved_tflop_per_s(r));
   }
 }
 
@@ -351,6 +359,10 @@ nlohmann::json rows_to_json(const std::vector<BenchRow>& rows, bool prefill, dou
       j[prefill ? "min_bytes_per_prompt" : "min_bytes_per_step"] = r.min_bytes;
       j["gb_per_s"] = achieved_gb_per_s(r);
       if (copy_gb_per_s > 0) j["percent_of_copy"] = 100.0 * achieved_gb_per_s(r) / copy_gb_per_s;
+    }
+    if (r.flops > 0) {
+      j[prefill ? "flops_per_prompt" : "flops_per_step"] = r.flops;
+      j["tflop_per_s"] = achieved_tflop_per_s(r);
     }
     if (r.launches_per_step >= 0) j["launches_per_step"] = r.launches_per_step;
     if (r.trace.num_steps > 0) j["trace"] = trace_to_json(r, prefill);

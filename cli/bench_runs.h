@@ -78,6 +78,7 @@ struct BenchRow {
   // Bytes a step (decode) or a prompt of every stream (prefill) must move at least
   // (runtime/step_traffic.h; set by the command); 0 = not known.
   double min_bytes = 0;
+  double flops = 0;  // the arithmetic of the same step or prompts (runtime::step_flops); 0 = not known
 };
 
 // The cache sizing for a whole run (every batch size; the largest decides).

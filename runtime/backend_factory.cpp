@@ -8,6 +8,7 @@
 
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/layer_split_backend.h"
+#include "runtime/stream_memory.h"
 #if defined(DELTASERVE_WITH_GPU)
 #include "runtime/gpu/gpu_backend.h"
 #endif
@@ -116,6 +117,24 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const LoadedMod
   throw std::runtime_error("--device " + device +
                            ": this build has only the CPU backend (configure with -DDELTASERVE_CUDA=ON or "
                            "-DDELTASERVE_HIP=ON for a GPU)");
+#endif
+}
+
+DeviceMemory device_memory(const std::string& device) {
+  const auto [name, index] = split_device(device);
+  if (name == "cpu" || (name == "auto" && !gpu_backend_available())) return {false, host_available_bytes()};
+  if (name != "cuda" && name != "hip" && name != "gpu" && name != "auto")
+    throw std::runtime_error("--device " + device + ": unknown device (cpu, cuda[:N], hip[:N], gpu[:N], auto)");
+#if defined(DELTASERVE_WITH_GPU)
+  size_t free_bytes = 0, total_bytes = 0;
+  if (gpuSetDevice(index) != gpuSuccess || gpuMemGetInfo(&free_bytes, &total_bytes) != gpuSuccess) {
+    (void)gpuGetLastError();
+    throw std::runtime_error("--device " + device + ": cannot read the device's free memory");
+  }
+  return {true, static_cast<int64_t>(free_bytes)};
+#else
+  (void)index;
+  throw std::runtime_error("--device " + device + ": this build has only the CPU backend");
 #endif
 }
 

@@ -34,6 +34,15 @@ std::unique_ptr<Backend> make_device_backend(const std::vector<DeviceId>& device
                                              const LayerSplitOverride& layers, const LoadedModel& model,
                                              const CacheConfig& cache, int num_cpu_threads);
 
+// The memory a --device string's device has free for a backend's pools (a GPU's free device
+// memory, before the backend uploads its weights; the CPU's MemAvailable), for sizing the slots
+// from memory (runtime/stream_memory.h). Throws like make_backend for a bad device name.
+struct DeviceMemory {
+  bool gpu = false;
+  int64_t free_bytes = 0;
+};
+DeviceMemory device_memory(const std::string& device);
+
 // True when this build has a GPU backend and at least one device is visible.
 bool gpu_backend_available();
 

@@ -60,4 +60,29 @@ StepTraffic step_traffic(const LoadedModel& model, int64_t num_streams, int64_t 
   return t;
 }
 
+StepFlops step_flops(const LoadedModel& model, int64_t num_streams, int64_t rows_per_stream, int64_t context_tokens) {
+  const ModelConfig& c = model.config;
+  const double n = static_cast<double>(std::max<int64_t>(num_streams, 0));
+  const double r = static_cast<double>(std::max<int64_t>(rows_per_stream, 0));
+  const double ctx = static_cast<double>(std::max<int64_t>(context_tokens, 0));
+  const bool tied = model.tensors.find("output.weight") == model.tensors.end();
+  const double expert_share =
+      c.num_experts > 0 ? static_cast<double>(c.num_experts_used) / static_cast<double>(c.num_experts) : 0;
+  double elements_per_row = 0;
+  for (const auto& [name, view] : model.tensors) {
+    if (block_index(name) >= c.num_layers || view.num_rows() <= 1) continue;  // the MTP block; vectors
+    if (name == "token_embd.weight" && !tied) continue;                       // a lookup, not a product
+    const double elements = static_cast<double>(view.num_elements());
+    elements_per_row += name.find("_exps") != std::string::npos ? elements * expert_share : elements;
+  }
+  StepFlops f;
+  f.product_flops = 2.0 * elements_per_row * n * r;
+  const double positions_seen = r * ctx + r * (r + 1) / 2;  // sum over the new rows of c + i + 1
+  f.attention_flops = static_cast<double>(c.num_attention_layers()) * n * 4.0 *
+                      static_cast<double>(c.num_heads * c.head_dim) * positions_seen;
+  f.gdn_flops = static_cast<double>(c.num_gdn_layers()) * n * r * 6.0 *
+                static_cast<double>(c.ssm_v_heads * c.ssm_head_dim * c.ssm_head_dim);
+  return f;
+}
+
 }  // namespace deltaserve::runtime

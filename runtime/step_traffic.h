@@ -42,4 +42,21 @@ double expected_distinct_experts(int64_t num_experts, int64_t num_experts_used, 
 StepTraffic step_traffic(const LoadedModel& model, int64_t num_streams, int64_t rows_per_stream,
                          int64_t context_tokens, StatePrecision state_precision = StatePrecision::kF32);
 
+// The arithmetic one forward must do (multiply-adds count 2), for bench's achieved FLOP/s:
+// - products: 2 x the elements of every trunk matrix (tensors of more than one row, the LM
+//   head included, the token embedding only when tied as the LM head) per row, routed expert
+//   stacks scaled by k/E (each row runs k of E experts);
+// - attention: per layer and stream, QK^T and PV over the positions each new row sees,
+//   4 x n_heads x head_dim x sum_i (c + i + 1);
+// - Gated DeltaNet: per layer and row the state's decay, k^T S, the rank-1 update and q^T S,
+//   about 6 x Hv x dk x dv (the recurrent form's count; the chunked form does more).
+// Norms, activations, the conv and the router's softmax are left out (well under 1%).
+struct StepFlops {
+  double product_flops = 0;
+  double attention_flops = 0;
+  double gdn_flops = 0;
+  double total() const { return product_flops + attention_flops + gdn_flops; }
+};
+StepFlops step_flops(const LoadedModel& model, int64_t num_streams, int64_t rows_per_stream, int64_t context_tokens);
+
 }  // namespace deltaserve::runtime

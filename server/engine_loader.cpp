@@ -17,6 +17,7 @@
 #include "runtime/backend_runner.h"
 #include "runtime/dflash_model.h"
 #include "runtime/step_cost_probe.h"
+#include "runtime/stream_memory.h"
 #include "scheduler/engine.h"
 #include "server/model_loader.h"
 #include "server/tokenizer_codec.h"
@@ -89,6 +90,35 @@ std::shared_ptr<const runtime::StepCostTable> step_costs(const ServerConfig& con
   return table;
 }
 
+// --max-streams 0: as many streams as the device's free memory holds once the weights, the
+// prefix cache's budgets and a headroom are set aside (runtime/stream_memory.h), at most
+// kMaxGpuAutoStreams on a GPU and kMaxCpuAutoStreams on the CPU, whose every row costs compute
+// (a step of 64 rows already takes tens of milliseconds there; memory would allow thousands).
+// On a GPU under --matvec auto the slot count also picks the decode form (tensor from
+// kTensorMatvecMinSlots slots: fast for many streams, slow for one), so there the sizing stops
+// one short of it and a lone user keeps the one-stream form; more slots are an explicit
+// --max-streams.
+int32_t slots_from_memory(const ServerConfig& config, const runtime::LoadedModel& model, const runtime::CacheConfig& cache,
+                          int32_t blocks_per_stream, const std::vector<runtime::DeviceId>& devices) {
+  constexpr int32_t kMaxGpuAutoStreams = 256;  // vLLM's default max_num_seqs
+  constexpr int32_t kMaxCpuAutoStreams = 64;
+  const std::string device = devices.empty() ? config.device : runtime::device_name(devices.front());
+  const runtime::DeviceMemory memory = runtime::device_memory(device.rfind("cpu", 0) == 0 ? "cpu" : device);
+  const runtime::StreamBytes stream =
+      runtime::stream_bytes(model.config, model.weights.has_mtp, cache, blocks_per_stream, memory.gpu);
+  // The CPU backend reads the weights from the mapped file: their pages must stay resident too.
+  int64_t reserved = runtime::range_weight_bytes(model.weights, {0, static_cast<int32_t>(model.config.num_layers)});
+  reserved += config.prefix_cache ? config.prefix_cache_device_bytes + (memory.gpu ? 0 : config.prefix_cache_host_bytes) : 0;
+  const bool one_stream_form_cap = memory.gpu && cache.decode_matvec == runtime::DecodeMatvec::kAuto;
+  const int32_t cap = one_stream_form_cap ? runtime::kTensorMatvecMinSlots - 1
+                      : memory.gpu        ? kMaxGpuAutoStreams
+                                          : kMaxCpuAutoStreams;
+  const runtime::SlotSizing sizing = runtime::size_slots(memory.free_bytes, reserved, stream.total(), cap);
+  spdlog::info("--max-streams 0 on {}: {}{}", device, sizing.describe(),
+               one_stream_form_cap ? " (the most that keep the one-stream decode form under --matvec auto)" : "");
+  return sizing.slots;
+}
+
 }  // namespace
 
 LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObserver* observer) {
@@ -109,7 +139,6 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
 
   // Limits: 0 means auto. Every stream gets room for its whole context, so admission never
   // over-commits KV blocks (preemption stays the exception, for explicit --kv-blocks).
-  const int32_t slots = config.max_streams > 0 ? config.max_streams : 16;
   const int32_t context = config.context_tokens > 0 ? config.context_tokens
                                                     : static_cast<int32_t>(std::min<int64_t>(mc.context_length, 4096));
   const int32_t block_tokens = config.kv_block_tokens;
@@ -134,12 +163,16 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   }
   // Drafts are reserved on top of the context, so every stream's blocks cover them too.
   const int32_t blocks_per_stream = (context + draft_depth + block_tokens - 1) / block_tokens;
-  const int32_t blocks = config.kv_blocks > 0 ? config.kv_blocks : slots * blocks_per_stream;
-  runtime::CacheConfig cache{slots, block_tokens, blocks, 1 + draft_depth, config.max_batched_tokens};
+  runtime::CacheConfig cache{0, block_tokens, 0, 1 + draft_depth, config.max_batched_tokens};
   cache.state_precision = runtime::parse_state_precision(config.state_precision).value_or(runtime::StatePrecision::kF32);
   cache.decode_matvec = runtime::parse_decode_matvec(config.matvec).value_or(runtime::DecodeMatvec::kAuto);
   cache.gpu_tuning.step_graphs = runtime::parse_step_graph_mode(config.gpu_step_graphs).value_or(runtime::StepGraphMode::kAuto);
   const std::vector<runtime::DeviceId> devices = configured_devices(config);
+  const int32_t slots = config.max_streams > 0 ? config.max_streams
+                                               : slots_from_memory(config, *stack->model, cache, blocks_per_stream, devices);
+  const int32_t blocks = config.kv_blocks > 0 ? config.kv_blocks : slots * blocks_per_stream;
+  cache.num_state_slots = slots;
+  cache.num_kv_blocks = blocks;
   if (devices.empty()) {
     stack->backend = runtime::make_backend(config.device, *stack->model, cache, config.cpu_threads);
   } else {

@@ -1,5 +1,6 @@
-// step_traffic: the decode/prefill lower bound of bench's GB/s, on a hand-made two-layer model
-// (one GDN layer, one attention layer with routed experts, an MTP block that must not count).
+// step_traffic / step_flops: the decode/prefill lower bound of bench's GB/s and its FLOP count,
+// on a hand-made two-layer model (one GDN layer, one attention layer with routed experts, an MTP
+// block that must not count).
 #include "runtime/step_traffic.h"
 
 #include <gtest/gtest.h>
@@ -25,6 +26,7 @@ LoadedModel tiny_model(bool tied) {
   c.num_embd = 4;
   c.num_layers = 2;
   c.layer_kinds = {LayerKind::GatedDeltaNet, LayerKind::Attention};
+  c.num_heads = 2;
   c.num_kv_heads = 1;
   c.head_dim = 2;
   c.ssm_k_heads = 1;
@@ -71,6 +73,23 @@ TEST(StepTraffic, TiedEmbeddingsReadTheWholeTableAndPrefillTouchesAllExperts) {
   EXPECT_DOUBLE_EQ(t.trunk_bytes, 16 + 50 + 16);
   EXPECT_NEAR(t.expert_bytes, 400, 1e-6);
   EXPECT_DOUBLE_EQ(t.kv_bytes, 40 * 2 * 4 * 2);
+}
+
+TEST(StepFlops, DecodeByHand) {
+  const StepFlops f = step_flops(tiny_model(false), /*streams=*/2, /*rows=*/1, /*context=*/3);
+  // Per row: LM head 40 + attn_q 12 + routed gate 100 x 2/4 elements; vectors and MTP left out.
+  EXPECT_DOUBLE_EQ(f.product_flops, 2.0 * 102 * 2);
+  EXPECT_DOUBLE_EQ(f.attention_flops, 1 * 2 * 4.0 * (2 * 2) * (3 + 1));  // layers x streams x 4 x nh*hd x positions
+  EXPECT_DOUBLE_EQ(f.gdn_flops, 1 * 2 * 6.0 * (1 * 2 * 2));               // layers x rows x 6 x Hv*dk*dv
+  EXPECT_DOUBLE_EQ(f.total(), 408 + 128 + 48);
+}
+
+TEST(StepFlops, PrefillCountsTheTiedHeadAndTheTriangleOfPositions) {
+  const StepFlops f = step_flops(tiny_model(true), /*streams=*/1, /*prompt=*/40, /*context=*/0);
+  EXPECT_DOUBLE_EQ(f.product_flops, 2.0 * (40 + 12 + 50) * 40);
+  EXPECT_DOUBLE_EQ(f.attention_flops, 4.0 * 4 * (40 * 41 / 2));
+  EXPECT_DOUBLE_EQ(f.gdn_flops, 40 * 6.0 * 4);
+  EXPECT_DOUBLE_EQ(step_flops(tiny_model(true), -1, -1, -1).total(), 0);
 }
 
 TEST(StepTraffic, NegativeCountsAreZero) {

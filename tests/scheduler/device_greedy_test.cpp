@@ -6,16 +6,12 @@
 // logits_to_host = false on their rows (trunk and MTP) and no logits for them in the output.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <condition_variable>
-#include <map>
-#include <mutex>
-
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/model_weights.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/backend_runner.h"
 #include "scheduler/engine.h"
+#include "tests/scheduler/real_stack.h"
 
 namespace deltaserve::scheduler {
 namespace {
@@ -59,10 +55,7 @@ class SpyBackend final : public runtime::Backend {
   runtime::Backend& inner_;
 };
 
-struct Outcome {
-  std::vector<int32_t> tokens;
-  std::vector<TokenLogprob> logprobs;
-};
+using testing::Outcome;
 
 class DeviceGreedyTest : public ::testing::Test {
  protected:
@@ -110,36 +103,10 @@ class DeviceGreedyTest : public ::testing::Test {
     config.draft_min_expected = 0.0;  // always draft at full depth
     Engine engine(runner, config);
     engine.start();
-    std::mutex mutex;
-    std::condition_variable done;
-    std::map<RequestId, Outcome> outcomes;
-    size_t num_done = 0;
-    std::vector<RequestId> ids;
-    for (const RequestSpec& spec : specs) {
-      const SubmitResult r = engine.submit(spec, [&](const RequestEvent& e) {
-        std::lock_guard<std::mutex> lock(mutex);
-        Outcome& o = outcomes[e.id];
-        o.tokens.insert(o.tokens.end(), e.tokens.begin(), e.tokens.end());
-        o.logprobs.insert(o.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
-        if (e.finish != FinishReason::None) {
-          EXPECT_EQ(e.finish, FinishReason::Length) << e.error;
-          ++num_done;
-          done.notify_all();
-        }
-      });
-      EXPECT_EQ(r.status, SubmitStatus::Accepted) << r.message;
-      ids.push_back(r.id);
-    }
-    {
-      std::unique_lock<std::mutex> lock(mutex);
-      EXPECT_TRUE(done.wait_for(lock, std::chrono::seconds(120), [&] { return num_done == specs.size(); }));
-    }
-    EXPECT_TRUE(engine.wait_idle(std::chrono::seconds(10)));
-    EXPECT_EQ(engine.integrity_error(), "");
+    std::vector<Outcome> result = testing::run_to_completion(engine, specs);
+    for (const Outcome& o : result) EXPECT_EQ(o.finish, FinishReason::Length) << o.error;
     engine.stop();
     last_ = {spy.trunk_host_rows, spy.trunk_device_rows, spy.mtp_host_rows, spy.mtp_device_rows, spy.layout_errors};
-    std::vector<Outcome> result;
-    for (RequestId id : ids) result.push_back(outcomes[id]);
     return result;
   }
 

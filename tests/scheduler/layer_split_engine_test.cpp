@@ -7,9 +7,6 @@
 // per-device layers, memory and activation bytes.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <condition_variable>
-#include <map>
 #include <memory>
 #include <mutex>
 
@@ -18,6 +15,7 @@
 #include "runtime/layer_split_backend.h"
 #include "runtime/model_weights.h"
 #include "scheduler/engine.h"
+#include "tests/scheduler/real_stack.h"
 
 namespace deltaserve::scheduler {
 namespace {
@@ -94,36 +92,12 @@ class LayerSplitEngineTest : public ::testing::TestWithParam<const char*> {
     DraftCounter drafts;
     Engine engine(runner, config, &drafts);
     engine.start();
-    std::mutex mutex;
-    std::condition_variable done;
-    std::map<RequestId, Tokens> outputs;
-    size_t num_done = 0;
-    std::vector<RequestId> ids;
-    for (const RequestSpec& spec : specs) {
-      const SubmitResult r = engine.submit(spec, [&](const RequestEvent& e) {
-        std::lock_guard<std::mutex> lock(mutex);
-        outputs[e.id].insert(outputs[e.id].end(), e.tokens.begin(), e.tokens.end());
-        if (e.finish != FinishReason::None) {
-          EXPECT_EQ(e.finish, FinishReason::Length);
-          ++num_done;
-          done.notify_all();
-        }
-      });
-      EXPECT_EQ(r.status, SubmitStatus::Accepted) << r.message;
-      ids.push_back(r.id);
-    }
-    {
-      std::unique_lock<std::mutex> lock(mutex);
-      EXPECT_TRUE(done.wait_for(lock, std::chrono::seconds(120), [&] { return num_done == specs.size(); }));
-    }
-    EXPECT_TRUE(engine.wait_idle(std::chrono::seconds(10)));
-    EXPECT_EQ(engine.integrity_error(), "");
+    const std::vector<testing::Outcome> outcomes = testing::run_to_completion(engine, specs);
+    for (const testing::Outcome& o : outcomes) EXPECT_EQ(o.finish, FinishReason::Length) << o.error;
     RunResult result;
     result.stats = engine.stats();
-    EXPECT_EQ(result.stats.num_state_slots_used, 0);
-    EXPECT_EQ(result.stats.num_kv_blocks_used, 0);
     engine.stop();
-    for (const RequestId id : ids) result.tokens.push_back(outputs[id]);
+    result.tokens = testing::tokens_of(outcomes);
     result.drafted = drafts.drafted;
     result.accepted = drafts.accepted;
     return result;

@@ -1,0 +1,71 @@
+// The loop every real-stack test runs (Engine + BackendRunner + a real backend): submit all
+// requests at once, collect each one's events, wait for every finish and for the engine to go
+// idle, then check that the engine is whole again (integrity check, every state slot and KV
+// block back). The tests build their own stacks; this is what they share.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "scheduler/engine.h"
+
+namespace deltaserve::scheduler::testing {
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::vector<TokenLogprob> logprobs;
+  FinishReason finish = FinishReason::None;
+  std::string error;
+};
+
+// Outcomes in the order of `specs`. Every request must be accepted and finish within 120 s.
+inline std::vector<Outcome> run_to_completion(Engine& engine, const std::vector<RequestSpec>& specs) {
+  std::mutex mutex;
+  std::condition_variable done;
+  std::map<RequestId, Outcome> outcomes;
+  size_t num_done = 0;
+  std::vector<RequestId> ids;
+  for (const RequestSpec& spec : specs) {
+    const SubmitResult r = engine.submit(spec, [&](const RequestEvent& e) {
+      std::lock_guard<std::mutex> lock(mutex);
+      Outcome& o = outcomes[e.id];
+      o.tokens.insert(o.tokens.end(), e.tokens.begin(), e.tokens.end());
+      o.logprobs.insert(o.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+      if (e.finish != FinishReason::None) {
+        o.finish = e.finish;
+        o.error = e.error;
+        ++num_done;
+        done.notify_all();
+      }
+    });
+    EXPECT_EQ(r.status, SubmitStatus::Accepted) << r.message;
+    ids.push_back(r.id);
+  }
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    EXPECT_TRUE(done.wait_for(lock, std::chrono::seconds(120), [&] { return num_done == specs.size(); }));
+  }
+  EXPECT_TRUE(engine.wait_idle(std::chrono::seconds(10)));
+  EXPECT_EQ(engine.integrity_error(), "");
+  const EngineStats stats = engine.stats();
+  EXPECT_EQ(stats.num_state_slots_used, 0);
+  EXPECT_EQ(stats.num_kv_blocks_used, 0);
+  std::lock_guard<std::mutex> lock(mutex);
+  std::vector<Outcome> result;
+  for (const RequestId id : ids) result.push_back(outcomes[id]);
+  return result;
+}
+
+inline std::vector<std::vector<int32_t>> tokens_of(const std::vector<Outcome>& outcomes) {
+  std::vector<std::vector<int32_t>> tokens;
+  for (const Outcome& o : outcomes) tokens.push_back(o.tokens);
+  return tokens;
+}
+
+}  // namespace deltaserve::scheduler::testing
