@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 
+#include "runtime/mtp_drafter.h"
 #include "runtime/step_cost_probe.h"
 #include "scheduler/draft_policy.h"
 
@@ -105,6 +106,16 @@ class SpeculationCell {
   // came out of the previous step's catch-up pass).
   void draft_passes() {
     if (!has_mtp_) return;
+    // Streams drafting again after depth 0 first catch up their waiting rows (lazy catch-up,
+    // runtime/mtp_drafter.h), all in one pass.
+    MtpPlan waiting;
+    for (int32_t s = 0; s < num_streams_; ++s) {
+      int32_t& rows = waiting_[static_cast<size_t>(s)];
+      if (depths_[static_cast<size_t>(s)] == 0 || rows == 0) continue;
+      waiting.sequences.push_back(mtp_rows(s, position_[static_cast<size_t>(s)] - rows, rows));
+      rows = 0;
+    }
+    if (!waiting.sequences.empty()) backend_.forward_mtp(waiting, mtp_out_);
     const int32_t max_depth = depths_.empty() ? 0 : *std::max_element(depths_.begin(), depths_.end());
     for (int32_t j = 1; j < max_depth; ++j) {
       MtpPlan plan;
@@ -143,12 +154,21 @@ class SpeculationCell {
     return accepted;
   }
 
+  // The catch-up pass over the kept rows of the streams that drafted; a stream at depth 0
+  // leaves its row waiting (at most the drafter's window of them).
   void catch_up(const std::vector<int32_t>& accepted) {
     if (!has_mtp_) return;
     MtpPlan plan;
-    for (int32_t s = 0; s < num_streams_; ++s)
+    for (int32_t s = 0; s < num_streams_; ++s) {
+      if (depths_[static_cast<size_t>(s)] == 0) {
+        int32_t& rows = waiting_[static_cast<size_t>(s)];
+        ++rows;
+        if (rows > 2 * runtime::MtpDrafter::kPendingWindow) rows = runtime::MtpDrafter::kPendingWindow;
+        continue;
+      }
       plan.sequences.push_back(mtp_rows(s, position_[static_cast<size_t>(s)], 1 + accepted[static_cast<size_t>(s)]));
-    backend_.forward_mtp(plan, mtp_out_);
+    }
+    if (!plan.sequences.empty()) backend_.forward_mtp(plan, mtp_out_);
   }
 
   Backend& backend_;
@@ -158,6 +178,7 @@ class SpeculationCell {
   int32_t fixed_depth_;
   bool has_mtp_;
   std::vector<int64_t> position_;
+  std::vector<int32_t> waiting_ = std::vector<int32_t>(static_cast<size_t>(num_streams_), 0);  // rows per stream
   scheduler::AcceptanceEstimates estimates_;
   std::vector<scheduler::DraftAcceptance> acceptance_;
   std::mt19937_64 rng_;

@@ -3,9 +3,12 @@
 // 1..j-1 were), so the speculation policy can be shown on synthetic weights, where real drafts
 // would never match. Each step does what a served speculative step does on the device: the MTP
 // chain passes for drafts 2.. (the model's MTP head), the verify forward of 1 + d_i rows per
-// stream with row states, the rollback to the accepted rows, and the MTP catch-up pass over them.
+// stream with row states, the rollback to the accepted rows, and the MTP catch-up pass over the
+// rows of the streams that drafted (a stream at depth 0 leaves its rows waiting, and catches them
+// up in one pass before it drafts again: runtime/mtp_drafter.h's lazy catch-up).
 // Depth modes: "off" (no speculation: no MTP work at all), a fixed depth for every stream (0: the
-// catch-up pass only, as a speculating server whose policy drafts nothing), or "policy"
+// trunk's hidden rows copied out and left waiting, as a speculating server whose policy drafts
+// nothing), or "policy"
 // (scheduler/draft_policy.h over a cost table measured first on this backend, per-stream
 // acceptance learned from the simulated outcomes as the scheduler learns it). Single-threaded;
 // blocks for the whole run.

@@ -10,13 +10,23 @@
 
 namespace deltaserve::runtime {
 
-BackendRunner::BackendRunner(Backend& backend, int32_t max_context_tokens, int32_t max_draft_depth)
+BackendRunner::BackendRunner(Backend& backend, int32_t max_context_tokens, int32_t max_draft_depth,
+                             std::unique_ptr<DFlashDrafter> dflash)
     : backend_(backend), max_context_tokens_(max_context_tokens), max_draft_depth_(max_draft_depth),
-      seed_salt_(std::random_device{}()) {
+      dflash_(std::move(dflash)), seed_salt_(std::random_device{}()) {
   seed_salt_ = (seed_salt_ << 32) ^ std::random_device{}();
   if (max_draft_depth_ < 0 || max_draft_depth_ > kMaxDraftDepth)
     throw std::invalid_argument("draft depth must be in [0, " + std::to_string(kMaxDraftDepth) + "]");
-  if (max_draft_depth_ > 0) {
+  if (dflash_ != nullptr) {
+    if (max_draft_depth_ > dflash_->max_drafts())
+      throw std::invalid_argument("draft depth " + std::to_string(max_draft_depth_) + " exceeds the DFlash block's " +
+                                  std::to_string(dflash_->max_drafts()) + " drafts");
+    if (backend_.cache_config().max_verify_rows < 1 + max_draft_depth_)
+      throw std::invalid_argument("backend keeps " + std::to_string(backend_.cache_config().max_verify_rows) +
+                                  " verify rows, draft depth " + std::to_string(max_draft_depth_) + " needs " +
+                                  std::to_string(1 + max_draft_depth_));
+    if (max_draft_depth_ == 0) dflash_.reset();
+  } else if (max_draft_depth_ > 0) {
     if (backend_.config().num_mtp_layers == 0)
       throw std::invalid_argument("speculative decoding needs an MTP head; this model has none (use draft depth 0)");
     if (backend_.cache_config().max_verify_rows < 1 + max_draft_depth_)
@@ -144,9 +154,15 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
   const MtpDrafter::DraftPicker pick = [&](size_t i, int32_t j, std::span<const float> head_logits) {
     return pick_draft(plan.sequences[i], i, j, head_logits);
   };
-  std::vector<std::vector<int32_t>> drafts = drafter_ ? drafter_->draft(plan, pick) : std::vector<std::vector<int32_t>>(n);
+  std::vector<std::vector<int32_t>> drafts = drafter_  ? drafter_->draft(plan, pick)
+                                             : dflash_ ? dflash_->draft(plan, pick)
+                                                       : std::vector<std::vector<int32_t>>(n);
+  const bool drafting = drafter_ != nullptr || dflash_ != nullptr;
 
   BatchPlan batch;
+  // DFlash's context: the target layers' outputs of every speculative row.
+  if (dflash_ && std::any_of(plan.sequences.begin(), plan.sequences.end(), [](const SequencePlan& p) { return p.speculative; }))
+    batch.capture_layers = dflash_->capture_layers();
   batch.sequences.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const SequencePlan& p = plan.sequences[i];
@@ -157,7 +173,7 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
     step.tokens.insert(step.tokens.end(), drafts[i].begin(), drafts[i].end());
     step.kv_blocks.assign(p.kv_blocks.begin(), p.kv_blocks.end());
     step.num_logits = p.sample ? 1 + static_cast<int32_t>(drafts[i].size()) : 0;
-    step.num_hidden = drafter_ && p.speculative ? static_cast<int32_t>(step.tokens.size()) : 0;
+    step.num_hidden = drafting && p.speculative ? static_cast<int32_t>(step.tokens.size()) : 0;
     step.keep_row_states = !drafts[i].empty();
     step.logits_to_host = !(p.sample && argmax_only(p));  // greedy: only the ids leave the device
   }
@@ -166,6 +182,8 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
   const int64_t h = backend_.config().num_embd;
   std::vector<RequestId> live;
   std::vector<MtpDrafter::CatchUp> catch_up;
+  std::vector<DFlashDrafter::CatchUp> dflash_rows;
+  const int64_t feature_width = dflash_ ? static_cast<int64_t>(dflash_->capture_layers().size()) * h : 0;
   for (size_t i = 0; i < n; ++i) {
     const SequencePlan& p = plan.sequences[i];
     live.push_back(p.id);
@@ -177,7 +195,12 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
       num_kept = static_cast<int64_t>(p.tokens.size()) + static_cast<int64_t>(emitted.size()) - 1;
       if (!drafts[i].empty()) backend_.rollback(p.slot, static_cast<int32_t>(num_kept));
     }
-    if (!drafter_) continue;
+    if (!drafting) continue;
+    if (dflash_) {
+      if (p.speculative)
+        dflash_rows.push_back({&p, forward_.layer_hidden.data() + forward_.hidden_begin[i] * feature_width, num_kept});
+      continue;
+    }
     const int32_t row_block_index = (p.num_cached_tokens - 1) / backend_.cache_config().kv_block_tokens;
     const int32_t row_block = p.num_cached_tokens > 0 && row_block_index < static_cast<int32_t>(p.kv_blocks.size())
                                   ? p.kv_blocks[static_cast<size_t>(row_block_index)]
@@ -208,6 +231,9 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
                                                   : emitted[static_cast<size_t>(next - history_size)]);
     }
     c.drafts_next = p.sample;
+    // A decode step the policy left at depth 0: its rows wait until the stream drafts again
+    // (a resume's re-run of row P-1 never waits: mtp_drafter.h).
+    c.may_wait = p.is_decode && p.draft_depth == 0 && !rerun;
     const int64_t last = first_hidden + num_kept - 1;
     resume_rows_.on_caught_up(p.slot, p.num_cached_tokens + static_cast<int32_t>(num_kept) - 1,
                               std::span<const float>(forward_.hidden.data() + last * h, static_cast<size_t>(h)));
@@ -215,6 +241,10 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
   if (drafter_) {
     drafter_->catch_up(catch_up);
     drafter_->retain(live);
+  }
+  if (dflash_) {
+    dflash_->catch_up(dflash_rows);
+    dflash_->retain(live);
   }
   draft_rows_.clear();  // q lives for one step only
   const std::unordered_set<RequestId> live_set(live.begin(), live.end());

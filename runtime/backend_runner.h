@@ -1,6 +1,8 @@
 // The real ModelRunner: executes the scheduler's StepPlan on a Backend, picks each
 // sampled sequence's tokens with the CPU reference sampler, and verifies MTP drafts.
-// Owned by the daemon, called on the engine thread only.
+// Owned by the daemon, called on the engine thread only. Drafts come from the model's MTP
+// head (runtime/mtp_drafter.h) or a DFlash block drafter (runtime/dflash_drafter.h); both
+// verify in the same packed step and roll back by index.
 //
 // Verification (runtime/draft_verifier.h): greedy requests accept drafts while they equal
 // the target argmax, so their output with speculation is token for token the output without
@@ -19,6 +21,7 @@
 #include "runtime/backend.h"
 #include "runtime/sampler.h"
 #include "runtime/model_runner.h"
+#include "runtime/dflash_drafter.h"
 #include "runtime/mtp_drafter.h"
 #include "runtime/mtp_resume_rows.h"
 
@@ -29,7 +32,11 @@ class BackendRunner final : public ModelRunner {
   // The backend must outlive the runner. max_context_tokens 0 = the model's trained length.
   // max_draft_depth > 0 enables MTP drafting (the model needs an MTP head and the backend
   // max_verify_rows >= 1 + max_draft_depth; throws std::invalid_argument otherwise).
-  BackendRunner(Backend& backend, int32_t max_context_tokens, int32_t max_draft_depth = 0);
+  // dflash: draft with a DFlash block drafter (runtime/dflash_drafter.h) instead of the MTP
+  // head; then the model needs no MTP head, and max_draft_depth must not exceed its
+  // max_drafts(). The backend must capture trunk layers (the CPU backend does).
+  BackendRunner(Backend& backend, int32_t max_context_tokens, int32_t max_draft_depth = 0,
+                std::unique_ptr<DFlashDrafter> dflash = nullptr);
 
   RunnerLimits limits() const override;
   void execute(const StepPlan& plan, StepOutput& out) override;
@@ -57,7 +64,8 @@ class BackendRunner final : public ModelRunner {
   Backend& backend_;
   int32_t max_context_tokens_;
   int32_t max_draft_depth_;
-  std::unique_ptr<MtpDrafter> drafter_;  // null without speculation
+  std::unique_ptr<MtpDrafter> drafter_;  // null without MTP speculation
+  std::unique_ptr<DFlashDrafter> dflash_;  // null without DFlash speculation
   MtpResumeRows resume_rows_;            // the MTP row P-1 to re-run after a cache hit
   ForwardOutput forward_;       // reused every step
   bool device_greedy_ = true;

@@ -31,6 +31,11 @@ struct SequenceStep {
 
 struct BatchPlan {
   std::vector<SequenceStep> sequences;
+  // Trunk layers (0-based, increasing) whose output (the residual stream after the layer) is
+  // wanted for every hidden row, in ForwardOutput::layer_hidden: the DFlash drafter's context
+  // (runtime/dflash_drafter.h). Empty: none. Backends that cannot capture throw
+  // std::logic_error when it is not empty.
+  std::vector<int32_t> capture_layers{};  // {}: aggregate initialisers may leave it out
 
   int64_t num_rows() const {
     int64_t n = 0;
@@ -83,6 +88,9 @@ struct ForwardOutput {
   // next MTP input. A sequence's hidden rows are its last max(num_hidden, num_logits) rows.
   std::vector<float> hidden;
   int64_t num_hidden_rows = 0;  // rows of hidden (set with the layout)
+  // [hidden rows][capture_layers.size()][H]: the plan's captured layer outputs, concatenated
+  // per row in capture_layers order (empty when the plan captured none).
+  std::vector<float> layer_hidden;
 
   int64_t num_host_rows() const { return num_vocab > 0 ? static_cast<int64_t>(logits.size()) / num_vocab : 0; }
   // Logit rows of plan sequence i.

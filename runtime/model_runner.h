@@ -22,7 +22,7 @@ namespace deltaserve::runtime {
 
 // What the runner can hold; read once when the engine is built.
 // Drafts per sequence per step that any runner may verify (sizes per-position statistics).
-inline constexpr int32_t kMaxDraftDepth = 8;
+inline constexpr int32_t kMaxDraftDepth = 15;  // a DFlash block of 16: the anchor and 15 drafts
 
 struct RunnerLimits {
   CacheConfig cache;      // state slots, tokens per KV block, KV blocks

@@ -17,6 +17,7 @@ bool samples(const SequencePlan& p) {
 }  // namespace
 
 std::vector<std::vector<int32_t>> MtpDrafter::draft(const StepPlan& plan, const DraftPicker& pick) {
+  catch_up_waiting(plan);
   const int64_t h = backend_.config().num_embd;
   std::vector<std::vector<int32_t>> drafts(plan.sequences.size());
   std::vector<std::vector<float>> chain_input(plan.sequences.size());
@@ -69,30 +70,101 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const StepPlan& plan, const 
 }
 
 void MtpDrafter::catch_up(const std::vector<CatchUp>& rows) {
+  std::vector<HeadRows> passes;
+  for (const CatchUp& c : rows) {
+    // A resumed sequence's re-run of row P-1 (first_position) is never deferred: it restarts
+    // the head's rows at the resume point.
+    const bool resumes = c.first_position >= 0;
+    if (c.may_wait && !resumes && defer(c)) continue;
+    HeadRows& r = passes.emplace_back();
+    r.seq = c.seq;
+    r.num_cached_rows = resumes ? c.first_position : c.seq->num_cached_tokens;
+    r.drafts_next = c.drafts_next;
+    auto it = states_.find(c.seq->id);
+    // Rows that waited for this stream go first when the state continues into this step.
+    if (!resumes && it != states_.end() && !it->second.pending_tokens.empty() &&
+        it->second.num_rows + static_cast<int32_t>(it->second.pending_tokens.size()) == c.seq->num_cached_tokens) {
+      r.num_cached_rows = it->second.num_rows;
+      r.tokens = std::move(it->second.pending_tokens);
+      r.hidden = std::move(it->second.pending_hidden);
+      num_lazy_rows_ += static_cast<int64_t>(r.tokens.size());
+    }
+    r.tokens.insert(r.tokens.end(), c.next_tokens.begin(), c.next_tokens.end());
+    r.hidden.insert(r.hidden.end(), c.hidden.begin(), c.hidden.end());
+  }
+  run_head(passes);
+}
+
+bool MtpDrafter::defer(const CatchUp& c) {
+  auto it = states_.find(c.seq->id);
+  if (it == states_.end()) return false;
+  State& state = it->second;
+  const auto waiting = static_cast<int32_t>(state.pending_tokens.size());
+  if (state.num_rows + waiting != c.seq->num_cached_tokens) return false;  // restarted: catch up now
+  state.first_draft = -1;
+  state.output.clear();
+  state.first_logits.clear();
+  state.pending_tokens.insert(state.pending_tokens.end(), c.next_tokens.begin(), c.next_tokens.end());
+  state.pending_hidden.insert(state.pending_hidden.end(), c.hidden.begin(), c.hidden.end());
+  const auto num_waiting = static_cast<int32_t>(state.pending_tokens.size());
+  if (num_waiting > 2 * kPendingWindow) {
+    // Drop the oldest, keeping kPendingWindow: their head rows stay stale (header comment).
+    const int32_t drop = num_waiting - kPendingWindow;
+    const int64_t h = backend_.config().num_embd;
+    state.pending_tokens.erase(state.pending_tokens.begin(), state.pending_tokens.begin() + drop);
+    state.pending_hidden.erase(state.pending_hidden.begin(), state.pending_hidden.begin() + drop * h);
+    state.num_rows += drop;
+    num_dropped_rows_ += drop;
+  }
+  return true;
+}
+
+void MtpDrafter::catch_up_waiting(const StepPlan& plan) {
+  std::vector<HeadRows> passes;
+  for (const SequencePlan& p : plan.sequences) {
+    if (p.draft_depth <= 0 || !p.speculative) continue;
+    auto it = states_.find(p.id);
+    if (it == states_.end() || it->second.pending_tokens.empty()) continue;
+    State& state = it->second;
+    if (state.num_rows + static_cast<int32_t>(state.pending_tokens.size()) != p.num_cached_tokens) continue;
+    HeadRows& r = passes.emplace_back();
+    r.seq = &p;
+    r.num_cached_rows = state.num_rows;
+    r.tokens = std::move(state.pending_tokens);
+    r.hidden = std::move(state.pending_hidden);
+    r.drafts_next = true;
+    num_lazy_rows_ += static_cast<int64_t>(r.tokens.size());
+  }
+  run_head(passes);
+}
+
+void MtpDrafter::run_head(std::vector<HeadRows>& rows) {
   if (rows.empty()) return;
   const int64_t h = backend_.config().num_embd;
   MtpPlan mtp;
-  for (const CatchUp& c : rows) {
+  for (HeadRows& r : rows) {
     MtpSequenceStep& step = mtp.sequences.emplace_back();
-    step.num_cached_rows = c.first_position >= 0 ? c.first_position : c.seq->num_cached_tokens;
-    step.tokens = c.next_tokens;
-    step.hidden = c.hidden;
-    step.kv_blocks.assign(c.seq->kv_blocks.begin(), c.seq->kv_blocks.end());
-    step.num_logits = c.drafts_next ? 1 : 0;
-    step.logits_to_host = !device_argmax_ || samples(*c.seq);
+    step.num_cached_rows = r.num_cached_rows;
+    step.tokens = std::move(r.tokens);
+    step.hidden = std::move(r.hidden);
+    step.kv_blocks.assign(r.seq->kv_blocks.begin(), r.seq->kv_blocks.end());
+    step.num_logits = r.drafts_next ? 1 : 0;
+    step.logits_to_host = !device_argmax_ || samples(*r.seq);
   }
   backend_.forward_mtp(mtp, out_);
   for (size_t i = 0; i < rows.size(); ++i) {
-    const CatchUp& c = rows[i];
-    State& state = states_[c.seq->id];
+    const HeadRows& r = rows[i];
+    State& state = states_[r.seq->id];
     // A sequence that restarts (preempted, recomputed) starts its head cache over too.
-    state.num_rows = mtp.sequences[i].num_cached_rows + static_cast<int32_t>(c.next_tokens.size());
+    state.num_rows = r.num_cached_rows + static_cast<int32_t>(mtp.sequences[i].tokens.size());
     state.first_draft = -1;
     state.output.clear();
     state.first_logits.clear();
-    if (!c.drafts_next) continue;
+    state.pending_tokens.clear();
+    state.pending_hidden.clear();
+    if (!r.drafts_next) continue;
     state.first_draft = head_argmax(i);
-    if (samples(*c.seq)) state.first_logits.assign(out_.sequence_logits(i), out_.sequence_logits(i) + out_.num_vocab);
+    if (samples(*r.seq)) state.first_logits.assign(out_.sequence_logits(i), out_.sequence_logits(i) + out_.num_vocab);
     const int64_t row = out_.hidden_begin[i];
     state.output.assign(out_.hidden.begin() + row * h, out_.hidden.begin() + (row + 1) * h);
   }

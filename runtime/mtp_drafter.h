@@ -11,6 +11,17 @@
 // and keeps q for verification (runtime/draft_verifier.h); for them the head's logits row
 // of the next first draft is kept between steps (num_vocab floats per sequence).
 //
+// Lazy catch-up: a decode step that drafted nothing for a stream (the policy chose depth 0)
+// does not run the head over its rows; they wait (trunk hidden state + next token, H + 1
+// values a row) until the stream drafts again, when one pass before the drafts takes the
+// waiting rows of every returning stream. So a loaded server whose policy turned drafting
+// down pays no MTP work for those streams. At most kPendingWindow..2 * kPendingWindow rows
+// wait per stream: older ones are dropped, and the head's KV rows at their positions stay
+// stale (whatever the blocks held). The first drafts after a long stretch at depth 0 then
+// attend over those stale rows; they may be accepted less often, but verification decides
+// every emitted token, so outputs never change. The same holds for a prefix-cache entry
+// saved while rows waited.
+//
 // Owner: the BackendRunner, on the engine thread.
 #pragma once
 
@@ -50,6 +61,8 @@ class MtpDrafter {
     // Position of row 0; -1: seq->num_cached_tokens. One less when the row before the step's
     // (a resumed sequence's row P-1, runtime/mtp_resume_rows.h) is re-run first.
     int32_t first_position = -1;
+    // A decode step at depth 0: the rows may wait for the stream's next draft (lazy catch-up).
+    bool may_wait = false;
   };
   void catch_up(const std::vector<CatchUp>& rows);
 
@@ -60,13 +73,38 @@ class MtpDrafter {
   // the host argmax of copied logits (the reference path; same ids).
   void set_device_argmax(bool on) { device_argmax_ = on; }
 
+  // Rows waiting per stream before the oldest are dropped (see the header comment).
+  static constexpr int32_t kPendingWindow = 64;
+  // Rows that waited and were run through the head since construction; rows dropped.
+  int64_t num_lazy_rows() const { return num_lazy_rows_; }
+  int64_t num_dropped_rows() const { return num_dropped_rows_; }
+
  private:
   struct State {
     int32_t num_rows = 0;        // MTP cache rows valid: positions [0, num_rows)
     std::vector<float> output;   // head output at row num_rows - 1 (chaining input)
     int32_t first_draft = -1;    // head argmax from it: the next step's first draft
     std::vector<float> first_logits;  // sampled requests: the head's logits row of it
+    // Rows [num_rows, num_rows + pending_tokens.size()) that have not been through the head.
+    std::vector<float> pending_hidden;   // [rows][H]
+    std::vector<int32_t> pending_tokens;  // [rows]
   };
+
+  // One head pass over rows [num_cached_rows, +tokens) of a sequence.
+  struct HeadRows {
+    const SequencePlan* seq = nullptr;
+    int32_t num_cached_rows = 0;
+    std::vector<int32_t> tokens;
+    std::vector<float> hidden;
+    bool drafts_next = false;
+  };
+  // Runs the passes and records each sequence's new state (first draft when drafts_next).
+  void run_head(std::vector<HeadRows>& rows);
+  // Appends a deferred step's rows to the stream's waiting rows (false: the state does not
+  // continue at these rows, so they cannot wait).
+  bool defer(const CatchUp& c);
+  // Catches up the waiting rows of the plan's sequences that draft this step.
+  void catch_up_waiting(const StepPlan& plan);
 
   // The argmax draft of out_'s plan sequence i (its one logit row).
   int32_t head_argmax(size_t i) const;
@@ -75,6 +113,8 @@ class MtpDrafter {
   std::unordered_map<RequestId, State> states_;
   ForwardOutput out_;
   bool device_argmax_ = true;
+  int64_t num_lazy_rows_ = 0;
+  int64_t num_dropped_rows_ = 0;
 };
 
 }  // namespace deltaserve::runtime

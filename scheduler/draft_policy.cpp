@@ -17,15 +17,14 @@ struct Candidate {
 class StepTime {
  public:
   StepTime(const runtime::StepCostTable* costs, int32_t num_streams, int32_t max_depth)
-      : costs_(costs), streams_(num_streams), rows_(num_streams), members_(static_cast<size_t>(std::max(0, max_depth)), 0) {
-    // The catch-up pass runs over every stream's kept rows whatever the depths.
-    if (costs_ != nullptr) chain_ms_ = costs_->mtp_ms(num_streams);
-  }
-  // Draft `depth` (1-based) of one stream joins the step.
+      : costs_(costs), streams_(num_streams), rows_(num_streams), members_(static_cast<size_t>(std::max(1, max_depth)), 0) {}
+  // Draft `depth` (1-based) of one stream joins the step. Depth 1 makes the stream a member
+  // of the catch-up pass (a stream at depth 0 leaves its rows waiting: runtime/mtp_drafter.h),
+  // depth j >= 2 of chain pass j - 1; member k of a pass costs mtp(k) - mtp(k - 1).
   void add(int32_t depth) {
     ++rows_;
-    if (costs_ == nullptr || depth < 2) return;
-    int32_t& n = members_[static_cast<size_t>(depth - 2)];
+    if (costs_ == nullptr) return;
+    int32_t& n = members_[static_cast<size_t>(depth - 1)];
     chain_ms_ += costs_->mtp_ms(n + 1) - costs_->mtp_ms(n);
     ++n;
   }
@@ -35,7 +34,7 @@ class StepTime {
   const runtime::StepCostTable* costs_;
   int32_t streams_;
   int64_t rows_;
-  std::vector<int32_t> members_;  // streams in chain pass k (drafting depth k + 2 or deeper)
+  std::vector<int32_t> members_;  // [0]: streams in the catch-up pass; [k]: in chain pass k
   double chain_ms_ = 0.0;
 };
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "runtime/model_weights.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/backend_runner.h"
+#include "runtime/dflash_model.h"
 #include "runtime/step_cost_probe.h"
 #include "runtime/stream_memory.h"
 #include "scheduler/engine.h"
@@ -69,7 +71,9 @@ std::shared_ptr<const runtime::StepCostTable> step_costs(const ServerConfig& con
   // Bounded start-up cost: the tiny CPU models measure every cell well within it; a large model
   // on a slow device measures the first grid rows and extrapolates the rest.
   probe.budget_ms = backend.name() == "cpu" ? 1000.0 : 4000.0;
-  probe.mtp = true;
+  // The MTP passes are priced only for MTP drafts; a DFlash block's own forward is not
+  // measured (docs/speculation.md, "DFlash": the policy prices its verify rows only).
+  probe.mtp = config.drafter == "mtp";
   const runtime::StepCostKey key = runtime::step_cost_key(backend, config.model);
   std::vector<std::string> problems;
   bool from_cache = false;
@@ -139,10 +143,21 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
                                                     : static_cast<int32_t>(std::min<int64_t>(mc.context_length, 4096));
   const int32_t block_tokens = config.kv_block_tokens;
   // Speculation: --draft-depth N caps the drafts per stream (0 = off); -1 = adaptive up to
-  // kDefaultDraftDepth. Models without an MTP head never draft.
+  // kDefaultDraftDepth (MTP) or the DFlash block's drafts. --drafter mtp needs an MTP head
+  // (models without one never draft); --drafter dflash loads its draft model here.
   constexpr int32_t kDefaultDraftDepth = 3;
+  std::optional<runtime::DFlashModel> dflash;
   int32_t draft_depth = config.draft_depth < 0 ? kDefaultDraftDepth : std::min(config.draft_depth, runtime::kMaxDraftDepth);
-  if (mc.num_mtp_layers == 0 || !stack->model->weights.has_mtp) {
+  if (config.drafter == "none") {
+    draft_depth = 0;
+  } else if (config.drafter == "dflash") {
+    dflash = runtime::load_dflash_model(config.draft_model, mc);
+    const int32_t block_drafts = dflash->config.block_size - 1;
+    draft_depth = config.draft_depth < 0 ? block_drafts : std::min(draft_depth, block_drafts);
+    spdlog::info("DFlash drafter {}: {} layers, block of {} ({} drafts a step at most), target layers {}", config.draft_model,
+                 dflash->config.num_layers, dflash->config.block_size, draft_depth, dflash->config.target_layer_ids.size());
+    if (draft_depth == 0) dflash.reset();
+  } else if (mc.num_mtp_layers == 0 || !stack->model->weights.has_mtp) {
     if (config.draft_depth > 0) spdlog::warn("{}: no MTP head; --draft-depth {} ignored", config.model, config.draft_depth);
     draft_depth = 0;
   }
@@ -167,7 +182,15 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
                                                   *stack->model, cache, config.cpu_threads);
     if (devices.size() > 1) spdlog::info("layer split over {} devices: {}", devices.size(), stack->backend->name());
   }
-  stack->runner = std::make_unique<runtime::BackendRunner>(*stack->backend, context, draft_depth);
+  std::unique_ptr<runtime::DFlashDrafter> dflash_drafter;
+  if (dflash && stack->backend->name() != "cpu")
+    throw std::runtime_error("--drafter dflash needs the trunk's layer outputs, which only the CPU backend on one device captures for now (backend: " +
+                             stack->backend->name() + "); use --drafter mtp here");
+  if (dflash) {
+    dflash_drafter = std::make_unique<runtime::DFlashDrafter>(std::move(*dflash), stack->model->weights.token_embd,
+                                                              stack->model->weights.output, config.cpu_threads);
+  }
+  stack->runner = std::make_unique<runtime::BackendRunner>(*stack->backend, context, draft_depth, std::move(dflash_drafter));
   scheduler::SchedulerConfig sched;
   sched.max_num_seqs = slots;
   sched.max_num_batched_tokens = config.max_batched_tokens;

@@ -71,6 +71,8 @@ struct ServerConfig {
   int32_t kv_block_tokens = 16;
   int32_t kv_blocks = 0;
   int32_t draft_depth = -1;         // -1 = adaptive, 0 = speculation off
+  std::string drafter = "mtp";      // where drafts come from: mtp | dflash | none
+  std::string draft_model;          // --drafter dflash: the DFlash draft model directory (config.json + model.safetensors)
   std::string step_costs_file;      // the speculation policy's measured step costs, cached; empty = measured every start
   int32_t cpu_threads = 0;
   std::string state_precision = "f32";  // recurrent (delta) states: f32 | bf16 (GPU backend only)

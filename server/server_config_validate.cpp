@@ -110,6 +110,9 @@ void validate_config(const ServerConfig& c) {
   check_range("--kv-block-tokens", c.kv_block_tokens, 1, 4096);
   check_range("--kv-blocks", c.kv_blocks, 0, 1 << 26);
   check_range("--draft-depth", c.draft_depth, -1, 16);
+  check_one_of("--drafter", c.drafter, {"mtp", "dflash", "none"});
+  if (c.drafter == "dflash" && c.draft_model.empty()) throw ConfigError("--drafter dflash needs --draft-model PATH (a DFlash draft model directory)");
+  if (c.drafter != "dflash" && !c.draft_model.empty()) throw ConfigError("--draft-model is for --drafter dflash (got --drafter " + c.drafter + ")");
   check_range("--cpu-threads", c.cpu_threads, 0, 4096);
   check_range("--prefix-cache-device-bytes", c.prefix_cache_device_bytes, int64_t{0}, int64_t{1} << 46);
   check_range("--prefix-cache-host-bytes", c.prefix_cache_host_bytes, int64_t{0}, int64_t{1} << 46);

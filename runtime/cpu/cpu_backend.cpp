@@ -194,11 +194,20 @@ void CpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
     kernels::embedding_lookup_ref(weights_.token_embd.data, weights_.token_embd.type, h, rows.tokens.data(), n,
                                   activations_.data());
   }
-  run_layers(rows, activations_.data());
+  LayerCapture capture;
+  if (!plan.capture_layers.empty()) {
+    if (!first_stage() || !last_stage())
+      throw std::logic_error("layer capture (the DFlash drafter's context) needs the whole trunk on one device; a layer split does not capture");
+    capture = {&plan.capture_layers, &hidden_rows, &out.layer_hidden};
+    out.layer_hidden.assign(hidden_rows.size() * plan.capture_layers.size() * static_cast<size_t>(h), 0.0f);
+  } else {
+    out.layer_hidden.clear();
+  }
+  run_layers(rows, activations_.data(), capture);
   if (last_stage()) lm_head(activations_.data(), hidden_rows, logit_rows, weights_.output_norm, out);
 }
 
-void CpuBackend::run_layers(const cpu::StepRows& rows, float* x) {
+void CpuBackend::run_layers(const cpu::StepRows& rows, float* x, const LayerCapture& capture) {
   const ModelConfig& c = config_;
   const int64_t n = rows.num_rows(), h = c.num_embd;
   std::vector<float> a(static_cast<size_t>(n * h)), y(a.size());
@@ -216,6 +225,13 @@ void CpuBackend::run_layers(const cpu::StepRows& rows, float* x) {
     kernels::rms_norm_ref({x, h, cpu::f32_data(lw.post_attention_norm), a.data(), h, n, h, c.rms_eps}, pool_);
     cpu::ffn_forward(ctx, lw.ffn, n, a.data(), y.data());
     add_rows(x, y.data(), n * h);
+    if (capture.layers == nullptr) continue;
+    const auto& layers = *capture.layers;
+    const auto at = std::find(layers.begin(), layers.end(), static_cast<int32_t>(i));
+    if (at == layers.end()) continue;
+    const auto k = static_cast<int64_t>(at - layers.begin()), num_layers = static_cast<int64_t>(layers.size());
+    for (size_t r = 0; r < capture.rows->size(); ++r)
+      std::copy_n(x + (*capture.rows)[r] * h, h, capture.captured->data() + (static_cast<int64_t>(r) * num_layers + k) * h);
   }
 }
 

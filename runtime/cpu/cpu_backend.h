@@ -64,7 +64,14 @@ class CpuBackend final : public Backend {
   bool first_stage() const { return layers_.first == 0; }
   bool last_stage() const { return layers_.end == config_.num_layers; }
   // The trunk layers of the range, from the stage's first layer.
-  void run_layers(const cpu::StepRows& rows, float* x);
+  // capture: the plan's capture_layers; their outputs at capture_rows land in *captured
+  // ([capture_rows][layers][H]).
+  struct LayerCapture {
+    const std::vector<int32_t>* layers = nullptr;
+    const std::vector<int64_t>* rows = nullptr;
+    std::vector<float>* captured = nullptr;
+  };
+  void run_layers(const cpu::StepRows& rows, float* x, const LayerCapture& capture);
 
   const LoadedModel& model_;
   const ModelConfig& config_;

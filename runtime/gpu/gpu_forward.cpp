@@ -337,6 +337,10 @@ void GpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
   kernels::set_matvec_split_scratch(matvec_split_scratch_, matvec_split_bytes_);
   (void)kernels::take_matvec_split_launches();  // splits launched outside this backend's calls are not its own
   check_plan(plan);
+  // Layer capture (DFlash's context, runtime/batch_plan.h) is not written for the GPU yet:
+  // it needs a copy of the residual stream's hidden rows after each captured layer.
+  if (!plan.capture_layers.empty())
+    throw std::logic_error("the GPU backend does not capture trunk layers yet (the DFlash drafter runs on the CPU backend)");
   DS_GPU_CHECK(gpuSetDevice(device_), "device %d", device_);
   timeline_->begin(stream_);
   staging_->clear();

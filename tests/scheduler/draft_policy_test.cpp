@@ -87,13 +87,27 @@ TEST(DraftPolicyTest, RowsGoToTheStreamsThatAcceptThem) {
 }
 
 TEST(DraftPolicyTest, ChainPassesArePaidFor) {
-  // Flat trunk; one MTP pass costs 5 ms. The catch-up pass runs anyway (15 ms base); draft 2
-  // needs a chain pass: 1.9 / 15 beats 2.35 / 20.
+  // Flat trunk; one MTP pass costs 5 ms. Draft 1 brings the catch-up pass (1.9 / 15 beats
+  // 1 / 10); draft 2 needs a chain pass: 1.9 / 15 beats 2.35 / 20.
   const DraftAcceptance a = rates({0.9, 0.5});
   const DraftPolicy with_mtp(table({1}, {1, 2, 3}, {{10, 10, 10}}, {1}, {5.0}), 0.0);
   EXPECT_EQ(choose(with_mtp, {{2, &a}}), (std::vector<int32_t>{1}));
   const DraftPolicy trunk_only(table({1}, {1, 2, 3}, {{10, 10, 10}}), 0.0);
   EXPECT_EQ(choose(trunk_only, {{2, &a}}), (std::vector<int32_t>{2}));
+}
+
+// A stream at depth 0 leaves its rows waiting for a later catch-up (runtime/mtp_drafter.h):
+// drafting nothing costs no MTP pass, so an expensive head turns drafting off entirely.
+TEST(DraftPolicyTest, DepthZeroCostsNoMtpPass) {
+  const DraftAcceptance a = rates({0.5});
+  const DraftPolicy policy(table({1, 4}, {1, 2}, {{10, 10}, {10, 10}}, {1, 4}, {8.0, 8.0}), 0.0);
+  double ms = -1;
+  // 1 / 10 beats 1.5 / 18 for one stream; four: 4 / 10 beats 6 / 18.
+  EXPECT_EQ(choose(policy, {{1, &a}}, 1 << 20, &ms), (std::vector<int32_t>{0}));
+  EXPECT_DOUBLE_EQ(ms, 10.0);
+  EXPECT_EQ(choose(policy, std::vector<DraftStream>(4, DraftStream{1, &a})), std::vector<int32_t>(4, 0));
+  const std::vector<int32_t> none(4, 0);
+  EXPECT_DOUBLE_EQ(policy.predict_ms(none, 0, 0), 10.0);
 }
 
 TEST(DraftPolicyTest, BoundedByLimitsAndTheRowBudget) {

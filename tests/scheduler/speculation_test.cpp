@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -16,6 +17,7 @@
 #include "runtime/model_weights.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/backend_runner.h"
+#include "runtime/dflash_drafter.h"
 #include "runtime/step_cost_probe.h"
 #include "scheduler/engine.h"
 
@@ -44,6 +46,9 @@ class DraftCounter final : public EngineObserver {
   int64_t predicted_steps_ = 0;  // steps the cost model predicted
   std::mutex mutex_;
 };
+
+// The embedded model's DFlash drafter (tools/dflash; models/README.md).
+constexpr const char* kDFlashModel = "models/deltaserve-tiny-moe-dflash";
 
 // How the policy prices rows: flat (no table: every stream drafts to its limit), a given
 // table, or one measured on the test's backend at start (as the daemon does).
@@ -89,11 +94,14 @@ class SpeculationTest : public ::testing::Test {
   }
 
   // Runs the requests concurrently on a fresh stack with the given maximum draft depth.
+  // dflash: drafts from the embedded model's DFlash drafter instead of the MTP head.
+  // kv_blocks 0: room for every stream's whole context (else fewer: preemption).
   std::vector<Outcome> run(const std::vector<RequestSpec>& specs, int32_t depth, int32_t slots = 16,
-                           EngineObserver* observer = nullptr, const Costs& costs = {}) {
-    runtime::CacheConfig cache{slots, 16, slots * 16, 1 + depth};
+                           EngineObserver* observer = nullptr, const Costs& costs = {}, bool dflash = false,
+                           int32_t kv_blocks = 0, uint64_t* num_preemptions = nullptr) {
+    runtime::CacheConfig cache{slots, 16, kv_blocks > 0 ? kv_blocks : slots * 16, 1 + depth};
     runtime::CpuBackend backend(*model_, cache, 2);
-    runtime::BackendRunner runner(backend, 256, depth);
+    runtime::BackendRunner runner(backend, 256, depth, dflash && depth > 0 ? dflash_drafter() : nullptr);
     SchedulerConfig config;
     config.draft_min_expected = 0.0;  // flat costs draft at full depth: exercise every path
     config.step_costs = costs.table;
@@ -135,9 +143,15 @@ class SpeculationTest : public ::testing::Test {
     EXPECT_EQ(engine.stats().num_state_slots_used, 0);
     EXPECT_EQ(engine.stats().num_kv_blocks_used, 0);
     EXPECT_EQ(engine.integrity_error(), "");
+    if (num_preemptions != nullptr) *num_preemptions = engine.stats().num_preemptions;
     std::vector<Outcome> result;
     for (RequestId id : ids) result.push_back(outcomes[id]);
     return result;
+  }
+
+  static std::unique_ptr<runtime::DFlashDrafter> dflash_drafter() {
+    return std::make_unique<runtime::DFlashDrafter>(runtime::load_dflash_model(kDFlashModel, model_->config),
+                                                    model_->weights.token_embd, model_->weights.output, 2);
   }
 
   static std::vector<std::vector<int32_t>> tokens_of(const std::vector<Outcome>& outcomes) {
@@ -352,6 +366,173 @@ TEST_F(SpeculationTest, ConstrainedOutputIsIdenticalAtEveryDepth) {
   EXPECT_GT(num_finished, 0);
   const auto plain = tokens_of(outcomes);
   for (int32_t depth : {1, 3}) EXPECT_EQ(tokens_of(run(specs, depth)), plain) << "depth " << depth;
+}
+
+// Lazy catch-up (runtime/mtp_drafter.h): decode steps at depth 0 leave their rows waiting;
+// when the stream drafts again, one pass catches them up first. Driven step by step through
+// the runner with a depth schedule that stops and resumes drafting (including stretches past
+// the waiting window, whose oldest rows are dropped): the tokens equal those of no drafts, and
+// drafts right after a stretch at depth 0 are accepted (the head saw those rows).
+TEST_F(SpeculationTest, LazyCatchUpAfterDepthZeroKeepsOutputAndDrafts) {
+  const std::vector<int32_t> prompt = tokenizer_->encode("def fibonacci(n):\n");
+  const int32_t num_steps = 200;
+  auto decode = [&](const std::function<int32_t(int32_t)>& depth_at, int64_t* accepted_after_pause) {
+    runtime::CacheConfig cache{1, 16, 24, 4};
+    runtime::CpuBackend backend(*model_, cache, 2);
+    runtime::BackendRunner runner(backend, 384, 3);
+    runtime::SamplingParams greedy;
+    greedy.temperature = 0.0f;
+    std::vector<int32_t> history = prompt, blocks;
+    for (int32_t b = 0; b < 24; ++b) blocks.push_back(b);
+    int32_t cached = 0;
+    for (int32_t step = 0; step < num_steps; ++step) {
+      runtime::StepPlan plan;
+      runtime::SequencePlan& p = plan.sequences.emplace_back();
+      p.id = 1;
+      p.num_cached_tokens = cached;
+      p.tokens = std::span<const int32_t>(history).subspan(static_cast<size_t>(cached));
+      p.kv_blocks = blocks;
+      p.sample = true;
+      p.is_decode = step > 0;
+      p.draft_depth = step > 0 ? depth_at(step) : 0;
+      p.speculative = true;
+      p.sampling = &greedy;
+      p.history = history;
+      p.num_prompt_tokens = static_cast<int32_t>(prompt.size());
+      p.output_index = static_cast<int32_t>(history.size() - prompt.size());
+      runtime::StepOutput out;
+      out.sequences.resize(1);
+      runner.execute(plan, out);
+      const std::vector<int32_t>& emitted = out.sequences[0].tokens;
+      if (accepted_after_pause != nullptr && step > 1 && depth_at(step - 1) == 0 && p.draft_depth > 0)
+        *accepted_after_pause += static_cast<int64_t>(emitted.size()) - 1;
+      history.insert(history.end(), emitted.begin(), emitted.end());
+      cached = static_cast<int32_t>(history.size()) - 1;
+      if (history.size() > 300) break;
+    }
+    history.resize(std::min<size_t>(history.size(), 300));
+    return history;
+  };
+  const auto plain = decode([](int32_t) { return 0; }, nullptr);
+  // Drafting in bursts, pauses of 1 to 150 steps (past 2 x the 64-row window).
+  int64_t accepted_after_pause = 0;
+  const auto bursts = decode(
+      [](int32_t step) {
+        const int32_t phase = step % 40;
+        if (step >= 40 && step < 190) return step >= 185 ? 3 : 0;  // a pause of 145 steps
+        return phase < 5 ? 2 : phase == 10 || phase == 20 ? 3 : 0;
+      },
+      &accepted_after_pause);
+  const size_t n = std::min(plain.size(), bursts.size());
+  ASSERT_GT(n, prompt.size() + 100);
+  EXPECT_EQ(std::vector<int32_t>(bursts.begin(), bursts.begin() + static_cast<int64_t>(n)),
+            std::vector<int32_t>(plain.begin(), plain.begin() + static_cast<int64_t>(n)));
+  EXPECT_GT(accepted_after_pause, 0);
+}
+
+// DFlash blocks (runtime/dflash_drafter.h): blocks of 4, 8 and 16 rows (3, 7 and 15 drafts)
+// give the output of no speculation, token for token, at 1 and 8 streams; flat costs make
+// every stream draft its whole block every step.
+TEST_F(SpeculationTest, DFlashGreedyIsIdenticalForBlocksOf4_8_16) {
+  const auto flat = std::make_shared<const runtime::StepCostTable>(
+      runtime::StepCostKey{"test", "flat"}, std::vector<int32_t>{1, 32}, std::vector<int32_t>{1, 16},
+      std::vector<std::vector<double>>{{1, 1}, {1, 1}}, std::vector<int32_t>{}, std::vector<double>{});
+  using Clock = std::chrono::steady_clock;
+  auto seconds_since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  for (const int32_t streams : {1, 8}) {
+    const std::vector<RequestSpec> specs = prompts(streams, 40);
+    auto t0 = Clock::now();
+    const auto plain = tokens_of(run(specs, 0, streams));
+    std::printf("dflash, %d streams, no speculation: %.2f s\n", streams, seconds_since(t0));
+    for (const int32_t depth : {3, 7, 15}) {
+      DraftCounter counter;
+      t0 = Clock::now();
+      EXPECT_EQ(tokens_of(run(specs, depth, streams, &counter, Costs{flat}, true)), plain)
+          << streams << " streams, block of " << depth + 1;
+      std::printf("dflash, %d streams, block of %d: %.2f s, %.2f tokens per decode step\n", streams, depth + 1,
+                  seconds_since(t0), static_cast<double>(counter.emitted_) / std::max<int64_t>(1, counter.decode_steps_));
+      int64_t drafted = 0, accepted = 0;
+      for (const auto& [position, n] : counter.drafted_) {
+        drafted += n;
+        accepted += counter.accepted_[position];
+        EXPECT_LE(counter.accepted_[position], n);
+      }
+      EXPECT_GT(drafted, 0) << "block of " << depth + 1 << " never drafted";
+      EXPECT_GE(counter.max_draft_rows_, depth) << "block of " << depth + 1;
+      std::printf("dflash, %d streams, block of %d: %lld of %lld drafts accepted\n", streams, depth + 1,
+                  static_cast<long long>(accepted), static_cast<long long>(drafted));
+    }
+  }
+}
+
+// The trained drafter's acceptance by draft position (8 streams, blocks of 16; printed for
+// bench/RESULTS.md), and the counters' invariants with DFlash drafts.
+TEST_F(SpeculationTest, DFlashDraftsAreAcceptedAndCounted) {
+  DraftCounter counter;
+  const std::vector<RequestSpec> specs = prompts(8, 48);
+  const std::vector<Outcome> outcomes = run(specs, 15, 8, &counter, {}, true);
+  int64_t total_accepted = 0, total_tokens = 0;
+  for (const auto& [position, drafted] : counter.drafted_) {
+    total_accepted += counter.accepted_[position];
+    std::printf("dflash draft position %d: accepted %lld of %lld (%.2f)\n", position + 1,
+                static_cast<long long>(counter.accepted_[position]), static_cast<long long>(drafted),
+                drafted > 0 ? static_cast<double>(counter.accepted_[position]) / static_cast<double>(drafted) : 0.0);
+  }
+  for (const Outcome& o : outcomes) total_tokens += static_cast<int64_t>(o.tokens.size());
+  EXPECT_GT(total_accepted, 0) << "the trained drafter should get some drafts accepted";
+  EXPECT_EQ(total_tokens, static_cast<int64_t>(specs.size()) + counter.decode_steps_ + total_accepted);
+  EXPECT_EQ(total_tokens, counter.emitted_);
+}
+
+// Too few KV blocks for 8 streams: sequences are preempted between (and so in the middle of)
+// their DFlash blocks and recomputed; the drafter's context starts over with them, and the
+// output is unchanged.
+TEST_F(SpeculationTest, DFlashPreemptionMidDraftKeepsTheOutput) {
+  const std::vector<RequestSpec> specs = prompts(8, 64);
+  const auto plain = tokens_of(run(specs, 0, 8));
+  uint64_t preemptions = 0;
+  EXPECT_EQ(tokens_of(run(specs, 7, 8, nullptr, {}, true, 24, &preemptions)), plain);
+  EXPECT_GT(preemptions, 0u);
+}
+
+// A, then B, then A again on one DFlash engine, with a cancellation in the middle of B's
+// drafting: A's output never changes (no state kept across requests in the drafter's context).
+TEST_F(SpeculationTest, DFlashNoPoisoningAcrossRequests) {
+  const RequestSpec a = request("def fibonacci(n):\n", 40), b = request("It was a dark and stormy night;", 40);
+  runtime::CacheConfig cache{2, 16, 32, 16};
+  runtime::CpuBackend backend(*model_, cache, 2);
+  runtime::BackendRunner runner(backend, 256, 15, dflash_drafter());
+  SchedulerConfig config;
+  config.draft_min_expected = 0.0;
+  Engine engine(runner, config);
+  engine.start();
+  auto run_one = [&](const RequestSpec& spec, int cancel_after_tokens) {
+    std::mutex mutex;
+    std::condition_variable done;
+    Outcome o;
+    engine.submit(spec, [&](const RequestEvent& e) {
+      std::lock_guard<std::mutex> lock(mutex);
+      o.tokens.insert(o.tokens.end(), e.tokens.begin(), e.tokens.end());
+      if (cancel_after_tokens > 0 && static_cast<int>(o.tokens.size()) >= cancel_after_tokens) engine.cancel(e.id);
+      if (e.finish != FinishReason::None) {
+        o.finish = e.finish;
+        done.notify_all();
+      }
+    });
+    std::unique_lock<std::mutex> lock(mutex);
+    EXPECT_TRUE(done.wait_for(lock, std::chrono::seconds(60), [&] { return o.finish != FinishReason::None; }));
+    return o;
+  };
+  const Outcome first = run_one(a, 0);
+  run_one(b, 0);
+  EXPECT_EQ(run_one(a, 0).tokens, first.tokens);
+  const Outcome cut = run_one(b, 5);
+  EXPECT_EQ(cut.finish, FinishReason::Cancelled);
+  EXPECT_EQ(run_one(a, 0).tokens, first.tokens);
+  const auto plain = tokens_of(run({a}, 0, 1));
+  EXPECT_EQ(first.tokens, plain[0]);
+  EXPECT_TRUE(engine.wait_idle(std::chrono::seconds(10)));
+  EXPECT_EQ(engine.stats().num_state_slots_used, 0);
 }
 
 }  // namespace
