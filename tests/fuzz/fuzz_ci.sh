@@ -34,12 +34,14 @@ request_sources=(server/openai_schema.cpp server/chat_messages.cpp server/json_f
                  server/request_json.cpp server/json_nesting_scanner.cpp server/api_error.cpp
                  tests/fuzz/request_fuzz.cpp)
 
-# Compiles each source once (sources newer than their object are rebuilt), two at a time.
+# Compiles each source once, two at a time; a source is rebuilt when it or any header of the
+# folders the targets include from is newer than its object (a header of another folder, such
+# as server/openai_schema.h for tests/fuzz/request_fuzz.cpp, changes the layouts it sees).
 compile() {
   local pids=() src obj
   for src in "$@"; do
     obj="$build/obj/$(echo "$src" | tr '/' '_').o"
-    if [[ ! -f "$obj" || "$src" -nt "$obj" ]] || find "$(dirname "$src")" -name '*.h' -newer "$obj" | grep -q .; then
+    if [[ ! -f "$obj" || "$src" -nt "$obj" ]] || find kernels runtime server tests/fuzz -name '*.h' -newer "$obj" | grep -q .; then
       "$cxx" "${flags[@]}" -c "$src" -o "$obj" &
       pids+=($!)
       if ((${#pids[@]} >= 2)); then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
