@@ -64,6 +64,29 @@ inline std::vector<Outcome> run_to_completion(Engine& engine, const std::vector<
   return result;
 }
 
+// One request on a running engine, waited for (60 s); cancelled once it has at least
+// cancel_after_tokens tokens (0: never), for the A-B-A orders of the no-poisoning tests.
+inline Outcome run_alone(Engine& engine, const RequestSpec& spec, int cancel_after_tokens = 0) {
+  std::mutex mutex;
+  std::condition_variable done;
+  Outcome o;
+  const SubmitResult r = engine.submit(spec, [&](const RequestEvent& e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    o.tokens.insert(o.tokens.end(), e.tokens.begin(), e.tokens.end());
+    o.logprobs.insert(o.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+    if (cancel_after_tokens > 0 && static_cast<int>(o.tokens.size()) >= cancel_after_tokens) engine.cancel(e.id);
+    if (e.finish != FinishReason::None) {
+      o.finish = e.finish;
+      o.error = e.error;
+      done.notify_all();
+    }
+  });
+  EXPECT_EQ(r.status, SubmitStatus::Accepted) << r.message;
+  std::unique_lock<std::mutex> lock(mutex);
+  EXPECT_TRUE(done.wait_for(lock, std::chrono::seconds(60), [&] { return o.finish != FinishReason::None; }));
+  return o;
+}
+
 inline std::vector<std::vector<int32_t>> tokens_of(const std::vector<Outcome>& outcomes) {
   std::vector<std::vector<int32_t>> tokens;
   for (const Outcome& o : outcomes) tokens.push_back(o.tokens);

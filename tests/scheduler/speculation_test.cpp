@@ -5,9 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -20,6 +18,7 @@
 #include "runtime/dflash_drafter.h"
 #include "runtime/step_cost_probe.h"
 #include "scheduler/engine.h"
+#include "tests/scheduler/real_stack.h"
 
 namespace deltaserve::scheduler {
 namespace {
@@ -57,11 +56,7 @@ struct Costs {
   bool measure = false;
 };
 
-struct Outcome {
-  std::vector<int32_t> tokens;
-  std::vector<TokenLogprob> logprobs;
-  FinishReason finish = FinishReason::None;
-};
+using testing::Outcome;
 
 class SpeculationTest : public ::testing::Test {
  protected:
@@ -116,36 +111,8 @@ class SpeculationTest : public ::testing::Test {
     }
     Engine engine(runner, config, observer);
     engine.start();
-    std::mutex mutex;
-    std::condition_variable done;
-    std::map<RequestId, Outcome> outcomes;
-    size_t num_done = 0;
-    std::vector<RequestId> ids;
-    for (const RequestSpec& spec : specs) {
-      const SubmitResult r = engine.submit(spec, [&](const RequestEvent& e) {
-        std::lock_guard<std::mutex> lock(mutex);
-        Outcome& o = outcomes[e.id];
-        o.tokens.insert(o.tokens.end(), e.tokens.begin(), e.tokens.end());
-        o.logprobs.insert(o.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
-        if (e.finish != FinishReason::None) {
-          o.finish = e.finish;
-          ++num_done;
-          done.notify_all();
-        }
-      });
-      EXPECT_EQ(r.status, SubmitStatus::Accepted) << r.message;
-      ids.push_back(r.id);
-    }
-    std::unique_lock<std::mutex> lock(mutex);
-    EXPECT_TRUE(done.wait_for(lock, std::chrono::seconds(120), [&] { return num_done == specs.size(); }));
-    lock.unlock();
-    EXPECT_TRUE(engine.wait_idle(std::chrono::seconds(10)));
-    EXPECT_EQ(engine.stats().num_state_slots_used, 0);
-    EXPECT_EQ(engine.stats().num_kv_blocks_used, 0);
-    EXPECT_EQ(engine.integrity_error(), "");
+    std::vector<Outcome> result = testing::run_to_completion(engine, specs);
     if (num_preemptions != nullptr) *num_preemptions = engine.stats().num_preemptions;
-    std::vector<Outcome> result;
-    for (RequestId id : ids) result.push_back(outcomes[id]);
     return result;
   }
 
@@ -154,11 +121,7 @@ class SpeculationTest : public ::testing::Test {
                                                     model_->weights.token_embd, model_->weights.output, 2);
   }
 
-  static std::vector<std::vector<int32_t>> tokens_of(const std::vector<Outcome>& outcomes) {
-    std::vector<std::vector<int32_t>> t;
-    for (const Outcome& o : outcomes) t.push_back(o.tokens);
-    return t;
-  }
+  static std::vector<std::vector<int32_t>> tokens_of(const std::vector<Outcome>& outcomes) { return testing::tokens_of(outcomes); }
 
   static inline runtime::LoadedModel* model_ = nullptr;
   static inline runtime::Tokenizer* tokenizer_ = nullptr;
@@ -279,23 +242,7 @@ TEST_F(SpeculationTest, NoPoisoningAcrossRequests) {
   Engine engine(runner, config);
   engine.start();
   auto run_one = [&](const RequestSpec& spec, int cancel_after_tokens) {
-    std::mutex mutex;
-    std::condition_variable done;
-    Outcome o;
-    std::atomic<RequestId> id{0};
-    const SubmitResult r = engine.submit(spec, [&](const RequestEvent& e) {
-      std::lock_guard<std::mutex> lock(mutex);
-      o.tokens.insert(o.tokens.end(), e.tokens.begin(), e.tokens.end());
-      if (cancel_after_tokens > 0 && static_cast<int>(o.tokens.size()) >= cancel_after_tokens) engine.cancel(e.id);
-      if (e.finish != FinishReason::None) {
-        o.finish = e.finish;
-        done.notify_all();
-      }
-    });
-    id = r.id;
-    std::unique_lock<std::mutex> lock(mutex);
-    EXPECT_TRUE(done.wait_for(lock, std::chrono::seconds(60), [&] { return o.finish != FinishReason::None; }));
-    return o;
+    return testing::run_alone(engine, spec, cancel_after_tokens);
   };
   const Outcome first = run_one(a, 0);
   run_one(b, 0);
@@ -507,21 +454,7 @@ TEST_F(SpeculationTest, DFlashNoPoisoningAcrossRequests) {
   Engine engine(runner, config);
   engine.start();
   auto run_one = [&](const RequestSpec& spec, int cancel_after_tokens) {
-    std::mutex mutex;
-    std::condition_variable done;
-    Outcome o;
-    engine.submit(spec, [&](const RequestEvent& e) {
-      std::lock_guard<std::mutex> lock(mutex);
-      o.tokens.insert(o.tokens.end(), e.tokens.begin(), e.tokens.end());
-      if (cancel_after_tokens > 0 && static_cast<int>(o.tokens.size()) >= cancel_after_tokens) engine.cancel(e.id);
-      if (e.finish != FinishReason::None) {
-        o.finish = e.finish;
-        done.notify_all();
-      }
-    });
-    std::unique_lock<std::mutex> lock(mutex);
-    EXPECT_TRUE(done.wait_for(lock, std::chrono::seconds(60), [&] { return o.finish != FinishReason::None; }));
-    return o;
+    return testing::run_alone(engine, spec, cancel_after_tokens);
   };
   const Outcome first = run_one(a, 0);
   run_one(b, 0);
