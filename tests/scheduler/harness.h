@@ -26,6 +26,7 @@ struct Received {
   int num_events_after_finish = 0;
   int32_t num_prompt_tokens = 0;
   int32_t num_generated_tokens = 0;
+  int32_t num_cached_prompt_tokens = -1;  // prompt tokens the prefix cache supplied
   bool finished() const { return finish != FinishReason::None; }
 };
 
@@ -38,6 +39,7 @@ inline void record(Received& r, const RequestEvent& e) {
   r.error = e.error;
   r.num_prompt_tokens = e.num_prompt_tokens;
   r.num_generated_tokens = e.num_generated_tokens;
+  r.num_cached_prompt_tokens = e.num_cached_prompt_tokens;
 }
 
 struct RecordingObserver : EngineObserver {

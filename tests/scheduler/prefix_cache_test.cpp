@@ -135,11 +135,11 @@ TEST_F(PrefixCacheTest, SecondTurnResumesAndMatchesAtDepthZeroAndThree) {
     const Tokens turn1 = concat(encode(kSystem), encode("User: what does fibonacci(n) return?\nAssistant:"));
     const Outcome first = cached->run_one(turn1, 20);
     ASSERT_EQ(first.tokens.size(), 20u);
-    EXPECT_EQ(first.cached, 0);
+    EXPECT_EQ(first.num_cached_prompt_tokens, 0);
     const Tokens turn2 = concat(concat(turn1, first.tokens), encode("\nUser: and for n = 0?\nAssistant:"));
     const Outcome second = cached->run_one(turn2, 20);
     // The finished request's checkpoint: everything but its last token.
-    EXPECT_GE(second.cached, static_cast<int32_t>(turn1.size() + first.tokens.size()) - 1) << "depth " << depth;
+    EXPECT_GE(second.num_cached_prompt_tokens, static_cast<int32_t>(turn1.size() + first.tokens.size()) - 1) << "depth " << depth;
     auto plain = stack(off);
     EXPECT_EQ(plain->run_one(turn2, 20).tokens, second.tokens) << "depth " << depth;
     EXPECT_GT(cached->engine().stats().prefix_cache_hits, 0u);
@@ -163,7 +163,7 @@ TEST_F(PrefixCacheTest, DivergenceMidBlockAndMidIntervalResumesFromTheLastCheckp
     const Outcome hit = cached->run_one(diverged, 16);
     // Checkpoints of `base`: every 32 tokens, and 32 tokens before its prompt's end.
     const int32_t before_tail = static_cast<int32_t>(base.size()) - 32;
-    EXPECT_EQ(hit.cached, before_tail > 64 && before_tail <= 76 ? before_tail : 64) << "depth " << depth;
+    EXPECT_EQ(hit.num_cached_prompt_tokens, before_tail > 64 && before_tail <= 76 ? before_tail : 64) << "depth " << depth;
     EXPECT_EQ(stack(off)->run_one(diverged, 16).tokens, hit.tokens) << "depth " << depth;
   }
 }
@@ -182,7 +182,7 @@ TEST_F(PrefixCacheTest, StrippedEarlierAnswerResumesFromThePromptEnd) {
     const Tokens turn2 = concat(concat(turn1, encode(" Seven.")), encode("\nUser: and another?\nAssistant:"));
     const Outcome second = cached->run_one(turn2, 16);
     if (depth == 0) {
-      EXPECT_EQ(second.cached, static_cast<int32_t>(turn1.size()));
+      EXPECT_EQ(second.num_cached_prompt_tokens, static_cast<int32_t>(turn1.size()));
     }
     EXPECT_EQ(stack(off)->run_one(turn2, 16).tokens, second.tokens) << "depth " << depth;
   }
@@ -204,7 +204,7 @@ TEST_F(PrefixCacheTest, ConcurrentRequestsSharingASystemPromptMatch) {
     auto cached = stack(on);
     cached->run_one(encode(kSystem), 2);  // the system prompt alone, cached
     const std::vector<Outcome> hits = cached->run(prompts, 12);
-    for (const Outcome& o : hits) EXPECT_GE(o.cached, 32) << "depth " << depth;
+    for (const Outcome& o : hits) EXPECT_GE(o.num_cached_prompt_tokens, 32) << "depth " << depth;
     EXPECT_EQ(tokens_of(stack(off)->run(prompts, 12)), tokens_of(hits)) << "depth " << depth;
   }
 }
@@ -228,7 +228,7 @@ TEST_F(PrefixCacheTest, BurstSharingAnUncachedSystemPromptPrefillsItOnce) {
     off.cache = false;
     const std::vector<Outcome> burst = stack(on)->run(prompts, 8);
     int32_t hits = 0;
-    for (const Outcome& o : burst) hits += o.cached >= nearly_all ? 1 : 0;
+    for (const Outcome& o : burst) hits += o.num_cached_prompt_tokens >= nearly_all ? 1 : 0;
     EXPECT_EQ(hits, static_cast<int32_t>(prompts.size()) - 1) << "depth " << depth;
     EXPECT_EQ(tokens_of(stack(off)->run(prompts, 8)), tokens_of(burst)) << "depth " << depth;
   }
@@ -350,9 +350,9 @@ TEST_F(PrefixCacheTest, NoPoisoningAThenBThenA) {
     Tokens b = concat(a, Tokens(a1.tokens.begin(), a1.tokens.begin() + 3));
     b = concat(b, encode(" but now something else entirely"));
     const Outcome b1 = cached->run_one(b, 24);
-    EXPECT_GE(b1.cached, static_cast<int32_t>(a.size()));
+    EXPECT_GE(b1.num_cached_prompt_tokens, static_cast<int32_t>(a.size()));
     const Outcome a2 = cached->run_one(a, 24);
-    EXPECT_GT(a2.cached, 0);
+    EXPECT_GT(a2.num_cached_prompt_tokens, 0);
     EXPECT_EQ(a2.tokens, a1.tokens) << "depth " << depth;
   }
 }
@@ -379,7 +379,7 @@ TEST_F(PrefixCacheTest, ResetReturnsEveryReferenceAndByte) {
   const Outcome first = cached->run_one(p, 8);
   const Outcome again = cached->run_one(p, 8);
   EXPECT_EQ(first.tokens, again.tokens);
-  EXPECT_GT(again.cached, 0);
+  EXPECT_GT(again.num_cached_prompt_tokens, 0);
   EXPECT_EQ(cached->engine().integrity_error(), "");
 }
 
@@ -439,7 +439,7 @@ TEST_F(PrefixCacheTest, MtpRowAtTheResumePointIsReRunSoAcceptanceMatchesAColdRun
       const Tokens turn2 = concat(turn1, encode(continuation));
       if (turn2[turn1.size()] == first.tokens[0]) continue;  // the saver must have gone on differently at P
       const Outcome hot = cached->run_one(turn2, 24);
-      EXPECT_EQ(hot.cached, static_cast<int32_t>(turn1.size())) << "on_edge " << on_edge << continuation;
+      EXPECT_EQ(hot.num_cached_prompt_tokens, static_cast<int32_t>(turn1.size())) << "on_edge " << on_edge << continuation;
       EXPECT_EQ(hot.tokens, plain->run_one(turn2, 24).tokens) << "on_edge " << on_edge << continuation;
     }
     auto after = counter_cached.counts();

@@ -14,16 +14,12 @@
 #include <vector>
 
 #include "scheduler/engine.h"
+#include "tests/scheduler/harness.h"
 
 namespace deltaserve::scheduler::testing {
 
-struct Outcome {
-  std::vector<int32_t> tokens;
-  std::vector<TokenLogprob> logprobs;
-  FinishReason finish = FinishReason::None;
-  std::string error;
-  int32_t cached = -1;  // prompt tokens the prefix cache supplied (the last event's count)
-};
+// What a request's sink received (harness.h's record of every event).
+using Outcome = Received;
 
 // Outcomes in the order of `specs`. Every request must be accepted and finish within 120 s.
 inline std::vector<Outcome> run_to_completion(Engine& engine, const std::vector<RequestSpec>& specs) {
@@ -35,13 +31,8 @@ inline std::vector<Outcome> run_to_completion(Engine& engine, const std::vector<
   for (const RequestSpec& spec : specs) {
     const SubmitResult r = engine.submit(spec, [&](const RequestEvent& e) {
       std::lock_guard<std::mutex> lock(mutex);
-      Outcome& o = outcomes[e.id];
-      o.tokens.insert(o.tokens.end(), e.tokens.begin(), e.tokens.end());
-      o.logprobs.insert(o.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
-      o.cached = e.num_cached_prompt_tokens;
+      record(outcomes[e.id], e);
       if (e.finish != FinishReason::None) {
-        o.finish = e.finish;
-        o.error = e.error;
         ++num_done;
         done.notify_all();
       }
@@ -72,14 +63,9 @@ inline Outcome run_alone(Engine& engine, const RequestSpec& spec, int cancel_aft
   Outcome o;
   const SubmitResult r = engine.submit(spec, [&](const RequestEvent& e) {
     std::lock_guard<std::mutex> lock(mutex);
-    o.tokens.insert(o.tokens.end(), e.tokens.begin(), e.tokens.end());
-    o.logprobs.insert(o.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+    record(o, e);
     if (cancel_after_tokens > 0 && static_cast<int>(o.tokens.size()) >= cancel_after_tokens) engine.cancel(e.id);
-    if (e.finish != FinishReason::None) {
-      o.finish = e.finish;
-      o.error = e.error;
-      done.notify_all();
-    }
+    if (e.finish != FinishReason::None) done.notify_all();
   });
   EXPECT_EQ(r.status, SubmitStatus::Accepted) << r.message;
   std::unique_lock<std::mutex> lock(mutex);
