@@ -8,52 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/quant.h"
+#include "runtime/config_fields.h"
 #include "runtime/safetensors_file.h"
 
 namespace deltaserve::runtime {
 namespace {
 
 using json = nlohmann::json;
-
-// Fields of config.json: dflash_config first (the draft's own settings), then the top level.
-class DraftFields {
- public:
-  DraftFields(const json& root, const std::string& source) : root_(root), source_(source) {
-    if (!root.is_object()) throw std::runtime_error(source + ": not a JSON object");
-    const auto it = root.find("dflash_config");
-    if (it != root.end() && it->is_object()) draft_ = &*it;
-  }
-  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
-    throw std::runtime_error(source_ + ": '" + field + "': " + what);
-  }
-  const json* find(const std::string& field) const {
-    if (draft_ != nullptr) {
-      const auto it = draft_->find(field);
-      if (it != draft_->end() && !it->is_null()) return &*it;
-    }
-    const auto it = root_.find(field);
-    return it != root_.end() && !it->is_null() ? &*it : nullptr;
-  }
-  int64_t get_int(const std::string& field, int64_t min, int64_t max) const {
-    const json* v = find(field);
-    if (v == nullptr) fail(field, "missing");
-    if (!v->is_number_integer()) fail(field, "expected an integer, found " + v->dump());
-    const int64_t x = v->get<int64_t>();
-    if (x < min || x > max) fail(field, std::to_string(x) + " is outside [" + std::to_string(min) + ", " + std::to_string(max) + "]");
-    return x;
-  }
-  double get_number(const std::string& field, double fallback) const {
-    const json* v = find(field);
-    if (v == nullptr) return fallback;
-    if (!v->is_number()) fail(field, "expected a number, found " + v->dump());
-    return v->get<double>();
-  }
-
- private:
-  const json& root_;
-  const json* draft_ = nullptr;
-  std::string source_;
-};
 
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -100,7 +61,8 @@ DFlashConfig parse_dflash_config(const std::string& json_text, const std::string
   } catch (const json::parse_error& e) {
     throw std::runtime_error(source + ": not valid JSON: " + e.what());
   }
-  const DraftFields f(root, source);
+  // Fields of config.json: dflash_config first (the draft's own settings), then the top level.
+  const ConfigFields f(root, "dflash_config", source);
   const json* arch = f.find("architectures");
   if (arch != nullptr) {
     if (!arch->is_array()) f.fail("architectures", "expected an array");
@@ -120,23 +82,23 @@ DFlashConfig parse_dflash_config(const std::string& json_text, const std::string
     }
   }
   DFlashConfig c;
-  c.hidden = f.get_int("hidden_size", 1, 1 << 16);
-  c.num_layers = f.get_int("num_hidden_layers", 1, 64);
-  c.num_heads = f.get_int("num_attention_heads", 1, 1024);
-  c.num_kv_heads = f.get_int("num_key_value_heads", 1, c.num_heads);
+  c.hidden = f.get_int_in("hidden_size", 1, 1 << 16);
+  c.num_layers = f.get_int_in("num_hidden_layers", 1, 64);
+  c.num_heads = f.get_int_in("num_attention_heads", 1, 1024);
+  c.num_kv_heads = f.get_int_in("num_key_value_heads", 1, c.num_heads);
   if (c.num_heads % c.num_kv_heads != 0) f.fail("num_key_value_heads", "must divide num_attention_heads");
-  c.head_dim = f.find("head_dim") != nullptr ? f.get_int("head_dim", 2, 1024) : c.hidden / c.num_heads;
+  c.head_dim = f.find("head_dim") != nullptr ? f.get_int_in("head_dim", 2, 1024) : c.hidden / c.num_heads;
   if (c.head_dim % 2 != 0) f.fail("head_dim", "must be even (RoPE)");
-  c.intermediate = f.get_int("intermediate_size", 1, 1 << 20);
-  c.vocab = f.get_int("vocab_size", 1, int64_t{1} << 31);
-  c.rms_eps = static_cast<float>(f.get_number("rms_norm_eps", 1e-6));
-  double theta = f.get_number("rope_theta", 0.0);
+  c.intermediate = f.get_int_in("intermediate_size", 1, 1 << 20);
+  c.vocab = f.get_int_in("vocab_size", 1, int64_t{1} << 31);
+  c.rms_eps = static_cast<float>(f.get_float("rms_norm_eps", 1e-6));
+  double theta = f.get_float("rope_theta", 0.0);
   if (const json* rope = f.find("rope_parameters"); rope != nullptr && rope->is_object() && rope->contains("rope_theta"))
     theta = (*rope)["rope_theta"].get<double>();
   if (theta <= 0.0) f.fail("rope_theta", "missing (rope_theta or rope_parameters.rope_theta)");
   c.rope_theta = static_cast<float>(theta);
-  c.block_size = static_cast<int32_t>(f.get_int("block_size", 2, 64));
-  c.mask_token_id = static_cast<int32_t>(f.get_int("mask_token_id", 0, INT32_MAX));
+  c.block_size = static_cast<int32_t>(f.get_int_in("block_size", 2, 64));
+  c.mask_token_id = static_cast<int32_t>(f.get_int_in("mask_token_id", 0, INT32_MAX));
   const json* ids = f.find("target_layer_ids");
   if (ids == nullptr || !ids->is_array() || ids->empty()) f.fail("target_layer_ids", "missing or empty");
   for (const json& id : *ids) {
@@ -145,8 +107,8 @@ DFlashConfig parse_dflash_config(const std::string& json_text, const std::string
     if (!c.target_layer_ids.empty() && layer <= c.target_layer_ids.back()) f.fail("target_layer_ids", "must be increasing");
     c.target_layer_ids.push_back(layer);
   }
-  c.output_multiplier = static_cast<float>(f.get_number("output_multiplier", 1.0));
-  c.logit_softcap = static_cast<float>(f.get_number("final_logit_softcapping", 0.0));
+  c.output_multiplier = static_cast<float>(f.get_float("output_multiplier", 1.0));
+  c.logit_softcap = static_cast<float>(f.get_float("final_logit_softcapping", 0.0));
   return c;
 }
 

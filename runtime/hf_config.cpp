@@ -3,6 +3,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "runtime/config_fields.h"
 #include "runtime/hf_loader.h"
 
 namespace deltaserve::runtime {
@@ -11,70 +12,9 @@ namespace {
 
 using json = nlohmann::json;
 
-// Looks a field up in text_config first, then at the top level (the multimodal wrapper
+// Fields are looked up in text_config first, then at the top level (the multimodal wrapper
 // keeps e.g. tie_word_embeddings at the top).
-class Fields {
- public:
-  Fields(const json& root, const std::string& source) : root_(root), source_(source) {
-    if (!root.is_object()) throw std::runtime_error(source + ": not a JSON object");
-    const auto it = root.find("text_config");
-    if (it != root.end() && it->is_object()) text_ = &*it;
-  }
-
-  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
-    throw std::runtime_error(source_ + ": '" + field + "': " + what);
-  }
-
-  const json* find(const std::string& field) const {
-    if (text_ != nullptr) {
-      const auto it = text_->find(field);
-      if (it != text_->end() && !it->is_null()) return &*it;
-    }
-    const auto it = root_.find(field);
-    return it != root_.end() && !it->is_null() ? &*it : nullptr;
-  }
-
-  int64_t get_int(const std::string& field) const {
-    const json* v = find(field);
-    if (v == nullptr) fail(field, "missing");
-    if (!v->is_number_integer()) fail(field, "expected an integer, found " + v->dump());
-    if (v->is_number_unsigned() && v->get<uint64_t>() > (uint64_t{1} << 40)) fail(field, "out of range");
-    return v->get<int64_t>();
-  }
-  int64_t get_int(const std::string& field, int64_t fallback) const {
-    return find(field) != nullptr ? get_int(field) : fallback;
-  }
-  double get_float(const json* v, const std::string& field, double fallback) const {
-    if (v == nullptr) return fallback;
-    if (!v->is_number()) fail(field, "expected a number, found " + v->dump());
-    return v->get<double>();
-  }
-  double get_float(const std::string& field, double fallback) const {
-    return get_float(find(field), field, fallback);
-  }
-  bool get_bool(const std::string& field, bool fallback) const {
-    const json* v = find(field);
-    if (v == nullptr) return fallback;
-    if (!v->is_boolean()) fail(field, "expected true or false, found " + v->dump());
-    return v->get<bool>();
-  }
-  // bos/eos: an integer, or a list whose first entry is used; absent -> -1.
-  int32_t get_token(const std::string& field) const {
-    const json* v = find(field);
-    if (v != nullptr && v->is_array() && !v->empty()) v = &(*v)[0];
-    if (v == nullptr || (v->is_array() && v->empty())) return -1;
-    if (!v->is_number_integer() || v->get<int64_t>() < 0 ||
-        v->get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-      fail(field, "expected a token id, found " + v->dump());
-    }
-    return static_cast<int32_t>(v->get<int64_t>());
-  }
-
- private:
-  const json& root_;
-  const json* text_ = nullptr;
-  const std::string& source_;
-};
+using Fields = ConfigFields;
 
 std::optional<Architecture> architecture_of(const std::string& name) {
   if (name == "qwen3_5_text" || name == "qwen3_5" || name == "Qwen3_5ForCausalLM" ||
@@ -146,7 +86,7 @@ void read_ssm(const Fields& f, ModelConfig& c) {
 }  // namespace
 
 ModelConfig config_from_hf_json(const json& root, const std::string& source) {
-  const Fields f(root, source);
+  const Fields f(root, "text_config", source);
   ModelConfig c;
   c.arch = parse_architecture(root, f);
   c.num_vocab = f.get_int("vocab_size");
