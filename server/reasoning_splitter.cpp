@@ -1,19 +1,12 @@
 #include "server/reasoning_splitter.h"
 
+#include "server/streamed_tags.h"
+
 namespace deltaserve::server {
 namespace {
 
 constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
-
-// Length of the longest suffix of `text` that is a proper prefix of `tag`.
-size_t partial_tag_suffix(std::string_view text, std::string_view tag) {
-  const size_t max_len = std::min(text.size(), tag.size() - 1);
-  for (size_t len = max_len; len > 0; --len) {
-    if (text.substr(text.size() - len) == tag.substr(0, len)) return len;
-  }
-  return 0;
-}
 
 }  // namespace
 

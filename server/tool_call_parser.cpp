@@ -4,32 +4,14 @@
 
 #include "server/generation_job.h"
 
+#include "server/streamed_tags.h"
+
 namespace deltaserve::server {
 namespace {
 
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
 constexpr std::string_view kFunction = "<function=";
-constexpr std::string_view kSpace = " \t\r\n";
-
-// Length of the longest suffix of `text` that is a proper prefix of `tag`.
-size_t partial_tag_suffix(std::string_view text, std::string_view tag) {
-  const size_t max_len = std::min(text.size(), tag.size() - 1);
-  for (size_t len = max_len; len > 0; --len) {
-    if (text.substr(text.size() - len) == tag.substr(0, len)) return len;
-  }
-  return 0;
-}
-
-std::string_view trim(std::string_view s) {
-  const size_t first = s.find_first_not_of(kSpace);
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
-}
-
-std::optional<RequestJson> try_json(std::string_view text) { return try_decode_json(text); }
-
-std::string arguments_text(const RequestJson& args) { return compact_json(args); }
 
 }  // namespace
 
@@ -88,7 +70,7 @@ ToolParamTypes tool_param_types(const RequestJson& tools) {
 
 void ToolCallParser::emit_text(Pieces& out, std::string_view text) {
   if (skip_space_) {
-    const size_t first = text.find_first_not_of(kSpace);
+    const size_t first = text.find_first_not_of(kLayoutSpace);
     if (first == std::string_view::npos) return;
     text.remove_prefix(first);
     skip_space_ = false;
@@ -153,7 +135,7 @@ bool ToolCallParser::step_text(Pieces& out) {
   const size_t at = rest.find(kOpen);
   if (at != std::string_view::npos) {
     const std::string_view before = rest.substr(0, at);
-    const size_t last = before.find_last_not_of(kSpace);
+    const size_t last = before.find_last_not_of(kLayoutSpace);
     const size_t text_len = last == std::string_view::npos ? 0 : last + 1;
     emit_text(out, before.substr(0, text_len));
     space_before_call_.assign(before.substr(text_len));
@@ -164,7 +146,7 @@ bool ToolCallParser::step_text(Pieces& out) {
   // Hold a possible start of "<tool_call>" and the whitespace before it.
   size_t keep = partial_tag_suffix(rest, kOpen);
   const std::string_view head = rest.substr(0, rest.size() - keep);
-  const size_t last = head.find_last_not_of(kSpace);
+  const size_t last = head.find_last_not_of(kLayoutSpace);
   keep = rest.size() - (last == std::string_view::npos ? 0 : last + 1);
   emit_text(out, rest.substr(0, rest.size() - keep));
   held_.erase(0, rest.size() - keep);
@@ -174,13 +156,13 @@ bool ToolCallParser::step_text(Pieces& out) {
 // After "<tool_call>": "<function=NAME>" starts a streamed XML call; anything else is held
 // whole (a JSON call, or not a call at all).
 bool ToolCallParser::step_head(Pieces& out) {
-  const size_t first = held_.find_first_not_of(kSpace);
+  const size_t first = held_.find_first_not_of(kLayoutSpace);
   if (first == std::string::npos) return false;
   const std::string_view s = std::string_view(held_).substr(first);
   if (s.starts_with(kFunction)) {
     const size_t gt = s.find('>', kFunction.size());
     const std::string_view raw = s.substr(kFunction.size(), gt == std::string_view::npos ? s.npos : gt - kFunction.size());
-    const std::string name(trim(raw));
+    const std::string name(trim_layout_space(raw));
     if (raw.find_first_of("<\n") != std::string_view::npos || (gt != std::string_view::npos && name.empty())) {
       mode_ = Mode::Buffered;  // not a name: the call fails at its close tag
       scan_from_ = 0;
@@ -252,7 +234,7 @@ ToolCallParser::Pieces ToolCallParser::finish() {
 
 void ToolCallParser::end_buffered(Pieces& out, std::string_view body) {
   ToolCall call;
-  const std::string_view trimmed = trim(body);
+  const std::string_view trimmed = trim_layout_space(body);
   if (trimmed.starts_with("{") && parse_json(trimmed, call)) {
     call.index = num_calls_++;
     call.id = make_request_id("call_");
@@ -267,7 +249,7 @@ void ToolCallParser::end_buffered(Pieces& out, std::string_view body) {
 // {"name": NAME, "arguments": {...}}  ("parameters" is accepted for "arguments"; arguments
 // given as a JSON string holding an object are decoded).
 bool ToolCallParser::parse_json(std::string_view body, ToolCall& call) const {
-  const std::optional<RequestJson> value = try_json(body);
+  const std::optional<RequestJson> value = try_decode_json(body);
   if (!value || !value->is_object()) return false;
   const auto name = value->find("name");
   if (name == value->end() || !name->is_string() || name->get<std::string>().empty()) return false;
@@ -279,13 +261,13 @@ bool ToolCallParser::parse_json(std::string_view body, ToolCall& call) const {
     return true;
   }
   if (args->is_object()) {
-    call.arguments = arguments_text(*args);
+    call.arguments = compact_json(*args);
     return true;
   }
   if (args->is_string()) {
-    const std::optional<RequestJson> inner = try_json(args->get<std::string>());
+    const std::optional<RequestJson> inner = try_decode_json(args->get<std::string>());
     if (!inner || !inner->is_object()) return false;
-    call.arguments = arguments_text(*inner);
+    call.arguments = compact_json(*inner);
     return true;
   }
   return false;

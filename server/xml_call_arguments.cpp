@@ -5,6 +5,8 @@
 #include "server/api_error.h"
 #include "server/utf8.h"
 
+#include "server/streamed_tags.h"
+
 namespace deltaserve::server {
 namespace {
 
@@ -12,23 +14,7 @@ constexpr std::string_view kClose = "</tool_call>";
 constexpr std::string_view kFunctionEnd = "</function>";
 constexpr std::string_view kParameter = "<parameter=";
 constexpr std::string_view kParameterEnd = "</parameter>";
-constexpr std::string_view kSpace = " \t\r\n";
 constexpr int kMaxJsonDepth = 64;
-
-// Length of the longest suffix of `text` that is a proper prefix of `tag`.
-size_t partial_tag_suffix(std::string_view text, std::string_view tag) {
-  const size_t max_len = std::min(text.size(), tag.size() - 1);
-  for (size_t len = max_len; len > 0; --len) {
-    if (text.substr(text.size() - len) == tag.substr(0, len)) return len;
-  }
-  return 0;
-}
-
-std::string_view trim(std::string_view s) {
-  const size_t first = s.find_first_not_of(kSpace);
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
-}
 
 bool within_depth(std::string_view text) {
   int depth = 0;
@@ -111,15 +97,17 @@ void XmlCallArguments::end_call(Step& out, size_t consumed) {
   buf_.clear();
 }
 
+// Drops the layout whitespace at the front of buf_; false when nothing else is there yet.
+bool XmlCallArguments::drop_layout_space() {
+  const size_t first = buf_.find_first_not_of(kLayoutSpace);
+  buf_.erase(0, first == std::string::npos ? buf_.size() : first);
+  return !buf_.empty();
+}
+
 // Between parameters: layout whitespace, then "<parameter=P>", "</function>" or (the model
 // skipped "</function>") "</tool_call>".
 bool XmlCallArguments::step_params(Step& out) {
-  const size_t first = buf_.find_first_not_of(kSpace);
-  if (first == std::string::npos) {
-    buf_.clear();
-    return false;
-  }
-  buf_.erase(0, first);
+  if (!drop_layout_space()) return false;
   const std::string_view s = buf_;
   if (s.starts_with(kParameter)) {
     const size_t gt = s.find('>', kParameter.size());
@@ -129,7 +117,7 @@ bool XmlCallArguments::step_params(Step& out) {
       return true;
     }
     if (gt == std::string_view::npos) return false;
-    const std::string name(trim(raw_name));
+    const std::string name(trim_layout_space(raw_name));
     if (name.empty()) {
       mode_ = Mode::Discard;
       return true;
@@ -229,12 +217,7 @@ bool XmlCallArguments::step_buffered_value(Step& out) {
 }
 
 bool XmlCallArguments::step_after_function(Step& out) {
-  const size_t first = buf_.find_first_not_of(kSpace);
-  if (first == std::string::npos) {
-    buf_.clear();
-    return false;
-  }
-  buf_.erase(0, first);
+  if (!drop_layout_space()) return false;
   if (std::string_view(buf_).starts_with(kClose)) {
     end_call(out, kClose.size());
     return false;

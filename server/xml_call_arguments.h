@@ -58,6 +58,7 @@ class XmlCallArguments {
   bool step_after_function(Step& out);
   bool step_discard(Step& out);
   void end_call(Step& out, size_t consumed);
+  bool drop_layout_space();
   std::string buffered_value_json(std::string_view value) const;
 
   const std::map<std::string, bool>* json_params_;
