@@ -24,24 +24,7 @@ using Tokens = std::vector<int32_t>;
 
 using testing::Outcome;
 
-// Drafted and accepted MTP drafts by draft position, summed over the engine's steps.
-class DraftCounter final : public EngineObserver {
- public:
-  void on_drafts(int32_t position, int32_t num_drafted, int32_t num_accepted) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    drafted_[position] += num_drafted;
-    accepted_[position] += num_accepted;
-  }
-  std::pair<std::map<int32_t, int64_t>, std::map<int32_t, int64_t>> counts() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return {drafted_, accepted_};
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::map<int32_t, int64_t> drafted_;
-  std::map<int32_t, int64_t> accepted_;
-};
+using testing::DraftCounter;
 
 struct StackOptions {
   bool cache = true;

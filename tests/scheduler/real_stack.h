@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "scheduler/engine.h"
@@ -20,6 +21,26 @@ namespace deltaserve::scheduler::testing {
 
 // What a request's sink received (harness.h's record of every event).
 using Outcome = Received;
+
+// Drafted and accepted drafts by draft position, summed over the engine's steps.
+class DraftCounter : public EngineObserver {
+ public:
+  void on_drafts(int32_t position, int32_t num_drafted, int32_t num_accepted) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    drafted_[position] += num_drafted;
+    accepted_[position] += num_accepted;
+  }
+  std::pair<std::map<int32_t, int64_t>, std::map<int32_t, int64_t>> counts() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {drafted_, accepted_};
+  }
+
+  // Read directly only once the engine has stopped.
+  std::map<int32_t, int64_t> drafted_, accepted_;
+
+ protected:
+  mutable std::mutex mutex_;
+};
 
 // Outcomes in the order of `specs`. Every request must be accepted and finish within 120 s.
 inline std::vector<Outcome> run_to_completion(Engine& engine, const std::vector<RequestSpec>& specs) {

@@ -23,13 +23,9 @@
 namespace deltaserve::scheduler {
 namespace {
 
-class DraftCounter final : public EngineObserver {
+// Drafts by position (testing::DraftCounter), and what the steps report.
+class DraftCounter final : public testing::DraftCounter {
  public:
-  void on_drafts(int32_t position, int32_t num_drafted, int32_t num_accepted) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    drafted_[position] += num_drafted;
-    accepted_[position] += num_accepted;
-  }
   void on_step(const StepReport& r) override {
     std::lock_guard<std::mutex> lock(mutex_);
     decode_steps_ += r.num_decode_sequences;
@@ -39,11 +35,9 @@ class DraftCounter final : public EngineObserver {
     max_draft_rows_ = std::max(max_draft_rows_, draft_rows);
     if (r.predicted_step_ms > 0) ++predicted_steps_;
   }
-  std::map<int32_t, int64_t> drafted_, accepted_;
   int64_t decode_steps_ = 0, emitted_ = 0;
   int64_t max_draft_rows_ = 0;   // draft rows of the step that carried the most
   int64_t predicted_steps_ = 0;  // steps the cost model predicted
-  std::mutex mutex_;
 };
 
 // The embedded model's DFlash drafter (tools/dflash; models/README.md).
@@ -122,6 +116,18 @@ class SpeculationTest : public ::testing::Test {
   }
 
   static std::vector<std::vector<int32_t>> tokens_of(const std::vector<Outcome>& outcomes) { return testing::tokens_of(outcomes); }
+
+  // A, B, A, then B cancelled after 5 tokens (in the middle of a verify step), then A again,
+  // on one engine: every A equals the first. Returns the first A.
+  static Outcome check_a_b_a(Engine& engine, const RequestSpec& a, const RequestSpec& b) {
+    const Outcome first = testing::run_alone(engine, a);
+    testing::run_alone(engine, b);
+    EXPECT_EQ(testing::run_alone(engine, a).tokens, first.tokens);
+    const Outcome cut = testing::run_alone(engine, b, 5);
+    EXPECT_EQ(cut.finish, FinishReason::Cancelled);
+    EXPECT_EQ(testing::run_alone(engine, a).tokens, first.tokens);
+    return first;
+  }
 
   static inline runtime::LoadedModel* model_ = nullptr;
   static inline runtime::Tokenizer* tokenizer_ = nullptr;
@@ -241,16 +247,7 @@ TEST_F(SpeculationTest, NoPoisoningAcrossRequests) {
   config.draft_min_expected = 0.0;
   Engine engine(runner, config);
   engine.start();
-  auto run_one = [&](const RequestSpec& spec, int cancel_after_tokens) {
-    return testing::run_alone(engine, spec, cancel_after_tokens);
-  };
-  const Outcome first = run_one(a, 0);
-  run_one(b, 0);
-  EXPECT_EQ(run_one(a, 0).tokens, first.tokens);
-  // A cancellation in the middle of a verify step, then A again.
-  const Outcome cut = run_one(b, 5);
-  EXPECT_EQ(cut.finish, FinishReason::Cancelled);
-  EXPECT_EQ(run_one(a, 0).tokens, first.tokens);
+  check_a_b_a(engine, a, b);
   EXPECT_TRUE(engine.wait_idle(std::chrono::seconds(10)));
   EXPECT_EQ(engine.stats().num_state_slots_used, 0);
   EXPECT_EQ(engine.stats().num_kv_blocks_used, 0);
@@ -453,15 +450,7 @@ TEST_F(SpeculationTest, DFlashNoPoisoningAcrossRequests) {
   config.draft_min_expected = 0.0;
   Engine engine(runner, config);
   engine.start();
-  auto run_one = [&](const RequestSpec& spec, int cancel_after_tokens) {
-    return testing::run_alone(engine, spec, cancel_after_tokens);
-  };
-  const Outcome first = run_one(a, 0);
-  run_one(b, 0);
-  EXPECT_EQ(run_one(a, 0).tokens, first.tokens);
-  const Outcome cut = run_one(b, 5);
-  EXPECT_EQ(cut.finish, FinishReason::Cancelled);
-  EXPECT_EQ(run_one(a, 0).tokens, first.tokens);
+  const Outcome first = check_a_b_a(engine, a, b);
   const auto plain = tokens_of(run({a}, 0, 1));
   EXPECT_EQ(first.tokens, plain[0]);
   EXPECT_TRUE(engine.wait_idle(std::chrono::seconds(10)));
