@@ -7,7 +7,7 @@
 #     count, with the daemon's default flags (DEFAULT_ARGS) and with --max-streams 64
 #     (the slot count that decides the decode form today, issue 44);
 #  3. the prefix cache's cost when nothing hits: the 64-slot daemon at 64 streams again with
-#     --prefix-cache off;
+#     --prefix-cache=false;
 #  4. the prefix cache on the GPU: the multi-turn workload of issue 38 (8 conversations x 10
 #     turns, 2,048 new tokens a turn, the history resent), TTFT per turn with the cache on and
 #     off; and the shared-prefix workload (64 requests, 16 at a time, an 8k-token common prefix).
@@ -54,14 +54,14 @@ if [[ $parts == *decode* ]]; then
   start_daemon --model "$gguf" --device "$device" --log-level warn --max-streams 64
   served slots64 ${WIDE_STREAMS:-1 64}
   stop_daemon
-  start_daemon --model "$gguf" --device "$device" --log-level warn --max-streams 64 --prefix-cache off
+  start_daemon --model "$gguf" --device "$device" --log-level warn --max-streams 64 --prefix-cache=false
   served slots64_nocache 64
   stop_daemon
 fi
 
 if [[ $parts == *prefix* ]]; then
   for cache in on off; do
-    start_daemon --model "$gguf" --device "$device" --log-level warn --prefix-cache "$cache" --max-streams 16 \
+    start_daemon --model "$gguf" --device "$device" --log-level warn --prefix-cache="$([[ $cache == on ]] && echo true || echo false)" --max-streams 16 \
       --context-tokens 32768
     "$load" --url "$DAEMON_URL" --workload multi-turn --turns "${TURNS:-10}" --concurrency 8 --input-tokens 2048 \
       --output-tokens 64 --temperature 0 --ignore-eos --seed 7 --json "$out/multiturn_$cache.json" \

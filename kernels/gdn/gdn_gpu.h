@@ -139,8 +139,8 @@ std::string gdn_step_state_home_setting();
 //
 // Workspace: gdn_prefill_workspace_floats(args) floats, 16-byte aligned, no initial contents
 // (about 57 KB per row at 35B-A3B shapes: normalised q and k, U, W, Q K^T, gates).
-// The chunk pass runs on the vector units by default; GdnPrefillArgs::tensor_cores asks for
-// the tensor-core form.
+// The chunk pass runs on the tensor cores by default (where the device has bf16 mma);
+// GdnPrefillArgs::tensor_cores = false keeps it on the vector units.
 //
 // Preconditions (else gpuErrorInvalidValue, nothing launched): head_dim_k 64 or 128;
 // head_dim_v a multiple of 32; conv_kernel == 4; num_rows == seq_row_begin[num_seqs] (host
@@ -178,9 +178,9 @@ struct GdnPrefillArgs {
   // mma per product, f32 sums (kernels/gdn/gdn_scan_mma.h; a relative ~1e-5 from the f32 FMA
   // form). false, or a device without bf16 mma: f32 FMA on the vector units. Either form is
   // batch-invariant and cut-aligned as above; they differ from each other in the low bits.
-  // Off by default until the tensor form's parity checks (gpu_kernel_tests --only gdn_prefill,
-  // which run both forms) have passed on a device: it was written without one.
-  bool tensor_cores = false;
+  // On by default: its parity checks (gpu_kernel_tests --only gdn_prefill, both forms) pass on
+  // an H100 and its chunk pass is the faster one there (bench/RESULTS.md, decision log).
+  bool tensor_cores = true;
   // [num_seqs] (device) or null (all 0): position of sequence s's first row in its sequence;
   // chunk edges sit at multiples of 64 positions from the sequence start.
   const int32_t* first_position = nullptr;
