@@ -57,7 +57,7 @@ double proc_status_bytes(const std::string& key) {
 void add_common_options(CLI::App& app, BenchCommand& c) {
   app.add_option("--preset", c.preset, "Model shapes: a built-in preset name (see --list-presets) or a preset .json file");
   app.add_option("--model", c.model_path, "A GGUF file or HF directory instead of a preset (real weights)");
-  app.add_option("--weights,--quant", c.weights, "Synthetic weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k")
+  app.add_option("--weights,--quant", c.weights, "Synthetic weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k")
       ->capture_default_str();
   app.add_option("--seed", c.o.seed, "Seed of the synthetic weights and of the token ids")->capture_default_str();
   app.add_option("--device", c.device, "cpu, cuda[:N], hip[:N], gpu[:N] or auto")->capture_default_str();

@@ -20,7 +20,7 @@ namespace deltaserve::cli {
 void add_write_gguf_options(CLI::App& app, WriteGgufOptions& o) {
   app.add_option("--preset", o.preset, "Model shapes: a built-in preset name (see --list-presets) or a preset .json file")
       ->required();
-  app.add_option("--weights,--quant", o.weights, "Synthetic weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k")
+  app.add_option("--weights,--quant", o.weights, "Synthetic weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k")
       ->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the synthetic weights (bench's default gives bench's weights)")
       ->capture_default_str();

@@ -4,6 +4,8 @@
 //   Q4_0  q uniform in [0, 15], value (q - 8) d (RMS 4.64 |d|), d of random sign (zero mean)
 //   Q4_K  sub-block scale sc in [16, 31], min m = round(7.5 sc / 8) with dmin = 8 d, so a
 //         value d (sc q - 8 m) ~ d sc (q - 7.5) is centred; RMS 4.61 * 23.95 d
+//   Q5_K  as Q4_K with q in [0, 31]: m = round(15.5 sc / 8) (<= 60, within 6 bits), dmin = 8 d,
+//         value ~ d sc (q - 15.5); RMS 9.23 * 23.95 d
 //   Q6_K  q uniform in [0, 63], value d sc (q - 32) (RMS 18.48), sc in +-[16, 31]
 // Each block's scale is jittered by a factor in [0.75, 1.25] so blocks differ.
 #include "runtime/synthetic_fill.h"
@@ -27,6 +29,7 @@ constexpr float kSqrt3 = 1.7320508f;
 constexpr float kQ8Rms = 73.9f;     // sqrt(mean of k^2, k in [-128, 127])
 constexpr float kQ4Rms = 4.637f;    // sqrt(mean of (q - 8)^2, q in [0, 15])
 constexpr float kQ4KRms = 4.61f * 23.95f;   // (q - 7.5) times the RMS of sc in [16, 31]
+constexpr float kQ5KRms = 9.233f * 23.95f;  // (q - 15.5), q in [0, 31], likewise
 constexpr float kQ6KRms = 18.48f * 23.95f;  // (q - 32) times the RMS of |sc| in [16, 31]
 
 uint64_t finalize(uint64_t z) {
@@ -91,6 +94,30 @@ void fill_q4_k(const Stream& s, const Fill& f, int64_t first, int64_t n, kernels
     }
     pack_scale_min_k4(scale, min, out[i].scales);
     const float d = f.std / kQ4KRms * jitter(s.word(c + 17));
+    out[i].d = kernels::fp32_to_fp16(d);
+    out[i].dmin = kernels::fp32_to_fp16(8.0f * d);
+  }
+}
+
+void fill_q5_k(const Stream& s, const Fill& f, int64_t first, int64_t n, kernels::BlockQ5_K* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t c = static_cast<uint64_t>(first + i) * 22;
+    for (int k = 0; k < 16; ++k) {
+      const uint64_t w = s.word(c + static_cast<uint64_t>(k));
+      std::memcpy(out[i].qs + 8 * k, &w, 8);
+    }
+    for (int k = 0; k < 4; ++k) {
+      const uint64_t w = s.word(c + 16 + static_cast<uint64_t>(k));
+      std::memcpy(out[i].qh + 8 * k, &w, 8);
+    }
+    const uint64_t ws = s.word(c + 20);
+    int scale[8], min[8];
+    for (int j = 0; j < 8; ++j) {
+      scale[j] = 16 + static_cast<int>((ws >> (4 * j)) & 15);
+      min[j] = static_cast<int>(std::lround(15.5 * scale[j] / 8.0));
+    }
+    pack_scale_min_k4(scale, min, out[i].scales);
+    const float d = f.std / kQ5KRms * jitter(s.word(c + 21));
     out[i].d = kernels::fp32_to_fp16(d);
     out[i].dmin = kernels::fp32_to_fp16(8.0f * d);
   }
@@ -165,6 +192,7 @@ void fill_blocks(DType type, const Stream& s, const Fill& f, int64_t first, int6
     case DType::Q8_0: return fill_q8_0(s, f, first, n, reinterpret_cast<kernels::BlockQ8_0*>(dst));
     case DType::Q4_0: return fill_q4_0(s, f, first, n, reinterpret_cast<kernels::BlockQ4_0*>(dst));
     case DType::Q4_K: return fill_q4_k(s, f, first, n, reinterpret_cast<kernels::BlockQ4_K*>(dst));
+    case DType::Q5_K: return fill_q5_k(s, f, first, n, reinterpret_cast<kernels::BlockQ5_K*>(dst));
     case DType::Q6_K: return fill_q6_k(s, f, first, n, reinterpret_cast<kernels::BlockQ6_K*>(dst));
     default:
       throw std::invalid_argument("synthetic weights: no generator for type " + std::string(kernels::dtype_name(type)));

@@ -209,7 +209,7 @@ std::vector<Unit> make_units(const std::vector<TensorSpec>& specs) {
 
 const std::vector<DType>& synthetic_weight_types() {
   static const std::vector<DType> types{DType::F32, DType::F16, DType::BF16, DType::Q8_0,
-                                        DType::Q4_0, DType::Q4_K, DType::Q6_K};
+                                        DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
   return types;
 }
 

@@ -29,7 +29,7 @@
 
 namespace deltaserve::runtime {
 
-// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k" (ASCII case-insensitive). Throws
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k" (ASCII case-insensitive). Throws
 // std::invalid_argument naming the value and the accepted names.
 kernels::DType parse_synthetic_weight_type(const std::string& name);
 // The accepted types, in the order above.

@@ -53,6 +53,7 @@ gpuError_t embedding_lookup_gpu(const void* table, DType type, int64_t num_embd,
     case DType::Q8_0: row_bytes = static_cast<size_t>(num_embd / 32) * 34; break;
     case DType::Q4_0: row_bytes = static_cast<size_t>(num_embd / 32) * 18; break;
     case DType::Q4_K: row_bytes = static_cast<size_t>(num_embd / 256) * 144; break;
+    case DType::Q5_K: row_bytes = static_cast<size_t>(num_embd / 256) * 176; break;
     case DType::Q6_K: row_bytes = static_cast<size_t>(num_embd / 256) * 210; break;
     default: return gpuErrorInvalidValue;
   }
@@ -68,6 +69,7 @@ gpuError_t embedding_lookup_gpu(const void* table, DType type, int64_t num_embd,
     case DType::Q8_0: return launch<gpu::DecodeQ8_0>(table, row_bytes, num_embd, tokens, num_tokens, out, stream);
     case DType::Q4_0: return launch<gpu::DecodeQ4_0>(table, row_bytes, num_embd, tokens, num_tokens, out, stream);
     case DType::Q4_K: return launch<gpu::DecodeQ4_K>(table, row_bytes, num_embd, tokens, num_tokens, out, stream);
+    case DType::Q5_K: return launch<gpu::DecodeQ5_K>(table, row_bytes, num_embd, tokens, num_tokens, out, stream);
     case DType::Q6_K: return launch<gpu::DecodeQ6_K>(table, row_bytes, num_embd, tokens, num_tokens, out, stream);
     default: return gpuErrorInvalidValue;
   }

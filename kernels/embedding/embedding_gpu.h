@@ -1,6 +1,6 @@
 // GPU token embedding lookup (embedding.h's contract over device pointers): out row t =
 // the decoded table row tokens[t], bit-identical to embedding_lookup_ref. Types: F32, F16,
-// BF16, Q8_0, Q4_0, Q4_K, Q6_K. Tokens must be valid (the caller checked them on the host).
+// BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Tokens must be valid (the caller checked them on the host).
 //
 // Calling thread: any; enqueues on `stream`. gpuErrorInvalidValue when num_embd is not a
 // multiple of 8 and of the block size, for an unsupported type, or a misaligned table.

@@ -120,6 +120,43 @@ struct DecodeQ4_K {
   }
 };
 
+// Q5_K (176-byte super-blocks of 256): Q4_K's chunk layout with a fifth bit per element.
+// Chunk cc = 8g + quad of super-block b reads qs bytes 32g + 4quad .. +3 (at byte 48) and qh
+// bytes 4quad .. +3 (at byte 16): element 64g + 4quad + i is the low nibble of qs byte i with
+// bit 2g of qh byte i on top (sub-block 2g), element 64g + 32 + 4quad + i the high nibble with
+// bit 2g + 1 (sub-block 2g + 1). value = (d * sc) * q - (dmin * m), unfused like the CPU
+// decoder.
+struct DecodeQ5_K {
+  __device__ static void decode(const uint8_t* row, int64_t c, float w[8], int64_t& x0, int64_t& x1) {
+    const int64_t b = c >> 5;
+    const int cc = static_cast<int>(c & 31);
+    const int g = cc >> 3, quad = cc & 7;
+    const uint8_t* block = row + 176 * b;
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(block);
+    const float d = f16_bits_to_float(h[0]);
+    const float dmin = f16_bits_to_float(h[1]);
+    int sc_lo, m_lo, sc_hi, m_hi;
+    DecodeQ4_K::scale_min(2 * g, block + 4, sc_lo, m_lo);
+    DecodeQ4_K::scale_min(2 * g + 1, block + 4, sc_hi, m_hi);
+    const float d_lo = __fmul_rn(d, static_cast<float>(sc_lo));
+    const float min_lo = __fmul_rn(dmin, static_cast<float>(m_lo));
+    const float d_hi = __fmul_rn(d, static_cast<float>(sc_hi));
+    const float min_hi = __fmul_rn(dmin, static_cast<float>(m_hi));
+    const uint32_t qh = load_u32_align2(block + 16 + 4 * quad);
+    const uint32_t q = load_u32_align2(block + 48 + 32 * g + 4 * quad);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t byte = (q >> (8 * i)) & 0xffu, hb = (qh >> (8 * i)) & 0xffu;
+      const uint32_t q_lo = (byte & 15u) | (((hb >> (2 * g)) & 1u) << 4);
+      const uint32_t q_hi = (byte >> 4) | (((hb >> (2 * g + 1)) & 1u) << 4);
+      w[i] = __fsub_rn(__fmul_rn(d_lo, static_cast<float>(q_lo)), min_lo);
+      w[4 + i] = __fsub_rn(__fmul_rn(d_hi, static_cast<float>(q_hi)), min_hi);
+    }
+    x0 = 256 * b + 64 * g + 4 * quad;
+    x1 = x0 + 32;
+  }
+};
+
 // Q6_K (210-byte super-blocks of 256): chunk cc = 16h + 8kp + quad reads ql bytes
 // 64h + 32kp + 4quad.. and qh bytes 32h + 4quad..: low nibbles give elements
 // 128h + 32kp + 4quad.. (qh bits 2kp), high nibbles 128h + 32(kp + 2) + 4quad.. (bits 2kp + 4).

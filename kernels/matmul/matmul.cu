@@ -24,6 +24,7 @@ using gpu::DecodeHalf;
 using gpu::DecodeQ8_0;
 using gpu::DecodeQ4_0;
 using gpu::DecodeQ4_K;
+using gpu::DecodeQ5_K;
 using gpu::DecodeQ6_K;
 using matvec::MatvecParams;
 using matvec::MatvecSeg;
@@ -268,6 +269,7 @@ int64_t block_elements(DType t) {
     case DType::Q8_0:
     case DType::Q4_0: return 32;
     case DType::Q4_K:
+    case DType::Q5_K:
     case DType::Q6_K: return 256;
     default: return 1;
   }
@@ -276,7 +278,7 @@ int64_t block_elements(DType t) {
 bool valid(const MatmulArgs& a) {
   const bool supported = a.w_type == DType::F32 || a.w_type == DType::F16 || a.w_type == DType::BF16 ||
                          a.w_type == DType::Q8_0 || a.w_type == DType::Q4_0 || a.w_type == DType::Q4_K ||
-                         a.w_type == DType::Q6_K;
+                         a.w_type == DType::Q5_K || a.w_type == DType::Q6_K;
   if (!supported || a.num_in <= 0 || a.num_in % 8 != 0 || a.num_in % block_elements(a.w_type) != 0) return false;
   if (!gpu::aligned16(a.x) || a.x_stride % 4 != 0) return false;
   const bool plain = a.w_type == DType::F32 || a.w_type == DType::F16 || a.w_type == DType::BF16;
@@ -294,6 +296,7 @@ gpuError_t dispatch_as(const MatvecParams& p, DType type, gpuStream_t stream) {
     case DType::Q8_0: return launch_matvec<DecodeQ8_0, kNorm>(p, stream);
     case DType::Q4_0: return launch_matvec<DecodeQ4_0, kNorm>(p, stream);
     case DType::Q4_K: return launch_matvec<DecodeQ4_K, kNorm>(p, stream);
+    case DType::Q5_K: return launch_matvec<DecodeQ5_K, kNorm>(p, stream);
     case DType::Q6_K: return launch_matvec<DecodeQ6_K, kNorm>(p, stream);
     default: return gpuErrorInvalidValue;
   }

@@ -39,6 +39,7 @@ using gpu::DecodeF32;
 using gpu::DecodeHalf;
 using gpu::DecodeQ4_0;
 using gpu::DecodeQ4_K;
+using gpu::DecodeQ5_K;
 using gpu::DecodeQ6_K;
 using gpu::DecodeQ8_0;
 
@@ -240,6 +241,7 @@ bool valid_weights(const MatmulArgs& a, const void* w_up, bool gated) {
     case DType::Q8_0:
     case DType::Q4_0: block = 32; break;
     case DType::Q4_K:
+    case DType::Q5_K:
     case DType::Q6_K: block = 256; break;
     default: return false;
   }
@@ -303,6 +305,7 @@ gpuError_t matmul_experts_prefill_gpu(const MatmulExpertsPrefillArgs& args, gpuS
     case DType::Q8_0: return launch_tiled<DecodeQ8_0>(p, num_pairs, args.math, stream);
     case DType::Q4_0: return launch_tiled<DecodeQ4_0>(p, num_pairs, args.math, stream);
     case DType::Q4_K: return launch_tiled<DecodeQ4_K>(p, num_pairs, args.math, stream);
+    case DType::Q5_K: return launch_tiled<DecodeQ5_K>(p, num_pairs, args.math, stream);
     case DType::Q6_K: return launch_tiled<DecodeQ6_K>(p, num_pairs, args.math, stream);
     default: return gpuErrorInvalidValue;
   }

@@ -35,7 +35,7 @@
 // weight rows 16-byte aligned, quantised rows 2-byte aligned; w_up likewise), expert_ids and
 // workspace non-null, workspace 4-byte aligned, 1 <= num_experts, 0 <= num_pairs < 2^31,
 // pairs_per_x_row >= 1, a gated call does not accumulate. Weight types: F32, F16, BF16, Q8_0,
-// Q4_0, Q4_K, Q6_K. An id outside [0, num_experts) is not an error the device can report: its
+// Q4_0, Q4_K, Q5_K, Q6_K. An id outside [0, num_experts) is not an error the device can report: its
 // pair is skipped (y row p is left as it was). Calling thread: any; enqueues and returns.
 #pragma once
 

@@ -1,6 +1,6 @@
 // GPU matmul of f32 activations against weights in their file format (matmul.h's contract,
 // over device pointers): y[r][o] (+)= dot(W row o, x row r). Weight types: F32, F16, BF16,
-// Q8_0, Q4_0, Q4_K, Q6_K (Q5_K: not yet, gpuErrorInvalidValue).
+// Q8_0, Q4_0, Q4_K, Q5_K, Q6_K.
 //
 // Matrix-vector form for decode and verify steps: every output element is one warp's dot
 // product over the whole row, in a fixed order (lane l takes 8-element chunks l, l + W, ...,

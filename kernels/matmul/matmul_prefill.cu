@@ -27,6 +27,7 @@ using gpu::DecodeF32;
 using gpu::DecodeHalf;
 using gpu::DecodeQ4_0;
 using gpu::DecodeQ4_K;
+using gpu::DecodeQ5_K;
 using gpu::DecodeQ6_K;
 using gpu::DecodeQ8_0;
 
@@ -121,7 +122,7 @@ gpuError_t launch(const MatmulArgs& a, MatmulMath math, gpuStream_t stream) {
 bool valid(const MatmulArgs& a) {
   int64_t block = 1;
   if (a.w_type == DType::Q8_0 || a.w_type == DType::Q4_0) block = 32;
-  if (a.w_type == DType::Q4_K || a.w_type == DType::Q6_K) block = 256;
+  if (a.w_type == DType::Q4_K || a.w_type == DType::Q5_K || a.w_type == DType::Q6_K) block = 256;
   if (a.num_in <= 0 || a.num_in % 8 != 0 || a.num_in % block != 0) return false;
   if (!gpu::aligned16(a.x) || a.x_stride % 4 != 0) return false;
   const bool plain = a.w_type == DType::F32 || a.w_type == DType::F16 || a.w_type == DType::BF16;
@@ -143,6 +144,7 @@ gpuError_t matmul_prefill_gpu(const MatmulArgs& a, gpuStream_t stream, MatmulMat
     case DType::Q8_0: return launch<DecodeQ8_0>(a, math, stream);
     case DType::Q4_0: return launch<DecodeQ4_0>(a, math, stream);
     case DType::Q4_K: return launch<DecodeQ4_K>(a, math, stream);
+    case DType::Q5_K: return launch<DecodeQ5_K>(a, math, stream);
     case DType::Q6_K: return launch<DecodeQ6_K>(a, math, stream);
     default: return gpuErrorInvalidValue;
   }

@@ -74,6 +74,11 @@ struct TileRaw<DecodeQ4_K> {
   static constexpr int kUnitElems = 256, kUnitBytes = 144, kRowStride = 176;  // 144 + 14
 };
 template <>
+struct TileRaw<DecodeQ5_K> {
+  static constexpr bool kStaged = true;
+  static constexpr int kUnitElems = 256, kUnitBytes = 176, kRowStride = 208;  // 176 + 14, odd x 16
+};
+template <>
 struct TileRaw<DecodeQ6_K> {
   static constexpr bool kStaged = true;
   static constexpr int kUnitElems = 256, kUnitBytes = 210, kRowStride = 224;  // 210 + 14

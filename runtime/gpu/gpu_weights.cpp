@@ -10,7 +10,7 @@ namespace {
 bool matmul_type(kernels::DType t) {
   using kernels::DType;
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0 ||
-         t == DType::Q4_K || t == DType::Q6_K;
+         t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
 }
 
 [[noreturn]] void unsupported(const TensorView& v, const std::string& why) {
@@ -26,7 +26,7 @@ void check_role(const TensorView& v, bool vector, bool embedding) {
   }
   if (!matmul_type(v.type))
     unsupported(v, std::string(embedding ? "embedding" : "matmul") +
-                       " weight type has no GPU kernel yet (GPU types: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+                       " weight type has no GPU kernel yet (GPU types: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
   const int64_t block = kernels::dtype_traits(v.type).block_elements;
   if (v.ne[0] % 8 != 0 || v.ne[0] % block != 0)
     unsupported(v, "rows must be a multiple of 8 elements and of the type's block for the GPU kernels");

@@ -52,7 +52,7 @@ struct GpuMtpWeights {
 class GpuWeights {
  public:
   // Uploads (blocking). Throws std::runtime_error naming the tensor when its type or shape
-  // has no GPU kernel (e.g. Q5_K matrices, a non-F32 norm, rows not a multiple of 8), or when
+  // has no GPU kernel (e.g. a Q3_K or IQ matrix, a non-F32 norm, rows not a multiple of 8), or when
   // the device cannot hold the weights.
   // progress: lines for an upload of 1 GB or more (UploadProgress, every 10%); none if empty.
   GpuWeights(const ModelConfig& config, const ModelWeights& weights, const UploadProgress::Sink& progress = {});

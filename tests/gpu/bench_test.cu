@@ -409,6 +409,7 @@ void run_matvec_benchmarks(Context&) {
     bench_matmul(t, 4096, 2048, 1, "out");
   }
   bench_matmul(DType::Q4_K, 2048, 8192, 1, "qkv");
+  bench_matmul(DType::Q5_K, 2048, 8192, 1, "qkv");
   bench_matmul(DType::Q6_K, 2048, 8192, 1, "qkv");
   bench_matmul(DType::F32, 2048, 256, 1, "router");
   // The matvec's K split is chosen from the shape: the shapes on either side of the rule.

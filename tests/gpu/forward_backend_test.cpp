@@ -244,7 +244,8 @@ INSTANTIATE_TEST_SUITE_P(Types, GpuBackendTest,
                          ::testing::Values(Case{false, kernels::DType::F32}, Case{true, kernels::DType::F32},
                                            Case{false, kernels::DType::F16}, Case{true, kernels::DType::BF16},
                                            Case{false, kernels::DType::Q8_0}, Case{true, kernels::DType::Q4_0},
-                                           Case{false, kernels::DType::Q4_K}, Case{true, kernels::DType::Q6_K}),
+                                           Case{false, kernels::DType::Q4_K}, Case{true, kernels::DType::Q5_K},
+                                           Case{true, kernels::DType::Q6_K}),
                          case_name);
 
 }  // namespace

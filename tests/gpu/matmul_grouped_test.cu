@@ -57,7 +57,7 @@ std::string check_groups(const std::vector<int32_t>& ids, int64_t num_experts, i
 void check_grouped(Context& ctx, DType type, int64_t num_in, int64_t num_tokens, int64_t k, int64_t num_experts, int rows,
                    int routing) {
   // out_g is also the down projection's input: a whole number of the type's blocks.
-  const int64_t out_g = type == DType::Q4_K ? 256 : 64, out_s = 29, num_pairs = num_tokens * k;
+  const int64_t out_g = type == DType::Q4_K || type == DType::Q5_K ? 256 : 64, out_s = 29, num_pairs = num_tokens * k;
   const size_t rb = dtype_row_bytes(type, num_in), rb_down = dtype_row_bytes(type, out_g);
   std::vector<int32_t> ids(static_cast<size_t>(num_pairs));
   for (int32_t& id : ids) {
@@ -180,8 +180,8 @@ void run_matmul_grouped_tests(Context& ctx) {
   // pairs, one expert holding most pairs).
   check_grouped(ctx, DType::Q4_0, 2048, 64, 8, 256, 2, 0);
   if (!ctx.quick) check_grouped(ctx, DType::Q4_0, 2048, 256, 8, 256, 4, 0);
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::F32, DType::Q4_K}) {
-    const int64_t in = t == DType::Q4_K ? 256 : 96;
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::F32, DType::Q4_K, DType::Q5_K}) {
+    const int64_t in = t == DType::Q4_K || t == DType::Q5_K ? 256 : 96;
     for (int rows : {2, 4}) {
       check_grouped(ctx, t, in, 13, 3, 7, rows, 1);
       check_grouped(ctx, t, in, 9, 2, 5, rows, 0);

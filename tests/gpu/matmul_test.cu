@@ -337,11 +337,12 @@ void run_staged_matvec_checks(Context& ctx) {
 }  // namespace
 
 void run_matmul_tests(Context& ctx) {
-  const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
+  const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0,
+                         DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
   const std::vector<int64_t> rows = ctx.quick ? std::vector<int64_t>{1, 3, 9} : std::vector<int64_t>{1, 2, 3, 5, 8, 13};
   const std::vector<int64_t> outs = ctx.quick ? std::vector<int64_t>{5, 64} : std::vector<int64_t>{1, 7, 64, 129};
   for (DType t : types) {
-    const bool k_quant = t == DType::Q4_K || t == DType::Q6_K;
+    const bool k_quant = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
     // Q4_0, the benchmarks' type, at more row lengths (256, 768, 4352: rows shorter than, and
     // several times, a warp's stride); 2048 stays last: the accumulate, expert and segment
     // checks below use it.
@@ -379,6 +380,11 @@ void run_matmul_tests(Context& ctx) {
     }
     check_matmul_norm(ctx, t, 512, 1000, 5, true);
   }
+  // A K-quant through the norm epilogue's instantiation (rows of whole 256-element blocks).
+  for (int64_t r : ctx.quick ? std::vector<int64_t>{1, 9} : std::vector<int64_t>{1, 3, 8, 13}) {
+    check_matmul_norm(ctx, DType::Q5_K, 256, 2048, r, true);
+  }
+  check_matmul_norm(ctx, DType::Q5_K, 512, 1000, 5, true);
   // rms_norm_gpu's other row forms (32 held per thread; the batched walk past 8,192) against
   // the epilogue's definitional order, bit for bit.
   check_matmul_norm(ctx, DType::Q4_0, 256, 5120, 2, true);

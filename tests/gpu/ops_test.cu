@@ -244,8 +244,12 @@ void run_ops_tests(Context& ctx) {
   check_rope(ctx, 5, 3, 128, 32, 4096);
   check_rope(ctx, 4, 2, 256, 64, 40000);
   for (int64_t n : {1, 999, 4096}) check_elementwise(ctx, n);
-  const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
-  for (DType t : types) check_embedding(ctx, t, t == DType::Q4_K || t == DType::Q6_K ? 512 : 96, 50, 7);
+  const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0,
+                         DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  for (DType t : types) {
+    const bool k_quant = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+    check_embedding(ctx, t, k_quant ? 512 : 96, 50, 7);
+  }
   check_moe_route(ctx, 1, 256, 8);
   check_moe_route(ctx, 5, 256, 8);
   check_moe_route(ctx, 8, 60, 4);
