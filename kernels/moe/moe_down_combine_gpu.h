@@ -56,7 +56,7 @@ struct MoeDownCombineArgs {
 };
 
 // Whether the fused launch takes these shapes on this build (CUDA with bf16 mma; the device's
-// capability is matvec_math()'s to judge) with the same bits as the two launches.
+// capability is matvec_math_on_device's to judge) with the same bits as the two launches.
 bool moe_down_combine_supported(const MoeDownCombineArgs& args);
 
 // gpuErrorInvalidValue (nothing launched) where not supported or on bad sizes.

@@ -160,7 +160,7 @@ void two_launches(const DownCombineData& d, float* y, float* norm_out, unsigned*
   segs[0].expert_ids = d.dids.get();
   segs[0].pairs_per_x_row = 1;
   segs[1].args = MatmulArgs{d.dw_sh.get(), DType::Q4_0, c.sh_in, c.n, d.sh_rb, d.dsg.get(), c.rows, c.sh_in, sh_out.get(), c.n};
-  CHECK_GPU(matmul_segments_gpu(segs, c.sh_in > 0 ? 2 : 1, nullptr));
+  CHECK_GPU(matmul_segments_gpu(segs, c.sh_in > 0 ? 2 : 1, MatvecContext{MatvecMath::kStaged}, nullptr));
   MoeCombineArgs a{exp_out.get(), d.drank_w.get(), c.sh_in > 0 ? sh_out.get() : nullptr, d.dgate.get(), y, c.rows, c.k, c.n};
   a.accumulate = c.accumulate;
   if (c.norm) {
@@ -260,12 +260,8 @@ void check_refusals(Context& ctx) {
 }  // namespace
 
 void run_moe_down_combine_tests(Context& ctx) {
-  const MatvecMath math = matvec_math();
-  set_matvec_math(MatvecMath::kStaged);
-  if (matvec_math() != MatvecMath::kStaged) {  // no bf16 tensor cores: the fused launch never runs
-    set_matvec_math(math);
-    return;
-  }
+  // No bf16 tensor cores: the staged matvec, and so the fused launch, never runs.
+  if (matvec_math_on_device(MatvecMath::kStaged) != MatvecMath::kStaged) return;
   // {rows, n, exp_in, sh_in, E, k, accumulate, norm, out_pad}
   std::vector<DownCombineCase> cases = {
       {1, 2048, 512, 512, 256, 8, true, true},    // the 35B-A3B's layer at one row
@@ -282,7 +278,6 @@ void run_moe_down_combine_tests(Context& ctx) {
   }
   for (const DownCombineCase& c : cases) check_down_combine(ctx, c);
   check_refusals(ctx);
-  set_matvec_math(math);
 }
 
 }  // namespace deltaserve::kernels::gputest
