@@ -57,7 +57,10 @@ std::shared_ptr<const grammar::Constraint> shared_constraint(const std::string& 
 std::shared_ptr<const grammar::Constraint> build_output_constraint(const ChatRequest& request, const TextCodec& codec,
                                                                    bool prompt_ends_in_reasoning,
                                                                    std::vector<int32_t> end_token_ids) {
-  const bool forced_call = request.tool_choice.is_object() || request.tool_choice == "required";
+  // A string compared as a string: json == "required" builds a json temporary, which GCC 12 at
+  // -O3 reads as an out-of-bounds access (-Warray-bounds, an error with -Werror).
+  const bool forced_call = request.tool_choice.is_object() ||
+                           (request.tool_choice.is_string() && request.tool_choice.get_ref<const std::string&>() == "required");
   const bool json_format = request.response_format.is_object() && request.response_format.value("type", "text") != "text";
   if (!forced_call && !json_format) return nullptr;
   std::shared_ptr<const grammar::Vocabulary> vocabulary = codec.grammar_vocabulary();
