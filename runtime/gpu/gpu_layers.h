@@ -130,9 +130,9 @@ inline constexpr int64_t kTiledDecodeMinOutputs = 65536;
 // that launches num_kernels kernels, counted in *ctx.launches, plus the activation splits a
 // tensor-core matvec launched first (zero elsewhere), which the call added to *ctx.launches
 // itself (ctx.matvec.split_launches). Every launch of the backend goes through it, so the
-// count equals the node count of a captured step graph. While tracing, an event pair brackets the call, classed by the shape format (its
-// literal starts with the op name; KernelTrace, kernel_class()); off, the hook costs one
-// branch on null.
+// count equals the node count of a captured step graph. While tracing, an event pair brackets
+// the call, classed by the shape format (its literal starts with the op name; KernelTrace,
+// kernel_class()); off, the hook costs one branch on null.
 #define DS_GPU_LAUNCH(ctx, num_kernels, call, ...)                                         \
   do {                                                                                     \
     ::deltaserve::runtime::gpu::KernelTrace* const ds_gpu_trace_ = (ctx).trace;            \
