@@ -34,6 +34,7 @@ bool decide() {
 
 }  // namespace
 
+// Decided once (the first caller's device) and never written again.
 bool dependent_launch_enabled() {
   static const bool enabled = decide();
   return enabled;
@@ -48,7 +49,11 @@ struct Registry {
   DeviceBuffer buffer;
 };
 
-// Function-local: units register during static initialisation, in any order.
+// Function-local: units register during static initialisation, in any order. The one mutable
+// global of kernels/, kept as a registry on purpose: it holds only the measuring build's
+// instrument (units register only under DS_GPU_TIMELINE; enable() sets the buffer once), no
+// launch of a product build reads it, and no kernel's result depends on it. Passing the buffer
+// through every kernel's arguments instead would touch every launch for a measuring tool.
 Registry& registry() {
   static Registry r;
   return r;

@@ -309,7 +309,7 @@ gpuError_t dispatch_cuda_cores(const MatvecParams& p, DType type, gpuStream_t st
 // The matmul forms: which one runs, for which shape and row count, and why. The backend
 // (runtime/gpu/gpu_ffn_layer.cpp, gpu_moe_layer.cpp) picks the entry point; dispatch() below
 // picks the matvec form. Every rule reads the matrix's shape, the weight type, the row count
-// and the backend-lifetime MatvecMath only, so a row's bits never follow the load.
+// and the backend-lifetime MatvecContext::math only, so a row's bits never follow the load.
 //
 // | entry point / form                         | runs for                                          | why |
 // |--------------------------------------------|---------------------------------------------------|-----|
@@ -327,12 +327,13 @@ gpuError_t dispatch_cuda_cores(const MatvecParams& p, DType type, gpuStream_t st
 // on the CUDA cores, whose expert walks measured faster (matmul_gpu.h). kStaged: every launch
 // where its shape rule holds (staged_shapes: expert segments too, one pair per row group like
 // the CUDA cores' walk, but not expert-grouped ones).
-gpuError_t dispatch(const MatvecParams& p, DType type, gpuStream_t stream, StagedTiles tiles = StagedTiles::kAuto) {
+gpuError_t dispatch(const MatvecParams& p, DType type, const MatvecContext& context, gpuStream_t stream,
+                    StagedTiles tiles = StagedTiles::kAuto) {
   bool experts = false;
   for (int s = 0; s < p.num_segs; ++s) experts = experts || p.seg[s].expert_ids != nullptr;
   if (type == DType::Q4_0) {
-    const MatvecMath math = matvec_math();
-    if (math == MatvecMath::kTensorCores && !experts) return matvec::launch_q4_0_mma(p, stream);
+    const MatvecMath math = matvec_math_on_device(context.math);
+    if (math == MatvecMath::kTensorCores && !experts) return matvec::launch_q4_0_mma(p, context, stream);
     if (math == MatvecMath::kStaged && matvec::staged_shapes(p)) return matvec::launch_q4_0_staged(p, tiles, stream);
   }
   return dispatch_cuda_cores(p, type, stream);
@@ -356,16 +357,17 @@ MatvecSeg seg_of(const MatmulArgs& a) {
 
 }  // namespace
 
-gpuError_t matmul_gpu(const MatmulArgs& args, gpuStream_t stream) {
+gpuError_t matmul_gpu(const MatmulArgs& args, const MatvecContext& context, gpuStream_t stream) {
   if (!valid(args)) return gpuErrorInvalidValue;
   if (args.num_rows <= 0 || args.num_out <= 0) return gpuSuccess;
   MatvecParams p{};
   p.seg[0] = seg_of(args);
   p.num_segs = 1;
-  return dispatch(p, args.w_type, stream, args.staged_tiles);
+  return dispatch(p, args.w_type, context, stream, args.staged_tiles);
 }
 
-gpuError_t matmul_norm_gpu(const MatmulArgs& args, const MatmulNormEpilogue& norm, gpuStream_t stream) {
+gpuError_t matmul_norm_gpu(const MatmulArgs& args, const MatmulNormEpilogue& norm, const MatvecContext& context,
+                           gpuStream_t stream) {
   if (!valid(args) || norm.weight == nullptr || norm.out == nullptr || norm.counters == nullptr ||
       norm.out_stride < args.num_out)
     return gpuErrorInvalidValue;
@@ -378,17 +380,17 @@ gpuError_t matmul_norm_gpu(const MatmulArgs& args, const MatmulNormEpilogue& nor
   p.seg[0].norm_out_stride = norm.out_stride;
   p.seg[0].norm_counters = norm.counters;
   p.num_segs = 1;
-  return dispatch(p, args.w_type, stream, args.staged_tiles);
+  return dispatch(p, args.w_type, context, stream, args.staged_tiles);
 }
 
-gpuError_t matmul_experts_gpu(const MatmulExpertsArgs& args, gpuStream_t stream) {
+gpuError_t matmul_experts_gpu(const MatmulExpertsArgs& args, const MatvecContext& context, gpuStream_t stream) {
   MatmulSegment s{};
   s.args = args.base;
   s.args.num_rows = args.num_pairs;
   s.expert_ids = args.expert_ids;
   s.pairs_per_x_row = args.pairs_per_x_row;
   if (args.expert_ids == nullptr) return gpuErrorInvalidValue;
-  return matmul_segments_gpu(&s, 1, stream);
+  return matmul_segments_gpu(&s, 1, context, stream);
 }
 
 namespace {
@@ -454,9 +456,9 @@ bool params_of(const MatmulSegment* segs, int num_segs, MatvecParams& p) {
 bool has_deferred_norm(const MatmulSegment& s) { return s.norm_partials.squares != nullptr || s.deferred_norm.squares != nullptr; }
 
 // The deferred-norm rule (matmul_segments_deferred_norm_supported) on the launch's segments.
-bool deferred_norm_launch(const MatmulSegment* segs, int num_segs, const MatvecParams& p) {
+bool deferred_norm_launch(const MatmulSegment* segs, int num_segs, const MatvecParams& p, const MatvecContext& context) {
   const MatmulSegment& first = segs[0];
-  if (first.args.w_type != DType::Q4_0 || matvec_math() != MatvecMath::kStaged) return false;
+  if (first.args.w_type != DType::Q4_0 || matvec_math_on_device(context.math) != MatvecMath::kStaged) return false;
   if (first.norm_partials.squares != nullptr) {  // producer: one plain segment
     const MatmulSegment::NormPartials& n = first.norm_partials;
     if (num_segs != 1 || first.w_up != nullptr || first.expert_ids != nullptr || first.groups.rows_per_group != 0 ||
@@ -479,9 +481,10 @@ bool deferred_norm_launch(const MatmulSegment* segs, int num_segs, const MatvecP
 
 // The input-norm rule (matmul_segments_input_norm_supported) on the launch's segments: every
 // segment (empty ones too) normalises the same residual rows the same way.
-bool input_norm_launch(const MatmulSegment* segs, int num_segs, const MatvecParams& p) {
+bool input_norm_launch(const MatmulSegment* segs, int num_segs, const MatvecParams& p, const MatvecContext& context) {
   const MatmulSegment& first = segs[0];
-  if (first.input_norm_w == nullptr || first.args.w_type != DType::Q4_0 || matvec_math() != MatvecMath::kStaged ||
+  if (first.input_norm_w == nullptr || first.args.w_type != DType::Q4_0 ||
+      matvec_math_on_device(context.math) != MatvecMath::kStaged ||
       !gpu::aligned16(first.input_norm_w))
     return false;
   for (int s = 0; s < num_segs; ++s) {
@@ -496,19 +499,19 @@ bool input_norm_launch(const MatmulSegment* segs, int num_segs, const MatvecPara
 
 }  // namespace
 
-bool matmul_segments_input_norm_supported(const MatmulSegment* segs, int num_segs) {
+bool matmul_segments_input_norm_supported(const MatmulSegment* segs, int num_segs, const MatvecContext& context) {
   if (segs == nullptr || num_segs < 1 || num_segs > kMaxMatmulSegments) return false;
   MatvecParams p{};
-  return params_of(segs, num_segs, p) && input_norm_launch(segs, num_segs, p);
+  return params_of(segs, num_segs, p) && input_norm_launch(segs, num_segs, p, context);
 }
 
-bool matmul_segments_deferred_norm_supported(const MatmulSegment* segs, int num_segs) {
+bool matmul_segments_deferred_norm_supported(const MatmulSegment* segs, int num_segs, const MatvecContext& context) {
   if (segs == nullptr || num_segs < 1 || num_segs > kMaxMatmulSegments) return false;
   MatvecParams p{};
-  return params_of(segs, num_segs, p) && deferred_norm_launch(segs, num_segs, p);
+  return params_of(segs, num_segs, p) && deferred_norm_launch(segs, num_segs, p, context);
 }
 
-gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStream_t stream) {
+gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, const MatvecContext& context, gpuStream_t stream) {
   if (segs == nullptr || num_segs < 1 || num_segs > kMaxMatmulSegments) return gpuErrorInvalidValue;
   MatvecParams p{};
   if (!params_of(segs, num_segs, p)) return gpuErrorInvalidValue;
@@ -517,12 +520,12 @@ gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStrea
     input_norm = input_norm || segs[s].input_norm_w != nullptr;
     deferred = deferred || has_deferred_norm(segs[s]);
   }
-  if (input_norm && !input_norm_launch(segs, num_segs, p)) return gpuErrorInvalidValue;
-  if (deferred && !deferred_norm_launch(segs, num_segs, p)) return gpuErrorInvalidValue;
+  if (input_norm && !input_norm_launch(segs, num_segs, p, context)) return gpuErrorInvalidValue;
+  if (deferred && !deferred_norm_launch(segs, num_segs, p, context)) return gpuErrorInvalidValue;
   if (p.num_segs == 0) return gpuSuccess;
   // The input and deferred norms ride only in the staged launch (their rules checked it).
   if (input_norm || deferred) return matvec::launch_q4_0_staged(p, segs[0].args.staged_tiles, stream);
-  return dispatch(p, segs[0].args.w_type, stream, segs[0].args.staged_tiles);
+  return dispatch(p, segs[0].args.w_type, context, stream, segs[0].args.staged_tiles);
 }
 
 }  // namespace deltaserve::kernels

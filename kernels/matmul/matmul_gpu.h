@@ -24,11 +24,11 @@
 
 namespace deltaserve::kernels {
 
-gpuError_t matmul_gpu(const MatmulArgs& args, gpuStream_t stream);
+struct MatvecContext;  // the launch's matvec choices (below)
+gpuError_t matmul_gpu(const MatmulArgs& args, const MatvecContext& context, gpuStream_t stream);
 
 // Which arithmetic the Q4_0 matrix-vector forms use (matmul_gpu, matmul_norm_gpu, and the
-// plain and gated segments of matmul_segments_gpu), set per calling thread (a backend sets it
-// before each step; default kCudaCores):
+// plain and gated segments of matmul_segments_gpu), MatvecContext::math of the launch:
 // kCudaCores: the f32 fused multiply-add chain above. kTensorCores (CUDA sm_80 and up; else
 // kCudaCores): exact products on bf16 tensor cores (weights as integers, activations split
 // into three bf16 parts), f32 sums (matmul_mma.cu); the same accuracy against matmul_ref and
@@ -47,8 +47,8 @@ gpuError_t matmul_gpu(const MatmulArgs& args, gpuStream_t stream);
 // on its expert's matrix, and a caller that groups pairs by expert (ExpertPairGroups) under
 // kStaged gets CUDA-core bits for them, so the backend does not group there.
 enum class MatvecMath { kCudaCores, kTensorCores, kStaged };
-void set_matvec_math(MatvecMath math);
-MatvecMath matvec_math();        // the setting, or kCudaCores where the device has no bf16 mma
+// The math a launch asking for `math` runs: math, or kCudaCores where the device has no bf16 mma.
+MatvecMath matvec_math_on_device(MatvecMath math);
 bool tensor_matvec_available();  // the current device has bf16 mma (CUDA sm_80 and up)
 
 // kStaged launches of 1-2 activation rows (no expert segments) give each block one 16-row
@@ -59,21 +59,30 @@ bool tensor_matvec_available();  // the current device has bf16 mma (CUDA sm_80 
 // multiprocessor, one for the rest (matmul_mma_staged.cu says why). MatmulArgs::staged_tiles
 // (a launch's first segment's) forces one form, so the parity tests compare them bit for bit.
 
-// Device scratch for kTensorCores launches of many rows, set per calling thread like the math
-// (a backend sets it before each step; default none): such a launch first splits each of its
-// activation matrices into bf16 parts there, once, instead of in every 16-row weight tile
-// (matmul_mma.cu). Results are the same bits with or without it; a launch whose activations
-// do not fit splits as it goes. The scratch must stay valid, and untouched by other work on
-// the stream, while launches that use it run (captured graphs included).
-// Only launches of at least min_macs multiply-adds (weights x rows over the segments) pre-split;
-// min_macs < 0: the default (matmul_mma.cu says why; tests pass 1 to pre-split
-// every launch). matvec_split_scratch_bytes: the bytes one activation matrix of num_rows x
-// num_in takes.
-void set_matvec_split_scratch(void* device_bytes, size_t bytes, int64_t min_macs = -1);
+// Device scratch for kTensorCores launches of many rows (MatvecContext::split_scratch; null:
+// none): such a launch first splits each of its activation matrices into bf16 parts there,
+// once, instead of in every 16-row weight tile (matmul_mma.cu). Results are the same bits with
+// or without it; a launch whose activations do not fit splits as it goes. The scratch must
+// stay valid, and untouched by other work on the stream, while launches that use it run
+// (captured graphs included). Only launches of at least split_min_macs multiply-adds (weights
+// x rows over the segments) pre-split; split_min_macs < 0: the default (matmul_mma.cu says
+// why; tests pass 1 to pre-split every launch). matvec_split_scratch_bytes: the bytes one
+// activation matrix of num_rows x num_in takes.
 size_t matvec_split_scratch_bytes(int64_t num_rows, int64_t num_in);
-// The split launches the calling thread made since the last call (and resets the count): a
-// caller that counts kernel launches adds them to the matvec's own.
-int64_t take_matvec_split_launches();
+
+// The decode matvec's choices, passed with every matrix-vector launch (matmul_gpu,
+// matmul_norm_gpu, matmul_experts_gpu, matmul_segments_gpu and the matmul_segments_*_supported
+// rules): no state lives in the kernels. A backend fills one from its tuning at start-up and
+// passes the same values for its lifetime (a row's bits follow the math); tests pass their own.
+struct MatvecContext {
+  MatvecMath math = MatvecMath::kCudaCores;  // run as matvec_math_on_device(math)
+  void* split_scratch = nullptr;             // device; null: every launch splits as it goes
+  size_t split_scratch_bytes = 0;
+  int64_t split_min_macs = -1;               // < 0: the default (above)
+  // Host counter the launch adds its activation-split launches to (kernels launched besides
+  // the matvec's own; a caller that counts kernel launches points it at its count); null: none.
+  int64_t* split_launches = nullptr;
+};
 
 // Tiled form for prefill chunks (many rows, 64 and up): same contract, preconditions and
 // weight types as matmul_gpu; blocks of 64 rows x 64 outputs decode each weight tile into
@@ -115,7 +124,8 @@ struct MatmulNormEpilogue {
   int64_t out_stride;
   unsigned* counters;    // [num_rows], device, zero-filled
 };
-gpuError_t matmul_norm_gpu(const MatmulArgs& args, const MatmulNormEpilogue& norm, gpuStream_t stream);
+gpuError_t matmul_norm_gpu(const MatmulArgs& args, const MatmulNormEpilogue& norm, const MatvecContext& context,
+                           gpuStream_t stream);
 
 // Expert-indexed matvec for MoE: for each pair p < num_pairs (a routed (row, rank), pairs in
 // row-major [row][rank] order), y row p = W_{expert_ids[p]} x row (p / x_rows_per_pair)...
@@ -129,7 +139,7 @@ struct MatmulExpertsArgs {
   int64_t num_pairs;
   int64_t pairs_per_x_row;
 };
-gpuError_t matmul_experts_gpu(const MatmulExpertsArgs& args, gpuStream_t stream);
+gpuError_t matmul_experts_gpu(const MatmulExpertsArgs& args, const MatvecContext& context, gpuStream_t stream);
 
 // Several matrix-vector products in ONE launch (fewer launches per decode step): each segment
 // is a matmul_gpu (args), a matmul_experts_gpu (expert_ids set: args.num_rows is the pair
@@ -197,21 +207,21 @@ struct MatmulSegment {
     float eps = 0.0f;
   } deferred_norm;
 };
-gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, gpuStream_t stream);
+gpuError_t matmul_segments_gpu(const MatmulSegment* segs, int num_segs, const MatvecContext& context, gpuStream_t stream);
 
 // Whether matmul_segments_gpu takes these segments with their deferred norm (producer or
-// consumer side): the staged matvec (matvec_math() == kStaged) and its shape rule, Q4_0, no
-// expert segments, no input norm; a producer alone in its launch, not gated; consumers all
+// consumer side): the staged matvec (matvec_math_on_device(context.math) == kStaged) and its
+// shape rule, Q4_0, no expert segments, no input norm; a producer alone in its launch, not gated; consumers all
 // with the same x, x_stride, rows, width and squares. A rule on the matrices and the setting
 // only, so a model can ask it once for all row counts.
-bool matmul_segments_deferred_norm_supported(const MatmulSegment* segs, int num_segs);
+bool matmul_segments_deferred_norm_supported(const MatmulSegment* segs, int num_segs, const MatvecContext& context);
 // The widest rows a deferred norm's readers take (each reader thread adds a bounded share of
 // the row's tile sums).
 inline constexpr int64_t kDeferredNormMaxInputs = 16384;
 
 // Whether matmul_segments_gpu takes these segments with their input norm: the staged matvec
-// (matvec_math() == kStaged) and its shape rule, Q4_0, plain or gated segments (no expert
-// ones), every segment with the same x, x_stride, rows, width (num_in) and norm.
-bool matmul_segments_input_norm_supported(const MatmulSegment* segs, int num_segs);
+// (matvec_math_on_device(context.math) == kStaged) and its shape rule, Q4_0, plain or gated
+// segments (no expert ones), every segment with the same x, x_stride, rows, width (num_in) and norm.
+bool matmul_segments_input_norm_supported(const MatmulSegment* segs, int num_segs, const MatvecContext& context);
 
 }  // namespace deltaserve::kernels

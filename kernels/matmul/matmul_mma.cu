@@ -23,7 +23,7 @@
 // 2c + 9 hold elements 4c .. 4c + 3 (a dot product does not care in which order its terms pair
 // up, only that A and B agree).
 //
-// Pre-split activations (set_matvec_split_scratch): splitting x into its bf16 parts is most of
+// Pre-split activations (MatvecContext::split_scratch): splitting x into its bf16 parts is most of
 // the kernel's work when every 16-row tile splits it again (Nsight Compute, 35B-A3B qkv at 64
 // rows: the splits' FADD / F2FP / shifts were ~55% of 36 M instructions, and the loads that fed
 // them half the stall samples). Launches of many multiply-adds therefore first split each
@@ -36,7 +36,7 @@
 // column is its own dot product in the tensor core, the column's mma sequence does not depend
 // on NT or on its neighbours, and the K split depends on the matrix's shape only. Row r alone is
 // bit-identical to row r in any group, as in the CUDA-core kernel, but the two kernels differ
-// from each other in the last bits: the math is chosen per backend (set_matvec_math).
+// from each other in the last bits: the math is chosen per backend (MatvecContext::math).
 
 #include "kernels/gpu/gpu_compat.h"
 #include "kernels/matmul/matmul_gpu.h"
@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(kThreads, (min_blocks_per_sm<NT, kSplit>())) m
   mma_group<NT, kNorm, kSplit>(g, group, partial);
 #else
   gpu::begin_kernel();
-  (void)p;  // never launched there: matvec_math() is kCudaCores without bf16 mma
+  (void)p;  // never launched there: matvec_math_on_device gives kCudaCores without bf16 mma
 #endif
 }
 
@@ -319,15 +319,6 @@ int device_attribute(cudaDeviceAttr attribute, int fallback) {
 
 using matvec::multiprocessors;
 
-// The calling thread's pre-split scratch (set_matvec_split_scratch): like the math, per thread.
-struct SplitScratch {
-  void* at = nullptr;
-  size_t bytes = 0;
-  int64_t min_macs = 0;  // launches of fewer multiply-adds split as they go
-};
-thread_local SplitScratch t_split_scratch;
-thread_local int64_t t_split_launches = 0;  // take_matvec_split_launches
-
 // Launches of at least this many multiply-adds (weights x activation rows, over the segments)
 // pre-split: the split launch costs a few microseconds, which small launches do not earn back.
 // With every launch of 9+ rows pre-split the 27B at 64 rows and the 35B-A3B's verify rows
@@ -337,10 +328,10 @@ constexpr int64_t kPresplitMinMacs = int64_t{1} << 31;
 
 // Splits each segment's activations into the scratch (segments that share x, num_in and rows
 // share one split) and points the segments at them; false, with nothing launched, when the
-// scratch is missing or too small for the launch (the kernel then splits as it goes).
-bool presplit(MatvecParams& p, gpuStream_t stream) {
-  const SplitScratch scratch = t_split_scratch;
-  if (scratch.at == nullptr) return false;
+// scratch is missing or too small for the launch (the kernel then splits as it goes). Each
+// split launch adds one to *context.split_launches.
+bool presplit(MatvecParams& p, const MatvecContext& context, gpuStream_t stream) {
+  if (context.split_scratch == nullptr) return false;
   size_t used = 0;
   int first_with[matvec::kMaxSegs];  // the segment whose split segment s reuses, or s
   for (int s = 0; s < p.num_segs; ++s) {
@@ -355,8 +346,8 @@ bool presplit(MatvecParams& p, gpuStream_t stream) {
     }
     if (first_with[s] == s) used += matvec_split_scratch_bytes(g.num_rows, g.num_in);
   }
-  if (used > scratch.bytes) return false;
-  unsigned char* next = static_cast<unsigned char*>(scratch.at);
+  if (used > context.split_scratch_bytes) return false;
+  unsigned char* next = static_cast<unsigned char*>(context.split_scratch);
   for (int s = 0; s < p.num_segs; ++s) {
     MatvecSeg& g = p.seg[s];
     if (first_with[s] != s) {
@@ -367,7 +358,7 @@ bool presplit(MatvecParams& p, gpuStream_t stream) {
     const int64_t num_blocks = g.num_in / 32, threads = g.num_rows * num_blocks * 4;
     gpu::launch(split_x_kernel, dim3(static_cast<unsigned>((threads + 255) / 256)), 256, 0, stream, g.x, g.x_stride, g.num_rows,
                 num_blocks, reinterpret_cast<uint4*>(next));
-    ++t_split_launches;
+    if (context.split_launches != nullptr) ++*context.split_launches;
     next += matvec_split_scratch_bytes(g.num_rows, g.num_in);
   }
   return true;
@@ -377,7 +368,7 @@ bool presplit(MatvecParams& p, gpuStream_t stream) {
 // have fewer than two blocks per multiprocessor (a matrix of few outputs at many rows: its
 // weights are then read once per group, from L2). Results do not depend on it.
 template <bool kNorm>
-gpuError_t launch_mma(const MatvecParams& p, gpuStream_t stream) {
+gpuError_t launch_mma(const MatvecParams& p, const MatvecContext& context, gpuStream_t stream) {
   int64_t n = 0, blocks = 0, macs = 0;
   for (int s = 0; s < p.num_segs; ++s) {
     const MatvecSeg& g = p.seg[s];
@@ -389,7 +380,8 @@ gpuError_t launch_mma(const MatvecParams& p, gpuStream_t stream) {
   while (tiles < kMaxTiles && tiles * kColsPerTile < n) tiles *= 2;
   while (tiles > 1 && blocks * ((n + tiles * kColsPerTile - 1) / (tiles * kColsPerTile)) < 2 * multiprocessors()) tiles /= 2;
   MatvecParams q = p;
-  if (macs >= t_split_scratch.min_macs && presplit(q, stream)) {
+  const int64_t min_macs = context.split_min_macs >= 0 ? context.split_min_macs : kPresplitMinMacs;
+  if (macs >= min_macs && presplit(q, context, stream)) {
     switch (tiles) {
       case 1: return launch_tiles<1, kNorm, true>(q, stream);
       case 2: return launch_tiles<2, kNorm, true>(q, stream);
@@ -405,6 +397,8 @@ gpuError_t launch_mma(const MatvecParams& p, gpuStream_t stream) {
   }
 }
 
+// Asked once, of the first caller's device, and never written again (the backend and the
+// tests use one device per process).
 bool device_has_bf16_mma() {
 #if defined(DS_GPU_CUDA)
   static const bool has = device_attribute(cudaDevAttrComputeCapabilityMajor, 0) >= 8;
@@ -414,44 +408,29 @@ bool device_has_bf16_mma() {
 #endif
 }
 
-// Per thread: a backend is driven by one engine thread and sets its math before each step, so
-// two backends in one process (or a test beside a backend) keep their own.
-thread_local MatvecMath t_math = MatvecMath::kCudaCores;
-
 }  // namespace
-
-void set_matvec_math(MatvecMath math) { t_math = math; }
 
 size_t matvec_split_scratch_bytes(int64_t num_rows, int64_t num_in) {
   return static_cast<size_t>(num_rows) * static_cast<size_t>(num_in / 32) * 192;
 }
 
-int64_t take_matvec_split_launches() {
-  const int64_t n = t_split_launches;
-  t_split_launches = 0;
-  return n;
-}
-
-void set_matvec_split_scratch(void* device_bytes, size_t bytes, int64_t min_macs) {
-  t_split_scratch = SplitScratch{device_bytes, bytes, min_macs >= 0 ? min_macs : kPresplitMinMacs};
-}
-
-MatvecMath matvec_math() { return device_has_bf16_mma() ? t_math : MatvecMath::kCudaCores; }
+MatvecMath matvec_math_on_device(MatvecMath math) { return device_has_bf16_mma() ? math : MatvecMath::kCudaCores; }
 
 bool tensor_matvec_available() { return device_has_bf16_mma(); }
 
 namespace matvec {
+// Asked once, like device_has_bf16_mma, and never written again.
 int multiprocessors() {
 #if defined(DS_GPU_CUDA)
   static const int count = device_attribute(cudaDevAttrMultiProcessorCount, 132);
   return count;
 #else
-  return 64;  // HIP: never launched (matvec_math() is kCudaCores there)
+  return 64;  // HIP: never launched (matvec_math_on_device gives kCudaCores there)
 #endif
 }
 
-gpuError_t launch_q4_0_mma(const MatvecParams& p, gpuStream_t stream) {
-  return p.seg[0].norm_counters != nullptr ? launch_mma<true>(p, stream) : launch_mma<false>(p, stream);
+gpuError_t launch_q4_0_mma(const MatvecParams& p, const MatvecContext& context, gpuStream_t stream) {
+  return p.seg[0].norm_counters != nullptr ? launch_mma<true>(p, context, stream) : launch_mma<false>(p, context, stream);
 }
 }  // namespace matvec
 

@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecPar
   staged_group<R, B, S, kNorm, kInNorm, 1, kDeferred>(g, group, smem, early);
 #else
   gpu::begin_kernel();
-  (void)p;  // never launched there: matvec_math() is kCudaCores without bf16 mma
+  (void)p;  // never launched there: matvec_math_on_device gives kCudaCores without bf16 mma
 #endif
 }
 
@@ -139,6 +139,8 @@ constexpr auto staged_kernel() {
 template <int R, int B, int S, bool kNorm, bool kInNorm, int M, bool kDeferred>
 gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
   constexpr size_t kSmem = smem_bytes<R, B, S, M>();
+  // Devices whose attribute is set: bits only ever added, recording the driver's own
+  // per-process state (allow_dynamic_smem), so no launch reads anything a caller set.
   static std::atomic<uint64_t> smem_allowed{0};
   const gpuError_t allowed = staged::allow_dynamic_smem(staged_kernel<R, B, S, kNorm, kInNorm, M, kDeferred>(), kSmem, smem_allowed);
   if (allowed != gpuSuccess) return allowed;

@@ -149,10 +149,11 @@ inline int64_t mma_row_tiles(const MatvecSeg& g) {
 int multiprocessors();
 
 // The tensor-core Q4_0 launch (matmul_mma.cu) of plain segments (gated and norm epilogue
-// included; no expert segments), for matvec_math() == kTensorCores.
-gpuError_t launch_q4_0_mma(const MatvecParams& p, gpuStream_t stream);
+// included; no expert segments), for MatvecMath::kTensorCores; context's pre-split scratch and
+// launch counter.
+gpuError_t launch_q4_0_mma(const MatvecParams& p, const MatvecContext& context, gpuStream_t stream);
 
-// The staged tensor-core Q4_0 launch (matmul_mma_staged.cu) for matvec_math() == kStaged, when
+// The staged tensor-core Q4_0 launch (matmul_mma_staged.cu) for MatvecMath::kStaged, when
 // staged_shapes(p) holds: no expert-grouped segment, every matrix's rows a multiple of 256
 // inputs (all of 1,024 or none) and 16-byte aligned. The rule reads the launch's matrices only,
 // so a matrix in the same launch always takes the same kernel and K walk whatever the rows.

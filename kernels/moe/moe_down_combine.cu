@@ -296,6 +296,7 @@ __global__ void __launch_bounds__(kThreads) moe_down_combine_kernel(const MoeDow
 }
 
 // The largest dynamic shared memory a block may opt into on the current device (0 on error).
+// Cached per device: a device attribute, stored once and never changed.
 size_t max_shared_optin() {
 #if defined(DS_GPU_CUDA)
   static std::atomic<int> cached[64];
@@ -317,7 +318,7 @@ constexpr size_t kStaticSharedBytes = (kMaxUsed + (kMaxUsed + 1) * kTileRows) * 
 
 template <int B, int S>
 gpuError_t launch(const MoeDownCombineArgs& a, gpuStream_t stream) {
-  static std::atomic<uint64_t> smem_allowed{0};
+  static std::atomic<uint64_t> smem_allowed{0};  // as in matmul_mma_staged.cu: bits only ever added
   const size_t optin = max_shared_optin();
   const gpuError_t allowed = staged::allow_dynamic_smem(moe_down_combine_kernel<B, S>, optin - kStaticSharedBytes, smem_allowed);
   if (allowed != gpuSuccess) return allowed;

@@ -27,36 +27,12 @@
 #include <cstdint>
 
 #include "kernels/gpu/gpu_compat.h"
+#include "kernels/moe/moe.h"  // MoeDownCombineArgs, moe_down_combine_ref
 
 namespace deltaserve::kernels {
 
-struct MoeDownCombineArgs {
-  const uint8_t* down_exps;        // [num_experts][n rows of exp_row_bytes] Q4_0
-  size_t expert_bytes;             // bytes per expert slice (n * exp_row_bytes or more)
-  size_t exp_row_bytes;
-  int64_t exp_in;                  // inputs per expert row (expert FFN width)
-  const int32_t* expert_ids;       // [num_rows][num_used]
-  const float* expert_weights;     // [num_rows][num_used]
-  int64_t num_used;                // k
-  const float* exp_g;              // [num_rows * k][exp_in]: SiLU(gate) * up of each (row, rank) pair
-  const uint8_t* down_shexp;       // [n rows of sh_row_bytes] Q4_0, or null (no shared expert)
-  size_t sh_row_bytes;
-  int64_t sh_in;                   // shared expert FFN width
-  const float* sh_g;               // [num_rows][sh_in]
-  const float* shared_gate_logit;  // [num_rows]
-  float* y;                        // [num_rows][n]
-  int64_t n;                       // outputs (the model width)
-  int64_t num_rows;
-  bool accumulate = false;         // y += (the residual add), else y =
-  const float* norm_w = nullptr;   // [n] next input norm (1 + w as stored), or null
-  float norm_eps = 0.0f;
-  float* norm_out = nullptr;       // [num_rows][norm_out_stride]; must not overlap y or the inputs
-  int64_t norm_out_stride = 0;
-  unsigned* norm_counters = nullptr;  // [num_rows], zero between launches (left zero); with norm_w
-};
-
 // Whether the fused launch takes these shapes on this build (CUDA with bf16 mma; the device's
-// capability is matvec_math()'s to judge) with the same bits as the two launches.
+// capability is matvec_math_on_device's to judge) with the same bits as the two launches.
 bool moe_down_combine_supported(const MoeDownCombineArgs& args);
 
 // gpuErrorInvalidValue (nothing launched) where not supported or on bad sizes.

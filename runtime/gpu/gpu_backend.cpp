@@ -125,7 +125,6 @@ GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int d
 }
 
 GpuBackend::~GpuBackend() {
-  kernels::set_matvec_split_scratch(nullptr, 0);  // the scratch goes with the arena; the next forward sets its own
   if (stream_ != nullptr) {
     (void)gpuSetDevice(device_);
     (void)gpuStreamSynchronize(stream_);
@@ -308,7 +307,7 @@ void GpuBackend::size_buffers() {
   if (weights_->has_mtp) w.add(ws_.mtp_cat, R * 2 * H);
   w.add(ws_.lm_in, max_logit_rows_ * H);
   if (matvec_math_ == kernels::MatvecMath::kTensorCores) {
-    // The tensor-core matvec's pre-split activations (kernels::set_matvec_split_scratch): two
+    // The tensor-core matvec's pre-split activations (kernels::MatvecContext::split_scratch): two
     // matrices of every decode and verify row at the widest input of any product; a launch
     // that does not fit (prefill-sized rows) splits as it goes.
     const int64_t widest = std::max({2 * H, c.num_heads * c.head_dim, c.ssm_value_dim(), c.ffn_dim, c.shared_ffn_dim,

@@ -198,7 +198,8 @@ class GpuBackend final : public Backend {
   std::string fuse_down_combine_setting() const;  // speed_settings' words for fuse_down_combine_rows_
   gpu::GpuLayerContext context() const {
     return {config_, stream_, cache_.kv_block_tokens, ws_, &launches_, trace_.enabled() ? &trace_ : nullptr, prefill_math_,
-            tiled_decode_experts_, tiled_decode_min_outputs_, fuse_down_combine_rows_, carry_input_norms_, defer_norms_};
+            tiled_decode_experts_, tiled_decode_min_outputs_, fuse_down_combine_rows_, carry_input_norms_, defer_norms_,
+            kernels::MatvecContext{matvec_math_, matvec_split_scratch_, matvec_split_bytes_, -1, &launches_}};
   }
   template <class T>
   const T* device(size_t staging_offset) const {
@@ -253,10 +254,10 @@ class GpuBackend final : public Backend {
   std::pair<int64_t, int64_t> fuse_down_combine_rows_{1, 0};  // GpuLayerContext::fuse_down_combine_rows, likewise
   bool carry_input_norms_ = false;  // GpuLayerContext::carry_input_norms, likewise
   bool defer_norms_ = false;        // GpuLayerContext::defer_norms, likewise
-  // Q4_0 decode matvec arithmetic (cache_.decode_matvec resolved at start), set on the calling
-  // thread by every forward: the kernels' setting is per thread, the backend's for its lifetime.
+  // Q4_0 decode matvec arithmetic (cache_.decode_matvec resolved at start), for the backend's
+  // lifetime; every launch gets it in GpuLayerContext::matvec.
   kernels::MatvecMath matvec_math_ = kernels::MatvecMath::kCudaCores;
-  void* matvec_split_scratch_ = nullptr;  // kernels::set_matvec_split_scratch's, set with the math
+  void* matvec_split_scratch_ = nullptr;  // kernels::MatvecContext::split_scratch (tensor math only)
   size_t matvec_split_bytes_ = 0;
   int64_t bytes_to_host_last_forward_ = 0;
   // Prefix-cache checkpoints (gpu_checkpoints.cpp): per checkpoint, every GDN layer's delta entry

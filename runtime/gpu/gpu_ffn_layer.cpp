@@ -96,7 +96,7 @@ void launch_segments(const GpuLayerContext& ctx, std::vector<kernels::MatmulSegm
                                           static_cast<int>(batch.size()) < kernels::kMaxMatmulSegments);
       (fits ? batch : rest).push_back(s);
     }
-    DS_GPU_LAUNCH(ctx, 1, kernels::matmul_segments_gpu(batch.data(), static_cast<int>(batch.size()), ctx.stream),
+    DS_GPU_LAUNCH(ctx, 1, kernels::matmul_segments_gpu(batch.data(), static_cast<int>(batch.size()), ctx.matvec, ctx.stream),
                   "%s: %d segments (%s), %lld rows, first in %lld out %lld", what, static_cast<int>(batch.size()),
                   std::string(kernels::dtype_name(batch[0].args.w_type)).c_str(),
                   static_cast<long long>(batch[0].args.num_rows), static_cast<long long>(batch[0].args.num_in),
@@ -167,7 +167,7 @@ bool carry_input_norm(const GpuLayerContext& ctx, std::vector<kernels::MatmulSeg
     s.input_norm_w = in.w->f32();
     s.input_norm_eps = ctx.config.rms_eps;
   }
-  if (!kernels::matmul_segments_input_norm_supported(carried.data(), static_cast<int>(carried.size()))) return false;
+  if (!kernels::matmul_segments_input_norm_supported(carried.data(), static_cast<int>(carried.size()), ctx.matvec)) return false;
   segs.swap(carried);
   return true;
 }
@@ -219,7 +219,7 @@ void matmul(const GpuLayerContext& ctx, const DeviceTensor& w, const float* x, i
   if (decode_tiled(ctx, w)) return matmul_decode_tiled(ctx, w, x, num_rows, y, accumulate);
   kernels::MatmulArgs args = matmul_args(w, x, num_rows, y);
   args.accumulate = accumulate;
-  DS_GPU_LAUNCH(ctx, 1, kernels::matmul_gpu(args, ctx.stream), "matmul %s (%s): %lld rows, in %lld, out %lld",
+  DS_GPU_LAUNCH(ctx, 1, kernels::matmul_gpu(args, ctx.matvec, ctx.stream), "matmul %s (%s): %lld rows, in %lld, out %lld",
                w.name.c_str(), std::string(kernels::dtype_name(w.type)).c_str(), static_cast<long long>(num_rows),
                static_cast<long long>(w.ne0), static_cast<long long>(w.ne1));
 }
@@ -298,7 +298,7 @@ bool norm_deferred(const GpuLayerContext& ctx, const DeviceTensor& producer, con
   // The rules read the matrices (and the setting); one row and the workspace stand in for the step's.
   const GpuWorkspace& ws = ctx.ws;
   const kernels::MatmulSegment writer = writes_deferred_norm(ctx, producer, ws.y, 1, ws.x, norm, ws.a, h);
-  if (!kernels::matmul_segments_deferred_norm_supported(&writer, 1)) return false;
+  if (!kernels::matmul_segments_deferred_norm_supported(&writer, 1, ctx.matvec)) return false;
   std::vector<kernels::MatmulSegment> readers;
   for (int i = 0; i < count; ++i) {
     const DeviceTensor& c = *consumers[i];
@@ -310,7 +310,7 @@ bool norm_deferred(const GpuLayerContext& ctx, const DeviceTensor& producer, con
   } else {
     for (int i = 0; i < count; ++i) readers.push_back(reads_deferred_norm(segment(*consumers[i], ws.a, 1, ws.y), ctx));
   }
-  return kernels::matmul_segments_deferred_norm_supported(readers.data(), static_cast<int>(readers.size()));
+  return kernels::matmul_segments_deferred_norm_supported(readers.data(), static_cast<int>(readers.size()), ctx.matvec);
 }
 
 // Why: at one or a few rows a norm launch is a chain of its own (the wait for the previous

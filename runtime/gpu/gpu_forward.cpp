@@ -333,9 +333,6 @@ void GpuBackend::enqueue_trunk(const gpu::StepRowsView& rows, size_t hidden_at, 
 }
 
 void GpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
-  kernels::set_matvec_math(matvec_math_);
-  kernels::set_matvec_split_scratch(matvec_split_scratch_, matvec_split_bytes_);
-  (void)kernels::take_matvec_split_launches();  // splits launched outside this backend's calls are not its own
   check_plan(plan);
   // Layer capture (DFlash's context, runtime/batch_plan.h) is not written for the GPU yet:
   // it needs a copy of the residual stream's hidden rows after each captured layer.
@@ -426,9 +423,6 @@ void GpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
 }
 
 void GpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
-  kernels::set_matvec_math(matvec_math_);
-  kernels::set_matvec_split_scratch(matvec_split_scratch_, matvec_split_bytes_);
-  (void)kernels::take_matvec_split_launches();  // splits launched outside this backend's calls are not its own
   if (!weights_->has_mtp) throw std::logic_error("this model has no MTP head");
   const ModelConfig& c = config_;
   const int64_t h = c.num_embd;

@@ -110,6 +110,9 @@ struct GpuLayerContext {
   // residual and the products that read the norm are deferred (norm_deferred; NextNorm and
   // InputNorm::deferred). Their own bits: a backend-lifetime choice, never the load's.
   bool defer_norms = false;
+  // Every matvec launch's math and pre-split scratch (a backend-lifetime choice), its
+  // split_launches pointing at *launches (DS_GPU_LAUNCH).
+  kernels::MatvecContext matvec{};
 };
 
 // The default fuse_down_combine_rows (gpu_ffn_layer.cpp says why).
@@ -124,20 +127,21 @@ inline constexpr std::pair<int64_t, int64_t> kFusedDownCombineRows{1, 16};
 inline constexpr int64_t kTiledDecodeMinOutputs = 65536;
 
 // DS_GPU_LAUNCH(ctx, num_kernels, call, "shapes", ...): DS_GPU_CHECK of a kernel entry point
-// that launches num_kernels kernels, plus the activation splits a tensor-core matvec launched
-// first (kernels::take_matvec_split_launches; zero elsewhere), counted in *ctx.launches. Every
-// launch of the backend goes through it, so the count equals the node count of a captured step
-// graph. While tracing, an event pair brackets the call, classed by the shape format (its
-// literal starts with the op name; KernelTrace, kernel_class()); off, the hook costs one
-// branch on null.
+// that launches num_kernels kernels, counted in *ctx.launches, plus the activation splits a
+// tensor-core matvec launched first (zero elsewhere), which the call added to *ctx.launches
+// itself (ctx.matvec.split_launches). Every launch of the backend goes through it, so the
+// count equals the node count of a captured step graph. While tracing, an event pair brackets
+// the call, classed by the shape format (its literal starts with the op name; KernelTrace,
+// kernel_class()); off, the hook costs one branch on null.
 #define DS_GPU_LAUNCH(ctx, num_kernels, call, ...)                                         \
   do {                                                                                     \
     ::deltaserve::runtime::gpu::KernelTrace* const ds_gpu_trace_ = (ctx).trace;            \
     if (ds_gpu_trace_ != nullptr) ds_gpu_trace_->begin((ctx).stream, __VA_ARGS__);        \
+    const int64_t ds_gpu_before_ = *(ctx).launches;                                        \
     DS_GPU_CHECK(call, __VA_ARGS__);                                                       \
-    const int64_t ds_gpu_count_ = (num_kernels) + ::deltaserve::kernels::take_matvec_split_launches(); \
+    *(ctx).launches += (num_kernels);                                                      \
+    const int64_t ds_gpu_count_ = *(ctx).launches - ds_gpu_before_;                        \
     if (ds_gpu_trace_ != nullptr) ds_gpu_trace_->end((ctx).stream, ds_gpu_count_);         \
-    *(ctx).launches += ds_gpu_count_;                                                      \
   } while (0)
 
 // One GDN layer's state pools: entries of [Hv][dk][dv] delta_type and [Kc-1][Dc] floats.

@@ -108,7 +108,7 @@ kernels::ExpertPairGroups expert_pair_groups(const GpuLayerContext& ctx, int64_t
   const ModelConfig& c = ctx.config;
   const GpuWorkspace& ws = ctx.ws;
   kernels::ExpertPairGroups g{};
-  const bool staged = kernels::matvec_math() == kernels::MatvecMath::kStaged;
+  const bool staged = ctx.matvec.math == kernels::MatvecMath::kStaged;
   const int rows = num_pairs > 0 && !staged ? expert_group_rows(c, num_pairs) : 0;
   if (rows == 0) return g;
   const kernels::MoeGroupPairsArgs a{ws.expert_ids, num_pairs, c.num_experts, rows,
@@ -165,7 +165,7 @@ kernels::MoeDownCombineArgs down_combine_args(const GpuLayerContext& ctx, const 
 // Same bits either way, so the choice may follow the load.
 bool fuse_down_combine(const GpuLayerContext& ctx, const kernels::MoeDownCombineArgs& a, const GpuFfnWeights& w) {
   return a.num_rows >= ctx.fuse_down_combine_rows.first && a.num_rows <= ctx.fuse_down_combine_rows.second &&
-         kernels::matvec_math() == kernels::MatvecMath::kStaged &&
+         ctx.matvec.math == kernels::MatvecMath::kStaged &&
          w.down_exps.type == kernels::DType::Q4_0 && w.down_shexp.type == kernels::DType::Q4_0 && w.down_shexp.ne1 == a.n &&
          w.down_exps.ne1 == a.n && kernels::moe_down_combine_supported(a);
 }

@@ -86,7 +86,7 @@ void bench_moe_router(int64_t rows) {
     MatmulSegment segs[2]{};
     segs[0].args = MatmulArgs{w, DType::F32, h, e, static_cast<size_t>(h) * 4, x.get(), rows, h, logits.get(), e};
     segs[1].args = MatmulArgs{w + e * h, DType::F32, h, 1, static_cast<size_t>(h) * 4, x.get(), rows, h, sh.get(), 1};
-    CHECK_GPU(matmul_segments_gpu(segs, 2, nullptr));
+    CHECK_GPU(matmul_segments_gpu(segs, 2, MatvecContext{}, nullptr));
     CHECK_GPU(moe_route_gpu({logits.get(), rows, e, k, ids.get(), wts.get()}, nullptr));
   });
   report("segments + moe_route", shape, unfused, static_cast<double>(w_bytes));
@@ -124,7 +124,7 @@ void bench_moe_combine_norm(int64_t rows) {
 // pattern whose f16 scales are finite (0x3C00 = 1.0 around bytes 0x00/0x3C).
 void fill_weights(DeviceBuffer<uint8_t>& w) { CHECK_GPU(gpuMemset(w.get(), 0x3C, w.size())); }
 
-void bench_matmul(DType type, int64_t in, int64_t out, int64_t rows, const char* what) {
+void bench_matmul(DType type, int64_t in, int64_t out, int64_t rows, const char* what, MatvecMath math = MatvecMath::kCudaCores) {
   const size_t bytes = dtype_row_bytes(type, in) * static_cast<size_t>(out);
   const int copies = static_cast<int>(std::max<size_t>(1, kRotateBytes / bytes + 1));
   std::vector<DeviceBuffer<uint8_t>> ws;
@@ -133,12 +133,12 @@ void bench_matmul(DType type, int64_t in, int64_t out, int64_t rows, const char*
   CHECK_GPU(gpuMemset(x.get(), 0, x.size() * sizeof(float)));
   const double us = time_us([&](int i) {
     MatmulArgs a{ws[static_cast<size_t>(i % copies)].get(), type, in, out, dtype_row_bytes(type, in), x.get(), rows, in, y.get(), out};
-    CHECK_GPU(matmul_gpu(a, nullptr));
+    CHECK_GPU(matmul_gpu(a, MatvecContext{math}, nullptr));
   });
-  const char* math = matvec_math() == MatvecMath::kTensorCores ? " (tensor cores)"
-                     : matvec_math() == MatvecMath::kStaged    ? " (staged)"
-                                                                : "";
-  report("matmul_gpu " + std::string(dtype_name(type)) + math, std::string(what) + " " + std::to_string(out) + "x" + std::to_string(in) +
+  const char* label = math == MatvecMath::kTensorCores ? " (tensor cores)"
+                      : math == MatvecMath::kStaged    ? " (staged)"
+                                                        : "";
+  report("matmul_gpu " + std::string(dtype_name(type)) + label, std::string(what) + " " + std::to_string(out) + "x" + std::to_string(in) +
                                                             " rows=" + std::to_string(rows),
          us, static_cast<double>(bytes) + 4.0 * rows * (in + out));
 }
@@ -177,7 +177,7 @@ void bench_experts(DType type, int64_t in, int64_t out, int64_t experts, int64_t
   const double us = time_us([&](int i) {
     MatmulExpertsArgs a{MatmulArgs{w.get(), type, in, out, row_bytes, x.get(), 0, in, y.get(), out}, dids.get() + (i % 64) * k, k,
                         std::string(what) == "down" ? 1 : k};
-    CHECK_GPU(matmul_experts_gpu(a, nullptr));
+    CHECK_GPU(matmul_experts_gpu(a, MatvecContext{}, nullptr));
   });
   report("matmul_experts_gpu " + std::string(dtype_name(type)),
          std::string(what) + " k=" + std::to_string(k) + " x " + std::to_string(out) + "x" + std::to_string(in), us,
@@ -225,12 +225,12 @@ void bench_experts_prefill(DType type, int64_t in, int64_t out, int64_t experts,
   if (math != MatmulMath::kF32) return;
   const double us_matvec = time_us([&](int) {
     if (!gated) {
-      CHECK_GPU(matmul_experts_gpu(ea, nullptr));
+      CHECK_GPU(matmul_experts_gpu(ea, MatvecContext{}, nullptr));
       return;
     }
     MatmulSegment s{ea.base, w_up.get(), dids.get(), per_x};
     s.args.num_rows = pairs;
-    CHECK_GPU(matmul_segments_gpu(&s, 1, nullptr));
+    CHECK_GPU(matmul_segments_gpu(&s, 1, MatvecContext{}, nullptr));
   });
   report(std::string(gated ? "segments(gated) " : "matmul_experts_gpu ") + std::string(dtype_name(type)), shape, us_matvec, flops);
 }
@@ -431,7 +431,7 @@ void run_matvec_benchmarks(Context&) {
   bench_experts(DType::Q8_0, 2048, 512, 256, 8, "gate");
   // Q4_0 on the CUDA cores, on the tensor cores and staged onto them, side by side
   // (matmul_gpu.h, MatvecMath).
-  if (set_matvec_math(MatvecMath::kTensorCores), matvec_math() == MatvecMath::kTensorCores) {
+  if (matvec_math_on_device(MatvecMath::kTensorCores) == MatvecMath::kTensorCores) {
     struct Shape {
       int64_t in, out;
       const char* what;
@@ -443,13 +443,11 @@ void run_matvec_benchmarks(Context&) {
       for (int64_t rows : {1, 2, 4, 8, 16, 32, 64}) {
         if (sh.out > 100000 && rows != 1 && rows != 64) continue;
         for (MatvecMath m : {MatvecMath::kCudaCores, MatvecMath::kTensorCores, MatvecMath::kStaged}) {
-          set_matvec_math(m);
-          bench_matmul(DType::Q4_0, sh.in, sh.out, rows, sh.what);
+          bench_matmul(DType::Q4_0, sh.in, sh.out, rows, sh.what, m);
         }
       }
     }
   }
-  set_matvec_math(MatvecMath::kCudaCores);
 }
 
 // The staged matvec alone on the 27B's one- and two-row shapes (its decode step's matrices,
@@ -457,8 +455,7 @@ void run_matvec_benchmarks(Context&) {
 // side-by-side of the staged kernel's switches.
 void run_staged_matvec_benchmarks(Context&) {
   std::printf("| kernel | shape | us/launch | GB/s |\n|---|---|---|---|\n");
-  const MatvecMath before = matvec_math();
-  if (set_matvec_math(MatvecMath::kStaged), matvec_math() != MatvecMath::kStaged) {
+  if (matvec_math_on_device(MatvecMath::kStaged) != MatvecMath::kStaged) {
     std::printf("(no staged matvec on this device)\n");
     return;
   }
@@ -473,12 +470,11 @@ void run_staged_matvec_benchmarks(Context&) {
   const char* only = std::getenv("DELTASERVE_BENCH_SHAPE");
   for (const Shape& sh : shapes) {
     if (only != nullptr && *only != '\0') {
-      if (std::strcmp(only, sh.what) == 0) bench_matmul(DType::Q4_0, sh.in, sh.out, 1, sh.what);
+      if (std::strcmp(only, sh.what) == 0) bench_matmul(DType::Q4_0, sh.in, sh.out, 1, sh.what, MatvecMath::kStaged);
       continue;
     }
-    for (int64_t rows : {1, 2}) bench_matmul(DType::Q4_0, sh.in, sh.out, rows, sh.what);
+    for (int64_t rows : {1, 2}) bench_matmul(DType::Q4_0, sh.in, sh.out, rows, sh.what, MatvecMath::kStaged);
   }
-  set_matvec_math(before);
 }
 
 void run_benchmarks(Context& ctx) {

@@ -1,5 +1,5 @@
 // gdn_step_gpu with bf16 delta states (GdnStepArgs::delta_type kBf16):
-// - against the CPU GDN chain (gdn_reference.h) started from the bf16-decoded state and
+// - against the CPU GDN chain (gdn_ref, gdn/gdn.h) started from the bf16-decoded state and
 //   rounding its state to bf16 after every row (kernels/quant.h's BF16 encoder: nearest even):
 //   outputs, final states (in place, to another entry, not written) and ring snapshots;
 // - a verify step of R rows (ring snapshots) == the same rows run as R one-row steps from the
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gdn/gdn.h"
 #include "kernels/gdn/gdn_gpu.h"
-#include "tests/gpu/gdn_reference.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {
@@ -37,7 +37,7 @@ struct Problem {
   size_t delta_entry = 0, conv_entry = 0;
   int64_t num_seqs() const { return static_cast<int64_t>(plan.size()); }
   int64_t rows() const { return begin.back(); }
-  GdnHostInputs inputs() const {
+  GdnRefInputs inputs() const {
     return {sh, qkv.data(), alpha.data(), b.data(), conv_w.data(), ssm_a.data(), dt_bias.data()};
   }
 };
@@ -100,8 +100,8 @@ std::string shape_text(const GdnShape& sh, const std::vector<SeqPlan>& plan) {
 // the state (rare, one bf16 ulp: NMSE far below 1e-7). States: one bf16 rounding's scale.
 void check_against_reference(Context& ctx, const GdnShape& sh, const std::vector<SeqPlan>& plan) {
   const Problem p = make_problem(ctx, sh, plan);
-  const GdnReferencePools ref = gdn_reference(p.inputs(), p.begin, p.state_in, p.state_out, p.ring_first,
-                                              from_bf16(p.delta0), p.conv0, GdnRefDeltaState::kBf16AfterEachRow);
+  const GdnRefPools ref = gdn_ref(p.inputs(), p.begin, p.state_in, p.state_out, p.ring_first,
+                                  from_bf16(p.delta0), p.conv0, GdnRefDeltaState::kBf16AfterEachRow);
   Device d(p);
   d.out.poison();
   CHECK_GPU(gdn_step_gpu(d.args(p), nullptr));

@@ -1,4 +1,4 @@
-// gdn_prefill_gpu against the CPU GDN chain (gdn_reference.h, token by token) per sequence:
+// gdn_prefill_gpu against the CPU GDN chain (gdn_ref, gdn/gdn.h, token by token) per sequence:
 // outputs and final states of sequences of 0..1000 rows (chunk edges 63/64/65) in one launch,
 // state entries in place / to another entry / not written, fast and slow decay, a prefill
 // split over two calls, batch invariance (a sequence alone, bitwise outputs and state),
@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gdn/gdn.h"
 #include "kernels/gdn/gdn_gpu.h"
-#include "tests/gpu/gdn_reference.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {
@@ -28,7 +28,7 @@ struct Problem {
   std::vector<float> qkv, alpha, b, conv_w, ssm_a, dt_bias, delta0, conv0;
   size_t delta_entry = 0, conv_entry = 0;
   int64_t rows() const { return begin.back(); }
-  GdnHostInputs inputs() const {
+  GdnRefInputs inputs() const {
     return {sh, qkv.data(), alpha.data(), b.data(), conv_w.data(), ssm_a.data(), dt_bias.data()};
   }
 };
@@ -102,7 +102,7 @@ std::string shape_text(const GdnShape& sh, const std::vector<int64_t>& lengths, 
 void check_prefill(Context& ctx, const GdnShape& sh, const std::vector<int64_t>& lengths, float decay_scale) {
   const Problem p = make_problem(ctx, sh, lengths, decay_scale);
   const int64_t num_seqs = static_cast<int64_t>(lengths.size()), dv_all = sh.hv * sh.dv;
-  const GdnReferencePools ref = gdn_reference(p.inputs(), p.begin, p.state_in, p.state_out, {}, p.delta0, p.conv0);
+  const GdnRefPools ref = gdn_ref(p.inputs(), p.begin, p.state_in, p.state_out, {}, p.delta0, p.conv0);
 
   Device d(p);
   d.out.poison();
@@ -141,7 +141,7 @@ void check_split(Context& ctx, const GdnShape& sh, int64_t rows, int64_t split) 
   Problem p = make_problem(ctx, sh, {rows}, 1.0f);
   const int64_t dv_all = sh.hv * sh.dv;
   std::vector<float> ref_delta = p.delta0, ref_conv = p.conv0, ref_out(static_cast<size_t>(rows * dv_all));
-  gdn_reference_rows(p.inputs(), 0, rows, ref_conv.data(), ref_delta.data(), ref_out.data());
+  gdn_rows_ref(p.inputs(), 0, rows, ref_conv.data(), ref_delta.data(), ref_out.data());
   Device d(p);
   d.out.poison();
   DeviceBuffer<int32_t> first(std::vector<int32_t>{0, static_cast<int32_t>(split)});
@@ -246,7 +246,7 @@ void check_resume(Context& ctx, const GdnShape& sh, int64_t rows, int64_t resume
   Problem p = make_problem(ctx, sh, {rows}, 1.0f);
   const int64_t dv_all = sh.hv * sh.dv;
   std::vector<float> ref_delta = p.delta0, ref_conv = p.conv0, ref_out(static_cast<size_t>(rows * dv_all));
-  gdn_reference_rows(p.inputs(), 0, rows, ref_conv.data(), ref_delta.data(), ref_out.data());
+  gdn_rows_ref(p.inputs(), 0, rows, ref_conv.data(), ref_delta.data(), ref_out.data());
   std::vector<float> outs[2], states[2];
   bool launched = true;
   for (int pass = 0; pass < 2; ++pass) {

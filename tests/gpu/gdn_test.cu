@@ -1,4 +1,4 @@
-// gdn_step_gpu against the CPU GDN chain (gdn_reference.h) per sequence: outputs, final states
+// gdn_step_gpu against the CPU GDN chain (gdn_ref, gdn/gdn.h) per sequence: outputs, final states
 // (in place, to another entry, or not written), per-row ring snapshots, batch invariance, the
 // same bits in every state home (GdnStateHome). The
 // fused gated norm (norm_w set) against gdn_step_gpu followed by gated_rms_norm_gpu: output,
@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gdn/gdn.h"
 #include "kernels/gdn/gdn_gpu.h"
 #include "kernels/norm/norm.h"
 #include "kernels/norm/norm_gpu.h"
-#include "tests/gpu/gdn_reference.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {
@@ -165,8 +165,8 @@ void check_gdn(Context& ctx, const GdnShape& sh, const std::vector<SeqPlan>& pla
   const std::vector<float> delta0 = random_floats(ctx.rng, delta_entry * static_cast<size_t>(num_entries), 0.5f);
   const std::vector<float> conv0 = random_floats(ctx.rng, conv_entry * static_cast<size_t>(num_entries));
 
-  const GdnHostInputs inputs{sh, qkv.data(), alpha.data(), b.data(), conv_w.data(), ssm_a.data(), dt_bias.data()};
-  const GdnReferencePools ref = gdn_reference(inputs, begin, state_in, state_out, ring_first, delta0, conv0);
+  const GdnRefInputs inputs{sh, qkv.data(), alpha.data(), b.data(), conv_w.data(), ssm_a.data(), dt_bias.data()};
+  const GdnRefPools ref = gdn_ref(inputs, begin, state_in, state_out, ring_first, delta0, conv0);
 
   DeviceBuffer<float> d_qkv(qkv), d_alpha(alpha), d_b(b), d_w(conv_w), d_a(ssm_a), d_dt(dt_bias);
   DeviceBuffer<float> d_delta(delta0), d_conv(conv0), d_out(ref.out.size());

@@ -94,6 +94,18 @@ inline ErrorStats compare(const float* gpu, const float* ref, size_t n) {
 
 inline bool bitwise_equal(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
+// bf16 pools: values to bf16 bits (nearest even, kernels/quant.h) and back.
+inline std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> bits(v.size());
+  quantize_row(DType::BF16, v.data(), bits.data(), static_cast<int64_t>(v.size()));
+  return bits;
+}
+inline std::vector<float> from_bf16(const std::vector<uint16_t>& bits) {
+  std::vector<float> v(bits.size());
+  dequantize_row(DType::BF16, bits.data(), v.data(), static_cast<int64_t>(bits.size()));
+  return v;
+}
+
 // One line per (kernel, shape) check; main prints the table and the pass/fail count.
 struct Results {
   int num_pass = 0;

@@ -8,6 +8,7 @@
 
 #include "kernels/dtype.h"
 #include "kernels/matmul/matmul.h"
+#include "kernels/matmul/matmul_gpu.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deltaserve::kernels::gputest {
@@ -17,6 +18,9 @@ inline constexpr double kMatmulNmse = 1e-8;
 // The staged matvec's tiles a block for the launches the checks make (MatmulArgs::staged_tiles
 // of a launch's first segment): kAuto, the rule, or one form forced.
 extern StagedTiles g_staged_tiles;
+// The matvec context the checks' launches pass: the pass's math (kCudaCores, kTensorCores or
+// kStaged, each where the device runs it) and, in the tensor-core pass, the pre-split scratch.
+extern MatvecContext g_matvec;
 
 std::string shape_text(DType type, int64_t in, int64_t out, int64_t rows);
 void check_matmul(Context& ctx, DType type, int64_t num_in, int64_t num_out, int64_t num_rows, bool accumulate);

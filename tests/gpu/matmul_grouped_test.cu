@@ -19,6 +19,10 @@
 namespace deltaserve::kernels::gputest {
 namespace {
 
+// Every launch on the CUDA cores (the default math): expert-grouped launches run there under
+// every math, and the per-pair launches they are held to must too.
+const MatvecContext kCudaCores{};
+
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -84,13 +88,13 @@ void check_grouped(Context& ctx, DType type, int64_t num_in, int64_t num_tokens,
   DeviceBuffer<float> tg(static_cast<size_t>(num_pairs * out_g)), tu(tg.size()), td(static_cast<size_t>(num_pairs * num_in)),
       ts(static_cast<size_t>(num_tokens * out_s));
   CHECK_GPU(matmul_experts_gpu(MatmulExpertsArgs{MatmulArgs{dwg.get(), type, num_in, out_g, rb, dx.get(), 0, num_in, tg.get(), out_g},
-                                                 dids.get(), num_pairs, k}, nullptr));
+                                                 dids.get(), num_pairs, k}, kCudaCores, nullptr));
   CHECK_GPU(matmul_experts_gpu(MatmulExpertsArgs{MatmulArgs{dwu.get(), type, num_in, out_g, rb, dx.get(), 0, num_in, tu.get(), out_g},
-                                                 dids.get(), num_pairs, k}, nullptr));
+                                                 dids.get(), num_pairs, k}, kCudaCores, nullptr));
   CHECK_GPU(swiglu_gpu(tg.get(), tu.get(), tg.get(), num_pairs * out_g, nullptr));
   CHECK_GPU(matmul_experts_gpu(MatmulExpertsArgs{MatmulArgs{dwd.get(), type, out_g, num_in, rb_down, tg.get(), 0, out_g, td.get(), num_in},
-                                                 dids.get(), num_pairs, 1}, nullptr));
-  CHECK_GPU(matmul_gpu(MatmulArgs{dws.get(), type, num_in, out_s, rb, dx.get(), num_tokens, num_in, ts.get(), out_s}, nullptr));
+                                                 dids.get(), num_pairs, 1}, kCudaCores, nullptr));
+  CHECK_GPU(matmul_gpu(MatmulArgs{dws.get(), type, num_in, out_s, rb, dx.get(), num_tokens, num_in, ts.get(), out_s}, kCudaCores, nullptr));
   const std::vector<float> want_g = tg.download(), want_d = td.download(), want_s = ts.download();
 
   bool groups_ok = true, same = true;
@@ -116,12 +120,12 @@ void check_grouped(Context& ctx, DType type, int64_t num_in, int64_t num_tokens,
     up[0].pairs_per_x_row = k;
     up[0].groups = groups;
     up[1].args = MatmulArgs{dws.get(), type, num_in, out_s, rb, dx.get(), num_tokens, num_in, ys.get(), out_s};
-    CHECK_GPU(matmul_segments_gpu(up, 2, nullptr));
+    CHECK_GPU(matmul_segments_gpu(up, 2, kCudaCores, nullptr));
     MatmulSegment down{};
     down.args = MatmulArgs{dwd.get(), type, out_g, num_in, rb_down, yg.get(), num_pairs, out_g, yd.get(), num_in};
     down.expert_ids = dids.get();
     down.groups = groups;
-    CHECK_GPU(matmul_segments_gpu(&down, 1, nullptr));
+    CHECK_GPU(matmul_segments_gpu(&down, 1, kCudaCores, nullptr));
     if (!same_bits(yg.download(), want_g)) same = false, why += " gate*up";
     if (!same_bits(yd.download(), want_d)) same = false, why += " down";
     if (!same_bits(ys.download(), want_s)) same = false, why += " shared rows";
@@ -164,7 +168,7 @@ void check_grouped_refusals(Context& ctx) {
       {"a per-pair expert segment beside a grouped one", {seg(2), per_pair}},
   };
   for (const Case& c : cases) {
-    const bool refused = matmul_segments_gpu(c.segs.data(), static_cast<int>(c.segs.size()), nullptr) == gpuErrorInvalidValue;
+    const bool refused = matmul_segments_gpu(c.segs.data(), static_cast<int>(c.segs.size()), kCudaCores, nullptr) == gpuErrorInvalidValue;
     ctx.results.record_exact("matmul_segments_gpu(grouped refuses)", c.what, refused, refused ? "refused" : "NOT refused");
   }
   const bool bad_rows = moe_group_pairs_gpu(MoeGroupPairsArgs{ids.get(), 4, 2, 3, ge.get(), gp.get(), gc.get()}, nullptr) ==

@@ -44,7 +44,7 @@ void check_staged_tiles(Context& ctx, int64_t num_in, int64_t out_g, int64_t out
       for (MatmulSegment& sg : segs) sg.input_norm_w = dnw.get(), sg.input_norm_eps = 1e-6f;
     }
     segs[0].args.staged_tiles = form == 0 ? StagedTiles::kOne : StagedTiles::kTwo;
-    CHECK_GPU(matmul_segments_gpu(segs, 2, nullptr));
+    CHECK_GPU(matmul_segments_gpu(segs, 2, g_matvec, nullptr));
     gated[form] = g.download();
     plain[form] = p.download();
   }
@@ -72,9 +72,9 @@ void check_matmul_norm(Context& ctx, DType type, int64_t num_in, int64_t num_out
     fo.poison();
     to.poison();
     const MatmulArgs fa{dw.get(), type, num_in, num_out, rb, dx.get(), num_rows, num_in, fy.get(), num_out, accumulate, g_staged_tiles};
-    CHECK_GPU(matmul_norm_gpu(fa, MatmulNormEpilogue{dg.get(), eps, fo.get(), out_stride, counters.get()}, nullptr));
+    CHECK_GPU(matmul_norm_gpu(fa, MatmulNormEpilogue{dg.get(), eps, fo.get(), out_stride, counters.get()}, g_matvec, nullptr));
     const MatmulArgs ta{dw.get(), type, num_in, num_out, rb, dx.get(), num_rows, num_in, ty.get(), num_out, accumulate, g_staged_tiles};
-    CHECK_GPU(matmul_gpu(ta, nullptr));
+    CHECK_GPU(matmul_gpu(ta, g_matvec, nullptr));
     CHECK_GPU(rms_norm_gpu(RmsNormArgs{ty.get(), num_out, dg.get(), to.get(), out_stride, num_rows, num_out, eps}, nullptr));
     const std::vector<float> a1 = fy.download(), b1 = ty.download(), a2 = fo.download(), b2 = to.download();
     same = same && bitwise_equal(a1.data(), b1.data(), a1.size());
@@ -133,19 +133,18 @@ void check_input_norm(Context& ctx, int64_t num_in, int64_t num_rows) {
   MatmulSegment carried[2], plain[2];
   segments(dx.get(), p1.get(), g1.get(), true, carried);
   segments(normed.get(), p2.get(), g2.get(), false, plain);
-  const bool supported = matmul_segments_input_norm_supported(carried, 2);
-  if (supported) CHECK_GPU(matmul_segments_gpu(carried, 2, nullptr));
+  const bool supported = matmul_segments_input_norm_supported(carried, 2, g_matvec);
+  if (supported) CHECK_GPU(matmul_segments_gpu(carried, 2, g_matvec, nullptr));
   CHECK_GPU(rms_norm_gpu(RmsNormArgs{dx.get(), num_in, dgamma.get(), normed.get(), num_in, num_rows, num_in, eps}, nullptr));
-  CHECK_GPU(matmul_segments_gpu(plain, 2, nullptr));
+  CHECK_GPU(matmul_segments_gpu(plain, 2, g_matvec, nullptr));
   const std::vector<float> a1 = p1.download(), b1 = p2.download(), a2 = g1.download(), b2 = g2.download();
   const bool same = supported && bitwise_equal(a1.data(), b1.data(), a1.size()) && bitwise_equal(a2.data(), b2.data(), a2.size());
 
   // Refused off the staged matvec: nothing launched, the outputs untouched.
-  const MatvecMath math = matvec_math();
-  set_matvec_math(MatvecMath::kCudaCores);
-  const bool refused = !matmul_segments_input_norm_supported(carried, 2) && matmul_segments_gpu(carried, 2, nullptr) == gpuErrorInvalidValue;
+  const MatvecContext cuda_cores{};
+  const bool refused = !matmul_segments_input_norm_supported(carried, 2, cuda_cores) &&
+                       matmul_segments_gpu(carried, 2, cuda_cores, nullptr) == gpuErrorInvalidValue;
   (void)gpuGetLastError();
-  set_matvec_math(math);
   const std::vector<float> after = g1.download();
   const bool untouched = bitwise_equal(after.data(), a2.data(), a2.size());
   ctx.results.record("matmul_segments_gpu(input norm)", shape_text(type, num_in, out_p, num_rows),
@@ -199,11 +198,11 @@ void check_deferred_norm(Context& ctx, int64_t h, int64_t num_rows) {
   MatmulSegment prod{};
   prod.args = MatmulArgs{dwprod.get(), type, k_in, h, dtype_row_bytes(type, k_in), dxin.get(), num_rows, k_in, dy.get(), h, true};
   prod.norm_partials = MatmulSegment::NormPartials{dgamma.get(), out.get(), out_stride, squares.get(), sq_stride};
-  const bool prod_supported = matmul_segments_deferred_norm_supported(&prod, 1);
-  if (prod_supported) CHECK_GPU(matmul_segments_gpu(&prod, 1, nullptr));
+  const bool prod_supported = matmul_segments_deferred_norm_supported(&prod, 1, g_matvec);
+  if (prod_supported) CHECK_GPU(matmul_segments_gpu(&prod, 1, g_matvec, nullptr));
   MatmulArgs plain_prod = prod.args;
   plain_prod.y = ry.get();
-  CHECK_GPU(matmul_gpu(plain_prod, nullptr));
+  CHECK_GPU(matmul_gpu(plain_prod, g_matvec, nullptr));
   const std::vector<float> y = dy.download(), yref = ry.download(), xw = out.download(), sq = squares.download();
   bool prod_ok = prod_supported && bitwise_equal(y.data(), yref.data(), y.size());
   for (int64_t r = 0; r < num_rows && prod_ok; ++r) {
@@ -238,9 +237,9 @@ void check_deferred_norm(Context& ctx, int64_t h, int64_t num_rows) {
   MatmulSegment deferred[2], plain[2];
   consumers(out.get(), out_stride, squares.get(), num_rows, p1.get(), g1.get(), deferred);
   consumers(normed.get(), h, nullptr, num_rows, p2.get(), g2.get(), plain);
-  const bool supported = matmul_segments_deferred_norm_supported(deferred, 2);
-  if (supported) CHECK_GPU(matmul_segments_gpu(deferred, 2, nullptr));
-  CHECK_GPU(matmul_segments_gpu(plain, 2, nullptr));
+  const bool supported = matmul_segments_deferred_norm_supported(deferred, 2, g_matvec);
+  if (supported) CHECK_GPU(matmul_segments_gpu(deferred, 2, g_matvec, nullptr));
+  CHECK_GPU(matmul_segments_gpu(plain, 2, g_matvec, nullptr));
   const std::vector<float> a_p = p1.download(), a_g = g1.download(), b_p = p2.download(), b_g = g2.download();
   std::vector<float> got(a_p), want(b_p);
   got.insert(got.end(), a_g.begin(), a_g.end());
@@ -255,19 +254,18 @@ void check_deferred_norm(Context& ctx, int64_t h, int64_t num_rows) {
       MatmulSegment one[2];
       consumers(out.get() + r * out_stride, out_stride, squares.get() + r * sq_stride, 1, p3.get(), g3.get(), one);
       one[0].args.staged_tiles = form == 1 ? StagedTiles::kTwo : StagedTiles::kOne;
-      CHECK_GPU(matmul_segments_gpu(one, 2, nullptr));
+      CHECK_GPU(matmul_segments_gpu(one, 2, g_matvec, nullptr));
       const std::vector<float> op = p3.download(), og = g3.download();
       invariant = invariant && bitwise_equal(op.data(), a_p.data() + r * out_p, static_cast<size_t>(out_p)) &&
                   bitwise_equal(og.data(), a_g.data() + r * out_g, static_cast<size_t>(out_g));
     }
   }
   // Refused off the staged matvec: nothing launched.
-  const MatvecMath math = matvec_math();
-  set_matvec_math(MatvecMath::kCudaCores);
-  const bool refused = !matmul_segments_deferred_norm_supported(deferred, 2) && !matmul_segments_deferred_norm_supported(&prod, 1) &&
-                       matmul_segments_gpu(deferred, 2, nullptr) == gpuErrorInvalidValue;
+  const MatvecContext cuda_cores{};
+  const bool refused = !matmul_segments_deferred_norm_supported(deferred, 2, cuda_cores) &&
+                       !matmul_segments_deferred_norm_supported(&prod, 1, cuda_cores) &&
+                       matmul_segments_gpu(deferred, 2, cuda_cores, nullptr) == gpuErrorInvalidValue;
   (void)gpuGetLastError();
-  set_matvec_math(math);
   const bool untouched = bitwise_equal(p1.download().data(), a_p.data(), a_p.size());
   const bool ok = supported && invariant && refused && untouched;
   ctx.results.record("matmul_segments_gpu(deferred norm, readers)", shape_text(type, h, out_p + out_g, num_rows),
@@ -291,8 +289,9 @@ void check_deferred_norm_bound(Context& ctx) {
     return s;
   };
   const MatmulSegment at = reader(kDeferredNormMaxInputs), past = reader(wide);
-  const bool ok = matmul_segments_deferred_norm_supported(&at, 1) && !matmul_segments_deferred_norm_supported(&past, 1) &&
-                  matmul_segments_gpu(&past, 1, nullptr) == gpuErrorInvalidValue;
+  const bool ok = matmul_segments_deferred_norm_supported(&at, 1, g_matvec) &&
+                  !matmul_segments_deferred_norm_supported(&past, 1, g_matvec) &&
+                  matmul_segments_gpu(&past, 1, g_matvec, nullptr) == gpuErrorInvalidValue;
   (void)gpuGetLastError();
   ctx.results.record_exact("matmul_segments_gpu(deferred norm, width bound)", shape_text(type, wide, 1, 1), ok,
                            ok ? "16,384 inputs taken, 16,640 refused" : "the width bound does not hold");

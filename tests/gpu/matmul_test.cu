@@ -18,10 +18,11 @@
 namespace deltaserve::kernels::gputest {
 
 StagedTiles g_staged_tiles = StagedTiles::kAuto;
+MatvecContext g_matvec;
 
 std::string shape_text(DType type, int64_t in, int64_t out, int64_t rows) {
-  const char* math = matvec_math() == MatvecMath::kTensorCores ? " tensor-cores"
-                     : matvec_math() == MatvecMath::kStaged    ? " staged"
+  const char* math = g_matvec.math == MatvecMath::kTensorCores ? " tensor-cores"
+                     : g_matvec.math == MatvecMath::kStaged    ? " staged"
                                                                 : "";
   return std::string(dtype_name(type)) + " in=" + std::to_string(in) + " out=" + std::to_string(out) +
          " rows=" + std::to_string(rows) + math;
@@ -45,7 +46,7 @@ void check_matmul(Context& ctx, DType type, int64_t num_in, int64_t num_out, int
   g.w = dw.get();
   g.x = dx.get();
   g.y = dy.get();
-  CHECK_GPU(matmul_gpu(g, nullptr));
+  CHECK_GPU(matmul_gpu(g, g_matvec, nullptr));
   const std::vector<float> got = dy.download();
   const ErrorStats e = compare(got.data(), ref.data(), got.size());
 
@@ -59,7 +60,7 @@ void check_matmul(Context& ctx, DType type, int64_t num_in, int64_t num_out, int
       s.x = dx.get() + r * x_stride;
       s.num_rows = 1;
       s.y = one.get();
-      CHECK_GPU(matmul_gpu(s, nullptr));
+      CHECK_GPU(matmul_gpu(s, g_matvec, nullptr));
       const std::vector<float> alone = one.download();
       invariant = invariant && bitwise_equal(alone.data(), got.data() + r * num_out, static_cast<size_t>(num_out));
     }
@@ -91,7 +92,7 @@ void check_experts(Context& ctx, DType type, int64_t num_in, int64_t num_out, in
   dy.poison();
   MatmulExpertsArgs ea{MatmulArgs{dw.get(), type, num_in, num_out, row_bytes, dx.get(), 0, num_in, dy.get(), num_out},
                        dids.get(), num_pairs, k};
-  CHECK_GPU(matmul_experts_gpu(ea, nullptr));
+  CHECK_GPU(matmul_experts_gpu(ea, g_matvec, nullptr));
   const std::vector<float> got = dy.download();
   const ErrorStats e = compare(got.data(), ref.data(), got.size());
   // Each pair equals the plain matvec on that expert's matrix, bit for bit.
@@ -100,7 +101,7 @@ void check_experts(Context& ctx, DType type, int64_t num_in, int64_t num_out, in
     one.poison();
     MatmulArgs s{dw.get() + static_cast<size_t>(ids[static_cast<size_t>(p)]) * static_cast<size_t>(num_out) * row_bytes,
                  type, num_in, num_out, row_bytes, dx.get() + (p / k) * num_in, 1, num_in, one.get(), num_out};
-    CHECK_GPU(matmul_gpu(s, nullptr));
+    CHECK_GPU(matmul_gpu(s, g_matvec, nullptr));
     const std::vector<float> alone = one.download();
     same = same && bitwise_equal(alone.data(), got.data() + p * num_out, static_cast<size_t>(num_out));
   }
@@ -180,30 +181,29 @@ void check_segments(Context& ctx, DType type, int64_t num_in, int64_t num_rows, 
   segs[2].args = MatmulArgs{dws.get(), type, num_in, out_g, rb, dx.get(), num_rows, num_in, s1.get(), out_g};
   if (with_experts) segs[2].w_up = dwu2.get();
   segs[0].args.staged_tiles = g_staged_tiles;
-  CHECK_GPU(matmul_segments_gpu(segs, 3, nullptr));
+  CHECK_GPU(matmul_segments_gpu(segs, 3, g_matvec, nullptr));
 
   // The separate launches. A launch with expert segments runs every segment on the CUDA cores
   // under kTensorCores (matmul_gpu.h, MatvecMath), so its separate launches do too there;
   // kStaged runs them staged either way.
-  const MatvecMath math = matvec_math();
-  if (with_experts && math == MatvecMath::kTensorCores) set_matvec_math(MatvecMath::kCudaCores);
+  MatvecContext separate = g_matvec;
+  if (with_experts && separate.math == MatvecMath::kTensorCores) separate.math = MatvecMath::kCudaCores;
   if (with_experts) {
     CHECK_GPU(matmul_experts_gpu(MatmulExpertsArgs{MatmulArgs{dwg.get(), type, num_in, out_g, rb, dx.get(), 0, num_in, tg.get(), out_g},
-                                                   dids.get(), pairs, k}, nullptr));
+                                                   dids.get(), pairs, k}, separate, nullptr));
     CHECK_GPU(matmul_experts_gpu(MatmulExpertsArgs{MatmulArgs{dwu.get(), type, num_in, out_g, rb, dx.get(), 0, num_in, tu.get(), out_g},
-                                                   dids.get(), pairs, k}, nullptr));
+                                                   dids.get(), pairs, k}, separate, nullptr));
   } else {
-    CHECK_GPU(matmul_gpu(MatmulArgs{dwg.get(), type, num_in, out_g, rb, dx.get(), pairs, num_in, tg.get(), out_g}, nullptr));
-    CHECK_GPU(matmul_gpu(MatmulArgs{dwu.get(), type, num_in, out_g, rb, dx.get(), pairs, num_in, tu.get(), out_g}, nullptr));
+    CHECK_GPU(matmul_gpu(MatmulArgs{dwg.get(), type, num_in, out_g, rb, dx.get(), pairs, num_in, tg.get(), out_g}, separate, nullptr));
+    CHECK_GPU(matmul_gpu(MatmulArgs{dwu.get(), type, num_in, out_g, rb, dx.get(), pairs, num_in, tu.get(), out_g}, separate, nullptr));
   }
   CHECK_GPU(swiglu_gpu(tg.get(), tu.get(), tg.get(), pairs * out_g, nullptr));
-  CHECK_GPU(matmul_gpu(MatmulArgs{dwp.get(), type, num_in, out_p, rb, dx.get(), acc_rows, num_in, p2.get(), out_p, true}, nullptr));
-  CHECK_GPU(matmul_gpu(MatmulArgs{dws.get(), type, num_in, out_g, rb, dx.get(), num_rows, num_in, s2.get(), out_g}, nullptr));
+  CHECK_GPU(matmul_gpu(MatmulArgs{dwp.get(), type, num_in, out_p, rb, dx.get(), acc_rows, num_in, p2.get(), out_p, true}, separate, nullptr));
+  CHECK_GPU(matmul_gpu(MatmulArgs{dws.get(), type, num_in, out_g, rb, dx.get(), num_rows, num_in, s2.get(), out_g}, separate, nullptr));
   if (with_experts) {
-    CHECK_GPU(matmul_gpu(MatmulArgs{dwu2.get(), type, num_in, out_g, rb, dx.get(), num_rows, num_in, su.get(), out_g}, nullptr));
+    CHECK_GPU(matmul_gpu(MatmulArgs{dwu2.get(), type, num_in, out_g, rb, dx.get(), num_rows, num_in, su.get(), out_g}, separate, nullptr));
     CHECK_GPU(swiglu_gpu(s2.get(), su.get(), s2.get(), num_rows * out_g, nullptr));
   }
-  set_matvec_math(math);
   const std::vector<float> a1 = g1.download(), b1 = tg.download(), a2 = p1.download(), b2 = p2.download();
   const std::vector<float> a3 = s1.download(), b3 = s2.download();
   const bool same = bitwise_equal(a1.data(), b1.data(), a1.size()) && bitwise_equal(a2.data(), b2.data(), a2.size()) &&
@@ -214,7 +214,7 @@ void check_segments(Context& ctx, DType type, int64_t num_in, int64_t num_rows, 
                      same ? "== separate launches" : "differs from separate launches");
 }
 
-// Tensor-core launches with pre-split activations (set_matvec_split_scratch) == the same
+// Tensor-core launches with pre-split activations (MatvecContext::split_scratch) == the same
 // launches splitting as they go, bit for bit: three segments (plain, gated, plain on a second
 // activation matrix), with the scratch large enough, and too small for both matrices (the
 // launch must then fall back, not overrun it).
@@ -232,7 +232,10 @@ void check_presplit(Context& ctx, int64_t num_in, int64_t num_rows) {
   DeviceBuffer<uint8_t> scratch(2 * one + 256);
   std::vector<std::vector<float>> results;  // per setting: the three outputs, concatenated
   for (size_t bytes : {size_t{0}, 2 * one, one}) {
-    set_matvec_split_scratch(bytes > 0 ? scratch.get() : nullptr, bytes, 1);
+    MatvecContext presplit = g_matvec;
+    presplit.split_scratch = bytes > 0 ? scratch.get() : nullptr;
+    presplit.split_scratch_bytes = bytes;
+    presplit.split_min_macs = 1;
     DeviceBuffer<float> y1(static_cast<size_t>(num_rows * out_p)), y2(static_cast<size_t>(num_rows * out_g)), y3(y1.size());
     y1.poison(), y2.poison(), y3.poison();
     MatmulSegment segs[3]{};
@@ -240,12 +243,11 @@ void check_presplit(Context& ctx, int64_t num_in, int64_t num_rows) {
     segs[1].args = MatmulArgs{dwg.get(), type, num_in, out_g, rb, dx1.get(), num_rows, num_in, y2.get(), out_g};
     segs[1].w_up = dwu.get();
     segs[2].args = MatmulArgs{dwp.get(), type, num_in, out_p, rb, dx2.get(), num_rows, num_in, y3.get(), out_p};
-    CHECK_GPU(matmul_segments_gpu(segs, 3, nullptr));
+    CHECK_GPU(matmul_segments_gpu(segs, 3, presplit, nullptr));
     std::vector<float> all = y1.download();
     for (const std::vector<float>& v : {y2.download(), y3.download()}) all.insert(all.end(), v.begin(), v.end());
     results.push_back(all);
   }
-  set_matvec_split_scratch(nullptr, 0);
   const bool same = bitwise_equal(results[0].data(), results[1].data(), results[0].size()) &&
                     bitwise_equal(results[0].data(), results[2].data(), results[0].size());
   ctx.results.record("matmul_segments_gpu(pre-split)", shape_text(type, num_in, out_p, num_rows),
@@ -261,8 +263,8 @@ void run_staged_matvec_checks(Context& ctx) {
   // and 17 chunks of 256 (the narrow walk), and 224 (the CUDA cores, by the shape rule);
   // outputs across the 16-row tiles; row counts across the groups of 1, 2, 4 and 8 and several
   // groups; accumulate, gated and plain segments in one launch, the norm epilogue.
-  set_matvec_math(MatvecMath::kStaged);
-  if (matvec_math() == MatvecMath::kStaged) {
+  g_matvec = MatvecContext{matvec_math_on_device(MatvecMath::kStaged)};
+  if (g_matvec.math == MatvecMath::kStaged) {
     const DType t = DType::Q4_0;
     const std::vector<int64_t> ins =
         ctx.quick ? std::vector<int64_t>{768, 3072} : std::vector<int64_t>{224, 768, 4352, 1024, 3072, 5120};
@@ -392,14 +394,16 @@ void run_matmul_tests(Context& ctx) {
   // Q4_0 on the tensor cores (where the device has bf16 mma): the same checks, with row counts
   // across the 8-row tiles and the 64-row groups (1..8 tiles, several groups), every launch
   // pre-split (check_presplit holds both paths to the same bits).
-  set_matvec_math(MatvecMath::kTensorCores);
-  if (matvec_math() == MatvecMath::kTensorCores) {
+  g_matvec = MatvecContext{matvec_math_on_device(MatvecMath::kTensorCores)};
+  if (g_matvec.math == MatvecMath::kTensorCores) {
     for (int64_t r : ctx.quick ? std::vector<int64_t>{9, 70} : std::vector<int64_t>{9, 16, 64, 65, 130}) {
       check_presplit(ctx, 2048, r);
       check_presplit(ctx, 96, r);
     }
     DeviceBuffer<uint8_t> scratch(2 * matvec_split_scratch_bytes(130, 4352));
-    set_matvec_split_scratch(scratch.get(), scratch.size(), 1);
+    g_matvec.split_scratch = scratch.get();
+    g_matvec.split_scratch_bytes = scratch.size();
+    g_matvec.split_min_macs = 1;
     const DType t = DType::Q4_0;
     const std::vector<int64_t> ins = ctx.quick ? std::vector<int64_t>{224, 2048} : std::vector<int64_t>{32, 96, 224, 768, 4352, 2048};
     const std::vector<int64_t> tc_rows =
@@ -420,10 +424,9 @@ void run_matmul_tests(Context& ctx) {
       check_matmul_norm(ctx, t, 64, 100, r, false);
     }
     check_matmul_norm(ctx, t, 512, 1000, 5, true);
-    set_matvec_split_scratch(nullptr, 0);
   }
   run_staged_matvec_checks(ctx);
-  set_matvec_math(MatvecMath::kCudaCores);
+  g_matvec = MatvecContext{};
 }
 
 }  // namespace deltaserve::kernels::gputest

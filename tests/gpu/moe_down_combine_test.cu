@@ -3,8 +3,8 @@
 // segment and the shared down segment (staged), then moe_combine_gpu. y and the norm
 // epilogue's rows bitwise; twice on one counter array from the same inputs (the counters must
 // come back to zero, the second run must give the same bits); every row alone == the row in
-// the batch; y against a host reference (matmul_expert_ref / matmul_ref, then the weighted sum
-// in double) within the staged products' bound. Shapes: the 35B-A3B's (512-input experts and
+// the batch; y against the CPU reference (moe_down_combine_ref: matmul_ref's products, the
+// weighted sum in double) within the staged products' bound. Shapes: the 35B-A3B's (512-input experts and
 // shared expert, 2,048 outputs, top 8), 1,024-input rows (the wide K walk), several chunks,
 // outputs not a multiple of the 16-row tile, one rank, no shared expert, wide rows (the
 // multi-pass norm). Unsupported shapes and bad arguments refused with nothing written.
@@ -19,6 +19,7 @@
 #include "kernels/dtype.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/matmul/matmul_gpu.h"
+#include "kernels/moe/moe.h"
 #include "kernels/moe/moe_down_combine_gpu.h"
 #include "kernels/parallel.h"
 #include "kernels/step_ops/step_ops_gpu.h"
@@ -125,28 +126,31 @@ struct DownCombineData {
     return a;
   }
 
-  // y (+)= the weighted sum in double from matmul_expert_ref / matmul_ref outputs.
+  // y as the CPU reference computes it (moe_down_combine_ref, kernels/moe/moe.h) from the
+  // host copies of the inputs.
   std::vector<float> host_y() const {
-    std::vector<float> y = y0, out(static_cast<size_t>(c.n));
-    for (int64_t r = 0; r < c.rows; ++r) {
-      std::vector<double> sum(static_cast<size_t>(c.n), 0.0);
-      for (int64_t j = 0; j < c.k; ++j) {
-        const MatmulArgs m{w_exp.data(), DType::Q4_0, c.exp_in, c.n, exp_rb, g.data() + (r * c.k + j) * c.exp_in, 1, c.exp_in,
-                           out.data(), c.n};
-        matmul_expert_ref(m, routing.ids[static_cast<size_t>(r * c.k + j)], serial_for());
-        for (int64_t i = 0; i < c.n; ++i) sum[static_cast<size_t>(i)] += static_cast<double>(routing.weights[static_cast<size_t>(r * c.k + j)]) * out[static_cast<size_t>(i)];
-      }
-      if (c.sh_in > 0) {
-        const MatmulArgs m{w_sh.data(), DType::Q4_0, c.sh_in, c.n, sh_rb, sg.data() + r * c.sh_in, 1, c.sh_in, out.data(), c.n};
-        matmul_ref(m, serial_for());
-        const double gate = 1.0 / (1.0 + std::exp(-static_cast<double>(gate_logit[static_cast<size_t>(r)])));
-        for (int64_t i = 0; i < c.n; ++i) sum[static_cast<size_t>(i)] += gate * out[static_cast<size_t>(i)];
-      }
-      for (int64_t i = 0; i < c.n; ++i) {
-        float& v = y[static_cast<size_t>(r * c.n + i)];
-        v = static_cast<float>((c.accumulate ? v : 0.0) + sum[static_cast<size_t>(i)]);
-      }
+    std::vector<float> y = y0;
+    MoeDownCombineArgs a{};
+    a.down_exps = w_exp.data();
+    a.exp_row_bytes = exp_rb;
+    a.expert_bytes = exp_rb * static_cast<size_t>(c.n);
+    a.exp_in = c.exp_in;
+    a.expert_ids = routing.ids.data();
+    a.expert_weights = routing.weights.data();
+    a.num_used = c.k;
+    a.exp_g = g.data();
+    if (c.sh_in > 0) {
+      a.down_shexp = w_sh.data();
+      a.sh_row_bytes = sh_rb;
+      a.sh_in = c.sh_in;
+      a.sh_g = sg.data();
+      a.shared_gate_logit = gate_logit.data();
     }
+    a.y = y.data();
+    a.n = c.n;
+    a.num_rows = c.rows;
+    a.accumulate = c.accumulate;
+    moe_down_combine_ref(a, serial_for());
     return y;
   }
 };
@@ -160,7 +164,7 @@ void two_launches(const DownCombineData& d, float* y, float* norm_out, unsigned*
   segs[0].expert_ids = d.dids.get();
   segs[0].pairs_per_x_row = 1;
   segs[1].args = MatmulArgs{d.dw_sh.get(), DType::Q4_0, c.sh_in, c.n, d.sh_rb, d.dsg.get(), c.rows, c.sh_in, sh_out.get(), c.n};
-  CHECK_GPU(matmul_segments_gpu(segs, c.sh_in > 0 ? 2 : 1, nullptr));
+  CHECK_GPU(matmul_segments_gpu(segs, c.sh_in > 0 ? 2 : 1, MatvecContext{MatvecMath::kStaged}, nullptr));
   MoeCombineArgs a{exp_out.get(), d.drank_w.get(), c.sh_in > 0 ? sh_out.get() : nullptr, d.dgate.get(), y, c.rows, c.k, c.n};
   a.accumulate = c.accumulate;
   if (c.norm) {
@@ -260,12 +264,8 @@ void check_refusals(Context& ctx) {
 }  // namespace
 
 void run_moe_down_combine_tests(Context& ctx) {
-  const MatvecMath math = matvec_math();
-  set_matvec_math(MatvecMath::kStaged);
-  if (matvec_math() != MatvecMath::kStaged) {  // no bf16 tensor cores: the fused launch never runs
-    set_matvec_math(math);
-    return;
-  }
+  // No bf16 tensor cores: the staged matvec, and so the fused launch, never runs.
+  if (matvec_math_on_device(MatvecMath::kStaged) != MatvecMath::kStaged) return;
   // {rows, n, exp_in, sh_in, E, k, accumulate, norm, out_pad}
   std::vector<DownCombineCase> cases = {
       {1, 2048, 512, 512, 256, 8, true, true},    // the 35B-A3B's layer at one row
@@ -282,7 +282,6 @@ void run_moe_down_combine_tests(Context& ctx) {
   }
   for (const DownCombineCase& c : cases) check_down_combine(ctx, c);
   check_refusals(ctx);
-  set_matvec_math(math);
 }
 
 }  // namespace deltaserve::kernels::gputest

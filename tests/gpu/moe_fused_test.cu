@@ -95,7 +95,7 @@ Unfused run_unfused(const RouterCase& c) {
                             logits.get(), c.e};
   segs[1].args = MatmulArgs{c.dsg.get(), DType::F32, c.h, 1, static_cast<size_t>(c.h) * 4, c.dx.get(), c.rows, c.x_stride,
                             sh.get(), 1};
-  CHECK_GPU(matmul_segments_gpu(segs, c.shared ? 2 : 1, nullptr));
+  CHECK_GPU(matmul_segments_gpu(segs, c.shared ? 2 : 1, MatvecContext{}, nullptr));
   CHECK_GPU(moe_route_gpu(MoeRouteArgs{logits.get(), c.rows, c.e, c.k, ids.get(), weights.get()}, nullptr));
   return Unfused{logits.download(), c.shared ? sh.download() : std::vector<float>{}, weights.download(), ids.download()};
 }

@@ -7,10 +7,13 @@
 #include <vector>
 
 #include "kernels/attention/attention.h"
+#include "kernels/dtype.h"
 #include "kernels/gdn/conv1d.h"
 #include "kernels/gdn/gated_delta_rule.h"
+#include "kernels/matmul/matmul.h"
 #include "kernels/moe/moe.h"
 #include "kernels/norm/norm.h"
+#include "kernels/quant.h"
 #include "kernels/rope/rope.h"
 
 namespace deltaserve::kernels {
@@ -270,6 +273,51 @@ TEST(MoeRouteTest, SoftmaxTopKRenormalised) {
   EXPECT_NEAR(weights[0], e2 / total, 1e-6);
   EXPECT_NEAR(weights[1], e2 / total, 1e-6);
   EXPECT_NEAR(weights[2], e15 / total, 1e-6);
+}
+
+// moe_down_combine_ref against its definition built from matmul_ref: one rank of weight 1 and
+// one of weight 0 give exactly the first expert's product (expert slices padded past their
+// rows, so the slice stride is expert_bytes, not n rows); the shared expert at gate logit 0
+// adds half its product; accumulate adds y's old value.
+TEST(MoeDownCombineRefTest, MatchesProductsAndWeights) {
+  std::mt19937 rng(5);
+  const int64_t n = 16, exp_in = 64, sh_in = 32, experts = 3;
+  const size_t exp_rb = dtype_row_bytes(DType::Q4_0, exp_in), sh_rb = dtype_row_bytes(DType::Q4_0, sh_in);
+  const size_t expert_bytes = exp_rb * static_cast<size_t>(n) + 36;  // a padded slice
+  std::vector<uint8_t> w_exp(expert_bytes * experts), w_sh(sh_rb * static_cast<size_t>(n));
+  for (int64_t e = 0; e < experts; ++e) {
+    for (int64_t o = 0; o < n; ++o) {
+      const std::vector<float> row = random_vector(rng, static_cast<size_t>(exp_in));
+      quantize_row(DType::Q4_0, row.data(), w_exp.data() + e * expert_bytes + o * exp_rb, exp_in);
+    }
+  }
+  for (int64_t o = 0; o < n; ++o) {
+    const std::vector<float> row = random_vector(rng, static_cast<size_t>(sh_in));
+    quantize_row(DType::Q4_0, row.data(), w_sh.data() + o * sh_rb, sh_in);
+  }
+  const std::vector<float> g = random_vector(rng, static_cast<size_t>(2 * exp_in)), sg = random_vector(rng, sh_in);
+  const std::vector<int32_t> ids = {2, 1};
+  const std::vector<float> weights = {1.0f, 0.0f}, gate_logit = {0.0f};
+  auto product = [&](const uint8_t* w, size_t rb, int64_t in, const float* x) {
+    std::vector<float> out(static_cast<size_t>(n));
+    matmul_ref(MatmulArgs{w, DType::Q4_0, in, n, rb, x, 1, in, out.data(), n}, serial_for());
+    return out;
+  };
+  const std::vector<float> expert = product(w_exp.data() + 2 * expert_bytes, exp_rb, exp_in, g.data());
+  const std::vector<float> shared = product(w_sh.data(), sh_rb, sh_in, sg.data());
+
+  std::vector<float> y(static_cast<size_t>(n), 7.0f);
+  MoeDownCombineArgs a{w_exp.data(), expert_bytes, exp_rb, exp_in, ids.data(), weights.data(), 2, g.data(),
+                       nullptr, 0, 0, nullptr, nullptr, y.data(), n, 1};
+  moe_down_combine_ref(a, serial_for());
+  EXPECT_EQ(y, expert);
+  a.down_shexp = w_sh.data(), a.sh_row_bytes = sh_rb, a.sh_in = sh_in, a.sh_g = sg.data(), a.shared_gate_logit = gate_logit.data();
+  a.accumulate = true;
+  std::fill(y.begin(), y.end(), 7.0f);
+  moe_down_combine_ref(a, serial_for());
+  for (size_t i = 0; i < y.size(); ++i) {
+    EXPECT_EQ(y[i], static_cast<float>(7.0 + (static_cast<double>(expert[i]) + 0.5 * static_cast<double>(shared[i]))));
+  }
 }
 
 }  // namespace
