@@ -377,7 +377,8 @@ void bench_prefill_attention(int64_t before, int64_t rows, bool tensor_cores = t
 
 // The decode attention points: one stream to 64 (the 35B-A3B's ten attention layers at 1,025
 // keys, a bench decode step at --context 1024), verify rows, long contexts; forced head splits
-// beside the automatic one.
+// beside the automatic one; then the prefill attention chunks (the last 512-token chunk of a
+// 32k-token prompt in both forms).
 void run_attention_benchmarks(Context&) {
   std::printf("| kernel | shape | us/launch | GB/s |\n|---|---|---|---|\n");
   bench_attention(1025, 1, 1, {1, 2, 4, 8});
@@ -389,6 +390,10 @@ void run_attention_benchmarks(Context&) {
   bench_attention(8192, 1, 1, {1, 8});
   bench_attention(8192, 4, 1, {1, 2});
   bench_attention(32768, 1, 1, {1, 8});
+  bench_prefill_attention(0, 512);
+  bench_prefill_attention(0, 2048);
+  bench_prefill_attention(32256, 512);
+  bench_prefill_attention(32256, 512, false);
 }
 
 // The tiled prefill products side by side: f32, TF32 and the exact bf16 tensor-core form (Q4_0),
@@ -507,10 +512,6 @@ void run_benchmarks(Context& ctx) {
     bench_gdn_prefill(rows, false);
   }
   run_attention_benchmarks(ctx);
-  bench_prefill_attention(0, 512);
-  bench_prefill_attention(0, 2048);
-  bench_prefill_attention(32256, 512);  // the last 512-token chunk of a 32k-token prompt
-  bench_prefill_attention(32256, 512, false);
   {
     DeviceBuffer<float> x(2048), w(2048);
     const double us = time_us([&](int) { CHECK_GPU(rms_norm_gpu({x.get(), 2048, w.get(), x.get(), 2048, 1, 2048, 1e-6f}, nullptr)); });
