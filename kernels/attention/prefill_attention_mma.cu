@@ -83,7 +83,7 @@ template <int kHd>
 __device__ __forceinline__ void tile_offsets(const PrefillAttentionGpuArgs& a, const int32_t* table, int64_t kvh, int64_t t0,
                                              int64_t end, int64_t* offsets) {
   const int i = static_cast<int>(threadIdx.x);
-  if (i < Tile<kHd>::kN) offsets[i] = t0 + i < end ? prefill_cached_offset(a, table, t0 + i, kvh) : -1;
+  if (i < Tile<kHd>::kN) offsets[i] = t0 + i < end ? prefill_cached_offset(a, table, static_cast<int>(t0) + i, kvh) : -1;
 }
 
 // cp.async of a tile's K and V rows into the staging area (keys past the block's last: zeros).
@@ -230,7 +230,8 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_mma_kernel(cons
   const int rows_per_block = kM / group;
   const int64_t s = blockIdx.y, kvh = blockIdx.z;
   const int64_t seq_begin = a.seq_row_begin[s], seq_end = a.seq_row_begin[s + 1];
-  const int64_t r0 = seq_begin + static_cast<int64_t>(blockIdx.x) * rows_per_block;
+  // The last row tiles (the most keys) first, so the long blocks start in the first wave.
+  const int64_t r0 = seq_begin + static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * rows_per_block;
   if (r0 >= seq_end) return;
   const int num_virtual = static_cast<int>(min(static_cast<int64_t>(rows_per_block), seq_end - r0)) * group;
   const int64_t first_keys = static_cast<int64_t>(a.seq_first_position[s]) + (r0 - seq_begin) + 1;  // keys of row r0
