@@ -108,15 +108,22 @@ gpuError_t paged_attention_gpu(const PagedAttentionGpuArgs& args, gpuStream_t st
 // above): the rows of sequence s are [seq_row_begin[s], seq_row_begin[s + 1]), contiguous and
 // at consecutive positions seq_first_position[s], +1, ...; each attends to the cache
 // positions [0, its own position] (the chunk's own K/V must already be appended, e.g. by
-// kv_append_gpu). One block serves 16 / G consecutive rows of a sequence (G = num_heads /
-// num_kv_heads) for one KV head, so each K/V row is read once per 16 query vectors; no split
-// and no workspace. Each row keeps its own online softmax over 64-key tiles from position 0
-// (tiles past its own position add exact zeros), so a row's result depends only on its
-// position and its sequence's cache: batch-invariant. It is not bit-identical to
+// kv_append_gpu). A block serves consecutive rows of a sequence for one KV head (G = num_heads
+// / num_kv_heads query heads each); no split and no workspace. Each row keeps its own online
+// softmax over key tiles from position 0 (tiles past its own position add exact zeros), so a
+// row's result depends only on its position and its sequence's cache: batch-invariant. It is not bit-identical to
 // paged_attention_gpu (that one splits long contexts into chunks), so a backend that needs
 // prefill and decode bits to agree uses one of the two for both.
 // max_rows_per_seq: a host-side bound on any sequence's rows (sizes the grid).
 // Preconditions (else gpuErrorInvalidValue): as paged_attention_gpu; num_seqs <= 65535.
+// Two forms, each batch-invariant in the same sense, with different last bits:
+//   tensor cores (the default where the device allows: CUDA with bf16 mma and the shared
+//     memory of sm_90, head_dim 128 or 256; prefill_attention_mma.cu): flash attention, 64
+//     virtual rows (rows x query heads of the group) a block, so each K/V row is read once per
+//     64 query vectors; Q K^T and P V as split-bf16 mma (three products each, f32-like
+//     accuracy), online softmax in f32 over 32- or 64-key tiles from position 0.
+//   CUDA cores (the rest: HIP, older devices, other head dims; or tensor_cores = false): 16 /
+//     G rows a block (each K/V row read once per 16 query vectors), FMA over 64-key tiles.
 struct PrefillAttentionGpuArgs {
   const float* q;            // [rows][q_stride], head h at h * q_head_stride
   const float* gate;         // like q
@@ -137,8 +144,14 @@ struct PrefillAttentionGpuArgs {
   int64_t num_kv_heads;
   int64_t head_dim;
   float scale;
+  // false: the CUDA-core form even where the tensor-core one would serve (the parity tests
+  // check both against the reference).
+  bool tensor_cores = true;
 };
 gpuError_t prefill_attention_gpu(const PrefillAttentionGpuArgs& args, gpuStream_t stream);
+// Whether prefill_attention_gpu takes the tensor-core form for these (valid) args on the current
+// device (tests and benchmarks name the form they measured).
+bool prefill_attention_uses_tensor_cores(const PrefillAttentionGpuArgs& args);
 
 // Appends each row's K and V ([num_rows][kv_stride], num_kv_heads * head_dim floats used) at
 // its position in its sequence's pages. Rows must have distinct (sequence, position).

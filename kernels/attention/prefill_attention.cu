@@ -1,4 +1,6 @@
-// Causal prefill attention over the paged cache (attention_gpu.h, prefill_attention_gpu).
+// Causal prefill attention over the paged cache (attention_gpu.h, prefill_attention_gpu): the
+// CUDA-core form, and the dispatch to the tensor-core tile (prefill_attention_mma.cu) where it
+// serves the call.
 //
 // Block (row tile, sequence, kv head), 256 threads: kRows consecutive rows of one sequence
 // times the group's G query heads = 16 "virtual heads" v = row * G + h, which share every K
@@ -9,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/attention/attention_gpu.h"
+#include "kernels/attention/prefill_attention_mma.h"
 #include "kernels/gpu/gpu_compat.h"
 
 namespace deltaserve::kernels {
@@ -22,9 +25,7 @@ constexpr int kVirtual = 16;  // virtual heads per block (rows x query heads of 
 constexpr int kLanesPerKey = 8;
 
 __device__ __forceinline__ int64_t cached_offset(const PrefillAttentionGpuArgs& a, const int32_t* table, int p, int64_t kvh) {
-  const int bt = static_cast<int>(a.block_tokens);
-  const int64_t block = table[p / bt];
-  return ((block * a.block_tokens + p % bt) * a.num_kv_heads + kvh) * a.head_dim;
+  return detail::prefill_cached_offset(a, table, p, kvh);
 }
 
 template <int kHd>
@@ -185,6 +186,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const Pr
 
 }  // namespace
 
+bool prefill_attention_uses_tensor_cores(const PrefillAttentionGpuArgs& a) {
+  return a.tensor_cores && a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0 && detail::prefill_attention_mma_usable(a);
+}
+
 gpuError_t prefill_attention_gpu(const PrefillAttentionGpuArgs& a, gpuStream_t stream) {
   if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0 || a.num_heads / a.num_kv_heads > kVirtual ||
       a.head_dim <= 0 || a.head_dim % 4 != 0 || a.head_dim > 256 || a.block_tokens <= 0 || a.num_seqs < 0 ||
@@ -193,6 +198,7 @@ gpuError_t prefill_attention_gpu(const PrefillAttentionGpuArgs& a, gpuStream_t s
     return gpuErrorInvalidValue;
   }
   if (a.num_seqs == 0 || a.max_rows_per_seq == 0) return gpuSuccess;
+  if (prefill_attention_uses_tensor_cores(a)) return detail::prefill_attention_mma_launch(a, stream);
   const int64_t rows_per_block = kVirtual / (a.num_heads / a.num_kv_heads);
   const dim3 grid(static_cast<unsigned>((a.max_rows_per_seq + rows_per_block - 1) / rows_per_block),
                   static_cast<unsigned>(a.num_seqs), static_cast<unsigned>(a.num_kv_heads));

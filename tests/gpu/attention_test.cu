@@ -4,12 +4,15 @@
 // counters, the combine fused into the chunk kernel's last block) == the two-launch form,
 // bitwise, run twice on the same counters (left zero), poisoned outputs and workspace, at every
 // head split (each divisor of the group) and both V load orders (neither may change a bit); bad arguments
-// refused with nothing written.
+// refused with nothing written. prefill_attention_gpu in both forms (tensor cores, CUDA cores)
+// against the same reference, long contexts included, each batch-invariant.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/attention/attention.h"
@@ -21,6 +24,18 @@ namespace {
 
 struct AttnShape {
   int64_t nh, nkv, hd;
+};
+
+// The prefill references over the host's cores (the long cases take billions of multiply-adds;
+// each (row, head) is computed alone, so the split changes no bit).
+class ThreadsFor final : public ParallelFor {
+ public:
+  void run(int64_t n, const std::function<void(int64_t, int64_t)>& fn) const override {
+    const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(n, std::thread::hardware_concurrency()));
+    std::vector<std::thread> threads;
+    for (int64_t w = 0; w < workers; ++w) threads.emplace_back([&fn, n, w, workers] { fn(n * w / workers, n * (w + 1) / workers); });
+    for (std::thread& t : threads) t.join();
+  }
 };
 
 uint32_t bits_of(float f) {
@@ -216,8 +231,41 @@ void check_attention(Context& ctx, const AttnShape& sh, const std::vector<std::p
   ctx.results.record_exact("kv_append_gpu", shape, same, "bitwise");
 }
 
-// prefill_attention_gpu against paged_attention_ref; seqs[s] = {first position, rows}. Each
-// sequence's last row is also run alone (a one-row sequence at that position): bitwise equal.
+// prefill_attention_gpu in the form `g` asks for against ref; each sequence's last row is also
+// run alone (a one-row sequence at that position): bitwise equal to the row in the batch.
+void check_prefill_form(Context& ctx, const PrefillAttentionGpuArgs& g, const std::vector<float>& ref, DeviceBuffer<float>& dout,
+                        const std::vector<int32_t>& begin, const std::vector<int32_t>& positions, const std::string& shape) {
+  const int64_t out_stride = g.out_stride;
+  dout.poison();
+  CHECK_GPU(prefill_attention_gpu(g, nullptr));
+  const std::vector<float> got = dout.download();
+  bool invariant = true;
+  DeviceBuffer<float> one(static_cast<size_t>(out_stride));
+  for (int64_t s = 0; s < g.num_seqs; ++s) {
+    const int64_t r = begin[static_cast<size_t>(s) + 1] - 1;
+    DeviceBuffer<int32_t> b1(std::vector<int32_t>{0, 1}), f1(std::vector<int32_t>{positions[static_cast<size_t>(r)]});
+    one.poison();
+    PrefillAttentionGpuArgs g1 = g;
+    g1.q = g.q + r * g.q_stride;
+    g1.gate = g.gate + r * g.q_stride;
+    g1.out = one.get();
+    g1.block_tables = g.block_tables + s * g.block_table_stride;
+    g1.seq_row_begin = b1.get();
+    g1.seq_first_position = f1.get();
+    g1.num_seqs = 1;
+    g1.max_rows_per_seq = 1;
+    CHECK_GPU(prefill_attention_gpu(g1, nullptr));
+    const std::vector<float> alone = one.download();
+    invariant = invariant && bitwise_equal(alone.data(), got.data() + r * out_stride, alone.size());
+  }
+  const char* kernel = prefill_attention_uses_tensor_cores(g) ? "prefill_attention tensor" : "prefill_attention cores";
+  ctx.results.record(kernel, shape, compare(got.data(), ref.data(), got.size()), 1e-9, invariant,
+                     invariant ? "batch-invariant" : "NOT batch-invariant");
+}
+
+// prefill_attention_gpu against paged_attention_ref; seqs[s] = {first position, rows}: the
+// default form (tensor cores where the device has them and the head dim is 128 or 256) and the
+// CUDA-core form (tensor_cores = false), each also checked for batch invariance.
 void check_prefill_attention(Context& ctx, const AttnShape& sh, const std::vector<std::pair<int64_t, int64_t>>& seqs) {
   const int64_t block_tokens = 16, num_seqs = static_cast<int64_t>(seqs.size());
   int64_t max_len = 0, max_rows = 0;
@@ -250,39 +298,19 @@ void check_prefill_attention(Context& ctx, const AttnShape& sh, const std::vecto
     PagedAttentionArgs a{qg.data() + r * q_stride, qg.data() + r * q_stride + sh.hd, q_stride, 2 * sh.hd,
                          ref.data() + r * out_stride, out_stride, kc.data(), vc.data(),
                          tables.data() + s * blocks_per_seq, block_tokens, positions.data() + r, n, sh.nh, sh.nkv, sh.hd, scale};
-    paged_attention_ref(a, serial_for());
+    paged_attention_ref(a, ThreadsFor{});
   }
   DeviceBuffer<float> dq(qg), dk(kc), dv(vc), dout(ref.size());
   DeviceBuffer<int32_t> dtab(tables), dbegin(begin), dfirst(first);
-  dout.poison();
   PrefillAttentionGpuArgs g{dq.get(), dq.get() + sh.hd, q_stride, 2 * sh.hd, dout.get(), out_stride, dk.get(), dv.get(),
                             dtab.get(), blocks_per_seq, dbegin.get(), dfirst.get(), num_seqs, max_rows, block_tokens,
                             sh.nh, sh.nkv, sh.hd, scale};
-  CHECK_GPU(prefill_attention_gpu(g, nullptr));
-  const std::vector<float> got = dout.download();
-  bool invariant = true;
-  DeviceBuffer<float> one(static_cast<size_t>(out_stride));
-  for (int64_t s = 0; s < num_seqs; ++s) {
-    const int64_t r = begin[static_cast<size_t>(s) + 1] - 1;
-    DeviceBuffer<int32_t> b1(std::vector<int32_t>{0, 1}), f1(std::vector<int32_t>{positions[static_cast<size_t>(r)]});
-    one.poison();
-    PrefillAttentionGpuArgs g1 = g;
-    g1.q = dq.get() + r * q_stride;
-    g1.gate = g1.q + sh.hd;
-    g1.out = one.get();
-    g1.block_tables = dtab.get() + s * blocks_per_seq;
-    g1.seq_row_begin = b1.get();
-    g1.seq_first_position = f1.get();
-    g1.num_seqs = 1;
-    g1.max_rows_per_seq = 1;
-    CHECK_GPU(prefill_attention_gpu(g1, nullptr));
-    const std::vector<float> alone = one.download();
-    invariant = invariant && bitwise_equal(alone.data(), got.data() + r * out_stride, alone.size());
-  }
   std::string shape = "nh=" + std::to_string(sh.nh) + " nkv=" + std::to_string(sh.nkv) + " hd=" + std::to_string(sh.hd) + " p0/T=";
   for (const auto& [p0, n] : seqs) shape += std::to_string(p0) + "/" + std::to_string(n) + ",";
-  ctx.results.record("prefill_attention_gpu", shape, compare(got.data(), ref.data(), got.size()), 1e-9, invariant,
-                     invariant ? "batch-invariant" : "NOT batch-invariant");
+  for (const bool tensor_cores : {true, false}) {
+    g.tensor_cores = tensor_cores;
+    check_prefill_form(ctx, g, ref, dout, begin, positions, shape);
+  }
 }
 
 // Every precondition refused with gpuErrorInvalidValue and nothing launched (output and counters
@@ -367,6 +395,13 @@ void run_attention_tests(Context& ctx) {
   const AttnShape prefill_shapes[] = {{16, 2, 256}, {4, 2, 128}, {2, 2, 64}, {6, 2, 256}, {24, 4, 256}, {3, 1, 100}};
   for (const AttnShape& sh : prefill_shapes) check_prefill_attention(ctx, sh, prefill);
   if (!ctx.quick) check_prefill_attention(ctx, {16, 2, 256}, {{0, 512}, {1000, 130}});
+  // Long contexts (a prefix-cache hit or a later chunk: many key tiles before the rows), several
+  // sequences, row counts off the tile (64 virtual rows: 8 rows at G = 8, 10 at G = 6, 4 at G =
+  // 16), at the tensor form's head dims.
+  const std::vector<std::pair<int64_t, int64_t>> long_quick{{1000, 37}, {0, 9}, {333, 65}};
+  const std::vector<std::pair<int64_t, int64_t>> long_full{{4000, 300}, {17, 45}, {2100, 131}, {0, 1}};
+  const AttnShape long_shapes[] = {{16, 2, 256}, {16, 2, 128}, {24, 4, 256}, {16, 1, 128}, {4, 4, 256}};
+  for (const AttnShape& sh : long_shapes) check_prefill_attention(ctx, sh, ctx.quick ? long_quick : long_full);
   const std::vector<std::pair<int64_t, int64_t>> mixed{{1, 1}, {7, 3}, {300, 4}, {513, 1}, {256, 2}};
   const std::vector<std::pair<int64_t, int64_t>> small{{1, 1}, {20, 2}, {257, 3}};
   const AttnShape shapes[] = {{2, 2, 64}, {4, 2, 128}, {6, 2, 256}, {3, 1, 128}, {16, 2, 256}, {24, 4, 256}};

@@ -351,8 +351,9 @@ void bench_attention(int64_t context, int64_t rows, int64_t seqs = 1, std::vecto
   }
 }
 
-// One sequence's prefill chunk of `rows` rows after `before` cached positions.
-void bench_prefill_attention(int64_t before, int64_t rows) {
+// One sequence's prefill chunk of `rows` rows after `before` cached positions, in the default
+// form (tensor cores where the device has them) or the CUDA-core one.
+void bench_prefill_attention(int64_t before, int64_t rows, bool tensor_cores = true) {
   const int64_t nh = 16, nkv = 2, hd = 256, bt = 16, context = before + rows;
   const int64_t blocks = (context + bt - 1) / bt;
   DeviceBuffer<float> q(static_cast<size_t>(rows * 2 * nh * hd)), out(static_cast<size_t>(rows * nh * hd));
@@ -364,10 +365,11 @@ void bench_prefill_attention(int64_t before, int64_t rows) {
       df(std::vector<int32_t>{static_cast<int32_t>(before)});
   PrefillAttentionGpuArgs a{q.get(), q.get() + hd, 2 * nh * hd, 2 * hd, out.get(), nh * hd, kc.get(), vc.get(), dt.get(), blocks,
                             db.get(), df.get(), 1, rows, bt, nh, nkv, hd, 0.0625f};
+  a.tensor_cores = tensor_cores;
   const double us = time_us([&](int) { CHECK_GPU(prefill_attention_gpu(a, nullptr)); });
   // GFLOP/s: QK and PV multiply-adds over the causal triangle.
   const double pairs = static_cast<double>(rows) * static_cast<double>(before) + 0.5 * static_cast<double>(rows) * (rows + 1);
-  report("prefill_attention_gpu", "nh=16 nkv=2 hd=256 cached=" + std::to_string(before) + " rows=" + std::to_string(rows) + " (GFLOP/s)",
+  report(prefill_attention_uses_tensor_cores(a) ? "prefill_attention_gpu (tensor)" : "prefill_attention_gpu (cores)", "nh=16 nkv=2 hd=256 cached=" + std::to_string(before) + " rows=" + std::to_string(rows) + " (GFLOP/s)",
          us, 4.0 * pairs * nh * hd);
 }
 
@@ -375,7 +377,8 @@ void bench_prefill_attention(int64_t before, int64_t rows) {
 
 // The decode attention points: one stream to 64 (the 35B-A3B's ten attention layers at 1,025
 // keys, a bench decode step at --context 1024), verify rows, long contexts; forced head splits
-// beside the automatic one.
+// beside the automatic one; then the prefill attention chunks (the last 512-token chunk of a
+// 32k-token prompt in both forms).
 void run_attention_benchmarks(Context&) {
   std::printf("| kernel | shape | us/launch | GB/s |\n|---|---|---|---|\n");
   bench_attention(1025, 1, 1, {1, 2, 4, 8});
@@ -387,6 +390,10 @@ void run_attention_benchmarks(Context&) {
   bench_attention(8192, 1, 1, {1, 8});
   bench_attention(8192, 4, 1, {1, 2});
   bench_attention(32768, 1, 1, {1, 8});
+  bench_prefill_attention(0, 512);
+  bench_prefill_attention(0, 2048);
+  bench_prefill_attention(32256, 512);
+  bench_prefill_attention(32256, 512, false);
 }
 
 // The tiled prefill products side by side: f32, TF32 and the exact bf16 tensor-core form (Q4_0),
@@ -501,8 +508,6 @@ void run_benchmarks(Context& ctx) {
     bench_gdn_prefill(rows, false);
   }
   run_attention_benchmarks(ctx);
-  bench_prefill_attention(0, 512);
-  bench_prefill_attention(0, 2048);
   {
     DeviceBuffer<float> x(2048), w(2048);
     const double us = time_us([&](int) { CHECK_GPU(rms_norm_gpu({x.get(), 2048, w.get(), x.get(), 2048, 1, 2048, 1e-6f}, nullptr)); });

@@ -8,7 +8,7 @@
 //     --bench-matvec  only the matrix-vector timings (quick A/B of a matvec change)
 //     --bench-staged  the staged matvec alone on the 27B's one- and two-row shapes and the LM heads
 //     --bench-prefill only the tiled prefill products, f32 / TF32 / exact tensor side by side
-//     --bench-attention only the paged decode attention timings (1-64 streams, head splits)
+//     --bench-attention only the attention timings (paged decode at 1-64 streams, head splits; prefill chunks)
 //     --only a,b  only the named suites (matmul, matmul_grouped, matmul_experts_prefill, ops,
 //                 gdn, gdn_prefill, attention, attention_prep, moe_fused, moe_down_combine,
 //                 exact_tile): racecheck runs,
