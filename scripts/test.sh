@@ -16,7 +16,7 @@ ctest --preset release -j"$jobs"
 
 # The sanitizer run leaves out one test (CMakePresets.json's asan filter): the DFlash
 # block-size sweep, whose code paths the other DFlash tests run under the sanitizers too and
-# which alone would take a quarter of this stage.
+# which is the longest test of this stage by far.
 echo "== sanitizer build (ASan + UBSan), unit tests"
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j"$jobs"

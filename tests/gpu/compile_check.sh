@@ -17,8 +17,8 @@ sources=(kernels/*/*.cu)
 
 # nvcc unoptimised (-O0 through its front end, cicc and ptxas): the check is about the source
 # compiling for each target, not about the generated code, and the optimisers are most of its
-# time (2.4x on matmul.cu). hipcc stays at -O1: at -O0 the GDN step's register arrays go to
-# the stack and exceed the 64 KB local-memory limit.
+# time. hipcc stays at -O1: at -O0 the GDN step's register arrays go to the stack and exceed
+# the 64 KB local-memory limit.
 compile_cuda() {
   for src in "${sources[@]}"; do
     "$NVCC" -std=c++17 -O0 -I. -Werror all-warnings -Xcicc -O0 -Xptxas -O0 \
