@@ -72,8 +72,10 @@ OptionDef def(T ServerConfig::*member, const std::string& key, const std::string
   d.add_flag = [member, flag = d.flag, help, hidden](CLI::App& app, ServerConfig& c) {
     CLI::Option* opt = nullptr;
     if constexpr (std::is_same_v<T, bool>) {
-      opt = app.add_flag(flag, c.*member,
-                         help + (c.*member ? " [default: on; " + flag + "=false turns it off]" : ""));
+      // `--no-NAME` beside `--NAME=false`: the spelling users bring from other servers.
+      const std::string negated = "--no-" + flag.substr(2);
+      opt = app.add_flag(flag + ",!" + negated, c.*member,
+                         help + (c.*member ? " [default: on; " + negated + " turns it off]" : ""));
     } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
       opt = app.add_option(flag, c.*member, help)->delimiter(',');
     } else {

@@ -44,6 +44,9 @@ TEST(ServerConfig, FlagsOverrideTheFile) {
   EXPECT_TRUE(inv.config.vllm_metrics);
   EXPECT_EQ(inv.config.api_keys, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(load({"--config", file, "--vllm-metrics=false"}).config.vllm_metrics, false);
+  EXPECT_EQ(load({"--config", file, "--no-vllm-metrics"}).config.vllm_metrics, false);
+  EXPECT_EQ(load({"--fake-engine", "--no-prefix-cache"}).config.prefix_cache, false);
+  EXPECT_EQ(load({"--fake-engine"}).config.prefix_cache, true);
   EXPECT_EQ(load({"--config", file, "--api-key", "x,y"}).config.api_keys,
             (std::vector<std::string>{"x", "y"}));
   std::remove(file.c_str());
