@@ -57,13 +57,33 @@ void fill_floats(const Stream& s, const Fill& f, int64_t first, int64_t n, Conve
   }
 }
 
+// Bytes [0, 8 * words) of dst from the stream's words at counters c, c + 1, ...
+void copy_words(const Stream& s, uint64_t c, int words, uint8_t* dst) {
+  for (int k = 0; k < words; ++k) {
+    const uint64_t w = s.word(c + static_cast<uint64_t>(k));
+    std::memcpy(dst + 8 * k, &w, 8);
+  }
+}
+
+// A K-quant super-block's eight 6-bit scales (16..31, from the word ws) with mins at mid / 8
+// of each scale (mid: the middle of the quant range, so elements centre on zero), packed, and
+// d / dmin for d.
+template <class Block>
+void fill_k4_scales(uint64_t ws, double mid, float d, Block& out) {
+  int scale[8], min[8];
+  for (int j = 0; j < 8; ++j) {
+    scale[j] = 16 + static_cast<int>((ws >> (4 * j)) & 15);
+    min[j] = static_cast<int>(std::lround(mid * scale[j] / 8.0));
+  }
+  pack_scale_min_k4(scale, min, out.scales);
+  out.d = kernels::fp32_to_fp16(d);
+  out.dmin = kernels::fp32_to_fp16(8.0f * d);
+}
+
 void fill_q8_0(const Stream& s, const Fill& f, int64_t first, int64_t n, kernels::BlockQ8_0* out) {
   for (int64_t i = 0; i < n; ++i) {
     const uint64_t c = static_cast<uint64_t>(first + i) * 5;
-    for (int k = 0; k < 4; ++k) {
-      const uint64_t w = s.word(c + static_cast<uint64_t>(k));
-      std::memcpy(out[i].qs + 8 * k, &w, 8);
-    }
+    copy_words(s, c, 4, reinterpret_cast<uint8_t*>(out[i].qs));
     out[i].d = kernels::fp32_to_fp16(f.std / kQ8Rms * jitter(s.word(c + 4)));
   }
 }
@@ -82,58 +102,25 @@ void fill_q4_0(const Stream& s, const Fill& f, int64_t first, int64_t n, kernels
 void fill_q4_k(const Stream& s, const Fill& f, int64_t first, int64_t n, kernels::BlockQ4_K* out) {
   for (int64_t i = 0; i < n; ++i) {
     const uint64_t c = static_cast<uint64_t>(first + i) * 18;
-    for (int k = 0; k < 16; ++k) {
-      const uint64_t w = s.word(c + static_cast<uint64_t>(k));
-      std::memcpy(out[i].qs + 8 * k, &w, 8);
-    }
-    const uint64_t ws = s.word(c + 16);
-    int scale[8], min[8];
-    for (int j = 0; j < 8; ++j) {
-      scale[j] = 16 + static_cast<int>((ws >> (4 * j)) & 15);
-      min[j] = static_cast<int>(std::lround(7.5 * scale[j] / 8.0));
-    }
-    pack_scale_min_k4(scale, min, out[i].scales);
-    const float d = f.std / kQ4KRms * jitter(s.word(c + 17));
-    out[i].d = kernels::fp32_to_fp16(d);
-    out[i].dmin = kernels::fp32_to_fp16(8.0f * d);
+    copy_words(s, c, 16, out[i].qs);
+    fill_k4_scales(s.word(c + 16), 7.5, f.std / kQ4KRms * jitter(s.word(c + 17)), out[i]);
   }
 }
 
 void fill_q5_k(const Stream& s, const Fill& f, int64_t first, int64_t n, kernels::BlockQ5_K* out) {
   for (int64_t i = 0; i < n; ++i) {
     const uint64_t c = static_cast<uint64_t>(first + i) * 22;
-    for (int k = 0; k < 16; ++k) {
-      const uint64_t w = s.word(c + static_cast<uint64_t>(k));
-      std::memcpy(out[i].qs + 8 * k, &w, 8);
-    }
-    for (int k = 0; k < 4; ++k) {
-      const uint64_t w = s.word(c + 16 + static_cast<uint64_t>(k));
-      std::memcpy(out[i].qh + 8 * k, &w, 8);
-    }
-    const uint64_t ws = s.word(c + 20);
-    int scale[8], min[8];
-    for (int j = 0; j < 8; ++j) {
-      scale[j] = 16 + static_cast<int>((ws >> (4 * j)) & 15);
-      min[j] = static_cast<int>(std::lround(15.5 * scale[j] / 8.0));
-    }
-    pack_scale_min_k4(scale, min, out[i].scales);
-    const float d = f.std / kQ5KRms * jitter(s.word(c + 21));
-    out[i].d = kernels::fp32_to_fp16(d);
-    out[i].dmin = kernels::fp32_to_fp16(8.0f * d);
+    copy_words(s, c, 16, out[i].qs);
+    copy_words(s, c + 16, 4, out[i].qh);
+    fill_k4_scales(s.word(c + 20), 15.5, f.std / kQ5KRms * jitter(s.word(c + 21)), out[i]);
   }
 }
 
 void fill_q6_k(const Stream& s, const Fill& f, int64_t first, int64_t n, kernels::BlockQ6_K* out) {
   for (int64_t i = 0; i < n; ++i) {
     const uint64_t c = static_cast<uint64_t>(first + i) * 27;
-    for (int k = 0; k < 16; ++k) {
-      const uint64_t w = s.word(c + static_cast<uint64_t>(k));
-      std::memcpy(out[i].ql + 8 * k, &w, 8);
-    }
-    for (int k = 0; k < 8; ++k) {
-      const uint64_t w = s.word(c + 16 + static_cast<uint64_t>(k));
-      std::memcpy(out[i].qh + 8 * k, &w, 8);
-    }
+    copy_words(s, c, 16, out[i].ql);
+    copy_words(s, c + 16, 8, out[i].qh);
     for (int k = 0; k < 2; ++k) {
       const uint64_t w = s.word(c + 24 + static_cast<uint64_t>(k));
       for (int j = 0; j < 8; ++j) {

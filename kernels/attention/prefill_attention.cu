@@ -24,9 +24,7 @@ constexpr int kTile = 64;
 constexpr int kVirtual = 16;  // virtual heads per block (rows x query heads of the group)
 constexpr int kLanesPerKey = 8;
 
-__device__ __forceinline__ int64_t cached_offset(const PrefillAttentionGpuArgs& a, const int32_t* table, int p, int64_t kvh) {
-  return detail::prefill_cached_offset(a, table, p, kvh);
-}
+using detail::prefill_cached_offset;
 
 template <int kHd>
 __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const PrefillAttentionGpuArgs a) {
@@ -83,7 +81,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const Pr
 #pragma unroll
     for (int ps = 0; ps < kPasses; ++ps) {
       const int i = ps * kKeysPerPass + slot;
-      const float* k = i < n ? a.k_cache + cached_offset(a, table, static_cast<int>(t0) + i, kvh) : a.k_cache;
+      const float* k = i < n ? a.k_cache + prefill_cached_offset(a, table, static_cast<int>(t0) + i, kvh) : a.k_cache;
 #pragma unroll
       for (int v = 0; v < kKVecs; ++v) {
         const int e = 4 * (lane8 + kLanesPerKey * v);
@@ -95,7 +93,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const Pr
     for (int u = 0; u < kKeysPerSubset; ++u) {
       const int i = ks + kKS * u;
       vreg[u] = i < n && 4 * col < hd
-                    ? *reinterpret_cast<const float4*>(a.v_cache + cached_offset(a, table, static_cast<int>(t0) + i, kvh) + 4 * col)
+                    ? *reinterpret_cast<const float4*>(a.v_cache + prefill_cached_offset(a, table, static_cast<int>(t0) + i, kvh) + 4 * col)
                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
     __syncthreads();

@@ -93,21 +93,29 @@ struct DecodeQ4_K {
       m = (scales[s + 4] >> 4) | ((scales[s] >> 6) << 4);
     }
   }
-  __device__ static void decode(const uint8_t* row, int64_t c, float w[8], int64_t& x0, int64_t& x1) {
-    const int64_t b = c >> 5;
-    const int cc = static_cast<int>(c & 31);
-    const int g = cc >> 3, quad = cc & 7;
-    const uint8_t* block = row + 144 * b;
+  // The scales of sub-blocks 2g (lo) and 2g + 1 (hi) of a super-block whose header (d, dmin,
+  // 12 bytes of packed 6-bit scales and mins) opens `block`: d * sc and dmin * m, unfused.
+  // Q5_K's header is the same.
+  __device__ static void sub_block_scales(const uint8_t* block, int g, float& d_lo, float& min_lo, float& d_hi,
+                                          float& min_hi) {
     const uint16_t* h = reinterpret_cast<const uint16_t*>(block);
     const float d = f16_bits_to_float(h[0]);
     const float dmin = f16_bits_to_float(h[1]);
     int sc_lo, m_lo, sc_hi, m_hi;
     scale_min(2 * g, block + 4, sc_lo, m_lo);
     scale_min(2 * g + 1, block + 4, sc_hi, m_hi);
-    const float d_lo = __fmul_rn(d, static_cast<float>(sc_lo));
-    const float min_lo = __fmul_rn(dmin, static_cast<float>(m_lo));
-    const float d_hi = __fmul_rn(d, static_cast<float>(sc_hi));
-    const float min_hi = __fmul_rn(dmin, static_cast<float>(m_hi));
+    d_lo = __fmul_rn(d, static_cast<float>(sc_lo));
+    min_lo = __fmul_rn(dmin, static_cast<float>(m_lo));
+    d_hi = __fmul_rn(d, static_cast<float>(sc_hi));
+    min_hi = __fmul_rn(dmin, static_cast<float>(m_hi));
+  }
+  __device__ static void decode(const uint8_t* row, int64_t c, float w[8], int64_t& x0, int64_t& x1) {
+    const int64_t b = c >> 5;
+    const int cc = static_cast<int>(c & 31);
+    const int g = cc >> 3, quad = cc & 7;
+    const uint8_t* block = row + 144 * b;
+    float d_lo, min_lo, d_hi, min_hi;
+    sub_block_scales(block, g, d_lo, min_lo, d_hi, min_hi);
     const uint32_t q = load_u32_align2(block + 16 + 32 * g + 4 * quad);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -132,16 +140,8 @@ struct DecodeQ5_K {
     const int cc = static_cast<int>(c & 31);
     const int g = cc >> 3, quad = cc & 7;
     const uint8_t* block = row + 176 * b;
-    const uint16_t* h = reinterpret_cast<const uint16_t*>(block);
-    const float d = f16_bits_to_float(h[0]);
-    const float dmin = f16_bits_to_float(h[1]);
-    int sc_lo, m_lo, sc_hi, m_hi;
-    DecodeQ4_K::scale_min(2 * g, block + 4, sc_lo, m_lo);
-    DecodeQ4_K::scale_min(2 * g + 1, block + 4, sc_hi, m_hi);
-    const float d_lo = __fmul_rn(d, static_cast<float>(sc_lo));
-    const float min_lo = __fmul_rn(dmin, static_cast<float>(m_lo));
-    const float d_hi = __fmul_rn(d, static_cast<float>(sc_hi));
-    const float min_hi = __fmul_rn(dmin, static_cast<float>(m_hi));
+    float d_lo, min_lo, d_hi, min_hi;
+    DecodeQ4_K::sub_block_scales(block, g, d_lo, min_lo, d_hi, min_hi);
     const uint32_t qh = load_u32_align2(block + 16 + 4 * quad);
     const uint32_t q = load_u32_align2(block + 48 + 32 * g + 4 * quad);
 #pragma unroll
