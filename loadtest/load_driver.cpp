@@ -221,13 +221,19 @@ bool LoadDriver::pressure() const {
 }
 
 net::awaitable<void> LoadDriver::one_request(RequestPlan plan, bool warmup, WaitGroup* group, int32_t turn,
-                                             std::string* answer) {
+                                             Answer* answer) {
   ++num_in_flight_;
   RequestResult result = co_await run_request(runner_, plan);
+  result.reusable_prompt_tokens = plan.reusable_prompt_tokens;
   result.warmup = warmup;
   result.turn = turn;
-  if (answer != nullptr) *answer = result.content;
   judge_result(plan, result, pressure());
+  if (answer != nullptr) {
+    answer->text = result.content;
+    answer->prompt_token_ids = result.prompt_token_ids;
+    answer->output_token_ids = result.output_token_ids;
+    answer->ok = result.failure.empty() && result.status == 200;
+  }
   note_connect_result(result);
   --num_in_flight_;
   ++num_finished_;

@@ -49,9 +49,15 @@ class LoadDriver {
   net::awaitable<void> closed_loop_client(bool warmup, WaitGroup& clients);
   net::awaitable<void> open_loop(bool warmup);
   net::awaitable<void> burst(int64_t first_index, int32_t size, WaitGroup* group);
-  // turn, answer: the multi-turn workload's turn (-1: none) and where the answer text goes.
+  // turn, answer: the multi-turn workload's turn (-1: none) and where the answer goes (its
+  // text, and the token ids the server reported when the body asked for them).
+  struct Answer {
+    std::string text;
+    std::vector<int32_t> prompt_token_ids, output_token_ids;
+    bool ok = false;  // the request completed as planned
+  };
   net::awaitable<void> one_request(RequestPlan plan, bool warmup, WaitGroup* group, int32_t turn = -1,
-                                   std::string* answer = nullptr);
+                                   Answer* answer = nullptr);
   RequestPlan next_plan(int64_t index, bool warmup);
   std::optional<int32_t> take_burst(int64_t index);
   bool pressure() const;
@@ -71,6 +77,7 @@ class LoadDriver {
 
   // load_driver_workloads.cpp: the multi-turn workload.
   net::awaitable<void> conversation_client(int32_t client, WaitGroup& clients);
+  net::awaitable<void> token_conversation_client(int32_t client, WaitGroup& clients);
   void add_turn_report();
   void progress(bool force);
 

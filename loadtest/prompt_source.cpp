@@ -108,7 +108,9 @@ RequestPlan PromptSource::chat_plan(const Prompt& p, int64_t index, bool stream)
 
 RequestPlan PromptSource::completion_plan(const Prompt& p, int64_t index, bool stream) const {
   nlohmann::json body = common_fields(p, index, stream);
-  body["prompt"] = p.text;
+  if (p.token_ids.empty()) body["prompt"] = p.text;
+  else body["prompt"] = p.token_ids;
+  if (p.return_token_ids) body["return_token_ids"] = true;
   RequestPlan plan;
   plan.kind = stream ? RequestKind::CompletionStream : RequestKind::NonStream;
   plan.variant = "completion";

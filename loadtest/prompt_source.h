@@ -22,6 +22,8 @@ namespace deltaserve::loadtest {
 struct Prompt {
   std::string text;                 // for completions (and chat when messages is null)
   nlohmann::json messages;          // null: a single user message with `text`
+  std::vector<int32_t> token_ids;   // completions: non-empty, the prompt as ids instead of text
+  bool return_token_ids = false;    // ask for the prompt's and the output's ids (vLLM's field)
   int32_t max_tokens = 0;           // 0: the run's --output-tokens
 };
 

@@ -55,6 +55,9 @@ struct RequestPlan {
   bool cancel_on_multi_token = false;  // close at the first chunk carrying >1 token (a verify step)
   bool slow = false;
   bool in_burst = false;
+  // Multi-turn token conversations: prompt tokens an ideal prefix cache could reuse (the
+  // previous turn's prompt and answer, resent as ids); -1 unknown.
+  int64_t reusable_prompt_tokens = -1;
 };
 
 struct RequestResult {
@@ -78,7 +81,12 @@ struct RequestResult {
   int64_t completion_tokens = 0;
   std::vector<double> itl_ms;   // per token after the first (exact with continuous usage)
   std::string content;          // the answer's text (chat delta.content / completion text)
+  // With return_token_ids in the body: the ids the server reported for the prompt and the
+  // output (the multi-turn workload's token conversations resend them).
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<int32_t> output_token_ids;
   int64_t cached_tokens = 0;    // usage.prompt_tokens_details.cached_tokens (prefix cache)
+  int64_t reusable_prompt_tokens = -1;  // the plan's (RequestPlan::reusable_prompt_tokens)
   int32_t turn = -1;            // multi-turn workload: 0-based turn of its conversation
   int num_multi_token_chunks = 0;  // chunks with > 1 token: accepted drafts or held-back text
   double decode_tokens_per_s = 0.0;  // (tokens - 1) / (last token - first token)

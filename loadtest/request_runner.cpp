@@ -59,6 +59,23 @@ void read_usage(const json& chunk, RequestResult& r) {
     r.cached_tokens = json_int(*details, "cached_tokens");
 }
 
+// Appends the ids of a json array of token ids to `out` (nothing when absent or malformed).
+void append_ids(const json& obj, const char* key, std::vector<int32_t>& out) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || !it->is_array()) return;
+  for (const json& id : *it) {
+    if (id.is_number_integer()) out.push_back(id.get<int32_t>());
+  }
+}
+
+// return_token_ids (chunks and bodies): the output's ids of the choice, and the prompt's,
+// which chat puts at the top and completions in the choice.
+void read_token_ids(const json& top, const json& choice, RequestResult& r) {
+  append_ids(choice, "token_ids", r.output_token_ids);
+  append_ids(top, "prompt_token_ids", r.prompt_token_ids);
+  append_ids(choice, "prompt_token_ids", r.prompt_token_ids);
+}
+
 // Appends the chunk's answer text (chat delta.content or completion text) to r.content.
 void read_content(const json& choice, RequestResult& r) {
   if (const auto text = choice.find("text"); text != choice.end() && text->is_string()) r.content += text->get<std::string>();
@@ -112,6 +129,7 @@ bool on_event(Exchange& x, StreamTiming& t, const std::string& data) {
     }
     has_text = chunk_has_text(choice);
     read_content(choice, r);
+    read_token_ids(chunk, choice, r);
   }
   read_usage(chunk, r);
   int64_t num_tokens = 0;
@@ -212,6 +230,10 @@ net::awaitable<void> read_full(Exchange& x, HttpConnection& c) {
       r.finish_reason = f->get<std::string>();
       r.num_finish_reasons = 1;
     }
+    read_content((*choices)[0], r);
+    if (const auto message = (*choices)[0].find("message"); message != (*choices)[0].end() && message->is_object())
+      if (const auto c = message->find("content"); c != message->end() && c->is_string()) r.content += c->get<std::string>();
+    read_token_ids(j, (*choices)[0], r);
   }
   read_usage(j, r);
   if (x.context.on_tokens && r.completion_tokens > 0) x.context.on_tokens(Clock::now(), r.completion_tokens);

@@ -216,7 +216,10 @@ json report_json(const RunReport& r) {
       {"e2e_ms", distribution_json(r.e2e_ms)},
       {"stream_output_tokens_per_s", distribution_json(r.stream_tokens_per_s)},
       {"kinds", kinds}, {"errors", r.errors}, {"failure_examples", r.failure_examples},
-      {"checks", checks}, {"notes", r.notes}, {"deadline_hit", r.deadline_hit},
+      {"checks", checks}, {"notes", r.notes},
+      {"prefix_cache",
+       {{"reusable_prompt_tokens", r.reusable_prompt_tokens}, {"reusable_cached_tokens", r.reusable_cached_tokens}}},
+      {"deadline_hit", r.deadline_hit},
       {"result", r.passed ? "PASS" : "FAIL"}};
 }
 

@@ -55,6 +55,10 @@ struct RunReport {
   std::vector<Check> checks;
   std::vector<std::string> failure_examples;  // the first few, with kind and variant
   std::vector<std::string> notes;
+  // Multi-turn token conversations: prompt tokens an ideal prefix cache reuses, and of them
+  // those the server reported cached (0 and 0 otherwise).
+  int64_t reusable_prompt_tokens = 0;
+  int64_t reusable_cached_tokens = 0;
   bool deadline_hit = false;
   bool passed = true;
 };

@@ -93,6 +93,7 @@ GenerationJob common_job(const GenerationParams& p, std::vector<int32_t> prompt,
   setup.stop_token_ids = spec.stop_token_ids;
   setup.skip_special_tokens = p.skip_special_tokens;
   setup.logprobs = p.sampling.logprobs;
+  setup.token_ids = p.return_token_ids;
 
   ResponseFormatter::Setup& format = job.format;
   format.endpoint = endpoint;
@@ -103,6 +104,8 @@ GenerationJob common_job(const GenerationParams& p, std::vector<int32_t> prompt,
       parse_reasoning_field(config.reasoning_field).value_or(ReasoningField::ReasoningContent));
   format.usage_null_in_chunks = job.include_usage;
   format.logprobs = p.sampling.logprobs;
+  format.token_ids = p.return_token_ids;
+  if (p.return_token_ids) format.prompt_token_ids = spec.prompt_tokens;
   return job;
 }
 

@@ -107,6 +107,7 @@ StepOutput GenerationState::on_event(const scheduler::RequestEvent& event) {
     }
     const int32_t token = event.tokens[i];
     ++usage_.num_completion_tokens;
+    if (setup_.token_ids) out.delta.token_ids.push_back(token);  // a stop token too: it is counted
     if (is_stop_token(token)) {  // counted, but neither shown nor given logprobs
       out.finish_reason = "stop";
       break;

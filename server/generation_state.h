@@ -32,6 +32,7 @@ struct GenerationSetup {
   bool split_reasoning = false;           // chat with a reasoning model
   bool starts_in_reasoning = false;       // the prompt left a <think> block open
   bool logprobs = false;
+  bool token_ids = false;                 // OutputDelta::token_ids: every counted token's id
   bool parse_tool_calls = false;          // chat with tools: calls leave the content
   ToolParamTypes tool_param_types;        // which XML parameter values are JSON
 };

@@ -137,6 +137,7 @@ void GenerationStream::gather(const OutputDelta& d) {
   gathered_.reasoning += d.reasoning;
   gathered_.content += d.content;
   gathered_.logprobs.insert(gathered_.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+  gathered_.token_ids.insert(gathered_.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
   for (const ToolCall& piece : d.tool_calls) append_call_piece(gathered_.tool_calls, piece);
 }
 

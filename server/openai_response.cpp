@@ -109,12 +109,17 @@ nlohmann::json ResponseFormatter::completion_logprobs(
 
 nlohmann::json ResponseFormatter::role_chunk() const {
   nlohmann::json chunk = chunk_base();
+  if (s_.token_ids) chunk["prompt_token_ids"] = s_.prompt_token_ids;
   chunk["choices"] = nlohmann::json::array(
       {{{"index", 0},
         {"delta", {{"role", "assistant"}, {"content", ""}}},
         {"logprobs", nullptr},
         {"finish_reason", nullptr}}});
   return chunk;
+}
+
+void ResponseFormatter::put_prompt_token_ids(nlohmann::json& chunk) const {
+  if (s_.token_ids && s_.endpoint != Endpoint::Chat) chunk["choices"][0]["prompt_token_ids"] = s_.prompt_token_ids;
 }
 
 nlohmann::json ResponseFormatter::delta_chunk(const OutputDelta& d) const {
@@ -138,6 +143,7 @@ nlohmann::json ResponseFormatter::delta_chunk(const OutputDelta& d) const {
   }
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = nullptr;
+  if (s_.token_ids) choice["token_ids"] = d.token_ids;
   chunk["choices"] = nlohmann::json::array({std::move(choice)});
   return chunk;
 }
@@ -152,6 +158,7 @@ nlohmann::json ResponseFormatter::finish_chunk(const char* finish_reason) const 
   }
   choice["logprobs"] = nullptr;
   choice["finish_reason"] = finish_reason;
+  if (s_.token_ids) choice["token_ids"] = nlohmann::json::array();
   chunk["choices"] = nlohmann::json::array({std::move(choice)});
   return chunk;
 }
@@ -187,7 +194,12 @@ nlohmann::json ResponseFormatter::final_body(const OutputDelta& all, const char*
   }
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = finish_reason;
+  if (s_.token_ids) {
+    if (!chat) choice["prompt_token_ids"] = s_.prompt_token_ids;
+    choice["token_ids"] = all.token_ids;
+  }
   body["choices"] = nlohmann::json::array({std::move(choice)});
+  if (s_.token_ids && chat) body["prompt_token_ids"] = s_.prompt_token_ids;
   body["usage"] = usage_json(usage);
   return body;
 }

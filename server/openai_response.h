@@ -38,8 +38,11 @@ struct OutputDelta {
   std::string content;
   std::vector<scheduler::TokenLogprob> logprobs;  // the tokens that produced it
   std::vector<ToolCall> tool_calls;  // call pieces of this delta (a whole output: whole calls)
+  // With GenerationSetup::token_ids: the ids of the tokens counted in this delta (usage's
+  // completion tokens, a stop token included); empty otherwise.
+  std::vector<int32_t> token_ids;
   bool empty() const {
-    return reasoning.empty() && content.empty() && logprobs.empty() && tool_calls.empty();
+    return reasoning.empty() && content.empty() && logprobs.empty() && tool_calls.empty() && token_ids.empty();
   }
 };
 
@@ -61,11 +64,18 @@ class ResponseFormatter {
     ReasoningField reasoning_field = ReasoningField::ReasoningContent;
     bool usage_null_in_chunks = false;  // include_usage: every other chunk has "usage": null
     bool logprobs = false;
+    // return_token_ids: chat responses carry "prompt_token_ids" at the top (streams: in the
+    // role chunk), completions in the choice (streams: the first chunk's); every choice
+    // carries the "token_ids" of its text (streams: of each chunk), as vLLM does.
+    bool token_ids = false;
+    std::vector<int32_t> prompt_token_ids;
   };
 
   ResponseFormatter(Setup setup, const TextCodec& codec) : s_(std::move(setup)), codec_(codec) {}
 
   nlohmann::json role_chunk() const;  // chat only
+  // Completions streams: the prompt's ids into a chunk's choice (its first one; token_ids on).
+  void put_prompt_token_ids(nlohmann::json& chunk) const;
   nlohmann::json delta_chunk(const OutputDelta& delta) const;
   nlohmann::json finish_chunk(const char* finish_reason) const;
   nlohmann::json usage_chunk(const Usage& usage) const;

@@ -205,6 +205,7 @@ GenerationParams parse_common(JsonFields& f, const SchemaLimits& limits, bool ch
   p.ignore_eos = f.boolean("ignore_eos").value_or(false);
   p.draft_depth = static_cast<int32_t>(f.integer("draft_depth", 0, 16).value_or(-1));
   p.include_stop_str_in_output = f.boolean("include_stop_str_in_output").value_or(false);
+  p.return_token_ids = f.boolean("return_token_ids").value_or(false);
   p.skip_special_tokens = f.boolean("skip_special_tokens").value_or(true);
   p.stream = f.boolean("stream").value_or(false);
   parse_stream_options(f, p);

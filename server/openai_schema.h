@@ -48,6 +48,10 @@ struct GenerationParams {
   int32_t draft_depth = -1;             // deltaserve extension: at most this many MTP drafts
                                         // per step (0 = no speculation); -1 = server default
   bool include_stop_str_in_output = false;
+  // vLLM extension: the prompt's and the output's token ids in the response, so a client can
+  // send a conversation's next turn as ids (a completions prompt) without re-tokenising the
+  // output, whose text may tokenise differently from the ids the model produced.
+  bool return_token_ids = false;
   bool skip_special_tokens = true;
   bool stream = false;
   bool include_usage = false;           // stream_options.include_usage

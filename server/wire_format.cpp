@@ -10,11 +10,16 @@ std::string OpenAiWire::stream_start(const Usage&) {
 std::string OpenAiWire::stream_delta(const OutputDelta& delta, const Usage& usage) {
   nlohmann::json chunk = formatter_.delta_chunk(delta);
   if (continuous_usage_) chunk["usage"] = ResponseFormatter::usage_json(usage);
+  if (!prompt_ids_sent_) formatter_.put_prompt_token_ids(chunk);
+  prompt_ids_sent_ = true;
   return sse_event(chunk);
 }
 
 std::string OpenAiWire::stream_finish(const StepOutput& end, const Usage& usage) {
-  std::string out = sse_event(formatter_.finish_chunk(end.finish_reason));
+  nlohmann::json finish = formatter_.finish_chunk(end.finish_reason);
+  if (!prompt_ids_sent_) formatter_.put_prompt_token_ids(finish);  // a stream that sent no delta
+  prompt_ids_sent_ = true;
+  std::string out = sse_event(finish);
   if (include_usage_) out += sse_event(formatter_.usage_chunk(usage));
   out += kSseDone;
   return out;

@@ -49,6 +49,7 @@ class OpenAiWire final : public WireFormat {
   ResponseFormatter formatter_;
   const bool include_usage_;
   const bool continuous_usage_;
+  bool prompt_ids_sent_ = false;  // completions streams: the first chunk carries them
 };
 
 }  // namespace deltaserve::server
