@@ -9,7 +9,7 @@
 #  3. the prefix cache's cost when nothing hits: the 64-slot daemon at 64 streams again with
 #     --prefix-cache=false;
 #  4. the prefix cache on the GPU: the multi-turn workload of issue 38 (8 conversations x 10
-#     turns, 2,048 new tokens a turn, the history resent), TTFT per turn with the cache on and
+#     turns, 2,048 new tokens a turn, the history resent as token ids), TTFT per turn with the cache on and
 #     off; and the shared-prefix workload (64 requests, 16 at a time, an 8k-token common prefix).
 # Usage (repository root, on a GPU host): bench/gpu_served.sh BUILD_OR_BUNDLE_DIR OUT_DIR
 # Environment: PRESET (qwen3.6-35b-a3b), WEIGHTS (q4_0), DEVICE (cuda), STREAMS ("1 4 16"),
@@ -63,8 +63,10 @@ if [[ $parts == *prefix* ]]; then
   for cache in on off; do
     start_daemon --model "$gguf" --device "$device" --log-level warn --prefix-cache="$([[ $cache == on ]] && echo true || echo false)" --max-streams 16 \
       --context-tokens 32768
-    "$load" --url "$DAEMON_URL" --workload multi-turn --turns "${TURNS:-10}" --concurrency 8 --input-tokens 2048 \
-      --output-tokens 64 --temperature 0 --ignore-eos --seed 7 --json "$out/multiturn_$cache.json" \
+    # The conversations as token ids (--endpoint completions): synthetic weights' answers
+    # re-tokenise differently from their ids, which a chat history would hit inside the answer.
+    "$load" --url "$DAEMON_URL" --workload multi-turn --endpoint completions --turns "${TURNS:-10}" --concurrency 8 \
+      --input-tokens 2048 --output-tokens 64 --temperature 0 --ignore-eos --seed 7 --json "$out/multiturn_$cache.json" \
       >"$out/multiturn_$cache.txt" 2>&1
     if [[ $cache == on ]]; then
       "$load" --url "$DAEMON_URL" --workload shared-prefix --shared-prefix-tokens 8192 --concurrency 16 --requests 64 \
