@@ -223,6 +223,13 @@ RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, b
   for (size_t i = 0; i < input->size(); ++i) {
     translate_message((*input)[i], element_path("messages", i), messages);
   }
+  // A final assistant message is a prefill: Anthropic's answer continues its text rather than
+  // starting a new turn (so "{" forces JSON, a name forces a voice).
+  const RequestJson& last = messages.back();
+  if (last["role"] == "assistant" && !last.contains("tool_calls") && !last["content"].get<std::string>().empty()) {
+    chat["continue_final_message"] = true;
+    chat["add_generation_prompt"] = false;
+  }
   chat["messages"] = std::move(messages);
   if (const RequestJson* tools = f.get("tools")) chat["tools"] = translate_tools(*tools, "tools");
   if (const RequestJson* choice = f.object("tool_choice")) {

@@ -4,6 +4,8 @@
 //   user text / tool_result blocks   -> user messages / role "tool" messages (tool_use_id)
 //   assistant text / thinking /      -> assistant content / reasoning_content /
 //     tool_use blocks                     tool_calls (input -> arguments)
+//   a final assistant message         -> continue_final_message (a prefill: the answer
+//                                           continues its text)
 //   tools [{name, description, input_schema}] -> [{type: function, function: {.., parameters}}]
 //   tool_choice auto | any | tool {name} | none -> "auto" | "required" | {function} | "none"
 //   thinking {type: enabled | disabled}  -> chat_template_kwargs.enable_thinking (absent:

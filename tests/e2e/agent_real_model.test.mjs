@@ -66,6 +66,18 @@ test('messages: tools reach the prompt; a tool_use / tool_result round trip rend
   assert.ok(m.usage.input_tokens > withTools.input_tokens);
 });
 
+test('messages: a final assistant message is a prefill that the answer continues', async () => {
+  const messages = [{ role: 'user', content: 'Say hello.' }, { role: 'assistant', content: 'Hello, my name is' }];
+  const m = await anthropic.messages.create({ model, max_tokens: 8, temperature: 0, messages });
+  // The same prompt through chat completions' continue_final_message: no new assistant turn.
+  const c = await openai.chat.completions.create({ model, max_tokens: 8, temperature: 0, messages,
+    continue_final_message: true, add_generation_prompt: false, chat_template_kwargs: { enable_thinking: false } });
+  assert.equal(m.usage.input_tokens + m.usage.cache_read_input_tokens, c.usage.prompt_tokens);
+  assert.equal(textOf(m.content), c.choices[0].message.content);
+  const counted = await anthropic.messages.countTokens({ model, messages });
+  assert.equal(counted.input_tokens, c.usage.prompt_tokens);
+});
+
 test('responses: create and stream agree (greedy); function_call_output renders', async () => {
   const body = { model, input: 'Write a Python function is_even(n).', max_output_tokens: 10, temperature: 0,
     reasoning: { effort: 'none' } };

@@ -85,6 +85,23 @@ TEST(AnthropicRequest, ToolChoiceAndThinking) {
   EXPECT_EQ(thinking.chat_template_kwargs["enable_thinking"], true);
 }
 
+TEST(AnthropicRequest, AFinalAssistantMessageIsAPrefillThatTheAnswerContinues) {
+  const std::string head = R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}, )";
+  const ChatRequest prefill = parse_anthropic_request(
+      head + R"({"role": "assistant", "content": [{"type": "text", "text": "{\"a\": "}]}]})", kLimits);
+  EXPECT_TRUE(prefill.continue_final_message);
+  EXPECT_FALSE(prefill.add_generation_prompt);
+  EXPECT_EQ(prefill.messages.back()["content"], "{\"a\": ");
+  // A closed turn (the last message a user's, or an assistant's tool call) gets a new turn.
+  const ChatRequest plain = parse_anthropic_request(head + R"({"role": "assistant", "content": "y"},
+      {"role": "user", "content": "z"}]})", kLimits);
+  EXPECT_FALSE(plain.continue_final_message);
+  EXPECT_TRUE(plain.add_generation_prompt);
+  const ChatRequest call = parse_anthropic_request(head + R"({"role": "assistant", "content": [
+      {"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]})", kLimits);
+  EXPECT_FALSE(call.continue_final_message);
+}
+
 TEST(AnthropicRequest, BadInputIsA400NamingTheField) {
   const auto with_content = [](const std::string& content) {
     return R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": )" + content + "}]}";
