@@ -1,5 +1,6 @@
 #include "server/anthropic_request.h"
 
+#include <cctype>
 #include <limits>
 
 #include "server/json_fields.h"
@@ -227,6 +228,12 @@ RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, b
   // starting a new turn (so "{" forces JSON, a name forces a voice).
   const RequestJson& last = messages.back();
   if (last["role"] == "assistant" && !last.contains("tool_calls") && !last["content"].get<std::string>().empty()) {
+    // The template trims a turn's end, so the prefill could not be found; Anthropic refuses it too.
+    const std::string& prefill = last["content"].get_ref<const std::string&>();
+    if (std::isspace(static_cast<unsigned char>(prefill.back()))) {
+      throw ApiException{invalid_value(element_path("messages", input->size() - 1) + ".content",
+                                       "final assistant content cannot end with trailing whitespace.")};
+    }
     chat["continue_final_message"] = true;
     chat["add_generation_prompt"] = false;
   }

@@ -88,10 +88,10 @@ TEST(AnthropicRequest, ToolChoiceAndThinking) {
 TEST(AnthropicRequest, AFinalAssistantMessageIsAPrefillThatTheAnswerContinues) {
   const std::string head = R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}, )";
   const ChatRequest prefill = parse_anthropic_request(
-      head + R"({"role": "assistant", "content": [{"type": "text", "text": "{\"a\": "}]}]})", kLimits);
+      head + R"({"role": "assistant", "content": [{"type": "text", "text": "{\"a\":"}]}]})", kLimits);
   EXPECT_TRUE(prefill.continue_final_message);
   EXPECT_FALSE(prefill.add_generation_prompt);
-  EXPECT_EQ(prefill.messages.back()["content"], "{\"a\": ");
+  EXPECT_EQ(prefill.messages.back()["content"], "{\"a\":");
   // A closed turn (the last message a user's, or an assistant's tool call) gets a new turn.
   const ChatRequest plain = parse_anthropic_request(head + R"({"role": "assistant", "content": "y"},
       {"role": "user", "content": "z"}]})", kLimits);
@@ -100,6 +100,12 @@ TEST(AnthropicRequest, AFinalAssistantMessageIsAPrefillThatTheAnswerContinues) {
   const ChatRequest call = parse_anthropic_request(head + R"({"role": "assistant", "content": [
       {"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]})", kLimits);
   EXPECT_FALSE(call.continue_final_message);
+  // The template trims a turn's end, so a prefill cannot end in whitespace (Anthropic's 400 too).
+  const ApiError e = error_of([&] {
+    parse_anthropic_request(head + R"({"role": "assistant", "content": "Hello "}]})", kLimits);
+  });
+  EXPECT_EQ(e.param, "messages[1].content");
+  EXPECT_NE(e.message.find("trailing whitespace"), std::string::npos);
 }
 
 TEST(AnthropicRequest, BadInputIsA400NamingTheField) {
