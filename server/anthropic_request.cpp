@@ -167,6 +167,8 @@ RequestJson translate_tools(const RequestJson& tools, const std::string& path) {
     if (const auto description = f.string("description")) function["description"] = *description;
     function["parameters"] = *schema;
     f.accept("cache_control");
+    (void)f.boolean("strict");  // as chat's: a forced call follows the schema, strict or not
+    (void)f.boolean("eager_input_streaming");  // inputs always stream as they are written
     f.reject_unknown();
     out.push_back({{"type", "function"}, {"function", std::move(function)}});
   }
@@ -194,6 +196,31 @@ RequestJson translate_tool_choice(const RequestJson& choice, const std::string& 
   }
   f.reject_unknown();
   return out;
+}
+
+// Structured outputs: output_config.format {type: json_schema, schema} -> chat's
+// response_format (the output is constrained to the schema). `effort` changes nothing here.
+RequestJson translate_output_config(const RequestJson& config) {
+  JsonFields f(config, "output_config");
+  if (const auto effort = f.string("effort")) {
+    if (*effort != "low" && *effort != "medium" && *effort != "high" && *effort != "xhigh" && *effort != "max") {
+      throw ApiException{invalid_value(f.param("effort"), "'" + *effort + "' is not one of low, medium, high, "
+                                                          "xhigh, max.")};
+    }
+  }
+  const RequestJson* format = f.object("format");
+  f.reject_unknown();
+  if (!format) return nullptr;
+  JsonFields ff(*format, f.param("format"));
+  const auto type = ff.string("type");
+  if (!type) throw ApiException{missing_parameter(ff.param("type"))};
+  if (*type != "json_schema") {
+    throw ApiException{invalid_value(ff.param("type"), "'" + *type + "' is not json_schema.")};
+  }
+  const RequestJson* schema = ff.object("schema");
+  if (!schema) throw ApiException{missing_parameter(ff.param("schema"))};
+  ff.reject_unknown();
+  return {{"type", "json_schema"}, {"json_schema", {{"name", "output"}, {"schema", *schema}, {"strict", true}}}};
 }
 
 bool thinking_enabled(const RequestJson& thinking) {
@@ -242,6 +269,10 @@ RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, b
   if (const RequestJson* choice = f.object("tool_choice")) {
     chat["tool_choice"] = translate_tool_choice(*choice, "tool_choice", chat);
   }
+  if (const RequestJson* config = f.object("output_config")) {
+    chat["response_format"] = translate_output_config(*config);
+  }
+  f.accept("cache_control");  // automatic prompt caching: the prefix cache needs no marks
   bool thinking = false;
   if (const RequestJson* t = f.object("thinking")) thinking = thinking_enabled(*t);
   chat["chat_template_kwargs"] = {{"enable_thinking", thinking}};
@@ -268,7 +299,9 @@ RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, b
 ChatRequest parse_anthropic_request(std::string_view body, const SchemaLimits& limits) {
   const RequestJson chat = anthropic_to_chat_json(parse_request_json(body), /*count_tokens=*/false,
                                                   limits.reject_unknown_fields);
-  return parse_chat_request(chat.dump(), limits);
+  ChatRequest r = parse_chat_request(chat.dump(), limits);
+  r.response_format_schema_param = "output_config.format.schema";
+  return r;
 }
 
 ChatRequest parse_anthropic_count_tokens(std::string_view body, const SchemaLimits& limits) {

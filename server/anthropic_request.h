@@ -11,6 +11,9 @@
 //   thinking {type: enabled | disabled}  -> chat_template_kwargs.enable_thinking (absent:
 //                                           off, as Anthropic's default)
 //   stop_sequences, max_tokens, temperature, top_p, top_k, stream -> the same parameters
+//   output_config.format {type: json_schema, schema} -> response_format json_schema
+//   cache_control (top level, blocks, tools), metadata, output_config.effort, tools' strict
+//                                        -> accepted, change nothing
 // Unknown fields and block types are a 400 naming the field; so are images, documents and
 // server tools (the served models are text-only and run no tools themselves).
 // Pure functions; throw ApiException; any thread.

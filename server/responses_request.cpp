@@ -315,6 +315,7 @@ ResponsesRequest parse_responses_request(std::string_view body, const SchemaLimi
 
   r.chat = parse_chat_request(chat.dump(), limits);
   r.chat.response_format = std::move(response_format);
+  r.chat.response_format_schema_param = "text.format.schema";
   const GenerationParams& p = r.chat.params;
   echo["temperature"] = p.sampling.temperature;
   echo["top_p"] = p.sampling.top_p;

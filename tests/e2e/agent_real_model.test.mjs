@@ -138,6 +138,26 @@ test('responses text.format json_schema: output parses and validates', async () 
   }
 });
 
+test('messages output_config.format json_schema: output parses and validates; schema errors name the field', async () => {
+  const schema = { type: 'object', properties: { city: { type: 'string', enum: ['Paris', 'Rome'] }, days: { type: 'integer' } },
+    required: ['city', 'days'], additionalProperties: false };
+  for (let i = 0; i < 6; ++i) {
+    const m = await anthropic.messages.create({ model, max_tokens: 200, temperature: 1.0, cache_control: { type: 'ephemeral' },
+      messages: [{ role: 'user', content: 'Weather?' }], output_config: { format: { type: 'json_schema', schema } } });
+    const value = JSON.parse(textOf(m.content));
+    assert.ok(['Paris', 'Rome'].includes(value.city));
+    assert.ok(Number.isInteger(value.days));
+    assert.deepEqual(Object.keys(value).sort(), ['city', 'days']);
+  }
+  const beyond = { type: 'object', properties: { a: { type: 'string', pattern: 'x+' } } };
+  await assert.rejects(anthropic.messages.create({ model, max_tokens: 8, messages: [{ role: 'user', content: 'x' }],
+    output_config: { format: { type: 'json_schema', schema: beyond } } }),
+  (e) => e.status === 400 && /output_config\.format\.schema/.test(e.message));
+  await assert.rejects(openai.responses.create({ model, input: 'x', max_output_tokens: 8,
+    text: { format: { type: 'json_schema', name: 'n', schema: beyond } } }),
+  (e) => e.status === 400 && e.param === 'text.format.schema');
+});
+
 test('messages tool_choice any / tool: tool_use blocks always come back (one with disable_parallel_tool_use)', async () => {
   for (const base of [{ type: 'any' }, { type: 'tool', name: 'get_weather' }]) {
     for (let i = 0; i < 6; ++i) {

@@ -108,6 +108,30 @@ TEST(AnthropicRequest, AFinalAssistantMessageIsAPrefillThatTheAnswerContinues) {
   EXPECT_NE(e.message.find("trailing whitespace"), std::string::npos);
 }
 
+TEST(AnthropicRequest, OutputConfigFormatConstrainsAndCacheControlAndStrictAreAccepted) {
+  const std::string head = R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}], )";
+  const ChatRequest r = parse_anthropic_request(head + R"("cache_control": {"type": "ephemeral"},
+      "tools": [{"name": "f", "strict": true, "input_schema": {"type": "object"}}],
+      "output_config": {"effort": "low", "format": {"type": "json_schema",
+        "schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}})",
+                                                kLimits);
+  EXPECT_EQ(r.response_format["type"], "json_schema");
+  EXPECT_EQ(r.response_format["json_schema"]["schema"]["required"][0], "a");
+  EXPECT_EQ(r.response_format_schema_param, "output_config.format.schema");
+  EXPECT_NO_THROW(parse_anthropic_count_tokens(R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+      "cache_control": {"type": "ephemeral"}, "output_config": {"effort": "high"}})", kLimits));
+  ApiError e = error_of([&] { parse_anthropic_request(head + R"("output_config": {"format": {"type": "text"}}})", kLimits); });
+  EXPECT_EQ(e.param, "output_config.format.type");
+  e = error_of([&] { parse_anthropic_request(head + R"("output_config": {"format": {"type": "json_schema"}}})", kLimits); });
+  EXPECT_EQ(e.param, "output_config.format.schema");
+  e = error_of([&] { parse_anthropic_request(head + R"("output_config": {"effort": "extreme"}})", kLimits); });
+  EXPECT_EQ(e.param, "output_config.effort");
+  ResponseStore store(8, 60, 1 << 20);
+  EXPECT_EQ(parse_responses_request(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "n",
+      "schema": {"type": "object"}}}})", kLimits, store).chat.response_format_schema_param,
+            "text.format.schema");
+}
+
 TEST(AnthropicRequest, BadInputIsA400NamingTheField) {
   const auto with_content = [](const std::string& content) {
     return R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": )" + content + "}]}";
