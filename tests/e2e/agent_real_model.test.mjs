@@ -176,6 +176,8 @@ test('messages tool_choice any / tool: tool_use blocks always come back (one wit
       }
       for (const call of calls) assert.equal(call.name, 'get_weather');
       assert.equal(typeof calls[0].input.city, 'string');
+      // Calls only: even a call cut before its name leaves no markup in a text block.
+      assert.deepEqual(m.content.filter((b) => b.type !== 'tool_use'), [], JSON.stringify(m.content));
     }
   }
 });
