@@ -1,5 +1,7 @@
 #include "server/responses_request.h"
 
+#include <limits>
+
 #include "server/json_fields.h"
 
 namespace deltaserve::server {
@@ -274,7 +276,8 @@ ResponsesRequest parse_responses_request(std::string_view body, const SchemaLimi
   } else {
     echo["tool_choice"] = "auto";
   }
-  if (const RequestJson* v = f.get("max_output_tokens")) chat["max_tokens"] = *v;
+  // Checked here, so a 400 names the field the client sent.
+  if (const auto v = f.integer("max_output_tokens", 1, std::numeric_limits<int32_t>::max())) chat["max_tokens"] = *v;
   for (const char* key : {"temperature", "top_p", "stream"}) {
     if (const RequestJson* v = f.get(key)) chat[key] = *v;
   }
@@ -316,6 +319,7 @@ ResponsesRequest parse_responses_request(std::string_view body, const SchemaLimi
   r.chat = parse_chat_request(chat.dump(), limits);
   r.chat.response_format = std::move(response_format);
   r.chat.response_format_schema_param = "text.format.schema";
+  r.chat.params.max_tokens_param = "max_output_tokens";
   const GenerationParams& p = r.chat.params;
   echo["temperature"] = p.sampling.temperature;
   echo["top_p"] = p.sampling.top_p;

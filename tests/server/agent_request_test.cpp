@@ -206,6 +206,7 @@ TEST(ResponsesRequest, ItemsMapToChatMessages) {
   EXPECT_EQ(r.chat.chat_template_kwargs["enable_thinking"], false);
   EXPECT_TRUE(r.chat.parallel_tool_calls);  // OpenAI's default
   EXPECT_EQ(r.chat.params.max_tokens, 50);
+  EXPECT_EQ(r.chat.params.max_tokens_param, "max_output_tokens");  // named in context-length 400s
   EXPECT_EQ(r.chat.response_format,
             RequestJson::parse(R"({"type":"json_schema","json_schema":{"name":"w","schema":{"type":"object"},"strict":true}})"));
   EXPECT_EQ(r.echo["instructions"], "Be brief.");
@@ -250,6 +251,8 @@ TEST(ResponsesRequest, WhatIsNotOfferedIsA400) {
       {R"({"input": "x", "text": {"format": {"type": "json_schema"}}})", "text.format.name"},
       {R"({"input": "x", "unknown": 1})", "unknown"},
       {R"({"model": "m"})", "input"},
+      {R"({"input": "x", "max_output_tokens": 0})", "max_output_tokens"},
+      {R"({"input": "x", "max_output_tokens": "16"})", "max_output_tokens"},
   };
   for (const auto& [body, param] : cases) {
     const ApiError e = error_of([&] { parse_responses_request(body, kLimits, store); });
