@@ -223,6 +223,25 @@ RequestJson translate_output_config(const RequestJson& config) {
   return {{"type", "json_schema"}, {"json_schema", {{"name", "output"}, {"schema", *schema}, {"strict", true}}}};
 }
 
+// Checked here so that a 400 names stop_sequences, the field the client sent.
+RequestJson stop_sequences(const RequestJson& stop, const SchemaLimits& limits) {
+  if (static_cast<int64_t>(stop.size()) > limits.max_stop_strings) {
+    throw ApiException{invalid_value("stop_sequences", "at most " + std::to_string(limits.max_stop_strings) +
+                                                           " stop sequences are allowed, got " +
+                                                           std::to_string(stop.size()) + ".")};
+  }
+  for (size_t i = 0; i < stop.size(); ++i) {
+    if (!stop[i].is_string()) {
+      throw ApiException{invalid_type(element_path("stop_sequences", i),
+                                      std::string("expected a string, got ") + json_type_name(stop[i]) + ".")};
+    }
+    if (stop[i].get_ref<const std::string&>().empty()) {
+      throw ApiException{invalid_value(element_path("stop_sequences", i), "a stop sequence must not be empty.")};
+    }
+  }
+  return stop;
+}
+
 bool thinking_enabled(const RequestJson& thinking) {
   JsonFields f(thinking, "thinking");
   const auto type = f.string("type");
@@ -237,7 +256,7 @@ bool thinking_enabled(const RequestJson& thinking) {
 
 }  // namespace
 
-RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, bool reject_unknown) {
+RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, const SchemaLimits& limits) {
   JsonFields f(root, "");
   RequestJson chat = RequestJson::object();
   if (const auto model = f.string("model")) chat["model"] = *model;
@@ -283,7 +302,7 @@ RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, b
     for (const char* key : {"temperature", "top_p", "top_k", "stream"}) {
       if (const RequestJson* v = f.get(key)) chat[key] = *v;
     }
-    if (const RequestJson* stop = f.array("stop_sequences")) chat["stop"] = *stop;
+    if (const RequestJson* stop = f.array("stop_sequences")) chat["stop"] = stop_sequences(*stop, limits);
     f.accept("metadata");
     f.accept("service_tier");
   }
@@ -292,21 +311,19 @@ RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, b
       throw ApiException{unsupported_value(key, "not supported by this server.")};
     }
   }
-  if (reject_unknown) f.reject_unknown();
+  if (limits.reject_unknown_fields) f.reject_unknown();
   return chat;
 }
 
 ChatRequest parse_anthropic_request(std::string_view body, const SchemaLimits& limits) {
-  const RequestJson chat = anthropic_to_chat_json(parse_request_json(body), /*count_tokens=*/false,
-                                                  limits.reject_unknown_fields);
+  const RequestJson chat = anthropic_to_chat_json(parse_request_json(body), /*count_tokens=*/false, limits);
   ChatRequest r = parse_chat_request(chat.dump(), limits);
   r.response_format_schema_param = "output_config.format.schema";
   return r;
 }
 
 ChatRequest parse_anthropic_count_tokens(std::string_view body, const SchemaLimits& limits) {
-  const RequestJson chat = anthropic_to_chat_json(parse_request_json(body), /*count_tokens=*/true,
-                                                  limits.reject_unknown_fields);
+  const RequestJson chat = anthropic_to_chat_json(parse_request_json(body), /*count_tokens=*/true, limits);
   return parse_chat_request(chat.dump(), limits);
 }
 

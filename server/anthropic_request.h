@@ -32,6 +32,6 @@ ChatRequest parse_anthropic_count_tokens(std::string_view body, const SchemaLimi
 
 // The OpenAI chat form of the Anthropic body's conversation fields (messages, system,
 // tools, tool_choice, thinking), for tests and for the two parsers above.
-RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, bool reject_unknown);
+RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, const SchemaLimits& limits);
 
 }  // namespace deltaserve::server

@@ -165,6 +165,15 @@ TEST(AnthropicRequest, BadInputIsA400NamingTheField) {
     parse_anthropic_request(R"({"model": "m", "max_tokens": 8, "messages": [{"role": "system", "content": "x"}]})", kLimits);
   });
   EXPECT_EQ(e.param, "messages[0].role");
+  const std::string stop_head = R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}], )";
+  e = error_of([&] { parse_anthropic_request(stop_head + R"("stop_sequences": ["a", 3]})", kLimits); });
+  EXPECT_EQ(e.param, "stop_sequences[1]");
+  e = error_of([&] { parse_anthropic_request(stop_head + R"("stop_sequences": ["a", ""]})", kLimits); });
+  EXPECT_EQ(e.param, "stop_sequences[1]");
+  SchemaLimits two_stops;
+  two_stops.max_stop_strings = 2;
+  e = error_of([&] { parse_anthropic_request(stop_head + R"("stop_sequences": ["a", "b", "c"]})", two_stops); });
+  EXPECT_EQ(e.param, "stop_sequences");
   // count_tokens needs no max_tokens.
   EXPECT_NO_THROW(parse_anthropic_count_tokens(R"({"model": "m", "messages": [{"role": "user", "content": "x"}]})", kLimits));
 }
