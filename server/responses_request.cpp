@@ -261,7 +261,17 @@ ResponsesRequest parse_responses_request(std::string_view body, const SchemaLimi
   const auto instructions = f.string("instructions");
   echo["instructions"] = instructions ? nlohmann::json(*instructions) : nlohmann::json();
   if (instructions) messages.push_back({{"role", "system"}, {"content", *instructions}});
-  for (const RequestJson& m : r.history) messages.push_back(m);
+  for (const RequestJson& m : r.history) {
+    // instructions and the input's leading system / developer messages (agents send both)
+    // become one system message: chat templates, Qwen's among them, take one, first.
+    const bool leading_system = m["role"] == "system" && messages.size() == 1 && messages[0]["role"] == "system";
+    if (leading_system) {
+      std::string& text = messages[0]["content"].get_ref<std::string&>();
+      text += (text.empty() ? "" : "\n\n") + m["content"].get<std::string>();
+    } else {
+      messages.push_back(m);
+    }
+  }
   chat["messages"] = std::move(messages);
 
   if (const RequestJson* tools = f.get("tools")) {

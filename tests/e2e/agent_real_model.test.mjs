@@ -104,6 +104,15 @@ test('responses: create and stream agree (greedy); function_call_output renders'
   assert.ok(round.usage.input_tokens > r.usage.input_tokens);
 });
 
+test('responses: instructions with developer messages in input render (one system message)', async () => {
+  const r = await openai.responses.create({ model, max_output_tokens: 4, temperature: 0, instructions: 'You are an agent.',
+    input: [{ role: 'developer', content: 'Use the tools.' }, { role: 'user', content: 'Hello' }] });
+  const joined = await openai.responses.create({ model, max_output_tokens: 4, temperature: 0,
+    input: [{ role: 'system', content: 'You are an agent.\n\nUse the tools.' }, { role: 'user', content: 'Hello' }] });
+  assert.equal(r.usage.input_tokens, joined.usage.input_tokens);
+  assert.equal(r.output_text, joined.output_text);
+});
+
 test('chat completions: a role "tool" message renders with the embedded template', async () => {
   const c = await openai.chat.completions.create({
     model, max_tokens: 6, temperature: 0,

@@ -222,6 +222,25 @@ TEST(ResponsesRequest, ItemsMapToChatMessages) {
   EXPECT_EQ(r.echo["max_output_tokens"], 50);
 }
 
+TEST(ResponsesRequest, InstructionsAndLeadingDeveloperMessagesBecomeOneSystemMessage) {
+  // Agents send instructions and developer messages together; the template takes one system
+  // message, first.
+  ResponseStore store(8, 60, 1 << 20);
+  const ResponsesRequest r = parse_responses_request(R"({"instructions": "You are an agent.", "input": [
+      {"role": "developer", "content": "Use tools."}, {"role": "system", "content": "Be brief."},
+      {"role": "user", "content": "hi"}]})", kLimits, store);
+  ASSERT_EQ(r.chat.messages.size(), 2u);
+  EXPECT_EQ(r.chat.messages[0]["role"], "system");
+  EXPECT_EQ(r.chat.messages[0]["content"], "You are an agent.\n\nUse tools.\n\nBe brief.");
+  EXPECT_EQ(r.chat.messages[1]["role"], "user");
+  EXPECT_EQ(r.history.size(), 3u);  // the stored conversation keeps the items as sent
+  const ResponsesRequest alone = parse_responses_request(
+      R"({"input": [{"role": "developer", "content": "a"}, {"role": "developer", "content": "b"}, {"role": "user", "content": "hi"}]})",
+      kLimits, store);
+  ASSERT_EQ(alone.chat.messages.size(), 2u);
+  EXPECT_EQ(alone.chat.messages[0]["content"], "a\n\nb");
+}
+
 TEST(ResponsesRequest, JsonObjectAndTextFormats) {
   ResponseStore store(8, 60, 1 << 20);
   EXPECT_EQ(parse_responses_request(R"({"input": "x", "text": {"format": {"type": "json_object"}}})", kLimits, store)
