@@ -247,11 +247,15 @@ bool thinking_enabled(const RequestJson& thinking) {
   const auto type = f.string("type");
   if (!type) throw ApiException{missing_parameter("thinking.type")};
   f.integer("budget_tokens", 0, std::numeric_limits<int32_t>::max());  // no budget control
+  // The thinking text is always returned whole (nothing is summarized or signed).
+  if (const auto display = f.string("display"); display && *display != "summarized" && *display != "omitted") {
+    throw ApiException{invalid_value("thinking.display", "'" + *display + "' is not one of summarized, omitted.")};
+  }
   f.reject_unknown();
   if (*type == "enabled" || *type == "adaptive") return true;
   if (*type == "disabled") return false;
   throw ApiException{invalid_value("thinking.type", "'" + *type + "' is not one of enabled, "
-                                                    "disabled.")};
+                                                    "adaptive, disabled.")};
 }
 
 }  // namespace

@@ -83,6 +83,11 @@ TEST(AnthropicRequest, ToolChoiceAndThinking) {
   const ChatRequest thinking = parse_anthropic_request(
       head + R"("thinking": {"type": "enabled", "budget_tokens": 1024}})", kLimits);
   EXPECT_EQ(thinking.chat_template_kwargs["enable_thinking"], true);
+  // The SDK's ThinkingConfig carries `display`; it is accepted (the text is always whole).
+  EXPECT_EQ(parse_anthropic_request(head + R"("thinking": {"type": "adaptive", "display": "summarized"}})", kLimits)
+                .chat_template_kwargs["enable_thinking"], true);
+  EXPECT_EQ(error_of([&] { parse_anthropic_request(head + R"("thinking": {"type": "enabled", "budget_tokens": 64,
+      "display": "full"}})", kLimits); }).param, "thinking.display");
 }
 
 TEST(AnthropicRequest, AFinalAssistantMessageIsAPrefillThatTheAnswerContinues) {
