@@ -307,8 +307,8 @@ RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, c
       if (const RequestJson* v = f.get(key)) chat[key] = *v;
     }
     if (const RequestJson* stop = f.array("stop_sequences")) chat["stop"] = stop_sequences(*stop, limits);
-    f.accept("metadata");
-    f.accept("service_tier");
+    (void)f.object("metadata");  // {user_id}: typed as Anthropic's, otherwise unused
+    (void)f.string("service_tier");
   }
   for (const char* key : {"container", "mcp_servers", "context_management"}) {
     if (f.get(key)) {

@@ -171,6 +171,9 @@ TEST(AnthropicRequest, BadInputIsA400NamingTheField) {
   });
   EXPECT_EQ(e.param, "messages[0].role");
   const std::string stop_head = R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}], )";
+  e = error_of([&] { parse_anthropic_request(stop_head + R"("metadata": "user-1"})", kLimits); });
+  EXPECT_EQ(e.param, "metadata");
+  EXPECT_NO_THROW(parse_anthropic_request(stop_head + R"("metadata": {"user_id": "u"}, "service_tier": "auto"})", kLimits));
   e = error_of([&] { parse_anthropic_request(stop_head + R"("stop_sequences": ["a", 3]})", kLimits); });
   EXPECT_EQ(e.param, "stop_sequences[1]");
   e = error_of([&] { parse_anthropic_request(stop_head + R"("stop_sequences": ["a", ""]})", kLimits); });
