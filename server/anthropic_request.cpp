@@ -3,6 +3,7 @@
 #include <cctype>
 #include <limits>
 
+#include "server/chat_messages.h"
 #include "server/json_fields.h"
 
 namespace deltaserve::server {
@@ -291,6 +292,9 @@ RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, c
   if (const RequestJson* tools = f.get("tools")) chat["tools"] = translate_tools(*tools, "tools");
   if (const RequestJson* choice = f.object("tool_choice")) {
     chat["tool_choice"] = translate_tool_choice(*choice, "tool_choice", chat);
+    if (chat["tool_choice"].is_object()) {
+      require_named_tool(chat.value("tools", RequestJson()), chat["tool_choice"]["function"]["name"], "tool_choice.name");
+    }
   }
   if (const RequestJson* config = f.object("output_config")) {
     chat["response_format"] = translate_output_config(*config);

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "server/chat_messages.h"
 #include "server/json_fields.h"
 
 namespace deltaserve::server {
@@ -282,6 +283,9 @@ ResponsesRequest parse_responses_request(std::string_view body, const SchemaLimi
   }
   if (const RequestJson* choice = f.get("tool_choice")) {
     chat["tool_choice"] = translate_tool_choice(*choice);
+    if (chat["tool_choice"].is_object()) {
+      require_named_tool(chat.value("tools", RequestJson()), chat["tool_choice"]["function"]["name"], "tool_choice.name");
+    }
     echo["tool_choice"] = nlohmann::json::parse(choice->dump());
   } else {
     echo["tool_choice"] = "auto";

@@ -171,6 +171,10 @@ TEST(AnthropicRequest, BadInputIsA400NamingTheField) {
   });
   EXPECT_EQ(e.param, "messages[0].role");
   const std::string stop_head = R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}], )";
+  e = error_of([&] { parse_anthropic_request(stop_head + R"("tools": [{"name": "f", "input_schema": {"type": "object"}}],
+      "tool_choice": {"type": "tool", "name": "g"}})", kLimits); });
+  EXPECT_EQ(e.param, "tool_choice.name");
+  EXPECT_NE(e.message.find("no tool named 'g'"), std::string::npos);
   e = error_of([&] { parse_anthropic_request(stop_head + R"("metadata": "user-1"})", kLimits); });
   EXPECT_EQ(e.param, "metadata");
   EXPECT_NO_THROW(parse_anthropic_request(stop_head + R"("metadata": {"user_id": "u"}, "service_tier": "auto"})", kLimits));
@@ -288,6 +292,8 @@ TEST(ResponsesRequest, WhatIsNotOfferedIsA400) {
       {R"({"input": "x", "unknown": 1})", "unknown"},
       {R"({"model": "m"})", "input"},
       {R"({"input": "x", "max_output_tokens": 0})", "max_output_tokens"},
+      {R"({"input": "x", "tools": [{"type": "function", "name": "f"}], "tool_choice": {"type": "function", "name": "g"}})",
+       "tool_choice.name"},
       {R"({"input": "x", "max_output_tokens": "16"})", "max_output_tokens"},
   };
   for (const auto& [body, param] : cases) {
