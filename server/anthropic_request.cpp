@@ -1,7 +1,9 @@
 #include "server/anthropic_request.h"
 
+#include <cctype>
 #include <limits>
 
+#include "server/chat_messages.h"
 #include "server/json_fields.h"
 
 namespace deltaserve::server {
@@ -166,6 +168,8 @@ RequestJson translate_tools(const RequestJson& tools, const std::string& path) {
     if (const auto description = f.string("description")) function["description"] = *description;
     function["parameters"] = *schema;
     f.accept("cache_control");
+    (void)f.boolean("strict");  // as chat's: a forced call follows the schema, strict or not
+    (void)f.boolean("eager_input_streaming");  // inputs always stream as they are written
     f.reject_unknown();
     out.push_back({{"type", "function"}, {"function", std::move(function)}});
   }
@@ -195,21 +199,69 @@ RequestJson translate_tool_choice(const RequestJson& choice, const std::string& 
   return out;
 }
 
+// Structured outputs: output_config.format {type: json_schema, schema} -> chat's
+// response_format (the output is constrained to the schema). `effort` changes nothing here.
+RequestJson translate_output_config(const RequestJson& config) {
+  JsonFields f(config, "output_config");
+  if (const auto effort = f.string("effort")) {
+    if (*effort != "low" && *effort != "medium" && *effort != "high" && *effort != "xhigh" && *effort != "max") {
+      throw ApiException{invalid_value(f.param("effort"), "'" + *effort + "' is not one of low, medium, high, "
+                                                          "xhigh, max.")};
+    }
+  }
+  const RequestJson* format = f.object("format");
+  f.reject_unknown();
+  if (!format) return nullptr;
+  JsonFields ff(*format, f.param("format"));
+  const auto type = ff.string("type");
+  if (!type) throw ApiException{missing_parameter(ff.param("type"))};
+  if (*type != "json_schema") {
+    throw ApiException{invalid_value(ff.param("type"), "'" + *type + "' is not json_schema.")};
+  }
+  const RequestJson* schema = ff.object("schema");
+  if (!schema) throw ApiException{missing_parameter(ff.param("schema"))};
+  ff.reject_unknown();
+  return {{"type", "json_schema"}, {"json_schema", {{"name", "output"}, {"schema", *schema}, {"strict", true}}}};
+}
+
+// Checked here so that a 400 names stop_sequences, the field the client sent.
+RequestJson stop_sequences(const RequestJson& stop, const SchemaLimits& limits) {
+  if (static_cast<int64_t>(stop.size()) > limits.max_stop_strings) {
+    throw ApiException{invalid_value("stop_sequences", "at most " + std::to_string(limits.max_stop_strings) +
+                                                           " stop sequences are allowed, got " +
+                                                           std::to_string(stop.size()) + ".")};
+  }
+  for (size_t i = 0; i < stop.size(); ++i) {
+    if (!stop[i].is_string()) {
+      throw ApiException{invalid_type(element_path("stop_sequences", i),
+                                      std::string("expected a string, got ") + json_type_name(stop[i]) + ".")};
+    }
+    if (stop[i].get_ref<const std::string&>().empty()) {
+      throw ApiException{invalid_value(element_path("stop_sequences", i), "a stop sequence must not be empty.")};
+    }
+  }
+  return stop;
+}
+
 bool thinking_enabled(const RequestJson& thinking) {
   JsonFields f(thinking, "thinking");
   const auto type = f.string("type");
   if (!type) throw ApiException{missing_parameter("thinking.type")};
   f.integer("budget_tokens", 0, std::numeric_limits<int32_t>::max());  // no budget control
+  // The thinking text is always returned whole (nothing is summarized or signed).
+  if (const auto display = f.string("display"); display && *display != "summarized" && *display != "omitted") {
+    throw ApiException{invalid_value("thinking.display", "'" + *display + "' is not one of summarized, omitted.")};
+  }
   f.reject_unknown();
   if (*type == "enabled" || *type == "adaptive") return true;
   if (*type == "disabled") return false;
   throw ApiException{invalid_value("thinking.type", "'" + *type + "' is not one of enabled, "
-                                                    "disabled.")};
+                                                    "adaptive, disabled.")};
 }
 
 }  // namespace
 
-RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, bool reject_unknown) {
+RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, const SchemaLimits& limits) {
   JsonFields f(root, "");
   RequestJson chat = RequestJson::object();
   if (const auto model = f.string("model")) chat["model"] = *model;
@@ -223,11 +275,31 @@ RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, b
   for (size_t i = 0; i < input->size(); ++i) {
     translate_message((*input)[i], element_path("messages", i), messages);
   }
+  // A final assistant message is a prefill: Anthropic's answer continues its text rather than
+  // starting a new turn (so "{" forces JSON, a name forces a voice).
+  const RequestJson& last = messages.back();
+  if (last["role"] == "assistant" && !last.contains("tool_calls") && !last["content"].get<std::string>().empty()) {
+    // The template trims a turn's end, so the prefill could not be found; Anthropic refuses it too.
+    const std::string& prefill = last["content"].get_ref<const std::string&>();
+    if (std::isspace(static_cast<unsigned char>(prefill.back()))) {
+      throw ApiException{invalid_value(element_path("messages", input->size() - 1) + ".content",
+                                       "final assistant content cannot end with trailing whitespace.")};
+    }
+    chat["continue_final_message"] = true;
+    chat["add_generation_prompt"] = false;
+  }
   chat["messages"] = std::move(messages);
   if (const RequestJson* tools = f.get("tools")) chat["tools"] = translate_tools(*tools, "tools");
   if (const RequestJson* choice = f.object("tool_choice")) {
     chat["tool_choice"] = translate_tool_choice(*choice, "tool_choice", chat);
+    if (chat["tool_choice"].is_object()) {
+      require_named_tool(chat.value("tools", RequestJson()), chat["tool_choice"]["function"]["name"], "tool_choice.name");
+    }
   }
+  if (const RequestJson* config = f.object("output_config")) {
+    chat["response_format"] = translate_output_config(*config);
+  }
+  f.accept("cache_control");  // automatic prompt caching: the prefix cache needs no marks
   bool thinking = false;
   if (const RequestJson* t = f.object("thinking")) thinking = thinking_enabled(*t);
   chat["chat_template_kwargs"] = {{"enable_thinking", thinking}};
@@ -238,28 +310,28 @@ RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, b
     for (const char* key : {"temperature", "top_p", "top_k", "stream"}) {
       if (const RequestJson* v = f.get(key)) chat[key] = *v;
     }
-    if (const RequestJson* stop = f.array("stop_sequences")) chat["stop"] = *stop;
-    f.accept("metadata");
-    f.accept("service_tier");
+    if (const RequestJson* stop = f.array("stop_sequences")) chat["stop"] = stop_sequences(*stop, limits);
+    (void)f.object("metadata");  // {user_id}: typed as Anthropic's, otherwise unused
+    (void)f.string("service_tier");
   }
   for (const char* key : {"container", "mcp_servers", "context_management"}) {
     if (f.get(key)) {
       throw ApiException{unsupported_value(key, "not supported by this server.")};
     }
   }
-  if (reject_unknown) f.reject_unknown();
+  if (limits.reject_unknown_fields) f.reject_unknown();
   return chat;
 }
 
 ChatRequest parse_anthropic_request(std::string_view body, const SchemaLimits& limits) {
-  const RequestJson chat = anthropic_to_chat_json(parse_request_json(body), /*count_tokens=*/false,
-                                                  limits.reject_unknown_fields);
-  return parse_chat_request(chat.dump(), limits);
+  const RequestJson chat = anthropic_to_chat_json(parse_request_json(body), /*count_tokens=*/false, limits);
+  ChatRequest r = parse_chat_request(chat.dump(), limits);
+  r.response_format_schema_param = "output_config.format.schema";
+  return r;
 }
 
 ChatRequest parse_anthropic_count_tokens(std::string_view body, const SchemaLimits& limits) {
-  const RequestJson chat = anthropic_to_chat_json(parse_request_json(body), /*count_tokens=*/true,
-                                                  limits.reject_unknown_fields);
+  const RequestJson chat = anthropic_to_chat_json(parse_request_json(body), /*count_tokens=*/true, limits);
   return parse_chat_request(chat.dump(), limits);
 }
 

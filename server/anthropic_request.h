@@ -4,11 +4,16 @@
 //   user text / tool_result blocks   -> user messages / role "tool" messages (tool_use_id)
 //   assistant text / thinking /      -> assistant content / reasoning_content /
 //     tool_use blocks                     tool_calls (input -> arguments)
+//   a final assistant message         -> continue_final_message (a prefill: the answer
+//                                           continues its text)
 //   tools [{name, description, input_schema}] -> [{type: function, function: {.., parameters}}]
 //   tool_choice auto | any | tool {name} | none -> "auto" | "required" | {function} | "none"
 //   thinking {type: enabled | disabled}  -> chat_template_kwargs.enable_thinking (absent:
 //                                           off, as Anthropic's default)
 //   stop_sequences, max_tokens, temperature, top_p, top_k, stream -> the same parameters
+//   output_config.format {type: json_schema, schema} -> response_format json_schema
+//   cache_control (top level, blocks, tools), metadata, output_config.effort, tools' strict
+//                                        -> accepted, change nothing
 // Unknown fields and block types are a 400 naming the field; so are images, documents and
 // server tools (the served models are text-only and run no tools themselves).
 // Pure functions; throw ApiException; any thread.
@@ -27,6 +32,6 @@ ChatRequest parse_anthropic_count_tokens(std::string_view body, const SchemaLimi
 
 // The OpenAI chat form of the Anthropic body's conversation fields (messages, system,
 // tools, tool_choice, thinking), for tests and for the two parsers above.
-RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, bool reject_unknown);
+RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, const SchemaLimits& limits);
 
 }  // namespace deltaserve::server

@@ -193,14 +193,16 @@ RequestJson normalize_tool_choice(const RequestJson* tool_choice, const RequestJ
   if (!name) throw ApiException{missing_parameter(fn.param("name"))};
   fn.reject_unknown();
   f.reject_unknown();
+  require_named_tool(tools, *name, fn.param("name"));
+  return *tool_choice;
+}
+
+void require_named_tool(const RequestJson& tools, const std::string& name, const std::string& param) {
   bool found = false;
   if (tools.is_array()) {
-    for (const RequestJson& t : tools) found = found || t["function"]["name"] == *name;
+    for (const RequestJson& t : tools) found = found || t["function"]["name"] == name;
   }
-  if (!found) {
-    throw ApiException{invalid_value(fn.param("name"), "no tool named '" + *name + "' in 'tools'.")};
-  }
-  return *tool_choice;
+  if (!found) throw ApiException{invalid_value(param, "no tool named '" + name + "' in 'tools'.")};
 }
 
 RequestJson normalize_response_format(const RequestJson* response_format, const std::string& path) {

@@ -27,6 +27,9 @@ RequestJson normalize_tools(const RequestJson* tools, const std::string& path);
 // one of `tools`.
 RequestJson normalize_tool_choice(const RequestJson* tool_choice, const RequestJson& tools,
                                      const std::string& path);
+// A 400 at `param` (the client's own field) unless `tools` (chat form, or null) has a
+// function named `name`.
+void require_named_tool(const RequestJson& tools, const std::string& name, const std::string& param);
 
 // Checks the shape of response_format ({type: text | json_object | json_schema, json_schema:
 // {name, schema, strict, description}}) and returns it (null for absent). Throws ApiException.

@@ -173,6 +173,9 @@ GenerationJob prepare_chat(const ChatRequest& request, const ServerState& state,
   if (request.tools.is_array() && !request.tools.empty() && request.tool_choice != "none") {
     job.setup.parse_tool_calls = true;
     job.setup.tool_param_types = tool_param_types(request.tools);
+    const RequestJson& choice = request.tool_choice;
+    job.setup.forced_tool_calls =
+        choice.is_object() || (choice.is_string() && choice.get_ref<const std::string&>() == "required");
   }
   return job;
 }

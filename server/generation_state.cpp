@@ -9,7 +9,7 @@ GenerationState::GenerationState(const TextCodec& codec, GenerationSetup setup)
       decoder_(codec.stream_decoder(setup_.skip_special_tokens)),
       stop_(setup_.stop) {
   if (setup_.split_reasoning) splitter_.emplace(setup_.starts_in_reasoning);
-  if (setup_.parse_tool_calls) tool_parser_.emplace(std::move(setup_.tool_param_types));
+  if (setup_.parse_tool_calls) tool_parser_.emplace(std::move(setup_.tool_param_types), setup_.forced_tool_calls);
   usage_.num_prompt_tokens = setup_.num_prompt_tokens;
 }
 

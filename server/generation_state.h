@@ -35,6 +35,7 @@ struct GenerationSetup {
   bool token_ids = false;                 // OutputDelta::token_ids: every counted token's id
   bool parse_tool_calls = false;          // chat with tools: calls leave the content
   ToolParamTypes tool_param_types;        // which XML parameter values are JSON
+  bool forced_tool_calls = false;         // tool_choice "required" / named: output is calls only
 };
 
 // What one event produced.

@@ -252,6 +252,11 @@ ChatRequest parse_chat_request(std::string_view body, const SchemaLimits& limits
   r.parallel_tool_calls = f.boolean("parallel_tool_calls").value_or(true);
   r.response_format = normalize_response_format(f.get("response_format"), "response_format");
   if (const RequestJson* kwargs = f.object("chat_template_kwargs")) r.chat_template_kwargs = *kwargs;
+  // reasoning_effort (checked in parse_common): "none" turns the template's thinking off, any
+  // other effort on, as /v1/responses' reasoning.effort; explicit chat_template_kwargs win.
+  if (const auto effort = f.string("reasoning_effort"); effort && !r.chat_template_kwargs.contains("enable_thinking")) {
+    r.chat_template_kwargs["enable_thinking"] = *effort != "none";
+  }
   r.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
   r.continue_final_message = f.boolean("continue_final_message").value_or(false);
   if (r.continue_final_message && r.add_generation_prompt && f.get("add_generation_prompt")) {

@@ -71,6 +71,9 @@ struct ChatRequest {
   // forced call ("required" or a named function) may be one or more calls; false: exactly one.
   bool parallel_tool_calls = true;
   RequestJson response_format;  // null or {type: text|json_object|json_schema}
+  // Where the client wrote the schema, for the 400 of a schema that cannot be constrained
+  // (Responses: text.format.schema; Anthropic: output_config.format.schema).
+  std::string response_format_schema_param = "response_format.json_schema.schema";
   RequestJson chat_template_kwargs = RequestJson::object();
   bool add_generation_prompt = true;
   bool continue_final_message = false;

@@ -29,7 +29,7 @@ std::shared_ptr<const grammar::Grammar> request_grammar(const ChatRequest& reque
   const std::string type = format.value("type", "text");
   if (type == "json_object") return grammar::json_object_grammar();
   if (type == "json_schema") {
-    param = "response_format.json_schema.schema";
+    param = request.response_format_schema_param;
     return grammar::json_schema_grammar(format["json_schema"]["schema"]);
   }
   return nullptr;

@@ -1,5 +1,8 @@
 #include "server/responses_request.h"
 
+#include <limits>
+
+#include "server/chat_messages.h"
 #include "server/json_fields.h"
 
 namespace deltaserve::server {
@@ -259,7 +262,17 @@ ResponsesRequest parse_responses_request(std::string_view body, const SchemaLimi
   const auto instructions = f.string("instructions");
   echo["instructions"] = instructions ? nlohmann::json(*instructions) : nlohmann::json();
   if (instructions) messages.push_back({{"role", "system"}, {"content", *instructions}});
-  for (const RequestJson& m : r.history) messages.push_back(m);
+  for (const RequestJson& m : r.history) {
+    // instructions and the input's leading system / developer messages (agents send both)
+    // become one system message: chat templates, Qwen's among them, take one, first.
+    const bool leading_system = m["role"] == "system" && messages.size() == 1 && messages[0]["role"] == "system";
+    if (leading_system) {
+      std::string& text = messages[0]["content"].get_ref<std::string&>();
+      text += (text.empty() ? "" : "\n\n") + m["content"].get<std::string>();
+    } else {
+      messages.push_back(m);
+    }
+  }
   chat["messages"] = std::move(messages);
 
   if (const RequestJson* tools = f.get("tools")) {
@@ -270,11 +283,15 @@ ResponsesRequest parse_responses_request(std::string_view body, const SchemaLimi
   }
   if (const RequestJson* choice = f.get("tool_choice")) {
     chat["tool_choice"] = translate_tool_choice(*choice);
+    if (chat["tool_choice"].is_object()) {
+      require_named_tool(chat.value("tools", RequestJson()), chat["tool_choice"]["function"]["name"], "tool_choice.name");
+    }
     echo["tool_choice"] = nlohmann::json::parse(choice->dump());
   } else {
     echo["tool_choice"] = "auto";
   }
-  if (const RequestJson* v = f.get("max_output_tokens")) chat["max_tokens"] = *v;
+  // Checked here, so a 400 names the field the client sent.
+  if (const auto v = f.integer("max_output_tokens", 1, std::numeric_limits<int32_t>::max())) chat["max_tokens"] = *v;
   for (const char* key : {"temperature", "top_p", "stream"}) {
     if (const RequestJson* v = f.get(key)) chat[key] = *v;
   }
@@ -315,6 +332,8 @@ ResponsesRequest parse_responses_request(std::string_view body, const SchemaLimi
 
   r.chat = parse_chat_request(chat.dump(), limits);
   r.chat.response_format = std::move(response_format);
+  r.chat.response_format_schema_param = "text.format.schema";
+  r.chat.params.max_tokens_param = "max_output_tokens";
   const GenerationParams& p = r.chat.params;
   echo["temperature"] = p.sampling.temperature;
   echo["top_p"] = p.sampling.top_p;

@@ -18,13 +18,15 @@ nlohmann::json text_part(const std::string& text) {
           {"logprobs", nlohmann::json::array()}};
 }
 
+nlohmann::json reasoning_part(const std::string& text) { return {{"type", "reasoning_text"}, {"text", text}}; }
+
 // One output item; `done` picks the status (in_progress while a stream fills it).
 nlohmann::json item_json(const OutputBlock& block, const std::string& id, bool done) {
   const char* status = done ? "completed" : "in_progress";
   switch (block.kind) {
     case BlockKind::Reasoning: {
       nlohmann::json content = nlohmann::json::array();
-      if (done) content.push_back({{"type", "reasoning_text"}, {"text", block.text}});
+      if (done) content.push_back(reasoning_part(block.text));
       return {{"type", "reasoning"}, {"id", id}, {"summary", nlohmann::json::array()},
               {"content", std::move(content)}, {"status", status}};
     }
@@ -112,9 +114,11 @@ std::string ResponsesWire::events(const std::vector<BlockEvent>& events) {
       case BlockEvent::Type::Start:
         out += event({{"type", "response.output_item.added"}, {"output_index", e.index},
                       {"item", item_json(block, id, false)}});
-        if (block.kind == BlockKind::Text) {
+        // Reasoning text is a content part too: the SDKs' stream accumulators add the part
+        // on content_part.added and append the deltas to it.
+        if (block.kind == BlockKind::Text || block.kind == BlockKind::Reasoning) {
           out += event(with({{"type", "response.content_part.added"}, {"content_index", 0},
-                             {"part", text_part("")}}));
+                             {"part", block.kind == BlockKind::Text ? text_part("") : reasoning_part("")}}));
         }
         break;
       case BlockEvent::Type::Delta:
@@ -132,6 +136,8 @@ std::string ResponsesWire::events(const std::vector<BlockEvent>& events) {
         if (block.kind == BlockKind::Reasoning) {
           out += event(with({{"type", "response.reasoning_text.done"}, {"content_index", 0},
                              {"text", block.text}}));
+          out += event(with({{"type", "response.content_part.done"}, {"content_index", 0},
+                             {"part", reasoning_part(block.text)}}));
         } else if (block.kind == BlockKind::Text) {
           out += event(with({{"type", "response.output_text.done"}, {"content_index", 0},
                              {"text", block.text}, {"logprobs", nlohmann::json::array()}}));

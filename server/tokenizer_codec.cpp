@@ -98,7 +98,9 @@ std::shared_ptr<const runtime::grammar::Vocabulary> TokenizerCodec::grammar_voca
 
 std::string TokenizerCodec::token_text(int32_t token) const {
   if (token < 0 || token >= tokenizer_->num_vocab()) return {};
-  return tokenizer_->decode(std::vector<int32_t>{token}, false);
+  // The piece's own bytes: a token that is part of a UTF-8 character (byte-level BPE splits
+  // emoji and CJK) must report that byte in logprobs' `bytes`, so clients can join them.
+  return std::string(tokenizer_->token_to_piece(token));
 }
 
 }  // namespace deltaserve::server

@@ -212,10 +212,12 @@ ToolCallParser::Pieces ToolCallParser::finish() {
   std::string held = std::move(held_);
   held_.clear();
   switch (mode_) {
-    case Mode::Text: emit_text(out, held); break;
+    case Mode::Text:  // held: whitespace and a possible start of "<tool_call>"
+      if (!calls_only_) emit_text(out, held);
+      break;
     case Mode::Head:
     case Mode::Buffered:  // never closed: the model's bytes go out as they came
-      emit_text(out, space_before_call_ + std::string(kOpen) + held);
+      if (!calls_only_) emit_text(out, space_before_call_ + std::string(kOpen) + held);
       break;
     case Mode::Call: {
       ToolCall piece;

@@ -66,7 +66,11 @@ class ToolCallParser {
     std::vector<ToolCall> calls() const;  // the call pieces, merged per call
   };
 
-  explicit ToolCallParser(ToolParamTypes param_types) : types_(std::move(param_types)) {}
+  // `calls_only`: the output was forced to be calls (tool_choice "required" or a named
+  // function), so what finish() finds undecided is a call cut before its name (max_tokens, a
+  // stop string): dropped, never content.
+  explicit ToolCallParser(ToolParamTypes param_types, bool calls_only = false)
+      : types_(std::move(param_types)), calls_only_(calls_only) {}
 
   Pieces push(std::string_view text);
   Pieces finish();  // end of output: release what is held (an open call as content)
@@ -91,6 +95,7 @@ class ToolCallParser {
   bool parse_json(std::string_view body, ToolCall& call) const;
 
   ToolParamTypes types_;
+  bool calls_only_ = false;
   Mode mode_ = Mode::Text;
   bool skip_space_ = false;        // right after a call: leading whitespace is layout
   std::string held_;               // text: a partial "<tool_call>" and whitespace; call: the body

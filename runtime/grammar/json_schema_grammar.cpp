@@ -12,7 +12,9 @@ const std::set<std::string>& known_keywords() {
   static const std::set<std::string> k = {
       "type",     "properties", "required", "additionalProperties", "items",   "enum",     "const",
       "anyOf",    "$ref",       "$defs",    "definitions",          "title",   "description",
-      "default",  "examples",   "$schema",  "$id",                  "$comment", "strict"};
+      "default",  "examples",   "$schema",  "$id",                  "$comment", "strict",
+      // Annotations like title: they constrain nothing (Pydantic writes `deprecated`).
+      "deprecated", "readOnly", "writeOnly"};
   return k;
 }
 

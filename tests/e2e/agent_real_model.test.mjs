@@ -66,6 +66,18 @@ test('messages: tools reach the prompt; a tool_use / tool_result round trip rend
   assert.ok(m.usage.input_tokens > withTools.input_tokens);
 });
 
+test('messages: a final assistant message is a prefill that the answer continues', async () => {
+  const messages = [{ role: 'user', content: 'Say hello.' }, { role: 'assistant', content: 'Hello, my name is' }];
+  const m = await anthropic.messages.create({ model, max_tokens: 8, temperature: 0, messages });
+  // The same prompt through chat completions' continue_final_message: no new assistant turn.
+  const c = await openai.chat.completions.create({ model, max_tokens: 8, temperature: 0, messages,
+    continue_final_message: true, add_generation_prompt: false, chat_template_kwargs: { enable_thinking: false } });
+  assert.equal(m.usage.input_tokens + m.usage.cache_read_input_tokens, c.usage.prompt_tokens);
+  assert.equal(textOf(m.content), c.choices[0].message.content);
+  const counted = await anthropic.messages.countTokens({ model, messages });
+  assert.equal(counted.input_tokens, c.usage.prompt_tokens);
+});
+
 test('responses: create and stream agree (greedy); function_call_output renders', async () => {
   const body = { model, input: 'Write a Python function is_even(n).', max_output_tokens: 10, temperature: 0,
     reasoning: { effort: 'none' } };
@@ -90,6 +102,15 @@ test('responses: create and stream agree (greedy); function_call_output renders'
     ],
   });
   assert.ok(round.usage.input_tokens > r.usage.input_tokens);
+});
+
+test('responses: instructions with developer messages in input render (one system message)', async () => {
+  const r = await openai.responses.create({ model, max_output_tokens: 4, temperature: 0, instructions: 'You are an agent.',
+    input: [{ role: 'developer', content: 'Use the tools.' }, { role: 'user', content: 'Hello' }] });
+  const joined = await openai.responses.create({ model, max_output_tokens: 4, temperature: 0,
+    input: [{ role: 'system', content: 'You are an agent.\n\nUse the tools.' }, { role: 'user', content: 'Hello' }] });
+  assert.equal(r.usage.input_tokens, joined.usage.input_tokens);
+  assert.equal(r.output_text, joined.output_text);
 });
 
 test('chat completions: a role "tool" message renders with the embedded template', async () => {
@@ -126,6 +147,26 @@ test('responses text.format json_schema: output parses and validates', async () 
   }
 });
 
+test('messages output_config.format json_schema: output parses and validates; schema errors name the field', async () => {
+  const schema = { type: 'object', properties: { city: { type: 'string', enum: ['Paris', 'Rome'] }, days: { type: 'integer' } },
+    required: ['city', 'days'], additionalProperties: false };
+  for (let i = 0; i < 6; ++i) {
+    const m = await anthropic.messages.create({ model, max_tokens: 200, temperature: 1.0, cache_control: { type: 'ephemeral' },
+      messages: [{ role: 'user', content: 'Weather?' }], output_config: { format: { type: 'json_schema', schema } } });
+    const value = JSON.parse(textOf(m.content));
+    assert.ok(['Paris', 'Rome'].includes(value.city));
+    assert.ok(Number.isInteger(value.days));
+    assert.deepEqual(Object.keys(value).sort(), ['city', 'days']);
+  }
+  const beyond = { type: 'object', properties: { a: { type: 'string', pattern: 'x+' } } };
+  await assert.rejects(anthropic.messages.create({ model, max_tokens: 8, messages: [{ role: 'user', content: 'x' }],
+    output_config: { format: { type: 'json_schema', schema: beyond } } }),
+  (e) => e.status === 400 && /output_config\.format\.schema/.test(e.message));
+  await assert.rejects(openai.responses.create({ model, input: 'x', max_output_tokens: 8,
+    text: { format: { type: 'json_schema', name: 'n', schema: beyond } } }),
+  (e) => e.status === 400 && e.param === 'text.format.schema');
+});
+
 test('messages tool_choice any / tool: tool_use blocks always come back (one with disable_parallel_tool_use)', async () => {
   for (const base of [{ type: 'any' }, { type: 'tool', name: 'get_weather' }]) {
     for (let i = 0; i < 6; ++i) {
@@ -144,6 +185,8 @@ test('messages tool_choice any / tool: tool_use blocks always come back (one wit
       }
       for (const call of calls) assert.equal(call.name, 'get_weather');
       assert.equal(typeof calls[0].input.city, 'string');
+      // Calls only: even a call cut before its name leaves no markup in a text block.
+      assert.deepEqual(m.content.filter((b) => b.type !== 'tool_use'), [], JSON.stringify(m.content));
     }
   }
 });

@@ -81,8 +81,8 @@ test('responses stream: event sequence for reasoning, text and function calls', 
   const collapsed = types.filter((t, i) => !t.endsWith('.delta') || types[i - 1] !== t);
   assert.deepEqual(collapsed, [
     'response.created', 'response.in_progress',
-    'response.output_item.added', 'response.reasoning_text.delta', 'response.reasoning_text.done',
-    'response.output_item.done',
+    'response.output_item.added', 'response.content_part.added', 'response.reasoning_text.delta',
+    'response.reasoning_text.done', 'response.content_part.done', 'response.output_item.done',
     'response.output_item.added', 'response.content_part.added', 'response.output_text.delta',
     'response.output_text.done', 'response.content_part.done', 'response.output_item.done',
     'response.output_item.added', 'response.function_call_arguments.delta',
@@ -97,6 +97,18 @@ test('responses stream: event sequence for reasoning, text and function calls', 
   assert.equal(completed.output[2].name, 'get_weather');
   assert.match(completed.output[2].call_id, /^call_/);
   assert.ok(completed.usage.output_tokens_details.reasoning_tokens > 0);
+});
+
+test('responses.stream() helper: the SDK accumulates reasoning, text and calls into finalResponse()', async () => {
+  const stream = client.responses.stream({
+    model, tools, reasoning: { effort: 'low' },
+    input: [{ role: 'user', content: [{ type: 'input_text', text: `Hmm.\n</think>\n\nSure.\n${xmlCall}` }] }],
+  });
+  const final = await stream.finalResponse();
+  assert.deepEqual(final.output.map((o) => o.type), ['reasoning', 'message', 'function_call']);
+  assert.equal(final.output[0].content[0].text, 'Hmm.');
+  assert.equal(final.output_text, 'Sure.');
+  assert.deepEqual(JSON.parse(final.output[2].arguments), { city: 'Paris', days: 3 });
 });
 
 test('function-call round trip with function_call_output, stateless', async () => {

@@ -140,6 +140,15 @@ TEST(JsonSchemaGrammar, FreeFormSchemas) {
   EXPECT_FALSE(accepts(*obj, "[]"));
 }
 
+TEST(JsonSchemaGrammar, AnnotationsConstrainNothing) {
+  const auto g = schema_grammar(R"({"$schema":"https://json-schema.org/draft/2020-12/schema","title":"T",
+      "type":"object","properties":{"a":{"type":"integer","description":"d","default":1,"examples":[2],
+      "deprecated":true,"readOnly":true},"b":{"type":"string","writeOnly":true,"$comment":"c"}},
+      "required":["a","b"],"additionalProperties":false})");
+  EXPECT_TRUE(accepts(*g, R"({"a":3,"b":"x"})"));
+  EXPECT_FALSE(accepts(*g, R"({"a":"3","b":"x"})"));
+}
+
 TEST(JsonSchemaGrammar, OutsideTheSubsetIsAnError) {
   const char* bad[] = {
       R"({"type":"string","minLength":1})",

@@ -83,6 +83,58 @@ TEST(AnthropicRequest, ToolChoiceAndThinking) {
   const ChatRequest thinking = parse_anthropic_request(
       head + R"("thinking": {"type": "enabled", "budget_tokens": 1024}})", kLimits);
   EXPECT_EQ(thinking.chat_template_kwargs["enable_thinking"], true);
+  // The SDK's ThinkingConfig carries `display`; it is accepted (the text is always whole).
+  EXPECT_EQ(parse_anthropic_request(head + R"("thinking": {"type": "adaptive", "display": "summarized"}})", kLimits)
+                .chat_template_kwargs["enable_thinking"], true);
+  EXPECT_EQ(error_of([&] { parse_anthropic_request(head + R"("thinking": {"type": "enabled", "budget_tokens": 64,
+      "display": "full"}})", kLimits); }).param, "thinking.display");
+}
+
+TEST(AnthropicRequest, AFinalAssistantMessageIsAPrefillThatTheAnswerContinues) {
+  const std::string head = R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}, )";
+  const ChatRequest prefill = parse_anthropic_request(
+      head + R"({"role": "assistant", "content": [{"type": "text", "text": "{\"a\":"}]}]})", kLimits);
+  EXPECT_TRUE(prefill.continue_final_message);
+  EXPECT_FALSE(prefill.add_generation_prompt);
+  EXPECT_EQ(prefill.messages.back()["content"], "{\"a\":");
+  // A closed turn (the last message a user's, or an assistant's tool call) gets a new turn.
+  const ChatRequest plain = parse_anthropic_request(head + R"({"role": "assistant", "content": "y"},
+      {"role": "user", "content": "z"}]})", kLimits);
+  EXPECT_FALSE(plain.continue_final_message);
+  EXPECT_TRUE(plain.add_generation_prompt);
+  const ChatRequest call = parse_anthropic_request(head + R"({"role": "assistant", "content": [
+      {"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]})", kLimits);
+  EXPECT_FALSE(call.continue_final_message);
+  // The template trims a turn's end, so a prefill cannot end in whitespace (Anthropic's 400 too).
+  const ApiError e = error_of([&] {
+    parse_anthropic_request(head + R"({"role": "assistant", "content": "Hello "}]})", kLimits);
+  });
+  EXPECT_EQ(e.param, "messages[1].content");
+  EXPECT_NE(e.message.find("trailing whitespace"), std::string::npos);
+}
+
+TEST(AnthropicRequest, OutputConfigFormatConstrainsAndCacheControlAndStrictAreAccepted) {
+  const std::string head = R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}], )";
+  const ChatRequest r = parse_anthropic_request(head + R"("cache_control": {"type": "ephemeral"},
+      "tools": [{"name": "f", "strict": true, "input_schema": {"type": "object"}}],
+      "output_config": {"effort": "low", "format": {"type": "json_schema",
+        "schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}})",
+                                                kLimits);
+  EXPECT_EQ(r.response_format["type"], "json_schema");
+  EXPECT_EQ(r.response_format["json_schema"]["schema"]["required"][0], "a");
+  EXPECT_EQ(r.response_format_schema_param, "output_config.format.schema");
+  EXPECT_NO_THROW(parse_anthropic_count_tokens(R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+      "cache_control": {"type": "ephemeral"}, "output_config": {"effort": "high"}})", kLimits));
+  ApiError e = error_of([&] { parse_anthropic_request(head + R"("output_config": {"format": {"type": "text"}}})", kLimits); });
+  EXPECT_EQ(e.param, "output_config.format.type");
+  e = error_of([&] { parse_anthropic_request(head + R"("output_config": {"format": {"type": "json_schema"}}})", kLimits); });
+  EXPECT_EQ(e.param, "output_config.format.schema");
+  e = error_of([&] { parse_anthropic_request(head + R"("output_config": {"effort": "extreme"}})", kLimits); });
+  EXPECT_EQ(e.param, "output_config.effort");
+  ResponseStore store(8, 60, 1 << 20);
+  EXPECT_EQ(parse_responses_request(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "n",
+      "schema": {"type": "object"}}}})", kLimits, store).chat.response_format_schema_param,
+            "text.format.schema");
 }
 
 TEST(AnthropicRequest, BadInputIsA400NamingTheField) {
@@ -118,6 +170,22 @@ TEST(AnthropicRequest, BadInputIsA400NamingTheField) {
     parse_anthropic_request(R"({"model": "m", "max_tokens": 8, "messages": [{"role": "system", "content": "x"}]})", kLimits);
   });
   EXPECT_EQ(e.param, "messages[0].role");
+  const std::string stop_head = R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}], )";
+  e = error_of([&] { parse_anthropic_request(stop_head + R"("tools": [{"name": "f", "input_schema": {"type": "object"}}],
+      "tool_choice": {"type": "tool", "name": "g"}})", kLimits); });
+  EXPECT_EQ(e.param, "tool_choice.name");
+  EXPECT_NE(e.message.find("no tool named 'g'"), std::string::npos);
+  e = error_of([&] { parse_anthropic_request(stop_head + R"("metadata": "user-1"})", kLimits); });
+  EXPECT_EQ(e.param, "metadata");
+  EXPECT_NO_THROW(parse_anthropic_request(stop_head + R"("metadata": {"user_id": "u"}, "service_tier": "auto"})", kLimits));
+  e = error_of([&] { parse_anthropic_request(stop_head + R"("stop_sequences": ["a", 3]})", kLimits); });
+  EXPECT_EQ(e.param, "stop_sequences[1]");
+  e = error_of([&] { parse_anthropic_request(stop_head + R"("stop_sequences": ["a", ""]})", kLimits); });
+  EXPECT_EQ(e.param, "stop_sequences[1]");
+  SchemaLimits two_stops;
+  two_stops.max_stop_strings = 2;
+  e = error_of([&] { parse_anthropic_request(stop_head + R"("stop_sequences": ["a", "b", "c"]})", two_stops); });
+  EXPECT_EQ(e.param, "stop_sequences");
   // count_tokens needs no max_tokens.
   EXPECT_NO_THROW(parse_anthropic_count_tokens(R"({"model": "m", "messages": [{"role": "user", "content": "x"}]})", kLimits));
 }
@@ -159,10 +227,30 @@ TEST(ResponsesRequest, ItemsMapToChatMessages) {
   EXPECT_EQ(r.chat.chat_template_kwargs["enable_thinking"], false);
   EXPECT_TRUE(r.chat.parallel_tool_calls);  // OpenAI's default
   EXPECT_EQ(r.chat.params.max_tokens, 50);
+  EXPECT_EQ(r.chat.params.max_tokens_param, "max_output_tokens");  // named in context-length 400s
   EXPECT_EQ(r.chat.response_format,
             RequestJson::parse(R"({"type":"json_schema","json_schema":{"name":"w","schema":{"type":"object"},"strict":true}})"));
   EXPECT_EQ(r.echo["instructions"], "Be brief.");
   EXPECT_EQ(r.echo["max_output_tokens"], 50);
+}
+
+TEST(ResponsesRequest, InstructionsAndLeadingDeveloperMessagesBecomeOneSystemMessage) {
+  // Agents send instructions and developer messages together; the template takes one system
+  // message, first.
+  ResponseStore store(8, 60, 1 << 20);
+  const ResponsesRequest r = parse_responses_request(R"({"instructions": "You are an agent.", "input": [
+      {"role": "developer", "content": "Use tools."}, {"role": "system", "content": "Be brief."},
+      {"role": "user", "content": "hi"}]})", kLimits, store);
+  ASSERT_EQ(r.chat.messages.size(), 2u);
+  EXPECT_EQ(r.chat.messages[0]["role"], "system");
+  EXPECT_EQ(r.chat.messages[0]["content"], "You are an agent.\n\nUse tools.\n\nBe brief.");
+  EXPECT_EQ(r.chat.messages[1]["role"], "user");
+  EXPECT_EQ(r.history.size(), 3u);  // the stored conversation keeps the items as sent
+  const ResponsesRequest alone = parse_responses_request(
+      R"({"input": [{"role": "developer", "content": "a"}, {"role": "developer", "content": "b"}, {"role": "user", "content": "hi"}]})",
+      kLimits, store);
+  ASSERT_EQ(alone.chat.messages.size(), 2u);
+  EXPECT_EQ(alone.chat.messages[0]["content"], "a\n\nb");
 }
 
 TEST(ResponsesRequest, JsonObjectAndTextFormats) {
@@ -203,6 +291,10 @@ TEST(ResponsesRequest, WhatIsNotOfferedIsA400) {
       {R"({"input": "x", "text": {"format": {"type": "json_schema"}}})", "text.format.name"},
       {R"({"input": "x", "unknown": 1})", "unknown"},
       {R"({"model": "m"})", "input"},
+      {R"({"input": "x", "max_output_tokens": 0})", "max_output_tokens"},
+      {R"({"input": "x", "tools": [{"type": "function", "name": "f"}], "tool_choice": {"type": "function", "name": "g"}})",
+       "tool_choice.name"},
+      {R"({"input": "x", "max_output_tokens": "16"})", "max_output_tokens"},
   };
   for (const auto& [body, param] : cases) {
     const ApiError e = error_of([&] { parse_responses_request(body, kLimits, store); });

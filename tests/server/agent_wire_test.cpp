@@ -215,8 +215,9 @@ TEST(ResponsesWire, StreamEventSequenceAndStore) {
   const auto events = parse_events(sse);
   EXPECT_EQ(types(events), (std::vector<std::string>{
                                "response.created", "response.in_progress",
-                               "response.output_item.added", "response.reasoning_text.delta",
-                               "response.reasoning_text.done", "response.output_item.done",
+                               "response.output_item.added", "response.content_part.added",
+                               "response.reasoning_text.delta", "response.reasoning_text.done",
+                               "response.content_part.done", "response.output_item.done",
                                "response.output_item.added", "response.content_part.added",
                                "response.output_text.delta", "response.output_text.delta",
                                "response.output_text.done", "response.content_part.done",
@@ -226,13 +227,15 @@ TEST(ResponsesWire, StreamEventSequenceAndStore) {
                                "response.completed"}));
   for (size_t i = 0; i < events.size(); ++i) EXPECT_EQ(events[i]["sequence_number"], i);
   EXPECT_EQ(events[0]["response"]["status"], "in_progress");
-  EXPECT_EQ(events[10]["text"], "ab");
-  EXPECT_EQ(events[13]["item"]["type"], "function_call");
-  EXPECT_EQ(events[13]["item"]["arguments"], "");
+  EXPECT_EQ(events[3]["part"]["type"], "reasoning_text");  // the part the deltas fill
+  EXPECT_EQ(events[6]["part"]["text"], "r");
+  EXPECT_EQ(events[12]["text"], "ab");
+  EXPECT_EQ(events[15]["item"]["type"], "function_call");
+  EXPECT_EQ(events[15]["item"]["arguments"], "");
   const nlohmann::json& done = events.back()["response"];
   EXPECT_EQ(done["status"], "completed");
   EXPECT_EQ(done["output"].size(), 3u);
-  EXPECT_EQ(done["output"][2]["id"], events[13]["item"]["id"]);  // ids stay the same
+  EXPECT_EQ(done["output"][2]["id"], events[15]["item"]["id"]);  // ids stay the same
   EXPECT_EQ(done["usage"]["output_tokens_details"]["reasoning_tokens"], 1);
   EXPECT_EQ(done["usage"]["total_tokens"], 8);
   const std::optional<RequestJson> stored = store.get("resp_1");

@@ -61,6 +61,16 @@ TEST(OpenAiSchema, ParsesAFullChatRequest) {
   EXPECT_EQ(r.chat_template_kwargs["enable_thinking"], false);
 }
 
+TEST(OpenAiSchema, ReasoningEffortNoneTurnsThinkingOff) {
+  const auto thinking = [](const std::string& extra) {
+    return parse_chat_request("{" + kMsgs + extra + "}", limits()).chat_template_kwargs.value("enable_thinking", RequestJson());
+  };
+  EXPECT_EQ(thinking(R"(,"reasoning_effort":"none")"), false);
+  EXPECT_EQ(thinking(R"(,"reasoning_effort":"low")"), true);
+  EXPECT_EQ(thinking(""), RequestJson());  // the template's (or the server's) default
+  EXPECT_EQ(thinking(R"(,"reasoning_effort":"none","chat_template_kwargs":{"enable_thinking":true})"), true);
+}
+
 TEST(OpenAiSchema, NullMeansAbsent) {
   const ChatRequest r = parse_chat_request(
       "{" + kMsgs + R"(,"temperature":null,"stop":null,"max_tokens":null})", limits());

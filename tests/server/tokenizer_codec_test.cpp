@@ -99,5 +99,17 @@ TEST(RequestJson, ManyKeysParseInLinearTime) {
   EXPECT_EQ((--j.end()).key(), "k199999");
 }
 
+TEST(TokenizerCodec, TokenTextIsThePiecesRawBytesForLogprobs) {
+  // Byte-level BPE splits a 4-byte character over tokens; logprobs' `bytes` must carry each
+  // token's own bytes (joined, they give the character), not a replacement character.
+  const std::string clef = "\xF0\x9D\x84\x9E";  // U+1D11E, musical G clef
+  const std::vector<int32_t> ids = qwen35_codec().encode(clef, false);
+  ASSERT_GT(ids.size(), 1u);
+  std::string joined;
+  for (const int32_t id : ids) joined += qwen35_codec().token_text(id);
+  EXPECT_EQ(joined, clef);
+  EXPECT_EQ(qwen35_codec().token_text(qwen35_codec().encode("hello", false)[0]), "hello");
+}
+
 }  // namespace
 }  // namespace deltaserve::server

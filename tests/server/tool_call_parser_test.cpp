@@ -199,6 +199,25 @@ TEST(ToolCallParser, CallCutShortByTheEndOfOutput) {
   EXPECT_EQ(r.calls[0].arguments, R"({"opts":{"a":1}})");
 }
 
+TEST(ToolCallParser, ForcedCallsCutBeforeTheirNameAreDroppedNotContent) {
+  // tool_choice "required" / a named function: the output is calls only, so a tail cut by
+  // max_tokens before the function's name is a cut call, not text.
+  const std::string first = "<tool_call>\n<function=ping>\n</function>\n</tool_call>\n";
+  for (const std::string tail : {"", "<tool_c", "<tool_call>\n<f", "<tool_call>\n<function=get_w"}) {
+    for (size_t cut = 0; cut <= first.size() + tail.size(); ++cut) {
+      const std::string text = first + tail;
+      ToolCallParser parser(tool_param_types(kTools), /*calls_only=*/true);
+      Result r;
+      add(r, parser.push(std::string_view(text).substr(0, cut)));
+      add(r, parser.push(std::string_view(text).substr(cut)));
+      add(r, parser.finish());
+      EXPECT_EQ(r.content, "") << tail << " cut " << cut;
+      ASSERT_EQ(r.calls.size(), 1u);
+      EXPECT_EQ(r.calls[0].name, "ping");
+    }
+  }
+}
+
 TEST(ToolCallParser, LiteralTagLookalikesInTextArePassedThrough) {
   const std::string text = "Use <tool or <tool_c> or <tool_call (no) and a < b, <toolbox>.";
   const Result r = parse_every_way(text);
