@@ -20,9 +20,10 @@ nlohmann::json text_part(const std::string& text) {
 
 nlohmann::json reasoning_part(const std::string& text) { return {{"type", "reasoning_text"}, {"text", text}}; }
 
-// One output item; `done` picks the status (in_progress while a stream fills it).
-nlohmann::json item_json(const OutputBlock& block, const std::string& id, bool done) {
-  const char* status = done ? "completed" : "in_progress";
+// One output item; `done`: its content is whole (not while a stream fills it); `status`:
+// in_progress while it is filled, completed, or incomplete for the item that max_output_tokens
+// cut (OpenAI marks that one item so, the response incomplete around it).
+nlohmann::json item_json(const OutputBlock& block, const std::string& id, bool done, const char* status) {
   switch (block.kind) {
     case BlockKind::Reasoning: {
       nlohmann::json content = nlohmann::json::array();
@@ -73,10 +74,11 @@ std::string ResponsesWire::event(nlohmann::json value) {
 nlohmann::json ResponsesWire::response_json(const std::vector<OutputBlock>& blocks,
                                             const StepOutput* end, const Usage* usage) {
   nlohmann::json output = nlohmann::json::array();
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    output.push_back(item_json(blocks[i], item_id(i, blocks[i].kind), true));
-  }
   const bool cut = end && end->finish_reason && std::string_view(end->finish_reason) == "length";
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const char* status = cut && i + 1 == blocks.size() ? "incomplete" : "completed";
+    output.push_back(item_json(blocks[i], item_id(i, blocks[i].kind), true, status));
+  }
   nlohmann::json r = {{"id", s_.id},
                       {"object", "response"},
                       {"created_at", s_.created_at},
@@ -113,7 +115,7 @@ std::string ResponsesWire::events(const std::vector<BlockEvent>& events) {
     switch (e.type) {
       case BlockEvent::Type::Start:
         out += event({{"type", "response.output_item.added"}, {"output_index", e.index},
-                      {"item", item_json(block, id, false)}});
+                      {"item", item_json(block, id, false, "in_progress")}});
         // Reasoning text is a content part too: the SDKs' stream accumulators add the part
         // on content_part.added and append the deltas to it.
         if (block.kind == BlockKind::Text || block.kind == BlockKind::Reasoning) {
@@ -148,7 +150,7 @@ std::string ResponsesWire::events(const std::vector<BlockEvent>& events) {
                              {"name", block.call.name}, {"arguments", block.call.arguments}}));
         }
         out += event({{"type", "response.output_item.done"}, {"output_index", e.index},
-                      {"item", item_json(block, id, true)}});
+                      {"item", item_json(block, id, true, closing_status_)}});
         break;
     }
   }
@@ -183,6 +185,8 @@ void ResponsesWire::store(const std::vector<OutputBlock>& blocks) {
 }
 
 std::string ResponsesWire::stream_finish(const StepOutput& end, const Usage& usage) {
+  // The blocks still open are the one the token limit cut.
+  if (end.finish_reason && std::string_view(end.finish_reason) == "length") closing_status_ = "incomplete";
   std::string out = events(blocks_.finish());
   store(blocks_.blocks());
   const nlohmann::json response = response_json(blocks_.blocks(), &end, &usage);

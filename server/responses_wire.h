@@ -57,6 +57,7 @@ class ResponsesWire final : public WireFormat {
   OutputBlocks blocks_;
   std::vector<std::string> item_ids_;  // per block: rs_ / msg_ / fc_ ids
   int64_t sequence_number_ = 0;
+  const char* closing_status_ = "completed";  // output_item.done's status: "incomplete" once a limit cut
 };
 
 }  // namespace deltaserve::server

@@ -255,7 +255,30 @@ TEST(ResponsesWire, IncompleteBodyAndNoStore) {
   EXPECT_EQ(body["status"], "incomplete");
   EXPECT_EQ(body["incomplete_details"]["reason"], "max_output_tokens");
   EXPECT_EQ(body["output"][0]["content"][0]["text"], "abc");
+  EXPECT_EQ(body["output"][0]["status"], "incomplete");  // the item the limit cut
   EXPECT_EQ(body["usage"]["input_tokens_details"]["cached_tokens"], 0);
+}
+
+// A stream cut by max_output_tokens: the items closed before the cut are completed, the one
+// open at the cut is incomplete, in its output_item.done and in the final response.
+TEST(ResponsesWire, StreamCutMarksTheOpenItemIncomplete) {
+  ResponsesWire wire(responses_setup(nullptr));
+  Usage usage;
+  std::string sse = wire.stream_start(usage);
+  sse += wire.stream_delta(delta("r", "a"), usage);
+  StepOutput end;
+  end.finish_reason = "length";
+  sse += wire.stream_finish(end, usage);
+  std::vector<std::string> done_status;
+  nlohmann::json final_response;
+  for (const nlohmann::json& e : parse_events(sse)) {
+    if (e["type"] == "response.output_item.done") done_status.push_back(e["item"]["status"]);
+    if (e["type"] == "response.incomplete") final_response = e["response"];
+  }
+  EXPECT_EQ(done_status, (std::vector<std::string>{"completed", "incomplete"}));
+  ASSERT_TRUE(final_response.is_object());
+  EXPECT_EQ(final_response["output"][0]["status"], "completed");
+  EXPECT_EQ(final_response["output"][1]["status"], "incomplete");
 }
 
 }  // namespace
