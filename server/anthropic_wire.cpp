@@ -144,9 +144,16 @@ std::string AnthropicWire::stream_error(const ApiError& error) {
   return sse_named_event(anthropic_error_json(error));
 }
 
+void AnthropicWire::gather(const OutputDelta& delta) {
+  (void)blocks_.push(delta);
+  gathered_ = true;
+}
+
 std::string AnthropicWire::body(const OutputDelta& all, const StepOutput& end, const Usage& usage) {
+  if (gathered_) (void)blocks_.finish();
   nlohmann::json content = nlohmann::json::array();
-  for (const OutputBlock& block : OutputBlocks::of(all)) content.push_back(block_json(block));
+  const std::vector<OutputBlock> blocks = gathered_ ? blocks_.blocks() : OutputBlocks::of(all);
+  for (const OutputBlock& block : blocks) content.push_back(block_json(block));
   const nlohmann::json message = {
       {"id", id_},
       {"type", "message"},

@@ -31,6 +31,7 @@ class AnthropicWire final : public WireFormat {
   std::string stream_finish(const StepOutput& end, const Usage& usage) override;
   std::string stream_error(const ApiError& error) override;
   std::string body(const OutputDelta& all, const StepOutput& end, const Usage& usage) override;
+  void gather(const OutputDelta& delta) override;
   std::string error_body(const ApiError& error) const override;
 
   static const char* stop_reason(const StepOutput& end);
@@ -41,6 +42,7 @@ class AnthropicWire final : public WireFormat {
   const std::string id_;
   const std::string model_;
   OutputBlocks blocks_;
+  bool gathered_ = false;  // body(): blocks_ holds the gathered deltas' blocks
 };
 
 }  // namespace deltaserve::server

@@ -134,6 +134,7 @@ void GenerationStream::on_event(const scheduler::RequestEvent& event) {
 }
 
 void GenerationStream::gather(const OutputDelta& d) {
+  wire_->gather(d);
   gathered_.reasoning += d.reasoning;
   gathered_.content += d.content;
   gathered_.logprobs.insert(gathered_.logprobs.end(), d.logprobs.begin(), d.logprobs.end());

@@ -42,6 +42,7 @@ class ResponsesWire final : public WireFormat {
   std::string stream_finish(const StepOutput& end, const Usage& usage) override;
   std::string stream_error(const ApiError& error) override;
   std::string body(const OutputDelta& all, const StepOutput& end, const Usage& usage) override;
+  void gather(const OutputDelta& delta) override;
 
   // The response object; `end` null while it is in progress.
   nlohmann::json response_json(const std::vector<OutputBlock>& blocks, const StepOutput* end,
@@ -55,6 +56,7 @@ class ResponsesWire final : public WireFormat {
 
   Setup s_;
   OutputBlocks blocks_;
+  bool gathered_ = false;  // body(): blocks_ holds the gathered deltas' blocks
   std::vector<std::string> item_ids_;  // per block: rs_ / msg_ / fc_ ids
   int64_t sequence_number_ = 0;
   const char* closing_status_ = "completed";  // output_item.done's status: "incomplete" once a limit cut

@@ -27,6 +27,9 @@ class WireFormat {
   virtual std::string stream_finish(const StepOutput& end, const Usage& usage) = 0;
   virtual std::string stream_error(const ApiError& error) = 0;
   virtual std::string body(const OutputDelta& all, const StepOutput& end, const Usage& usage) = 0;
+  // Non-streamed requests: each delta as it comes, before body(). The block APIs keep the
+  // deltas' order of text and tool calls from it (the merged `all` puts all text first).
+  virtual void gather(const OutputDelta&) {}
   virtual std::string error_body(const ApiError& error) const { return error.body_text(); }
 };
 

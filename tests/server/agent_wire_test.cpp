@@ -281,5 +281,34 @@ TEST(ResponsesWire, StreamCutMarksTheOpenItemIncomplete) {
   EXPECT_EQ(final_response["output"][1]["status"], "incomplete");
 }
 
+// A non-streamed body keeps the model's order of text and tool calls, as the stream does: the
+// gathered deltas' blocks, not the merged output's (all text first).
+TEST(AgentWires, GatheredBodiesKeepTheDeltasOrder) {
+  Usage usage;
+  StepOutput end;
+  end.finish_reason = "tool_calls";
+  const std::vector<OutputDelta> deltas = {delta("", "before "), delta("", "", {call(0, R"({"city":"Paris"})")}),
+                                           delta("", "after")};
+  OutputDelta all;
+  for (const OutputDelta& d : deltas) {
+    all.content += d.content;
+    all.tool_calls.insert(all.tool_calls.end(), d.tool_calls.begin(), d.tool_calls.end());
+  }
+  AnthropicWire anthropic("msg_1", "m");
+  for (const OutputDelta& d : deltas) anthropic.gather(d);
+  const auto message = nlohmann::json::parse(anthropic.body(all, end, usage));
+  ASSERT_EQ(message["content"].size(), 3u);
+  EXPECT_EQ(message["content"][0]["text"], "before ");
+  EXPECT_EQ(message["content"][1]["type"], "tool_use");
+  EXPECT_EQ(message["content"][2]["text"], "after");
+  ResponsesWire responses(responses_setup(nullptr));
+  for (const OutputDelta& d : deltas) responses.gather(d);
+  const auto response = nlohmann::json::parse(responses.body(all, end, usage));
+  ASSERT_EQ(response["output"].size(), 3u);
+  EXPECT_EQ(response["output"][0]["type"], "message");
+  EXPECT_EQ(response["output"][1]["type"], "function_call");
+  EXPECT_EQ(response["output"][2]["content"][0]["text"], "after");
+}
+
 }  // namespace
 }  // namespace deltaserve::server
