@@ -169,7 +169,7 @@ SubmitResult Engine::submit(RequestSpec spec, EventSink sink) {
   const int64_t num_queued = inbox_past_free_places() + num_waiting_;
   if (num_queued >= scheduler_.config().max_num_waiting) {
     result.status = SubmitStatus::QueueFull;
-    result.message = "too many queued requests (" + std::to_string(num_queued) + "); retry later";
+    result.message = "too many queued requests (" + std::to_string(num_queued) + ")";
     return result;
   }
   result.id = next_id_++;

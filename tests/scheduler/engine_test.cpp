@@ -141,6 +141,8 @@ TEST_F(EngineTest, QueueBoundAnswersQueueFull) {
   EXPECT_EQ(engine.submit(make_spec(4, 3, 3), collector.sink()).status, SubmitStatus::Accepted);
   const SubmitResult full = engine.submit(make_spec(4, 3, 4), collector.sink());
   EXPECT_EQ(full.status, SubmitStatus::QueueFull);
+  // The 429 body adds "Retry later." itself (router.cpp): the 429 said it twice.
+  EXPECT_EQ(full.message, "too many queued requests (2)");
   EXPECT_EQ(engine.stats().num_waiting, 2);
   gate.release();
   ASSERT_TRUE(engine.wait_idle(10s));
