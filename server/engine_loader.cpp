@@ -215,6 +215,13 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   sched.prefix_cache_host_bytes = config.prefix_cache_host_bytes;
   sched.prefix_checkpoint_tokens = config.prefix_checkpoint_tokens;
   stack->engine = std::make_unique<scheduler::Engine>(*stack->runner, sched, observer);
+  // Budgets below one checkpoint leave no room for any: the cache is off, which the operator
+  // who asked for it must hear about.
+  if (config.prefix_cache && !stack->engine->config().prefix_cache) {
+    spdlog::warn("prefix cache off: --prefix-cache-device-bytes {} and --prefix-cache-host-bytes {} hold no "
+                 "recurrent-state checkpoint of {} bytes",
+                 config.prefix_cache_device_bytes, config.prefix_cache_host_bytes, stack->backend->checkpoint_bytes());
+  }
   stack->engine->start();
 
   LoadedModel loaded;

@@ -1,7 +1,8 @@
 // Engine sizing options on the real CPU engine: the automatic values fit the explicit ones.
 // `--kv-blocks N` with `--context-tokens 0` caps the context by the pool (it refused to start:
 // the model's 4096 tokens exceeded the pool); `--max-batched-tokens R` with `--max-streams 0`
-// sizes at most R streams (64 streams needed 64 rows a step and the start failed).
+// sizes at most R streams (64 streams needed 64 rows a step and the start failed); prefix-cache
+// budgets too small for one checkpoint are reported, not silently ignored.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -56,6 +57,21 @@ test('--max-batched-tokens below the automatic stream count sizes the streams to
     const results = await Promise.all(Array.from({ length: 2 }, () =>
       complete(d.url, { prompt: 'The quick brown fox', max_tokens: 8 })));
     for (const r of results) assert.equal(r.status, 200, JSON.stringify(r.body));
+  } finally {
+    await stopCleanly(d);
+  }
+});
+
+test('prefix-cache budgets below one checkpoint turn the cache off with a warning', async () => {
+  const d = await startDaemon({ fake: false, args: ['--prefix-cache-device-bytes', '1000', '--prefix-cache-host-bytes', '0'] });
+  try {
+    for (let i = 0; i < 2; ++i) {
+      const r = await complete(d.url, { prompt: 'The same prompt twice', max_tokens: 4 });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+    }
+    const m = await scrape(d.url);
+    assert.equal(m.get('deltaserve_prefix_cache_queries_total'), 0);
+    assert.match(d.output(), /prefix cache off: --prefix-cache-device-bytes 1000 and --prefix-cache-host-bytes 0 hold no recurrent-state checkpoint/);
   } finally {
     await stopCleanly(d);
   }
