@@ -109,6 +109,9 @@ void validate_config(const ServerConfig& c) {
   check_range("--max-streams", c.max_streams, 0, 65536);
   check_range("--max-waiting", c.max_waiting, 1, 1 << 20);  // the engine queues at least one
   check_range("--context-tokens", c.context_tokens, 0, 1 << 24);
+  if (c.context_tokens == 1) {
+    throw ConfigError("--context-tokens must be 0 (the model's window) or at least 2 (one prompt token and one generated), got 1");
+  }
   check_range("--max-batched-tokens", c.max_batched_tokens, 1, 1 << 20);
   check_range("--max-prefill-chunk-tokens", c.max_prefill_chunk_tokens, 1, 1 << 20);
   if (c.max_streams > c.max_batched_tokens) {

@@ -179,6 +179,8 @@ TEST(ServerConfig, DirectoryGivenAsAFileIsAnError) {
 TEST(ServerConfig, EngineLimitsTheSchedulerRefusesAreConfigErrors) {
   EXPECT_NE(config_error({"--fake-engine", "--max-waiting", "0"}).find("--max-waiting"), std::string::npos);
   EXPECT_EQ(load({"--fake-engine", "--max-waiting", "1"}).config.max_waiting, 1);
+  EXPECT_NE(config_error({"--fake-engine", "--context-tokens", "1"}).find("--context-tokens"), std::string::npos);
+  EXPECT_EQ(load({"--fake-engine", "--context-tokens", "2"}).config.context_tokens, 2);
   EXPECT_NE(config_error({"--fake-engine", "--max-streams", "16", "--max-batched-tokens", "8"}).find("--max-batched-tokens"),
             std::string::npos);
   EXPECT_EQ(load({"--fake-engine", "--max-streams", "8", "--max-batched-tokens", "8"}).config.max_streams, 8);
