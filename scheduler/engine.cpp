@@ -131,7 +131,11 @@ void Engine::publish() {
     std::lock_guard lock(mutex_);
     stats_ = stats;
     num_waiting_ = scheduler_.num_waiting();
-    free_places_ = num_waiting_ == 0 ? std::max<int64_t>(0, scheduler_.config().max_num_seqs - stats.num_running) : 0;
+    // Places freed in this step go to the first waiting requests in the next plan; the rest
+    // are free for new submissions.
+    const int64_t open_places = std::max<int64_t>(0, scheduler_.config().max_num_seqs - stats.num_running);
+    waiting_placed_ = std::min<int64_t>(num_waiting_, open_places);
+    free_places_ = open_places - waiting_placed_;
     idle_ = idle;
     published_resets_ = cache_resets_done_;
     if (!intact && integrity_error_.empty()) integrity_error_ = why;
@@ -166,10 +170,15 @@ SubmitResult Engine::submit(RequestSpec spec, EventSink sink) {
   // Requests that will wait for a running place: the scheduler's waiting ones, and the inbox's
   // past the free places. (Counting the whole inbox refused simultaneous requests that free
   // places would take at once: 16 at once on a server of 16 streams and 8 waiting got 8 429s.)
-  const int64_t num_queued = inbox_past_free_places() + num_waiting_;
+  // Not counted: waiting requests that a freed place admits at the next step, and one place
+  // per cancel the step loop has yet to apply (a client gone, a stop string matched), each of
+  // which frees a running or waiting place. A client that sends its next request as soon as
+  // its stream ends (or it hangs up) got a 429 from a queue about to shrink.
+  const int64_t num_queued = inbox_past_free_places() + num_waiting_ - waiting_placed_ -
+                             static_cast<int64_t>(inbox_.cancels.size());
   if (num_queued >= scheduler_.config().max_num_waiting) {
     result.status = SubmitStatus::QueueFull;
-    result.message = "too many queued requests (" + std::to_string(num_queued) + "); retry later";
+    result.message = "too many queued requests (" + std::to_string(num_queued) + ")";
     return result;
   }
   result.id = next_id_++;

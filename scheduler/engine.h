@@ -113,10 +113,11 @@ class Engine : public RequestQueue {
   bool idle_ = true;  // the scheduler had nothing queued or running at the last publish
   int32_t num_waiting_ = 0;  // the scheduler's waiting queue at the last publish, plus taken
                              // submissions past the free places (take_inbox)
-  // Running places (max_num_seqs) free at the last publish, less the submissions the step loop
-  // has taken since; 0 while the scheduler has requests waiting (they go first). submit()
-  // counts only the inbox past these as waiting.
+  // Running places (max_num_seqs) free at the last publish that the waiting requests (they go
+  // first) leave, less the submissions the step loop has taken since. submit() counts only the
+  // inbox past these as waiting.
   int64_t free_places_ = 0;
+  int64_t waiting_placed_ = 0;  // of num_waiting_, those the places open at the last publish admit next
   // The inbox's submissions past free_places_ (they will wait); mutex_ held.
   int64_t inbox_past_free_places() const {
     return std::max<int64_t>(0, static_cast<int64_t>(inbox_.submits.size()) - free_places_);

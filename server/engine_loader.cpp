@@ -110,9 +110,11 @@ int32_t slots_from_memory(const ServerConfig& config, const runtime::LoadedModel
   int64_t reserved = runtime::range_weight_bytes(model.weights, {0, static_cast<int32_t>(model.config.num_layers)});
   reserved += config.prefix_cache ? config.prefix_cache_device_bytes + (memory.gpu ? 0 : config.prefix_cache_host_bytes) : 0;
   const bool one_stream_form_cap = memory.gpu && cache.decode_matvec == runtime::DecodeMatvec::kAuto;
-  const int32_t cap = one_stream_form_cap ? runtime::kTensorMatvecMinSlots - 1
-                      : memory.gpu        ? kMaxGpuAutoStreams
-                                          : kMaxCpuAutoStreams;
+  const int32_t device_cap = one_stream_form_cap ? runtime::kTensorMatvecMinSlots - 1
+                             : memory.gpu        ? kMaxGpuAutoStreams
+                                                 : kMaxCpuAutoStreams;
+  // Every running stream needs its decode row in each step: no more streams than rows.
+  const int32_t cap = std::min(device_cap, config.max_batched_tokens);
   const runtime::SlotSizing sizing = runtime::size_slots(memory.free_bytes, reserved, stream.total(), cap);
   spdlog::info("--max-streams 0 on {}: {}{}", device, sizing.describe(),
                one_stream_form_cap ? " (the most that keep the one-stream decode form under --matvec auto)" : "");
@@ -139,8 +141,8 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
 
   // Limits: 0 means auto. Every stream gets room for its whole context, so admission never
   // over-commits KV blocks (preemption stays the exception, for explicit --kv-blocks).
-  const int32_t context = config.context_tokens > 0 ? config.context_tokens
-                                                    : static_cast<int32_t>(std::min<int64_t>(mc.context_length, 4096));
+  int32_t context = config.context_tokens > 0 ? config.context_tokens
+                                              : static_cast<int32_t>(std::min<int64_t>(mc.context_length, 4096));
   const int32_t block_tokens = config.kv_block_tokens;
   // Speculation: --draft-depth N caps the drafts per stream (0 = off); -1 = adaptive up to
   // kDefaultDraftDepth (MTP) or the DFlash block's drafts. --drafter mtp needs an MTP head
@@ -160,6 +162,12 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   } else if (mc.num_mtp_layers == 0 || !stack->model->weights.has_mtp) {
     if (config.draft_depth > 0) spdlog::warn("{}: no MTP head; --draft-depth {} ignored", config.model, config.draft_depth);
     draft_depth = 0;
+  }
+  // --context-tokens 0 is the model's window capped by the KV pool: with an explicit
+  // --kv-blocks one sequence and its drafts must fit the pool, else the scheduler refuses it.
+  if (config.context_tokens == 0 && config.kv_blocks > 0) {
+    const int64_t pool_tokens = int64_t{config.kv_blocks} * block_tokens - draft_depth;
+    context = static_cast<int32_t>(std::max<int64_t>(2, std::min<int64_t>(context, pool_tokens)));
   }
   // Drafts are reserved on top of the context, so every stream's blocks cover them too.
   const int32_t blocks_per_stream = (context + draft_depth + block_tokens - 1) / block_tokens;
@@ -207,6 +215,13 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   sched.prefix_cache_host_bytes = config.prefix_cache_host_bytes;
   sched.prefix_checkpoint_tokens = config.prefix_checkpoint_tokens;
   stack->engine = std::make_unique<scheduler::Engine>(*stack->runner, sched, observer);
+  // Budgets below one checkpoint leave no room for any: the cache is off, which the operator
+  // who asked for it must hear about.
+  if (config.prefix_cache && !stack->engine->config().prefix_cache) {
+    spdlog::warn("prefix cache off: --prefix-cache-device-bytes {} and --prefix-cache-host-bytes {} hold no "
+                 "recurrent-state checkpoint of {} bytes",
+                 config.prefix_cache_device_bytes, config.prefix_cache_host_bytes, stack->backend->checkpoint_bytes());
+  }
   stack->engine->start();
 
   LoadedModel loaded;

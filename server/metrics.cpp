@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include <algorithm>
+
 #include <prometheus/text_serializer.h>
 #include <spdlog/spdlog.h>
 
@@ -22,6 +24,20 @@ scheduler::EngineStats counter_delta(const scheduler::EngineStats& now, const sc
   delta.prefix_cache_hit_tokens = grown(now.prefix_cache_hit_tokens, before.prefix_cache_hit_tokens);
   delta.prefix_cache_evictions = grown(now.prefix_cache_evictions, before.prefix_cache_evictions);
   return delta;
+}
+
+// The base of the next delta: each engine total only moves forward. Two scrapes at once may
+// render their snapshots out of order; an older one must not pull the base back, or the next
+// scrape would count the same growth twice.
+void advance_base(scheduler::EngineStats& base, const scheduler::EngineStats& now) {
+  auto up = [](uint64_t& b, uint64_t n) { b = std::max(b, n); };
+  up(base.num_preemptions, now.num_preemptions);
+  up(base.num_cancellations, now.num_cancellations);
+  up(base.prefix_cache_queries, now.prefix_cache_queries);
+  up(base.prefix_cache_hits, now.prefix_cache_hits);
+  up(base.prefix_cache_query_tokens, now.prefix_cache_query_tokens);
+  up(base.prefix_cache_hit_tokens, now.prefix_cache_hit_tokens);
+  up(base.prefix_cache_evictions, now.prefix_cache_evictions);
 }
 
 }  // namespace
@@ -205,13 +221,13 @@ std::string ServerMetrics::render(const scheduler::EngineStats* stats, bool read
     const scheduler::EngineStats delta = counter_delta(*stats, last_stats_);
     const double rate = generation_rate(Clock::now());
     for (auto& set : sets_) set->refresh(*stats, delta, rate);
-    last_stats_ = *stats;
+    advance_base(last_stats_, *stats);
   }
   for (size_t i = 0; i < engines_.size() && i < per_engine.size(); ++i) {
     EngineSeries& e = engines_[i];
     const scheduler::EngineStats delta = counter_delta(per_engine[i], e.last_stats);
     for (auto& set : e.sets) set->refresh(per_engine[i], delta, 0.0);
-    e.last_stats = per_engine[i];
+    advance_base(e.last_stats, per_engine[i]);
   }
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }

@@ -194,14 +194,31 @@ std::vector<OptionDef> hidden_table() {
   };
 }
 
+// The whole text of a file an option names. Reading a directory fails inside the stream
+// (libstdc++'s filebuf throws; istream::read turns that into badbit), which must end as this
+// option's error, not as an abort from a parser reading the stream buffer directly.
+std::string read_option_file(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(flag + ": cannot read '" + path + "'");
+  std::string text;
+  char chunk[4096];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) text.append(chunk, static_cast<size_t>(in.gcount()));
+  if (in.bad()) throw ConfigError(flag + ": cannot read '" + path + "' (not a readable file)");
+  return text;
+}
+
 void read_key_file(ServerConfig& config) {
   if (config.api_key_file.empty()) return;
-  std::ifstream in(config.api_key_file);
-  if (!in) throw ConfigError("--api-key-file: cannot read '" + config.api_key_file + "'");
+  std::istringstream in(read_option_file("--api-key-file", config.api_key_file));
+  const size_t size_before = config.api_keys.size();
   std::string line;
   while (std::getline(in, line)) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
     if (!line.empty()) config.api_keys.push_back(line);
+  }
+  // An empty key file (a secret not mounted yet) would leave every route open: refuse it.
+  if (size_before == config.api_keys.size()) {
+    throw ConfigError("--api-key-file: '" + config.api_key_file + "' holds no API key");
   }
 }
 
@@ -262,9 +279,7 @@ ServeInvocation load_server_config(int argc, char** argv) {
 
   ServerConfig config;
   if (!config_path.empty()) {
-    std::ifstream in(config_path);
-    if (!in) throw ConfigError("--config: cannot read '" + config_path + "'");
-    nlohmann::json document = nlohmann::json::parse(in, nullptr, false);
+    nlohmann::json document = nlohmann::json::parse(read_option_file("--config", config_path), nullptr, false);
     if (document.is_discarded()) throw ConfigError(config_path + ": not valid JSON");
     apply_config_json(config, document, config_path);
   }

@@ -72,6 +72,10 @@ void validate_config(const ServerConfig& c) {
   check_range("--port", c.port, 0, 65535);
   for (const std::string& key : c.api_keys) {
     if (key.empty()) throw ConfigError("--api-key: an API key must not be empty");
+    // --dump-config prints each key as kRedacted; a dump fed back as the config must not make
+    // that public placeholder an accepted key.
+    if (key == kRedacted)
+      throw ConfigError(std::string("--api-key: '") + kRedacted + "' is the placeholder --dump-config prints, not a key; give the real keys");
   }
   check_range("--http-threads", c.http_threads, 0, 256);
   check_range<int64_t>("--max-body-bytes", c.max_body_bytes, 1024, int64_t{1} << 30);
@@ -103,10 +107,17 @@ void validate_config(const ServerConfig& c) {
     throw ConfigError("--default-chat-template-kwargs must be a JSON object");
   }
   check_range("--max-streams", c.max_streams, 0, 65536);
-  check_range("--max-waiting", c.max_waiting, 0, 1 << 20);
+  check_range("--max-waiting", c.max_waiting, 1, 1 << 20);  // the engine queues at least one
   check_range("--context-tokens", c.context_tokens, 0, 1 << 24);
+  if (c.context_tokens == 1) {
+    throw ConfigError("--context-tokens must be 0 (the model's window) or at least 2 (one prompt token and one generated), got 1");
+  }
   check_range("--max-batched-tokens", c.max_batched_tokens, 1, 1 << 20);
   check_range("--max-prefill-chunk-tokens", c.max_prefill_chunk_tokens, 1, 1 << 20);
+  if (c.max_streams > c.max_batched_tokens) {
+    throw ConfigError("--max-streams " + std::to_string(c.max_streams) + " exceeds --max-batched-tokens " +
+                      std::to_string(c.max_batched_tokens) + ": each running stream needs its decode row in every step");
+  }
   check_range("--kv-block-tokens", c.kv_block_tokens, 1, 4096);
   check_range("--kv-blocks", c.kv_blocks, 0, 1 << 26);
   check_range("--draft-depth", c.draft_depth, -1, 16);

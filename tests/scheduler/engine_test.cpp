@@ -117,6 +117,53 @@ TEST_F(EngineTest, NotReadyBeforeStartAndAfterStop) {
   EXPECT_EQ(engine.submit(make_spec(4, 2, 1), collector.sink()).status, SubmitStatus::NotReady);
 }
 
+// A request that finishes frees its place for the first waiting one, which the next step
+// admits. A client that sends its next request as soon as its stream ends arrives during
+// that step; the bound counted the admitted one as still waiting and answered 429 with
+// every place taken by running requests and the queue one short of full.
+TEST_F(EngineTest, QueueBoundDoesNotCountWaitersAFreedPlaceAdmits) {
+  SchedulerConfig config = small_config(/*max_num_waiting=*/1);
+  config.max_num_seqs = 1;
+  Engine engine(runner, config, &observer);
+  engine.start();
+  EventSink collect = collector.sink();
+  // Holds the step after the first request's last commit: the one that admits the second.
+  EventSink arm_on_finish = [&](const RequestEvent& e) {
+    collect(e);
+    if (e.finish != FinishReason::None) gate.arm();
+  };
+  const RequestId first = engine.submit(make_spec(4, 2, 1), arm_on_finish).id;
+  const RequestId second = engine.submit(make_spec(4, 2, 2), collector.sink()).id;
+  ASSERT_NE(first, 0u);
+  ASSERT_NE(second, 0u);
+  ASSERT_TRUE(gate.wait_inside());
+  EXPECT_TRUE(collector.get(first).finished());
+  EXPECT_EQ(engine.submit(make_spec(4, 2, 3), collector.sink()).status, SubmitStatus::Accepted);
+  EXPECT_EQ(engine.submit(make_spec(4, 2, 4), collector.sink()).status, SubmitStatus::QueueFull);
+  gate.release();
+  ASSERT_TRUE(engine.wait_idle(10s));
+  EXPECT_EQ(collector.get(second).finish, FinishReason::Length);
+}
+
+// A cancel the step loop has yet to apply (a stop string matched and the client, told the
+// stream ended, sends its next request at once) frees a place: not a 429.
+TEST_F(EngineTest, QueueBoundDoesNotCountPlacesAPendingCancelFrees) {
+  SchedulerConfig config = small_config(/*max_num_waiting=*/1);
+  config.max_num_seqs = 1;
+  Engine engine(runner, config, &observer);
+  engine.start();
+  gate.arm();
+  const RequestId first = engine.submit(make_spec(4, 8, 1), collector.sink()).id;
+  ASSERT_TRUE(gate.wait_inside());
+  ASSERT_EQ(engine.submit(make_spec(4, 2, 2), collector.sink()).status, SubmitStatus::Accepted);
+  EXPECT_EQ(engine.submit(make_spec(4, 2, 3), collector.sink()).status, SubmitStatus::QueueFull);
+  engine.cancel(first);
+  EXPECT_EQ(engine.submit(make_spec(4, 2, 4), collector.sink()).status, SubmitStatus::Accepted);
+  gate.release();
+  ASSERT_TRUE(engine.wait_idle(10s));
+  EXPECT_EQ(collector.get(first).finish, FinishReason::Cancelled);
+}
+
 TEST_F(EngineTest, TooLongPromptIsRejectedAtSubmit) {
   SchedulerConfig config = small_config();
   config.max_context_tokens = 64;
@@ -141,6 +188,8 @@ TEST_F(EngineTest, QueueBoundAnswersQueueFull) {
   EXPECT_EQ(engine.submit(make_spec(4, 3, 3), collector.sink()).status, SubmitStatus::Accepted);
   const SubmitResult full = engine.submit(make_spec(4, 3, 4), collector.sink());
   EXPECT_EQ(full.status, SubmitStatus::QueueFull);
+  // The 429 body adds "Retry later." itself (router.cpp): the 429 said it twice.
+  EXPECT_EQ(full.message, "too many queued requests (2)");
   EXPECT_EQ(engine.stats().num_waiting, 2);
   gate.release();
   ASSERT_TRUE(engine.wait_idle(10s));

@@ -218,6 +218,25 @@ TEST(Metrics, CountersFromTheEngineSnapshotAdvanceByDelta) {
   EXPECT_EQ(value_of(ex, "deltaserve_cancellations_total"), 7);
 }
 
+// Two scrapes at once take their engine snapshots before the scrape lock, so they may render
+// out of order: the older snapshot must not lower the base and make the growth count twice.
+TEST(Metrics, SnapshotsRenderedOutOfOrderCountGrowthOnce) {
+  ServerMetrics m({"tiny", false, 10.0, {}});
+  m.set_limits(limits());
+  scheduler::EngineStats older = stats();
+  m.render(&older, true);
+  scheduler::EngineStats newer = older;
+  newer.num_cancellations += 2;
+  newer.num_preemptions += 1;
+  newer.prefix_cache_hits += 3;
+  m.render(&newer, true);
+  m.render(&older, true);  // the slower of two concurrent scrapes
+  const Exposition ex = parse_exposition(m.render(&newer, true));
+  EXPECT_EQ(value_of(ex, "deltaserve_cancellations_total"), older.num_cancellations + 2);
+  EXPECT_EQ(value_of(ex, "deltaserve_preemptions_total"), older.num_preemptions + 1);
+  EXPECT_EQ(value_of(ex, "deltaserve_prefix_cache_hits_total"), older.prefix_cache_hits + 3);
+}
+
 TEST(Metrics, VllmNamesBehindTheSwitch) {
   ServerMetrics m({"tiny", true, 10.0, {}});
   m.set_limits(limits());

@@ -143,6 +143,50 @@ TEST(ServerConfig, DumpedConfigRedactsApiKeys) {
   EXPECT_EQ(c.to_json()["api_key"], nlohmann::ordered_json::array({kRedacted, kRedacted}));
 }
 
+// A dump fed back as the config carries the placeholder, never a key: refused, so that
+// 'Bearer <redacted>' cannot become an accepted key.
+TEST(ServerConfig, RedactedPlaceholderIsNoApiKey) {
+  ServerConfig c;
+  c.fake_engine = true;
+  c.api_keys = {"sk-one"};
+  const std::string dump = write_temp(c.to_json().dump());
+  EXPECT_NE(config_error({"--fake-engine", "--config", dump}).find("placeholder"), std::string::npos);
+  EXPECT_NE(config_error({"--fake-engine", "--api-key", kRedacted}).find("placeholder"), std::string::npos);
+  std::remove(dump.c_str());
+}
+
+// A key file that yields no key (empty, blank lines, a directory) would serve every route
+// without authentication: a config error, not an open server.
+TEST(ServerConfig, ApiKeyFileWithoutKeysIsAnError) {
+  const std::string empty = write_temp("");
+  const std::string blank = write_temp("\n  \n\r\n");
+  for (const std::string& f : {empty, blank, std::string("/tmp")}) {
+    EXPECT_NE(config_error({"--fake-engine", "--api-key-file", f}).find("--api-key-file"), std::string::npos) << f;
+  }
+  const std::string keys = write_temp("sk-a\n\nsk-b \n");
+  EXPECT_EQ(load({"--fake-engine", "--api-key-file", keys}).config.api_keys, (std::vector<std::string>{"sk-a", "sk-b"}));
+  for (const std::string& f : {empty, blank, keys}) std::remove(f.c_str());
+}
+
+// A directory given as a file aborted the process (the JSON parser read the stream buffer,
+// whose underflow throws on EISDIR); it is the option's error.
+TEST(ServerConfig, DirectoryGivenAsAFileIsAnError) {
+  EXPECT_NE(config_error({"--fake-engine", "--config", "/tmp"}).find("--config: cannot read '/tmp'"), std::string::npos);
+  EXPECT_NE(config_error({"--fake-engine", "--api-key-file", "/tmp"}).find("--api-key-file"), std::string::npos);
+}
+
+// Values the engine refuses at load (after the port opened, exit status 1) are refused here.
+TEST(ServerConfig, EngineLimitsTheSchedulerRefusesAreConfigErrors) {
+  EXPECT_NE(config_error({"--fake-engine", "--max-waiting", "0"}).find("--max-waiting"), std::string::npos);
+  EXPECT_EQ(load({"--fake-engine", "--max-waiting", "1"}).config.max_waiting, 1);
+  EXPECT_NE(config_error({"--fake-engine", "--context-tokens", "1"}).find("--context-tokens"), std::string::npos);
+  EXPECT_EQ(load({"--fake-engine", "--context-tokens", "2"}).config.context_tokens, 2);
+  EXPECT_NE(config_error({"--fake-engine", "--max-streams", "16", "--max-batched-tokens", "8"}).find("--max-batched-tokens"),
+            std::string::npos);
+  EXPECT_EQ(load({"--fake-engine", "--max-streams", "8", "--max-batched-tokens", "8"}).config.max_streams, 8);
+  EXPECT_EQ(load({"--fake-engine", "--max-batched-tokens", "8"}).config.max_streams, 0);  // auto: sized to fit
+}
+
 TEST(ServerConfig, HelpListsTheExitStatuses) {
   const std::string help = kExitCodesHelp;
   for (const char* needle : {"0 stopped", "1 the model", "2 invalid", "3 the address", "128+N"}) {
