@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -42,56 +43,68 @@ class DraftCounter : public EngineObserver {
   mutable std::mutex mutex_;
 };
 
-// Outcomes in the order of `specs`. Every request must be accepted and finish within 120 s.
+// How long a test waits for its requests: generous, because the sanitizer builds run these
+// engines several times slower on a loaded 2-core machine; past it the test fails (and the
+// engine's late events land in state the sinks share, never in a finished test's stack).
+inline constexpr std::chrono::seconds kRequestsTimeout{300};
+
+// Outcomes in the order of `specs`. Every request must be accepted and finish within
+// kRequestsTimeout.
 inline std::vector<Outcome> run_to_completion(Engine& engine, const std::vector<RequestSpec>& specs) {
-  std::mutex mutex;
-  std::condition_variable done;
-  std::map<RequestId, Outcome> outcomes;
-  size_t num_done = 0;
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable done;
+    std::map<RequestId, Outcome> outcomes;
+    size_t num_done = 0;
+  };
+  const auto shared = std::make_shared<Shared>();
   std::vector<RequestId> ids;
   for (const RequestSpec& spec : specs) {
-    const SubmitResult r = engine.submit(spec, [&](const RequestEvent& e) {
-      std::lock_guard<std::mutex> lock(mutex);
-      record(outcomes[e.id], e);
+    const SubmitResult r = engine.submit(spec, [shared](const RequestEvent& e) {
+      std::lock_guard<std::mutex> lock(shared->mutex);
+      record(shared->outcomes[e.id], e);
       if (e.finish != FinishReason::None) {
-        ++num_done;
-        done.notify_all();
+        ++shared->num_done;
+        shared->done.notify_all();
       }
     });
     EXPECT_EQ(r.status, SubmitStatus::Accepted) << r.message;
     ids.push_back(r.id);
   }
   {
-    std::unique_lock<std::mutex> lock(mutex);
-    EXPECT_TRUE(done.wait_for(lock, std::chrono::seconds(120), [&] { return num_done == specs.size(); }));
+    std::unique_lock<std::mutex> lock(shared->mutex);
+    EXPECT_TRUE(shared->done.wait_for(lock, kRequestsTimeout, [&] { return shared->num_done == specs.size(); }));
   }
   EXPECT_TRUE(engine.wait_idle(std::chrono::seconds(10)));
   EXPECT_EQ(engine.integrity_error(), "");
   const EngineStats stats = engine.stats();
   EXPECT_EQ(stats.num_state_slots_used, 0);
   EXPECT_EQ(stats.num_kv_blocks_used, 0);
-  std::lock_guard<std::mutex> lock(mutex);
+  std::lock_guard<std::mutex> lock(shared->mutex);
   std::vector<Outcome> result;
-  for (const RequestId id : ids) result.push_back(outcomes[id]);
+  for (const RequestId id : ids) result.push_back(shared->outcomes[id]);
   return result;
 }
 
-// One request on a running engine, waited for (60 s); cancelled once it has at least
-// cancel_after_tokens tokens (0: never), for the A-B-A orders of the no-poisoning tests.
+// One request on a running engine, waited for (kRequestsTimeout); cancelled once it has at
+// least cancel_after_tokens tokens (0: never), for the A-B-A orders of the no-poisoning tests.
 inline Outcome run_alone(Engine& engine, const RequestSpec& spec, int cancel_after_tokens = 0) {
-  std::mutex mutex;
-  std::condition_variable done;
-  Outcome o;
-  const SubmitResult r = engine.submit(spec, [&](const RequestEvent& e) {
-    std::lock_guard<std::mutex> lock(mutex);
-    record(o, e);
-    if (cancel_after_tokens > 0 && static_cast<int>(o.tokens.size()) >= cancel_after_tokens) engine.cancel(e.id);
-    if (e.finish != FinishReason::None) done.notify_all();
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable done;
+    Outcome o;
+  };
+  const auto shared = std::make_shared<Shared>();
+  const SubmitResult r = engine.submit(spec, [shared, &engine, cancel_after_tokens](const RequestEvent& e) {
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    record(shared->o, e);
+    if (cancel_after_tokens > 0 && static_cast<int>(shared->o.tokens.size()) >= cancel_after_tokens) engine.cancel(e.id);
+    if (e.finish != FinishReason::None) shared->done.notify_all();
   });
   EXPECT_EQ(r.status, SubmitStatus::Accepted) << r.message;
-  std::unique_lock<std::mutex> lock(mutex);
-  EXPECT_TRUE(done.wait_for(lock, std::chrono::seconds(60), [&] { return o.finish != FinishReason::None; }));
-  return o;
+  std::unique_lock<std::mutex> lock(shared->mutex);
+  EXPECT_TRUE(shared->done.wait_for(lock, kRequestsTimeout, [&] { return shared->o.finish != FinishReason::None; }));
+  return shared->o;
 }
 
 inline std::vector<std::vector<int32_t>> tokens_of(const std::vector<Outcome>& outcomes) {
