@@ -76,10 +76,12 @@ void read_token_ids(const json& top, const json& choice, RequestResult& r) {
   append_ids(choice, "prompt_token_ids", r.prompt_token_ids);
 }
 
-// Appends the chunk's answer text (chat delta.content or completion text) to r.content.
+// Appends the choice's answer text (chat delta.content or message.content, completion text)
+// to r.content.
 void read_content(const json& choice, RequestResult& r) {
   if (const auto text = choice.find("text"); text != choice.end() && text->is_string()) r.content += text->get<std::string>();
-  const auto delta = choice.find("delta");
+  auto delta = choice.find("delta");
+  if (delta == choice.end()) delta = choice.find("message");
   if (delta == choice.end() || !delta->is_object()) return;
   if (const auto content = delta->find("content"); content != delta->end() && content->is_string())
     r.content += content->get<std::string>();
@@ -231,8 +233,6 @@ net::awaitable<void> read_full(Exchange& x, HttpConnection& c) {
       r.num_finish_reasons = 1;
     }
     read_content((*choices)[0], r);
-    if (const auto message = (*choices)[0].find("message"); message != (*choices)[0].end() && message->is_object())
-      if (const auto c = message->find("content"); c != message->end() && c->is_string()) r.content += c->get<std::string>();
     read_token_ids(j, (*choices)[0], r);
   }
   read_usage(j, r);

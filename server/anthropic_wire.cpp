@@ -144,16 +144,11 @@ std::string AnthropicWire::stream_error(const ApiError& error) {
   return sse_named_event(anthropic_error_json(error));
 }
 
-void AnthropicWire::gather(const OutputDelta& delta) {
-  (void)blocks_.push(delta);
-  gathered_ = true;
-}
+void AnthropicWire::gather(const OutputDelta& delta) { (void)blocks_.push(delta); }
 
 std::string AnthropicWire::body(const OutputDelta& all, const StepOutput& end, const Usage& usage) {
-  if (gathered_) (void)blocks_.finish();
   nlohmann::json content = nlohmann::json::array();
-  const std::vector<OutputBlock> blocks = gathered_ ? blocks_.blocks() : OutputBlocks::of(all);
-  for (const OutputBlock& block : blocks) content.push_back(block_json(block));
+  for (const OutputBlock& block : blocks_.whole(all)) content.push_back(block_json(block));
   const nlohmann::json message = {
       {"id", id_},
       {"type", "message"},

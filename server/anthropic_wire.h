@@ -42,7 +42,6 @@ class AnthropicWire final : public WireFormat {
   const std::string id_;
   const std::string model_;
   OutputBlocks blocks_;
-  bool gathered_ = false;  // body(): blocks_ holds the gathered deltas' blocks
 };
 
 }  // namespace deltaserve::server

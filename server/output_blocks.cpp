@@ -73,4 +73,9 @@ std::vector<OutputBlock> OutputBlocks::of(const OutputDelta& all) {
   return blocks.blocks_;
 }
 
+std::vector<OutputBlock> OutputBlocks::whole(const OutputDelta& all) {
+  (void)finish();
+  return blocks_.empty() ? of(all) : blocks_;
+}
+
 }  // namespace deltaserve::server

@@ -42,6 +42,9 @@ class OutputBlocks {
 
   // The blocks of a whole (non-streamed) output, in the order a stream would give them.
   static std::vector<OutputBlock> of(const OutputDelta& all);
+  // A non-streamed body's blocks: those of the deltas pushed so far (closed), which keep the
+  // order of text and tool calls; when none was pushed, of(all).
+  std::vector<OutputBlock> whole(const OutputDelta& all);
 
  private:
   void append_text(std::vector<BlockEvent>& events, BlockKind kind, const std::string& text);

@@ -202,14 +202,10 @@ std::string ResponsesWire::stream_error(const ApiError& error) {
                 {"param", error.param.empty() ? nlohmann::json() : nlohmann::json(error.param)}});
 }
 
-void ResponsesWire::gather(const OutputDelta& delta) {
-  (void)blocks_.push(delta);
-  gathered_ = true;
-}
+void ResponsesWire::gather(const OutputDelta& delta) { (void)blocks_.push(delta); }
 
 std::string ResponsesWire::body(const OutputDelta& all, const StepOutput& end, const Usage& usage) {
-  if (gathered_) (void)blocks_.finish();
-  const std::vector<OutputBlock> blocks = gathered_ ? blocks_.blocks() : OutputBlocks::of(all);
+  const std::vector<OutputBlock> blocks = blocks_.whole(all);
   store(blocks);
   return json_text(response_json(blocks, &end, &usage));
 }

@@ -56,7 +56,6 @@ class ResponsesWire final : public WireFormat {
 
   Setup s_;
   OutputBlocks blocks_;
-  bool gathered_ = false;  // body(): blocks_ holds the gathered deltas' blocks
   std::vector<std::string> item_ids_;  // per block: rs_ / msg_ / fc_ ids
   int64_t sequence_number_ = 0;
   const char* closing_status_ = "completed";  // output_item.done's status: "incomplete" once a limit cut
