@@ -1,6 +1,7 @@
 #include "runtime/backend_runner.h"
 
 #include <algorithm>
+#include <exception>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -132,6 +133,40 @@ std::vector<int32_t> BackendRunner::sample_and_verify(const SequencePlan& seq, s
   return emitted;
 }
 
+std::vector<std::vector<int32_t>> BackendRunner::sample_all(const StepPlan& plan,
+                                                             const std::vector<std::vector<int32_t>>& drafts, StepOutput& out) {
+  const size_t n = plan.sequences.size();
+  std::vector<std::vector<int32_t>> emitted(n);
+  std::vector<size_t> on_host;  // sequences whose rows the host samples
+  for (size_t i = 0; i < n; ++i) {
+    const SequencePlan& p = plan.sequences[i];
+    if (!p.sample) continue;
+    if (argmax_only(p)) {
+      emitted[i] = sample_and_verify(p, i, forward_.logit_begin[i], drafts[i], out.sequences[i]);
+    } else {
+      sampler_for(p);  // created here, so the parallel draws below only look samplers up
+      on_host.push_back(i);
+    }
+  }
+  // A row costs a pass over the vocabulary (~250k tokens for Qwen3.5/3.6): the sequences draw
+  // side by side, each with its own sampler and output; the first error is rethrown here.
+  std::vector<std::exception_ptr> errors(on_host.size());
+  sampling_pool_.run(static_cast<int64_t>(on_host.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      const size_t i = on_host[static_cast<size_t>(k)];
+      try {
+        emitted[i] = sample_and_verify(plan.sequences[i], i, forward_.logit_begin[i], drafts[i], out.sequences[i]);
+      } catch (...) {
+        errors[static_cast<size_t>(k)] = std::current_exception();
+      }
+    }
+  });
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return emitted;
+}
+
 bool BackendRunner::argmax_only(const SequencePlan& seq) const {
   return device_greedy_ && seq.sampling != nullptr && only_argmax_needed(*seq.sampling);
 }
@@ -179,6 +214,8 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
   }
   backend_.forward(batch, forward_);
 
+  const std::vector<std::vector<int32_t>> emitted_of = sample_all(plan, drafts, out);
+
   const int64_t h = backend_.config().num_embd;
   std::vector<RequestId> live;
   std::vector<MtpDrafter::CatchUp> catch_up;
@@ -190,7 +227,7 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
     std::vector<int32_t> emitted;
     int64_t num_kept = static_cast<int64_t>(p.tokens.size());
     if (p.sample) {
-      emitted = sample_and_verify(p, i, forward_.logit_begin[i], drafts[i], out.sequences[i]);
+      emitted = emitted_of[i];
       // Rows kept: the step's tokens and the accepted drafts (all emitted tokens but the last).
       num_kept = static_cast<int64_t>(p.tokens.size()) + static_cast<int64_t>(emitted.size()) - 1;
       if (!drafts[i].empty()) backend_.rollback(p.slot, static_cast<int32_t>(num_kept));

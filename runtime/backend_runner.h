@@ -13,13 +13,16 @@
 // function of the request and of the draft depths the scheduler chose, never of the batch.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <random>
+#include <thread>
 #include <unordered_map>
 
 #include "runtime/backend.h"
 #include "runtime/sampler.h"
+#include "runtime/thread_pool.h"
 #include "runtime/model_runner.h"
 #include "runtime/dflash_drafter.h"
 #include "runtime/mtp_drafter.h"
@@ -58,6 +61,10 @@ class BackendRunner final : public ModelRunner {
   // and fills its output. first_row: its first logit row.
   std::vector<int32_t> sample_and_verify(const SequencePlan& seq, size_t i, int64_t first_row,
                                          const std::vector<int32_t>& drafts, SequenceOutput& result);
+  // Every sampled sequence's tokens of the step (sample_and_verify), the host-sampled ones
+  // on sampling_pool_; indexed as plan.sequences.
+  std::vector<std::vector<int32_t>> sample_all(const StepPlan& plan, const std::vector<std::vector<int32_t>>& drafts,
+                                               StepOutput& out);
   // The sequence's tokens come from argmax_ids (device greedy on, only_argmax_needed).
   bool argmax_only(const SequencePlan& seq) const;
 
@@ -72,6 +79,10 @@ class BackendRunner final : public ModelRunner {
   // Samplers of the requests in the last plan; others are dropped (rebuilt on return).
   std::unordered_map<RequestId, std::unique_ptr<Sampler>> samplers_;
   uint64_t seed_salt_;  // unseeded requests: seed = salt ^ request id
+  // Host sampling's threads (sample_all), up to 8 (the cores' count on smaller hosts): idle
+  // while the backend runs, so the CPU backend's own pool and this one never compete.
+  static constexpr unsigned kMaxSamplingThreads = 8;
+  ThreadPool sampling_pool_{static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, kMaxSamplingThreads))};
 
   // A sampled sequence's drafts of the current step: the request's sampler advanced over the
   // drafts so far, and the distribution q of each draft (at most depth x num_vocab doubles;

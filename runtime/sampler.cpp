@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 
 #include "runtime/greedy.h"
 
@@ -19,6 +18,73 @@ bool more_likely(const std::vector<float>& v, int32_t a, int32_t b) {
 
 // The greedy rule (runtime/greedy.h), shared with argmax_ids and the device argmax.
 int32_t argmax(const std::vector<float>& v) { return argmax_token(v); }
+
+// exp of arguments below this is 0 in double; a margin below a min-p floor's log keeps every
+// token whose exp could still reach the floor (the exact test follows the exp).
+constexpr double kExpUnderflowArgument = -746.0;
+constexpr double kExpArgumentMargin = 1e-3;
+
+// The k most likely tokens that are not -inf (all of them if fewer), in no particular order.
+// A bounded heap for small k, whose top is the least likely token kept so far.
+std::vector<int32_t> most_likely(const std::vector<float>& v, int32_t k) {
+  auto by_likelihood = [&](int32_t a, int32_t b) { return more_likely(v, a, b); };
+  std::vector<int32_t> ids;
+  const auto n = static_cast<int32_t>(v.size());
+  if (static_cast<int64_t>(k) * 16 >= n) {
+    for (int32_t i = 0; i < n; ++i) {
+      if (v[i] != kNegInf) ids.push_back(i);
+    }
+    if (static_cast<size_t>(k) < ids.size()) {
+      std::nth_element(ids.begin(), ids.begin() + k, ids.end(), by_likelihood);
+      ids.resize(static_cast<size_t>(k));
+    }
+    return ids;
+  }
+  ids.reserve(static_cast<size_t>(k));
+  for (int32_t i = 0; i < n; ++i) {
+    if (v[i] == kNegInf) continue;
+    if (ids.size() < static_cast<size_t>(k)) {
+      ids.push_back(i);
+      std::push_heap(ids.begin(), ids.end(), by_likelihood);
+    } else if (more_likely(v, i, ids.front())) {
+      std::pop_heap(ids.begin(), ids.end(), by_likelihood);
+      ids.back() = i;
+      std::push_heap(ids.begin(), ids.end(), by_likelihood);
+    }
+  }
+  return ids;
+}
+
+// Top-p over the kept tokens (ids in id order, weights w): the smallest set of most likely
+// tokens whose mass reaches top_p of their total (summed in id order), at least one, in
+// likelihood order. Only the tokens of weight >= floor are sorted: together the others weigh
+// less than ids.size() * floor = (total - top_p total) / 2, so the prefix ends among the first
+// (the whole order is the fallback where rounding or NaN leaves the target unreached).
+template <typename ByLikelihood>
+std::vector<int32_t> top_p_prefix(const std::vector<double>& w, const std::vector<int32_t>& ids, float top_p,
+                                  ByLikelihood by_likelihood) {
+  double total = 0;
+  for (int32_t i : ids) total += w[static_cast<size_t>(i)];
+  const double target = top_p * total;
+  const double floor = (total - target) / (2.0 * static_cast<double>(ids.size()));
+  auto prefix_of = [&](std::vector<int32_t> order) {
+    std::sort(order.begin(), order.end(), by_likelihood);
+    double mass_before = 0;
+    size_t n = 0;
+    while (n < order.size() && mass_before < target) mass_before += w[static_cast<size_t>(order[n++])];
+    order.resize(std::max<size_t>(n, 1));
+    return std::make_pair(order, mass_before);
+  };
+  std::vector<int32_t> candidates;
+  for (int32_t i : ids) {
+    if (w[static_cast<size_t>(i)] >= floor) candidates.push_back(i);
+  }
+  if (!candidates.empty()) {
+    auto [prefix, mass] = prefix_of(std::move(candidates));
+    if (mass >= target || prefix.size() == ids.size()) return prefix;
+  }
+  return prefix_of(ids).first;
+}
 
 }  // namespace
 
@@ -102,46 +168,58 @@ TokenDistribution Sampler::distribution(const std::vector<float>& processed) con
   TokenDistribution dist;
   dist.weights.assign(processed.size(), 0.0);
   if (processed.empty()) return dist;
+  const int32_t top = argmax(processed);
   if (params_.greedy()) {
-    dist.weights[static_cast<size_t>(argmax(processed))] = dist.total = 1.0;
+    dist.weights[static_cast<size_t>(top)] = dist.total = 1.0;
     return dist;
   }
   const double inv_temperature = 1.0 / params_.temperature;
-  const double max_logit = processed[argmax(processed)] * inv_temperature;
-  // Candidates with their unnormalised probabilities exp(l / T - max).
-  std::vector<int32_t> kept;
-  std::vector<double> weight(processed.size(), 0.0);
+  const double max_logit = processed[top] * inv_temperature;
   const double min_p_floor = params_.min_p > 0.0f ? params_.min_p : 0.0;  // relative to the max
-  for (int32_t i = 0; i < static_cast<int32_t>(processed.size()); ++i) {
-    if (processed[i] == kNegInf) continue;
-    const double w = std::exp(processed[i] * inv_temperature - max_logit);
-    if (w <= 0.0 || w < min_p_floor) continue;
-    weight[i] = w;
-    kept.push_back(i);
+  // A token's unnormalised probability exp(l / T - max), 0 where -inf, underflow or min-p drop
+  // it. It grows with the logit, so every filter here keeps a most-likely prefix of the tokens
+  // (more_likely's order), which lets top-k pick its candidates before any exp.
+  const double skip_below = min_p_floor > 0.0 ? std::log(min_p_floor) - kExpArgumentMargin : kExpUnderflowArgument;
+  auto weight_of = [&](int32_t i) -> double {
+    if (processed[i] == kNegInf) return 0.0;
+    const double arg = processed[i] * inv_temperature - max_logit;
+    if (arg < skip_below) return 0.0;  // exp would give 0 or less than the min-p floor
+    const double w = std::exp(arg);
+    return w <= 0.0 || w < min_p_floor ? 0.0 : w;
+  };
+  auto by_likelihood = [&](int32_t a, int32_t b) { return more_likely(processed, a, b); };
+
+  std::vector<int32_t> kept;  // the tokens with a weight; id order unless said otherwise
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < processed.size()) {
+    for (int32_t i : most_likely(processed, params_.top_k)) {
+      const double w = weight_of(i);
+      if (w == 0.0) continue;
+      dist.weights[static_cast<size_t>(i)] = w;
+      kept.push_back(i);
+    }
+  } else {
+    for (int32_t i = 0; i < static_cast<int32_t>(processed.size()); ++i) {
+      const double w = weight_of(i);
+      if (w == 0.0) continue;
+      dist.weights[static_cast<size_t>(i)] = w;
+      kept.push_back(i);
+    }
   }
   if (kept.empty()) {  // nothing finite (all -inf or NaN): the argmax, as greedy
-    dist.weights[static_cast<size_t>(argmax(processed))] = dist.total = 1.0;
+    dist.weights[static_cast<size_t>(top)] = dist.total = 1.0;
     return dist;
   }
-  auto by_likelihood = [&](int32_t a, int32_t b) { return more_likely(processed, a, b); };
-  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < kept.size()) {
-    std::nth_element(kept.begin(), kept.begin() + params_.top_k, kept.end(), by_likelihood);
-    kept.resize(params_.top_k);
-  }
   if (params_.top_p < 1.0f) {
-    std::sort(kept.begin(), kept.end(), by_likelihood);
-    double total = 0;
-    for (int32_t i : kept) total += weight[i];
-    double mass_before = 0;
-    size_t n = 0;
-    while (n < kept.size() && mass_before < params_.top_p * total) mass_before += weight[kept[n++]];
-    kept.resize(std::max<size_t>(n, 1));
+    if (!std::is_sorted(kept.begin(), kept.end())) std::sort(kept.begin(), kept.end());
+    const std::vector<int32_t> nucleus = top_p_prefix(dist.weights, kept, params_.top_p, by_likelihood);
+    std::vector<double> nucleus_weights;
+    for (int32_t i : nucleus) nucleus_weights.push_back(dist.weights[static_cast<size_t>(i)]);
+    std::fill(dist.weights.begin(), dist.weights.end(), 0.0);
+    for (size_t k = 0; k < nucleus.size(); ++k) dist.weights[static_cast<size_t>(nucleus[k])] = nucleus_weights[k];
+    kept = nucleus;
   }
-  std::sort(kept.begin(), kept.end());
-  for (int32_t i : kept) {
-    dist.weights[static_cast<size_t>(i)] = weight[i];
-    dist.total += weight[i];
-  }
+  if (!std::is_sorted(kept.begin(), kept.end())) std::sort(kept.begin(), kept.end());
+  for (int32_t i : kept) dist.total += dist.weights[static_cast<size_t>(i)];
   return dist;
 }
 
@@ -155,10 +233,13 @@ SampledToken Sampler::describe(const std::vector<float>& processed, int32_t id) 
   const double log_z = max_logit + std::log(sum);
   out.logprob = static_cast<float>(processed[id] - log_z);
   const size_t num_top = std::min<size_t>(std::max(params_.top_logprobs, 0), processed.size());
-  std::vector<int32_t> order(processed.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + num_top, order.end(),
-                    [&](int32_t a, int32_t b) { return more_likely(processed, a, b); });
+  if (num_top == 0) return out;
+  // The num_top most likely ids: the finite ones first, then -inf ones in id order.
+  std::vector<int32_t> order = most_likely(processed, static_cast<int32_t>(num_top));
+  for (int32_t i = 0; order.size() < num_top; ++i) {
+    if (processed[i] == kNegInf) order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return more_likely(processed, a, b); });
   for (size_t k = 0; k < num_top; ++k) {
     out.top_logprobs.push_back({order[k], static_cast<float>(processed[order[k]] - log_z)});
   }

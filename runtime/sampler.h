@@ -8,8 +8,11 @@
 // filtering (vLLM's "processed_logprobs"; OpenAI reports the model's distribution, not the
 // truncated sampling one). Then greedy = argmax of the processed logits (runtime/greedy.h:
 // lowest id on ties, NaN never wins); otherwise / temperature -> min-p (relative to the top
-// probability) -> top-k -> top-p (smallest set of most likely tokens whose mass reaches top_p,
-// renormalised after top-k) -> one draw by inverse CDF over the kept tokens in id order.
+// probability) -> top-k -> top-p (smallest set of most likely tokens whose mass reaches top_p
+// of the mass left after top-k, that mass summed in id order) -> one draw by inverse CDF over
+// the kept tokens in id order. Each step keeps a most-likely prefix of the tokens, so top-k
+// selects before any exp and top-p sorts only the tokens that can be in its set: a row costs
+// one pass over the vocabulary, not a sort of it (bench/sampler_bench.cpp).
 //
 // Randomness is counter-based: the uniform for output position n of a request is
 // Philox4x32-10 keyed by the request's seed with counter (n, stream). So the same seed and
