@@ -35,6 +35,7 @@ BackendRunner::BackendRunner(Backend& backend, int32_t max_context_tokens, int32
                                   " verify rows, draft depth " + std::to_string(max_draft_depth_) + " needs " +
                                   std::to_string(1 + max_draft_depth_));
     drafter_ = std::make_unique<MtpDrafter>(backend_);
+    drafter_->set_parallel(&sampling_pool_);
   }
 }
 
@@ -186,6 +187,11 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
   if (!plan.cache_ops.empty()) backend_.apply_cache_ops(plan.cache_ops);
   const size_t n = plan.sequences.size();
   draft_rows_.assign(n, DraftRows{});
+  // Every sampled sequence's sampler exists before the drafts: the MTP drafter's pickers and
+  // sample_all then only look them up, from several threads.
+  for (const SequencePlan& p : plan.sequences) {
+    if ((p.sample || p.draft_depth > 0) && p.sampling != nullptr) sampler_for(p);
+  }
   const MtpDrafter::DraftPicker pick = [&](size_t i, int32_t j, std::span<const float> head_logits) {
     return pick_draft(plan.sequences[i], i, j, head_logits);
   };

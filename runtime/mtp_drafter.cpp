@@ -1,6 +1,7 @@
 #include "runtime/mtp_drafter.h"
 
 #include <algorithm>
+#include <exception>
 #include <unordered_set>
 
 #include "runtime/greedy.h"
@@ -22,6 +23,7 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const StepPlan& plan, const 
   std::vector<std::vector<int32_t>> drafts(plan.sequences.size());
   std::vector<std::vector<float>> chain_input(plan.sequences.size());
   int32_t max_depth = 0;
+  std::vector<std::pair<size_t, std::span<const float>>> first_picks;  // sampled sequences' first drafts
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
     const SequencePlan& p = plan.sequences[i];
     if (p.draft_depth <= 0 || !p.speculative) continue;
@@ -30,13 +32,17 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const StepPlan& plan, const 
     if (it == states_.end() || it->second.first_draft < 0 || it->second.num_rows != p.num_cached_tokens) continue;
     if (pick && samples(p)) {
       if (it->second.first_logits.empty()) continue;  // not kept: no draft rather than one without q
-      drafts[i].push_back(pick(i, 0, it->second.first_logits));
+      first_picks.push_back({i, it->second.first_logits});
     } else {
       drafts[i].push_back(it->second.first_draft);
     }
     chain_input[i] = it->second.output;
     max_depth = std::max(max_depth, p.draft_depth);
   }
+  for_each_pick(first_picks.size(), [&](size_t k) {
+    const auto& [i, logits] = first_picks[k];
+    drafts[i].push_back(pick(i, 0, logits));
+  });
   // Draft j + 1 from (output of draft j, draft j) at position num_cached + j - 1: all
   // sequences that want it in one pass. These rows land in the head's cache past its valid
   // rows; the next catch-up overwrites them.
@@ -57,16 +63,37 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const StepPlan& plan, const 
     }
     if (members.empty()) break;
     backend_.forward_mtp(mtp, out_);
-    for (size_t m = 0; m < members.size(); ++m) {
+    for_each_pick(members.size(), [&](size_t m) {
       const size_t i = members[m];
       drafts[i].push_back(pick && samples(plan.sequences[i])
                               ? pick(i, j, std::span<const float>(out_.sequence_logits(m), static_cast<size_t>(out_.num_vocab)))
                               : head_argmax(m));
       chain_input[i].assign(out_.hidden.begin() + static_cast<int64_t>(m) * h,
                             out_.hidden.begin() + static_cast<int64_t>(m + 1) * h);
-    }
+    });
   }
   return drafts;
+}
+
+void MtpDrafter::for_each_pick(size_t n, const std::function<void(size_t)>& fn) const {
+  if (pool_ == nullptr || n < 2) {
+    for (size_t k = 0; k < n; ++k) fn(k);
+    return;
+  }
+  // Each call touches one sequence's drafts and picker state; the first error is rethrown.
+  std::vector<std::exception_ptr> errors(n);
+  pool_->run(static_cast<int64_t>(n), [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      try {
+        fn(static_cast<size_t>(k));
+      } catch (...) {
+        errors[static_cast<size_t>(k)] = std::current_exception();
+      }
+    }
+  });
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
 }
 
 void MtpDrafter::catch_up(const std::vector<CatchUp>& rows) {

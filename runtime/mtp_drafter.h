@@ -30,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/parallel.h"
 #include "runtime/backend.h"
 #include "runtime/model_runner.h"
 
@@ -41,7 +42,9 @@ class MtpDrafter {
 
   // Chooses draft `draft_index` (0-based, output position output_index + draft_index) of
   // plan.sequences[seq_index], a sampled request, from the head's logits row. Called in
-  // increasing draft_index per sequence, during draft().
+  // increasing draft_index per sequence, during draft(); with set_parallel, the calls of one
+  // draft index for different sequences run side by side (a picker touches only its
+  // sequence's state).
   using DraftPicker =
       std::function<int32_t(size_t seq_index, int32_t draft_index, std::span<const float> head_logits)>;
 
@@ -72,6 +75,8 @@ class MtpDrafter {
   // On (the default): argmax drafts take the backend's argmax_ids (no logits copied); off:
   // the host argmax of copied logits (the reference path; same ids).
   void set_device_argmax(bool on) { device_argmax_ = on; }
+  // Threads for the pickers of one draft index (null: this thread). Must outlive draft().
+  void set_parallel(const kernels::ParallelFor* pool) { pool_ = pool; }
 
   // Rows waiting per stream before the oldest are dropped (see the header comment).
   static constexpr int32_t kPendingWindow = 64;
@@ -80,6 +85,8 @@ class MtpDrafter {
   int64_t num_dropped_rows() const { return num_dropped_rows_; }
 
  private:
+  // fn(0) .. fn(n - 1), on pool_ where set.
+  void for_each_pick(size_t n, const std::function<void(size_t)>& fn) const;
   struct State {
     int32_t num_rows = 0;        // MTP cache rows valid: positions [0, num_rows)
     std::vector<float> output;   // head output at row num_rows - 1 (chaining input)
@@ -113,6 +120,7 @@ class MtpDrafter {
   std::unordered_map<RequestId, State> states_;
   ForwardOutput out_;
   bool device_argmax_ = true;
+  const kernels::ParallelFor* pool_ = nullptr;  // set_parallel
   int64_t num_lazy_rows_ = 0;
   int64_t num_dropped_rows_ = 0;
 };
