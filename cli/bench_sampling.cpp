@@ -4,6 +4,7 @@
 #include <random>
 #include <string>
 
+#include "runtime/backend_runner.h"
 #include "runtime/grammar/constraint_grammars.h"
 
 namespace deltaserve::cli {
@@ -30,7 +31,8 @@ std::shared_ptr<const runtime::grammar::Vocabulary> synthetic_vocabulary(int64_t
 
 }  // namespace
 
-BenchSamplers::BenchSamplers(int64_t num_vocab, int32_t num_streams, bool constrained, uint64_t seed) {
+BenchSamplers::BenchSamplers(int64_t num_vocab, int32_t num_streams, bool constrained, uint64_t seed)
+    : pool_(runtime::BackendRunner::num_sampling_threads()) {
   std::shared_ptr<const runtime::grammar::Vocabulary> vocab;
   std::shared_ptr<const runtime::grammar::Grammar> grammar;
   if (constrained) {
@@ -52,11 +54,13 @@ BenchSamplers::BenchSamplers(int64_t num_vocab, int32_t num_streams, bool constr
 
 double BenchSamplers::sample(const runtime::ForwardOutput& out) {
   const auto t0 = std::chrono::steady_clock::now();
-  for (size_t s = 0; s < samplers_.size(); ++s) {
-    const std::span<const float> row(out.sequence_logits(s), static_cast<size_t>(out.num_vocab));
-    const int32_t id = samplers_[s]->sample(row).id;
-    samplers_[s]->accept(id);
-  }
+  pool_.run(static_cast<int64_t>(samplers_.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t s = begin; s < end; ++s) {
+      const std::span<const float> row(out.sequence_logits(s), static_cast<size_t>(out.num_vocab));
+      runtime::Sampler& sampler = *samplers_[static_cast<size_t>(s)];
+      sampler.accept(sampler.sample(row).id);
+    }
+  });
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 

@@ -4,8 +4,8 @@
 // --constrained each of them also carries a JSON-object constraint (runtime/grammar), so the
 // step pays the grammar's token mask too. The vocabulary is synthetic (byte tokens, then
 // pseudo-random text-like pieces of 2-8 bytes), sized to the model's; drawn tokens advance
-// the constraint but are not fed back (the plans' ids stay the bench's own).
-// Single-threaded, like the rest of the bench.
+// the constraint but are not fed back (the plans' ids stay the bench's own). The streams draw
+// side by side on as many threads as the daemon's runner uses (BackendRunner).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,7 @@
 
 #include "runtime/batch_plan.h"
 #include "runtime/sampler.h"
+#include "runtime/thread_pool.h"
 
 namespace deltaserve::cli {
 
@@ -31,6 +32,7 @@ class BenchSamplers {
  private:
   std::vector<std::unique_ptr<runtime::Sampler>> samplers_;
   std::vector<std::shared_ptr<const runtime::grammar::Constraint>> constraints_;
+  runtime::ThreadPool pool_;
 };
 
 }  // namespace deltaserve::cli

@@ -59,6 +59,8 @@ ParsedOptions parse_load_options(int argc, char** argv) {
   app.add_flag("--ignore-eos", o.ignore_eos, "Ask the server to ignore EOS (vLLM extension)");
   app.add_option("--temperature", o.temperature, "Sampling temperature")
       ->check(CLI::Range(0.0, 2.0))->capture_default_str();
+  app.add_option("--top-p", o.top_p, "Nucleus sampling's top_p (sent only below 1)")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the tool's choices and of each request's sampling")
       ->capture_default_str();
   bool no_continuous = false;

@@ -39,6 +39,7 @@ struct LoadOptions {
   int32_t output_tokens = 64;  // max_tokens of each request
   bool ignore_eos = false;     // vLLM extension: always generate max_tokens
   double temperature = 0.7;
+  double top_p = 1.0;  // sent only below 1 (the servers' default)
   uint64_t seed = 1;
   bool continuous_usage = true;  // usage in every chunk: exact tokens per chunk for ITL
   Workload workload = Workload::Plain;

@@ -85,6 +85,7 @@ nlohmann::json PromptSource::common_fields(const Prompt& p, int64_t index, bool 
                          {"seed", static_cast<int64_t>(options_.seed * 1000003ULL + static_cast<uint64_t>(index))},
                          {"stream", stream}};
   if (options_.ignore_eos) body["ignore_eos"] = true;
+  if (options_.top_p < 1.0) body["top_p"] = options_.top_p;
   if (stream) {
     body["stream_options"] = {{"include_usage", true}};
     if (options_.continuous_usage) body["stream_options"]["continuous_usage_stats"] = true;

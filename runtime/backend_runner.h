@@ -51,6 +51,9 @@ class BackendRunner final : public ModelRunner {
   // greedy MTP drafts likewise. Off: every sampled row's logits come to the host (the
   // reference path; tests compare the two).
   void set_device_greedy(bool on);
+  // Threads that draw a step's host-sampled rows side by side: up to 8 (the cores' count on
+  // smaller hosts); `bench decode --sampled-streams` draws with as many.
+  static int num_sampling_threads() { return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)); }
 
  private:
   // The request's sampler, in step with its history (rebuilt after preemption or a gap).
@@ -79,10 +82,9 @@ class BackendRunner final : public ModelRunner {
   // Samplers of the requests in the last plan; others are dropped (rebuilt on return).
   std::unordered_map<RequestId, std::unique_ptr<Sampler>> samplers_;
   uint64_t seed_salt_;  // unseeded requests: seed = salt ^ request id
-  // Host sampling's threads (sample_all), up to 8 (the cores' count on smaller hosts): idle
-  // while the backend runs, so the CPU backend's own pool and this one never compete.
-  static constexpr unsigned kMaxSamplingThreads = 8;
-  ThreadPool sampling_pool_{static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, kMaxSamplingThreads))};
+  // Host sampling's threads (sample_all, the MTP drafter's pickers): idle while the backend
+  // runs, so the CPU backend's own pool and this one never compete.
+  ThreadPool sampling_pool_{num_sampling_threads()};
 
   // A sampled sequence's drafts of the current step: the request's sampler advanced over the
   // drafts so far, and the distribution q of each draft (at most depth x num_vocab doubles;
