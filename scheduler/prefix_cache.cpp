@@ -184,13 +184,36 @@ void PrefixCache::save(std::span<const int32_t> tokens, int32_t num_tokens, std:
   if (free_buffers_[0].empty() && free_buffers_[1].empty() && lru_[0].empty() && lru_[1].empty()) return;  // no budget
   const int32_t depth = num_tokens / b;
   const std::span<const int32_t> tail = tokens.subspan(static_cast<size_t>(depth) * b, static_cast<size_t>(num_tokens - depth * b));
-  // An identical checkpoint (same path, same tail) is only refreshed.
+  // An identical checkpoint (same path, same tail) is only refreshed. A saver that computed
+  // the MTP rows upgrades what a non-speculative one left (nodes, checkpoint): else a prefix
+  // first cached by a request without drafts would never serve a speculative one, and the
+  // refreshes would keep it cached for good.
   {
     Node* node = root_.get();
-    for (int32_t d = 0; d < depth && node != nullptr; ++d) node = child(*node, tokens.subspan(static_cast<size_t>(d) * b, static_cast<size_t>(b)));
+    for (int32_t d = 0; d < depth && node != nullptr; ++d) {
+      node = child(*node, tokens.subspan(static_cast<size_t>(d) * b, static_cast<size_t>(b)));
+      if (node != nullptr && mtp_valid && !node->mtp_valid) {
+        blocks_.block_release(node->block);
+        node->block = kv_blocks[static_cast<size_t>(d)];
+        blocks_.block_share(node->block);
+        const size_t after = static_cast<size_t>(d + 1) * b;
+        node->next_token = after < tokens.size() ? tokens[after] : next_token;
+        node->mtp_valid = true;
+      }
+    }
     if (node != nullptr) {
       for (const std::unique_ptr<Checkpoint>& c : node->checkpoints) {
         if (!std::equal(c->tail.begin(), c->tail.end(), tail.begin(), tail.end())) continue;
+        if (mtp_valid && !c->mtp_valid) {
+          if (c->partial_block >= 0) {
+            blocks_.block_release(c->partial_block);
+            c->partial_block = kv_blocks[static_cast<size_t>(depth)];
+            blocks_.block_share(c->partial_block);
+          }
+          c->next_token = next_token;
+          c->mtp_valid = true;
+          ops.push_back(CacheOp::save(slot, c->buffer));  // the same state, now with its MTP row
+        }
         Lru& list = lru(c->buffer.tier);
         list.splice(list.end(), list, c->lru_at);
         c->last_use = ++clock_;

@@ -1,7 +1,7 @@
 // The prefix index's eviction under KV pressure (scheduler/prefix_cache.h): only checkpoints
 // whose removal returns a block to the pool are dropped; those whose blocks live sequences
 // still hold cost no KV memory and stay (a running sequence's earlier checkpoints, which its
-// preemption then resumes from).
+// preemption then resumes from). Also what a speculative saver upgrades in the index.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -69,6 +69,39 @@ TEST(PrefixCacheEviction, BlocksSharedOnlyBetweenCheckpointsAreFreedToo) {
   ASSERT_TRUE(cache.evict_for_blocks());
   EXPECT_EQ(pool.num_free(), 4);
   EXPECT_FALSE(cache.evict_for_blocks());
+  std::string why;
+  EXPECT_TRUE(pool.check_integrity(&why)) << why;
+}
+
+// A prefix cached first by a saver without drafts has no MTP rows; the same save by one that
+// drafted takes over the nodes' and the partial block's references and saves its state again
+// (with the hidden row a resume re-runs), so speculative lookups hit from then on.
+TEST(PrefixCacheEviction, SpeculativeSaverUpgradesWhatANonSpeculativeOneCached) {
+  BlockPool pool(8);
+  PrefixCache cache(kBlockTokens, 8, 0, pool);
+  std::vector<runtime::CacheOp> ops;
+  const std::vector<int32_t> tokens = iota_tokens(12);
+  std::vector<int32_t> plain;
+  std::vector<int32_t> drafting;
+  ASSERT_TRUE(pool.block_alloc(3, plain));
+  ASSERT_TRUE(pool.block_alloc(3, drafting));
+  cache.save(tokens, 10, plain, tokens[10], false, 0, ops);
+  EXPECT_EQ(cache.lookup(tokens, 11, true).num_tokens, 0);
+  ops.clear();
+  cache.save(tokens, 10, drafting, tokens[10], true, 1, ops);
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].kind, runtime::CacheOp::Kind::kSave);
+  EXPECT_EQ(ops[0].slot, 1);
+  const PrefixCache::Hit hit = cache.lookup(tokens, 11, true);
+  EXPECT_EQ(hit.num_tokens, 10);
+  EXPECT_EQ(hit.blocks, std::vector<int32_t>(drafting.begin(), drafting.begin() + 2));
+  EXPECT_EQ(hit.partial_block, drafting[2]);
+  EXPECT_EQ(cache.num_checkpoints(), 1);
+  pool.block_free(plain);
+  pool.block_free(drafting);
+  EXPECT_EQ(pool.num_free(), 5);  // the drafting saver's 3 blocks stay cached, the other's return
+  cache.clear();
+  EXPECT_EQ(pool.num_free(), 8);
   std::string why;
   EXPECT_TRUE(pool.check_integrity(&why)) << why;
 }

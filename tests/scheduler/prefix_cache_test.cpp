@@ -439,5 +439,46 @@ TEST_F(PrefixCacheTest, MtpRowAtTheResumePointIsReRunSoAcceptanceMatchesAColdRun
     EXPECT_EQ(cached->engine().integrity_error(), "");
   }
 }
+// A prefix first cached by a request without drafts (draft_depth 0: its MTP rows were never
+// computed) serves speculative requests once one of them has computed it: that one's saves
+// upgrade the nodes and checkpoints, so the next resumes, exactly and drafting as a cold run.
+TEST_F(PrefixCacheTest, SpeculativeRequestsResumeAPrefixANonSpeculativeOneCachedFirst) {
+  StackOptions on;
+  on.depth = 3;
+  StackOptions off = on;
+  off.cache = false;
+  DraftCounter counter_cached;
+  DraftCounter counter_cold;
+  auto cached = stack(on, &counter_cached);
+  auto plain = stack(off, &counter_cold);
+  const Tokens turn1 = concat(encode(kSystem), encode("User: name a colour and a fruit.\nAssistant:"));
+  RequestSpec no_drafts;
+  no_drafts.prompt_tokens = turn1;
+  no_drafts.max_tokens = 8;
+  no_drafts.sampling.temperature = 0.0f;
+  no_drafts.draft_depth = 0;
+  ASSERT_EQ(testing::run_to_completion(cached->engine(), {no_drafts})[0].tokens.size(), 8u);
+  // Nothing cached has MTP rows: the first speculative request prefills again.
+  const Outcome saver = cached->run_one(turn1, 8);
+  EXPECT_EQ(saver.num_cached_prompt_tokens, 0);
+  const auto before = counter_cached.counts();
+  const Tokens turn2 = concat(turn1, encode(" Purple"));
+  ASSERT_NE(turn2[turn1.size()], saver.tokens[0]) << "the row at the resume point must be re-run";
+  const Outcome hot = cached->run_one(turn2, 16);
+  EXPECT_EQ(hot.num_cached_prompt_tokens, static_cast<int32_t>(turn1.size()));
+  EXPECT_EQ(hot.tokens, plain->run_one(turn2, 16).tokens);
+  auto after = counter_cached.counts();
+  for (auto& [position, n] : after.first) n -= before.first.count(position) ? before.first.at(position) : 0;
+  for (auto& [position, n] : after.second) n -= before.second.count(position) ? before.second.at(position) : 0;
+  auto nonzero = [](std::map<int32_t, int64_t> m) {
+    std::erase_if(m, [](const auto& entry) { return entry.second == 0; });
+    return m;
+  };
+  const auto cold = counter_cold.counts();
+  EXPECT_EQ(nonzero(after.first), nonzero(cold.first)) << "drafted after the hit, as in a cold run";
+  EXPECT_EQ(nonzero(after.second), nonzero(cold.second)) << "accepted after the hit, as in a cold run";
+  EXPECT_GT(nonzero(cold.first).size(), 0u);
+  EXPECT_EQ(cached->engine().integrity_error(), "");
+}
 }  // namespace
 }  // namespace deltaserve::scheduler
