@@ -3,9 +3,13 @@
 // GPU a sampled stream's step waits for it. Prints microseconds per row for the parameter
 // sets clients send (OpenAI clients: temperature, often top_p; Qwen's recommended settings add
 // top_k 20; logprobs), for a plain draw and for a draft distribution (MTP drafts of sampled
-// requests build one per draft). Times are this thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
+// requests build one per draft). Times are this thread's CPU time (CLOCK_THREAD_CPUTIME_ID),
+// but the last column: wall time with the row's pass over the vocabulary split over a pool of
+// BackendRunner::num_sampling_threads() threads (a lone stream in the daemon).
 //   build/<dir>/bench/sampler_bench [vocab] [rows]
 #include <time.h>
+
+#include <chrono>
 
 #include <cmath>
 #include <cstdio>
@@ -14,7 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/backend_runner.h"
 #include "runtime/sampler.h"
+#include "runtime/thread_pool.h"
 
 using deltaserve::runtime::Sampler;
 using deltaserve::runtime::SamplingParams;
@@ -71,7 +77,9 @@ int main(int argc, char** argv) {
   add("temperature 1, logprobs + top 5", 1.0f, 0, 1.0f, 0.0f, true);
 
   std::printf("vocab %lld, %d rows per case, one core (thread CPU time)\n\n", static_cast<long long>(vocab), rows);
-  std::printf("| parameters | sample us/row | distribution us/row |\n|---|---|---|\n");
+  const deltaserve::runtime::ThreadPool pool(deltaserve::runtime::BackendRunner::num_sampling_threads());
+  std::printf("| parameters | sample us/row | distribution us/row | sample us/row, %d threads (wall) |\n|---|---|---|---|\n",
+              pool.num_threads());
   int64_t checksum = 0;
   for (const Case& c : cases) {
     Sampler sampler(c.params, 11);
@@ -83,7 +91,13 @@ int main(int argc, char** argv) {
       checksum += static_cast<int64_t>(dist.total);
     }
     const double t2 = thread_cpu_s();
-    std::printf("| %s | %.1f | %.1f |\n", c.name.c_str(), (t1 - t0) * 1e6 / rows, (t2 - t1) * 1e6 / rows);
+    Sampler pooled(c.params, 11);
+    pooled.set_parallel(&pool);
+    const auto w0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < rows; ++r) checksum -= pooled.sample_at(logits[static_cast<size_t>(r)], static_cast<uint64_t>(r)).id;
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+    std::printf("| %s | %.1f | %.1f | %.1f |\n", c.name.c_str(), (t1 - t0) * 1e6 / rows, (t2 - t1) * 1e6 / rows,
+                wall * 1e6 / rows);
   }
   std::printf("\n(checksum %lld)\n", static_cast<long long>(checksum));
   return 0;

@@ -49,6 +49,7 @@ BenchSamplers::BenchSamplers(int64_t num_vocab, int32_t num_streams, bool constr
       params.constraint = c;
     }
     samplers_.push_back(std::make_unique<runtime::Sampler>(params, seed + static_cast<uint64_t>(s)));
+    samplers_.back()->set_parallel(&pool_);
   }
 }
 

@@ -68,6 +68,7 @@ Sampler& BackendRunner::sampler_for(const SequencePlan& seq) {
   const SamplingParams& params = *seq.sampling;
   const uint64_t seed = params.seed.value_or(seed_salt_ ^ seq.id);
   auto sampler = std::make_unique<Sampler>(params, seed);
+  sampler->set_parallel(&sampling_pool_);
   const size_t num_prompt = static_cast<size_t>(seq.num_prompt_tokens);
   sampler->set_prompt(seq.history.subspan(0, std::min(num_prompt, seq.history.size())));
   for (size_t i = num_prompt; i < seq.history.size(); ++i) sampler->accept(seq.history[i]);

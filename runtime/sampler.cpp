@@ -23,6 +23,8 @@ int32_t argmax(const std::vector<float>& v) { return argmax_token(v); }
 // token whose exp could still reach the floor (the exact test follows the exp).
 constexpr double kExpUnderflowArgument = -746.0;
 constexpr double kExpArgumentMargin = 1e-3;
+// Rows shorter than this take their exps on the calling thread (a pool's wake-up would cost more).
+constexpr int64_t kParallelMinTokens = 32768;
 
 // The k most likely tokens that are not -inf (all of them if fewer), in no particular order.
 // A bounded heap for small k, whose top is the least likely token kept so far.
@@ -198,11 +200,16 @@ TokenDistribution Sampler::distribution(const std::vector<float>& processed) con
       kept.push_back(i);
     }
   } else {
-    for (int32_t i = 0; i < static_cast<int32_t>(processed.size()); ++i) {
-      const double w = weight_of(i);
-      if (w == 0.0) continue;
-      dist.weights[static_cast<size_t>(i)] = w;
-      kept.push_back(i);
+    // Every token's exp, in chunks on the pool where one is set (each weight is its own, so
+    // the split changes no bit); the kept list, and later the total, in id order here.
+    const auto n = static_cast<int64_t>(processed.size());
+    auto fill = [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) dist.weights[static_cast<size_t>(i)] = weight_of(static_cast<int32_t>(i));
+    };
+    if (parallel_ != nullptr && n >= kParallelMinTokens) parallel_->run(n, fill);
+    else fill(0, n);
+    for (int32_t i = 0; i < static_cast<int32_t>(n); ++i) {
+      if (dist.weights[static_cast<size_t>(i)] != 0.0) kept.push_back(i);
     }
   }
   if (kept.empty()) {  // nothing finite (all -inf or NaN): the argmax, as greedy

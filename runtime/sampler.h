@@ -36,6 +36,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/parallel.h"
 #include "runtime/grammar/constraint.h"
 #include "runtime/sampling_params.h"
 
@@ -103,6 +104,12 @@ class Sampler {
   // The emitted token `id` with its logprobs (of the processed logits) when params ask.
   SampledToken describe(const std::vector<float>& processed, int32_t id) const;
 
+  // Threads for a row's pass over the vocabulary (null: the calling thread); same results
+  // either way. Copies share it; it must outlive them. A pool called from inside one of its
+  // own jobs runs the call inline (runtime/thread_pool.h), so rows drawn side by side on it
+  // stay correct.
+  void set_parallel(const kernels::ParallelFor* pool) { parallel_ = pool; }
+
  private:
 
   SamplingParams params_;
@@ -111,6 +118,7 @@ class Sampler {
   std::unordered_map<int32_t, int32_t> output_counts_;  // token -> times emitted
   std::optional<grammar::ConstraintState> constraint_;  // params.constraint's progress
   int64_t num_output_tokens_ = 0;
+  const kernels::ParallelFor* parallel_ = nullptr;  // set_parallel
 };
 
 }  // namespace deltaserve::runtime

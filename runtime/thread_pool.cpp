@@ -3,6 +3,24 @@
 #include <algorithm>
 
 namespace deltaserve::runtime {
+namespace {
+
+// This thread is running a job's chunks (worker or caller): nested run() calls go inline.
+thread_local bool t_in_job = false;
+
+// Sets t_in_job for a scope and restores it.
+class InJob {
+ public:
+  InJob() : before_(t_in_job) { t_in_job = true; }
+  ~InJob() { t_in_job = before_; }
+  InJob(const InJob&) = delete;
+  InJob& operator=(const InJob&) = delete;
+
+ private:
+  bool before_;
+};
+
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -24,7 +42,10 @@ void ThreadPool::work_on(Job& job) const {
     if (chunk >= job.num_chunks) return;
     // Chunk c covers [c * n / chunks, (c + 1) * n / chunks): contiguous, disjoint, complete.
     const int64_t begin = chunk * job.n / job.num_chunks, end = (chunk + 1) * job.n / job.num_chunks;
-    if (begin < end) (*job.fn)(begin, end);
+    if (begin < end) {
+      const InJob in_job;
+      (*job.fn)(begin, end);
+    }
     if (job.num_done.fetch_add(1) + 1 == job.num_chunks) {
       std::lock_guard<std::mutex> lock(mutex_);
       job_done_.notify_all();
@@ -49,7 +70,7 @@ void ThreadPool::worker_loop() {
 
 void ThreadPool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn) const {
   if (n <= 0) return;
-  if (workers_.empty() || n == 1) {
+  if (workers_.empty() || n == 1 || t_in_job) {
     fn(0, n);
     return;
   }

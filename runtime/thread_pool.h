@@ -1,7 +1,8 @@
 // A fixed pool of worker threads implementing kernels::ParallelFor for the CPU backend.
 // Owned by one backend and called from its engine thread only (run() is serialised by a
 // mutex so a second caller waits instead of corrupting the job). The calling thread works
-// too, so a pool of N threads starts N - 1 workers.
+// too, so a pool of N threads starts N - 1 workers. A run() from inside a job of any pool
+// (a nested parallel loop) runs inline on its thread instead of waiting for busy workers.
 #pragma once
 
 #include <atomic>

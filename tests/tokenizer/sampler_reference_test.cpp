@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/sampler.h"
+#include "runtime/thread_pool.h"
 
 namespace deltaserve::runtime {
 namespace {
@@ -107,6 +108,32 @@ TEST(SamplerReference, DistributionEqualsTheLiteralRulesBitForBit) {
     }
   }
   EXPECT_EQ(checked, 160);
+}
+
+TEST(SamplerReference, APoolSplitsTheRowWithoutChangingABit) {
+  std::mt19937_64 rng(77);
+  const ThreadPool pool(4);
+  for (float top_p : {1.0f, 0.9f}) {
+    SamplingParams params;
+    params.temperature = 0.8f;
+    params.top_p = top_p;
+    params.min_p = top_p < 1.0f ? 0.01f : 0.0f;
+    Sampler serial(params, 3), pooled(params, 3);
+    pooled.set_parallel(&pool);
+    const std::vector<float> row = random_row(rng, 100000);  // above the pool's threshold
+    const TokenDistribution a = serial.distribution(serial.processed_logits(row));
+    const TokenDistribution b = pooled.distribution(pooled.processed_logits(row));
+    EXPECT_EQ(a.weights, b.weights);
+    EXPECT_EQ(a.total, b.total);
+    EXPECT_EQ(a.total, reference_distribution(params, row).total);
+    // Rows drawn side by side on the same pool: the nested pass runs inline, same draws.
+    std::vector<int32_t> side_by_side(8), alone(8);
+    pool.run(8, [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) side_by_side[k] = pooled.sample_at(row, static_cast<uint64_t>(k)).id;
+    });
+    for (int k = 0; k < 8; ++k) alone[k] = serial.sample_at(row, static_cast<uint64_t>(k)).id;
+    EXPECT_EQ(side_by_side, alone);
+  }
 }
 
 TEST(SamplerReference, RowsWithFewFiniteTokens) {
