@@ -191,6 +191,17 @@ TEST(OpenAiSchema, ResponseFormatIsKeptForTheConstraint) {
   EXPECT_TRUE(parse_chat_request("{" + kMsgs + "}", limits()).response_format.is_null());
 }
 
+TEST(OpenAiSchema, UnknownFieldsSentAsNullAreAbsent) {
+  // Clients typed on OpenAI's whole schema send the fields they do not set as null.
+  const ChatRequest r = parse_chat_request("{" + kMsgs + R"(,"functions":null,"function_call":null,
+      "audio":null,"modalities":null,"prediction":null,"web_search_options":null,"tools":null,
+      "stop":null,"n":null,"stream_options":null})", limits());
+  EXPECT_TRUE(r.tools.is_null());
+  EXPECT_EQ(chat_error(R"({"messages":[{"role":"user","content":"x","audio":null,"extra":1}]})").param,
+            "messages[0].extra");
+  EXPECT_EQ(chat_error("{" + kMsgs + R"(,"functions":[]})").param, "functions");
+}
+
 TEST(OpenAiSchema, UnknownFieldsCanBeAllowed) {
   SchemaLimits relaxed = limits();
   relaxed.reject_unknown_fields = false;
