@@ -3,6 +3,7 @@
 
 #include "server/fake_text_codec.h"
 #include "server/openai_response.h"
+#include "server/wire_format.h"
 
 namespace deltaserve::server {
 namespace {
@@ -109,6 +110,26 @@ TEST(FinalBodies, Logprobs) {
   const nlohmann::json text = ResponseFormatter(s, kCodec).final_body(all, "stop", {});
   EXPECT_EQ(text["choices"][0]["logprobs"]["tokens"], nlohmann::json::array({"a", "b"}));
   EXPECT_EQ(text["choices"][0]["logprobs"]["text_offset"], nlohmann::json::array({0, 1}));
+}
+
+TEST(CompletionChunks, StreamedTextOffsetsRunOnAcrossChunks) {
+  // As the non-streamed body's: each token's offset in the whole text, not in its chunk.
+  ResponseFormatter::Setup s;
+  s.endpoint = Endpoint::Completion;
+  s.logprobs = true;
+  OpenAiWire wire(s, kCodec, /*include_usage=*/false, /*continuous_usage=*/false);
+  std::vector<nlohmann::json> offsets;
+  for (const std::string text : {"ab", "c", "de"}) {
+    OutputDelta d;
+    d.content = text;
+    for (const char ch : text) d.logprobs.push_back({ch, -0.5f, {}});
+    const std::string event = wire.stream_delta(d, {});
+    const nlohmann::json chunk = nlohmann::json::parse(event.substr(6));  // after "data: "
+    offsets.push_back(chunk["choices"][0]["logprobs"]["text_offset"]);
+  }
+  EXPECT_EQ(offsets[0], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(offsets[1], nlohmann::json::array({2}));
+  EXPECT_EQ(offsets[2], nlohmann::json::array({3, 4}));
 }
 
 }  // namespace
