@@ -176,6 +176,7 @@ GenerationJob prepare_chat(const ChatRequest& request, const ServerState& state,
     const RequestJson& choice = request.tool_choice;
     job.setup.forced_tool_calls =
         choice.is_object() || (choice.is_string() && choice.get_ref<const std::string&>() == "required");
+    job.setup.single_tool_call = !request.parallel_tool_calls;
   }
   return job;
 }
