@@ -123,7 +123,18 @@ RequestJson normalize_messages(const RequestJson& messages, const std::string& p
   }
   RequestJson out = RequestJson::array();
   for (size_t i = 0; i < messages.size(); ++i) {
-    out.push_back(normalize_message(messages[i], element_path(path, i)));
+    RequestJson m = normalize_message(messages[i], element_path(path, i));
+    // Leading system / developer messages (agents send a framework's and the user's) become
+    // one: chat templates, Qwen's among them, take one system message, first, and fail on a
+    // second. A named one stays apart (the name would be lost).
+    const bool joins = out.size() == 1 && out[0]["role"] == "system" && m["role"] == "system" &&
+                       !out[0].contains("name") && !m.contains("name");
+    if (joins) {
+      std::string& text = out[0]["content"].get_ref<std::string&>();
+      text += (text.empty() ? "" : "\n\n") + m["content"].get<std::string>();
+    } else {
+      out.push_back(std::move(m));
+    }
   }
   return out;
 }

@@ -184,6 +184,21 @@ TEST(OpenAiSchema, NormalisesMessagesForTheTemplate) {
   EXPECT_EQ(r.messages[3]["tool_call_id"], "c1");
 }
 
+TEST(OpenAiSchema, LeadingSystemMessagesBecomeOne) {
+  // Qwen's template fails on a second system message; agents often send two or three.
+  const ChatRequest r = parse_chat_request(R"({"messages":[
+      {"role":"system","content":"framework"},{"role":"developer","content":[{"type":"text","text":"user's"}]},
+      {"role":"system","content":"third"},{"role":"user","content":"hi"},{"role":"system","content":"late"}]})",
+                                           limits());
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[0]["content"], "framework\n\nuser's\n\nthird");
+  EXPECT_EQ(r.messages[1]["role"], "user");
+  EXPECT_EQ(r.messages[2]["content"], "late");  // not leading: left to the template
+  const ChatRequest named = parse_chat_request(R"({"messages":[{"role":"system","content":"a"},
+      {"role":"system","name":"x","content":"b"},{"role":"user","content":"hi"}]})", limits());
+  EXPECT_EQ(named.messages.size(), 3u);
+}
+
 TEST(OpenAiSchema, ResponseFormatIsKeptForTheConstraint) {
   const ChatRequest r = parse_chat_request("{" + kMsgs + R"(,"response_format":{"type":"json_schema",
       "json_schema":{"name":"a","strict":true,"schema":{"type":"object"}}}})", limits());
