@@ -91,9 +91,11 @@ RequestJson normalize_message(const RequestJson& message, const std::string& pat
   }
   if (const auto name = f.string("name")) out["name"] = *name;
   if (role == "assistant") {
-    auto reasoning = f.string("reasoning_content");
-    if (!reasoning) reasoning = f.string("reasoning");
-    if (reasoning) out["reasoning_content"] = *reasoning;
+    // Both names may come together (this server's --reasoning-field both writes both, and a
+    // client sends its message back as it came); reasoning_content wins.
+    const auto reasoning_content = f.string("reasoning_content");
+    const auto reasoning = f.string("reasoning");
+    if (reasoning_content || reasoning) out["reasoning_content"] = reasoning_content ? *reasoning_content : *reasoning;
     if (const RequestJson* calls = f.array("tool_calls")) {
       RequestJson list = RequestJson::array();
       for (size_t i = 0; i < calls->size(); ++i) {

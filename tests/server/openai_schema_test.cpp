@@ -184,6 +184,16 @@ TEST(OpenAiSchema, NormalisesMessagesForTheTemplate) {
   EXPECT_EQ(r.messages[3]["tool_call_id"], "c1");
 }
 
+TEST(OpenAiSchema, AnAssistantMessageMayCarryBothReasoningNames) {
+  // As --reasoning-field both writes it, sent back in the next turn.
+  const ChatRequest r = parse_chat_request(R"({"messages":[{"role":"user","content":"hi"},
+      {"role":"assistant","content":"x","reasoning_content":"r1","reasoning":"r1"},
+      {"role":"assistant","content":"y","reasoning":"r2"},{"role":"user","content":"again"}]})", limits());
+  EXPECT_EQ(r.messages[1]["reasoning_content"], "r1");
+  EXPECT_FALSE(r.messages[1].contains("reasoning"));
+  EXPECT_EQ(r.messages[2]["reasoning_content"], "r2");
+}
+
 TEST(OpenAiSchema, LeadingSystemMessagesBecomeOne) {
   // Qwen's template fails on a second system message; agents often send two or three.
   const ChatRequest r = parse_chat_request(R"({"messages":[
