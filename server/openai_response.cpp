@@ -1,5 +1,7 @@
 #include "server/openai_response.h"
 
+#include <cmath>
+
 #include "server/utf8.h"
 
 namespace deltaserve::server {
@@ -73,6 +75,9 @@ nlohmann::json ResponseFormatter::chat_logprobs(
     const std::string text = codec_.token_text(lp.token);
     nlohmann::json top = nlohmann::json::array();
     for (const auto& [token, logprob] : lp.top) {
+      // A token the output constraint refuses has p = 0: -inf is no JSON number (it would be
+      // written as null, which typed clients cannot read), and it is no likely token.
+      if (!std::isfinite(logprob)) continue;
       const std::string alt = codec_.token_text(token);
       top.push_back({{"token", sanitize_utf8(alt)}, {"logprob", logprob}, {"bytes", token_bytes(alt)}});
     }
@@ -96,7 +101,9 @@ nlohmann::json ResponseFormatter::completion_logprobs(
     tokens.push_back(text);
     token_logprobs.push_back(lp.logprob);
     nlohmann::json top = nlohmann::json::object();
-    for (const auto& [token, logprob] : lp.top) top[sanitize_utf8(codec_.token_text(token))] = logprob;
+    for (const auto& [token, logprob] : lp.top) {
+      if (std::isfinite(logprob)) top[sanitize_utf8(codec_.token_text(token))] = logprob;  // as in chat
+    }
     top_logprobs.push_back(std::move(top));
     text_offset.push_back(offset);
     offset += text.size();
