@@ -91,9 +91,11 @@ RequestJson normalize_message(const RequestJson& message, const std::string& pat
   }
   if (const auto name = f.string("name")) out["name"] = *name;
   if (role == "assistant") {
-    auto reasoning = f.string("reasoning_content");
-    if (!reasoning) reasoning = f.string("reasoning");
-    if (reasoning) out["reasoning_content"] = *reasoning;
+    // Both names may come together (this server's --reasoning-field both writes both, and a
+    // client sends its message back as it came); reasoning_content wins.
+    const auto reasoning_content = f.string("reasoning_content");
+    const auto reasoning = f.string("reasoning");
+    if (reasoning_content || reasoning) out["reasoning_content"] = reasoning_content ? *reasoning_content : *reasoning;
     if (const RequestJson* calls = f.array("tool_calls")) {
       RequestJson list = RequestJson::array();
       for (size_t i = 0; i < calls->size(); ++i) {
@@ -123,7 +125,18 @@ RequestJson normalize_messages(const RequestJson& messages, const std::string& p
   }
   RequestJson out = RequestJson::array();
   for (size_t i = 0; i < messages.size(); ++i) {
-    out.push_back(normalize_message(messages[i], element_path(path, i)));
+    RequestJson m = normalize_message(messages[i], element_path(path, i));
+    // Leading system / developer messages (agents send a framework's and the user's) become
+    // one: chat templates, Qwen's among them, take one system message, first, and fail on a
+    // second. A named one stays apart (the name would be lost).
+    const bool joins = out.size() == 1 && out[0]["role"] == "system" && m["role"] == "system" &&
+                       !out[0].contains("name") && !m.contains("name");
+    if (joins) {
+      std::string& text = out[0]["content"].get_ref<std::string&>();
+      text += (text.empty() ? "" : "\n\n") + m["content"].get<std::string>();
+    } else {
+      out.push_back(std::move(m));
+    }
   }
   return out;
 }

@@ -17,7 +17,9 @@ namespace deltaserve::server {
 // - content given as an array of text parts is joined; non-text parts are rejected;
 // - tool_calls[i].function.arguments given as a JSON string is parsed into an object
 //   (Qwen3.5's template iterates the arguments as a mapping);
-// - `reasoning` (vLLM's name) is accepted as an alias of `reasoning_content`.
+// - `reasoning` (vLLM's name) is accepted as an alias of `reasoning_content`;
+// - leading system messages without a `name` are joined into one (blank line between), since
+//   templates take one system message, first (Qwen3.5's fails on a second).
 RequestJson normalize_messages(const RequestJson& messages, const std::string& path);
 
 // null or an array of {"type": "function", "function": {name, description?, parameters?}}.

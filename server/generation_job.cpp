@@ -5,6 +5,7 @@
 #include <random>
 
 #include "server/output_constraint.h"
+#include "server/streamed_tags.h"
 
 namespace deltaserve::server {
 namespace {
@@ -141,14 +142,21 @@ std::string render_chat_prompt(const ChatRequest& request, const ServerState& st
   }
   if (request.continue_final_message) {
     // The template closes the last message; cut after its content so generation goes on.
+    // Templates that trim the content (Qwen3.5's) drop its outer whitespace: then the cut
+    // comes after the trimmed content, as in Hugging Face's continue_final_message.
     const std::string last = request.messages.back().value("content", "");
-    const size_t at = last.empty() ? std::string::npos : prompt.rfind(last);
+    std::string_view text = last;
+    size_t at = text.empty() ? std::string::npos : prompt.rfind(text);
+    if (at == std::string::npos) {
+      text = trim_layout_space(text);
+      at = text.empty() ? std::string::npos : prompt.rfind(text);
+    }
     if (at == std::string::npos) {
       throw ApiException{invalid_value("continue_final_message",
                                        "the final message's content was not found in the "
                                        "rendered prompt.")};
     }
-    prompt.resize(at + last.size());
+    prompt.resize(at + text.size());
   }
   return prompt;
 }
@@ -176,6 +184,7 @@ GenerationJob prepare_chat(const ChatRequest& request, const ServerState& state,
     const RequestJson& choice = request.tool_choice;
     job.setup.forced_tool_calls =
         choice.is_object() || (choice.is_string() && choice.get_ref<const std::string&>() == "required");
+    job.setup.single_tool_call = !request.parallel_tool_calls;
   }
   return job;
 }

@@ -37,6 +37,10 @@ void GenerationState::put_tool_pieces(StepOutput& out, const ToolCallParser::Pie
   for (const ToolCallParser::Segment& segment : parsed.segments) {
     if (segment.is_call) {
       append_call_piece(last_delta(out).tool_calls, segment.call);
+      if (segment.call.ends && setup_.single_tool_call) {
+        single_call_closed_ = true;  // the output ends here: what follows is dropped
+        return;
+      }
     } else if (!segment.content.empty()) {
       delta_for_text(out, /*reasoning=*/false).content += segment.content;
     }
@@ -44,6 +48,7 @@ void GenerationState::put_tool_pieces(StepOutput& out, const ToolCallParser::Pie
 }
 
 void GenerationState::put_pieces(StepOutput& out, ReasoningSplitter::Pieces pieces) {
+  if (single_call_closed_) return;
   if (!pieces.reasoning.empty()) delta_for_text(out, /*reasoning=*/true).reasoning += pieces.reasoning;
   if (!tool_parser_) {
     if (!pieces.content.empty()) delta_for_text(out, /*reasoning=*/false).content += pieces.content;
@@ -87,6 +92,7 @@ void GenerationState::consume_text(const std::string& text, StepOutput& out, boo
 // Normal end: what the decoder, the stop matcher and the splitter still hold goes out,
 // unless a stop string matched (then everything held lies after it).
 void GenerationState::flush(StepOutput& out) {
+  if (single_call_closed_) return;  // nothing after the one call is shown
   if (!stop_matched_) {
     consume_text(decoder_->finish(), out, /*count_token=*/false);
   }
@@ -114,7 +120,7 @@ StepOutput GenerationState::on_event(const scheduler::RequestEvent& event) {
     }
     if (setup_.logprobs && i < event.logprobs.size()) out.delta.logprobs.push_back(event.logprobs[i]);
     consume_text(decoder_->push(token), out, /*count_token=*/true);
-    if (stop_matched_) {
+    if (stop_matched_ || single_call_closed_) {
       out.finish_reason = "stop";
       break;
     }

@@ -36,6 +36,9 @@ struct GenerationSetup {
   bool parse_tool_calls = false;          // chat with tools: calls leave the content
   ToolParamTypes tool_param_types;        // which XML parameter values are JSON
   bool forced_tool_calls = false;         // tool_choice "required" / named: output is calls only
+  // parallel_tool_calls false (Anthropic: disable_parallel_tool_use): at most one call, so the
+  // output ends ("tool_calls") once the first call is closed, whatever the tool_choice.
+  bool single_tool_call = false;
 };
 
 // What one event produced.
@@ -79,6 +82,7 @@ class GenerationState {
   std::optional<ToolCallParser> tool_parser_;
   Usage usage_;
   bool stop_matched_ = false;
+  bool single_call_closed_ = false;  // single_tool_call: the call is whole, nothing follows
   int32_t stop_index_ = -1;  // the stop string that matched
   bool done_ = false;
 };

@@ -152,7 +152,9 @@ const RequestJson* JsonFields::array(std::string_view key) {
 
 void JsonFields::reject_unknown() const {
   for (auto it = object_.begin(); it != object_.end(); ++it) {
-    if (known_.find(it.key()) == known_.end()) {
+    // A null is absent, whatever the key: clients built on OpenAI's full schema send its
+    // fields this server does not know (functions, audio, prediction...) as null.
+    if (!it->is_null() && known_.find(it.key()) == known_.end()) {
       throw ApiException{unknown_parameter(param(it.key()))};
     }
   }

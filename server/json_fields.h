@@ -39,7 +39,7 @@ class JsonFields {
   const RequestJson* object(std::string_view key);  // typed: must be an object
   const RequestJson* array(std::string_view key);   // typed: must be an array
 
-  // Throws unknown_parameter for the first key that no read asked for.
+  // Throws unknown_parameter for the first key that no read asked for (a null one is absent).
   void reject_unknown() const;
 
  private:

@@ -1,5 +1,7 @@
 #include "server/openai_response.h"
 
+#include <cmath>
+
 #include "server/utf8.h"
 
 namespace deltaserve::server {
@@ -73,6 +75,9 @@ nlohmann::json ResponseFormatter::chat_logprobs(
     const std::string text = codec_.token_text(lp.token);
     nlohmann::json top = nlohmann::json::array();
     for (const auto& [token, logprob] : lp.top) {
+      // A token the output constraint refuses has p = 0: -inf is no JSON number (it would be
+      // written as null, which typed clients cannot read), and it is no likely token.
+      if (!std::isfinite(logprob)) continue;
       const std::string alt = codec_.token_text(token);
       top.push_back({{"token", sanitize_utf8(alt)}, {"logprob", logprob}, {"bytes", token_bytes(alt)}});
     }
@@ -85,18 +90,20 @@ nlohmann::json ResponseFormatter::chat_logprobs(
 }
 
 nlohmann::json ResponseFormatter::completion_logprobs(
-    const std::vector<scheduler::TokenLogprob>& lps) const {
+    const std::vector<scheduler::TokenLogprob>& lps, size_t first_offset) const {
   nlohmann::json tokens = nlohmann::json::array();
   nlohmann::json token_logprobs = nlohmann::json::array();
   nlohmann::json top_logprobs = nlohmann::json::array();
   nlohmann::json text_offset = nlohmann::json::array();
-  size_t offset = 0;
+  size_t offset = first_offset;
   for (const scheduler::TokenLogprob& lp : lps) {
     const std::string text = sanitize_utf8(codec_.token_text(lp.token));
     tokens.push_back(text);
     token_logprobs.push_back(lp.logprob);
     nlohmann::json top = nlohmann::json::object();
-    for (const auto& [token, logprob] : lp.top) top[sanitize_utf8(codec_.token_text(token))] = logprob;
+    for (const auto& [token, logprob] : lp.top) {
+      if (std::isfinite(logprob)) top[sanitize_utf8(codec_.token_text(token))] = logprob;  // as in chat
+    }
     top_logprobs.push_back(std::move(top));
     text_offset.push_back(offset);
     offset += text.size();
@@ -105,6 +112,12 @@ nlohmann::json ResponseFormatter::completion_logprobs(
           {"token_logprobs", std::move(token_logprobs)},
           {"top_logprobs", std::move(top_logprobs)},
           {"text_offset", std::move(text_offset)}};
+}
+
+size_t ResponseFormatter::logprob_text_bytes(const std::vector<scheduler::TokenLogprob>& lps) const {
+  size_t bytes = 0;
+  for (const scheduler::TokenLogprob& lp : lps) bytes += sanitize_utf8(codec_.token_text(lp.token)).size();
+  return bytes;
 }
 
 nlohmann::json ResponseFormatter::role_chunk() const {
@@ -122,13 +135,13 @@ void ResponseFormatter::put_prompt_token_ids(nlohmann::json& chunk) const {
   if (s_.token_ids && s_.endpoint != Endpoint::Chat) chunk["choices"][0]["prompt_token_ids"] = s_.prompt_token_ids;
 }
 
-nlohmann::json ResponseFormatter::delta_chunk(const OutputDelta& d) const {
+nlohmann::json ResponseFormatter::delta_chunk(const OutputDelta& d, size_t text_offset) const {
   nlohmann::json chunk = chunk_base();
   nlohmann::json choice = {{"index", 0}};
   nlohmann::json logprobs = nullptr;
   if (s_.logprobs && !d.logprobs.empty()) {
     logprobs = s_.endpoint == Endpoint::Chat ? chat_logprobs(d.logprobs)
-                                             : completion_logprobs(d.logprobs);
+                                             : completion_logprobs(d.logprobs, text_offset);
   }
   if (s_.endpoint == Endpoint::Chat) {
     nlohmann::json delta = nlohmann::json::object();
@@ -190,7 +203,7 @@ nlohmann::json ResponseFormatter::final_body(const OutputDelta& all, const char*
   }
   nlohmann::json logprobs = nullptr;
   if (s_.logprobs) {
-    logprobs = chat ? chat_logprobs(all.logprobs) : completion_logprobs(all.logprobs);
+    logprobs = chat ? chat_logprobs(all.logprobs) : completion_logprobs(all.logprobs, 0);
   }
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = finish_reason;

@@ -76,7 +76,11 @@ class ResponseFormatter {
   nlohmann::json role_chunk() const;  // chat only
   // Completions streams: the prompt's ids into a chunk's choice (its first one; token_ids on).
   void put_prompt_token_ids(nlohmann::json& chunk) const;
-  nlohmann::json delta_chunk(const OutputDelta& delta) const;
+  // `text_offset`: completions logprobs count their text_offset from here (a stream passes
+  // the bytes of the logprob tokens it already sent, so the offsets run on across chunks).
+  nlohmann::json delta_chunk(const OutputDelta& delta, size_t text_offset = 0) const;
+  // The bytes the completions logprobs of `lps` span (text_offset's unit).
+  size_t logprob_text_bytes(const std::vector<scheduler::TokenLogprob>& lps) const;
   nlohmann::json finish_chunk(const char* finish_reason) const;
   nlohmann::json usage_chunk(const Usage& usage) const;
   nlohmann::json final_body(const OutputDelta& all, const char* finish_reason,
@@ -88,7 +92,8 @@ class ResponseFormatter {
  private:
   nlohmann::json chunk_base() const;
   nlohmann::json chat_logprobs(const std::vector<scheduler::TokenLogprob>& lps) const;
-  nlohmann::json completion_logprobs(const std::vector<scheduler::TokenLogprob>& lps) const;
+  nlohmann::json completion_logprobs(const std::vector<scheduler::TokenLogprob>& lps,
+                                     size_t first_offset) const;
   void put_reasoning(nlohmann::json& target, const std::string& reasoning) const;
 
   Setup s_;

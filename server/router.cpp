@@ -138,13 +138,35 @@ HttpResponse handle_metrics(const HttpRequest& req, ServerState& state) {
   return res;
 }
 
-HttpResponse handle_models(const HttpRequest& req, ServerState& state, std::string_view id) {
+// A path segment with its %XX escapes decoded; a malformed escape stays as it is.
+std::string percent_decode(std::string_view text) {
+  const auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) >= 0 && hex(text[i + 2]) >= 0) {
+      out += static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2]));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+HttpResponse handle_models(const HttpRequest& req, ServerState& state, std::string_view encoded_id) {
+  // The official clients encode the id as one path segment: "org/name" comes as "org%2Fname".
+  const std::string id = percent_decode(encoded_id);
   if (id.empty()) {
     const nlohmann::json body = {{"object", "list"}, {"data", nlohmann::json::array({model_card(state)})}};
     return json_response(http::status::ok, json_text(body), req, state);
   }
   if (id != state.model_name()) {
-    return error_response(not_found("model_not_found", "The model '" + std::string(id) +
+    return error_response(not_found("model_not_found", "The model '" + id +
                                                            "' does not exist."), &req, state);
   }
   return json_response(http::status::ok, json_text(model_card(state)), req, state);

@@ -241,14 +241,19 @@ bool XmlCallArguments::step_discard(Step& out) {
 
 std::string XmlCallArguments::finish() {
   std::string out;
+  // What was held back as the possible start of a closing tag is the call's markup cut
+  // short, not the value: it (and the layout newline before it) stays out of the arguments.
+  std::string_view held = buf_;
+  held.remove_suffix(std::max(partial_tag_suffix(held, kParameterEnd), partial_tag_suffix(held, kClose)));
+  if (held.ends_with('\n')) held.remove_suffix(1);
   switch (mode_) {
     case Mode::StringValue: {
-      std::string_view value = buf_;
+      std::string_view value = held;
       if (!value_started_ && value.starts_with('\n')) value.remove_prefix(1);
       out = json_string_body(value) + '"';
       break;
     }
-    case Mode::JsonValue: out = buffered_value_json(buf_); break;
+    case Mode::JsonValue: out = buffered_value_json(held); break;
     default: break;
   }
   buf_.clear();

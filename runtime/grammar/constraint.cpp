@@ -98,9 +98,16 @@ std::shared_ptr<const TokenMask> ConstraintState::mask() const {
 bool ConstraintState::complete() const { return started_ && accepting(constraint_->grammar(), state_); }
 
 void ConstraintState::apply(std::span<float> logits) const {
-  const std::shared_ptr<const TokenMask> m = mask();
-  if (!m) return;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const std::shared_ptr<const TokenMask> m = mask();
+  if (!m) {
+    // Free (reasoning): any text, but not the end. An end here would finish the output with
+    // no constrained part at all (empty content for a schema, no call for a forced call).
+    for (const int32_t id : constraint_->end_token_ids()) {
+      if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[static_cast<size_t>(id)] = kNegInf;
+    }
+    return;
+  }
   const bool none = m->count() == 0;
   if (none && constraint_->end_token_ids().empty()) return;  // nothing can be forced: leave the row
   const std::vector<uint64_t>& words = m->words();

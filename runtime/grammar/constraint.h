@@ -10,7 +10,7 @@
 //
 // ConstraintState (one per request, a value: the sampler's copy for drafting copies it):
 // advances over every emitted token's bytes, and answers the mask of the next token, or
-// nothing while the output is still free.
+// nothing while the output is still free (the end ids are refused then all the same).
 #pragma once
 
 #include <cstdint>
@@ -69,7 +69,8 @@ class ConstraintState {
   void accept(int32_t id);
   // The allowed next tokens; null while the output is free (before the marker).
   std::shared_ptr<const TokenMask> mask() const;
-  // Sets every disallowed logit to -inf (nothing while free). Ids past the vocabulary are
+  // Sets every disallowed logit to -inf (while free: only the end ids, so the output cannot
+  // end before its constrained part begins). Ids past the vocabulary are
   // disallowed. When nothing at all is allowed (a token outside the grammar was forced in),
   // only the end ids stay.
   void apply(std::span<float> logits) const;

@@ -78,6 +78,20 @@ test('messages: a final assistant message is a prefill that the answer continues
   assert.equal(counted.input_tokens, c.usage.prompt_tokens);
 });
 
+test('continue_final_message: a prefill with outer whitespace, which the template trims, is continued', async () => {
+  // Qwen3.5's template trims message content, so 'Hello, my name is ' renders without its
+  // space; the prompt is cut after the trimmed text (as Hugging Face's continue_final_message).
+  const body = (content) => ({ model, max_tokens: 4, temperature: 0, continue_final_message: true,
+    add_generation_prompt: false, chat_template_kwargs: { enable_thinking: false },
+    messages: [{ role: 'user', content: 'Say hello.' }, { role: 'assistant', content }] });
+  const plain = await openai.chat.completions.create(body('Hello, my name is'));
+  for (const content of ['Hello, my name is ', '\n Hello, my name is\n']) {
+    const c = await openai.chat.completions.create(body(content));
+    assert.equal(c.usage.prompt_tokens, plain.usage.prompt_tokens, JSON.stringify(content));
+    assert.equal(c.choices[0].message.content, plain.choices[0].message.content);
+  }
+});
+
 test('responses: create and stream agree (greedy); function_call_output renders', async () => {
   const body = { model, input: 'Write a Python function is_even(n).', max_output_tokens: 10, temperature: 0,
     reasoning: { effort: 'none' } };

@@ -1,8 +1,11 @@
 // Response shapes and SSE framing, as the official clients parse them.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "server/fake_text_codec.h"
 #include "server/openai_response.h"
+#include "server/wire_format.h"
 
 namespace deltaserve::server {
 namespace {
@@ -109,6 +112,45 @@ TEST(FinalBodies, Logprobs) {
   const nlohmann::json text = ResponseFormatter(s, kCodec).final_body(all, "stop", {});
   EXPECT_EQ(text["choices"][0]["logprobs"]["tokens"], nlohmann::json::array({"a", "b"}));
   EXPECT_EQ(text["choices"][0]["logprobs"]["text_offset"], nlohmann::json::array({0, 1}));
+}
+
+TEST(FinalBodies, TopLogprobsLeaveOutTokensTheConstraintRefuses) {
+  // A constrained position with one allowed token: the others have logprob -inf, which JSON
+  // cannot carry (it became null); they are left out, so every logprob is a number.
+  ResponseFormatter::Setup s;
+  s.logprobs = true;
+  OutputDelta all;
+  all.content = "a";
+  const float inf = std::numeric_limits<float>::infinity();
+  all.logprobs = {{'a', 0.0f, {{'a', 0.0f}, {'b', -inf}, {'c', -inf}}}};
+  const nlohmann::json chat = ResponseFormatter(s, kCodec).final_body(all, "stop", {});
+  const nlohmann::json& top = chat["choices"][0]["logprobs"]["content"][0]["top_logprobs"];
+  ASSERT_EQ(top.size(), 1u);
+  EXPECT_EQ(top[0]["token"], "a");
+  EXPECT_EQ(top[0]["logprob"], 0.0);
+  s.endpoint = Endpoint::Completion;
+  const nlohmann::json text = ResponseFormatter(s, kCodec).final_body(all, "stop", {});
+  EXPECT_EQ(text["choices"][0]["logprobs"]["top_logprobs"][0], (nlohmann::json{{"a", 0.0}}));
+}
+
+TEST(CompletionChunks, StreamedTextOffsetsRunOnAcrossChunks) {
+  // As the non-streamed body's: each token's offset in the whole text, not in its chunk.
+  ResponseFormatter::Setup s;
+  s.endpoint = Endpoint::Completion;
+  s.logprobs = true;
+  OpenAiWire wire(s, kCodec, /*include_usage=*/false, /*continuous_usage=*/false);
+  std::vector<nlohmann::json> offsets;
+  for (const std::string text : {"ab", "c", "de"}) {
+    OutputDelta d;
+    d.content = text;
+    for (const char ch : text) d.logprobs.push_back({ch, -0.5f, {}});
+    const std::string event = wire.stream_delta(d, {});
+    const nlohmann::json chunk = nlohmann::json::parse(event.substr(6));  // after "data: "
+    offsets.push_back(chunk["choices"][0]["logprobs"]["text_offset"]);
+  }
+  EXPECT_EQ(offsets[0], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(offsets[1], nlohmann::json::array({2}));
+  EXPECT_EQ(offsets[2], nlohmann::json::array({3, 4}));
 }
 
 }  // namespace

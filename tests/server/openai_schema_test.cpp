@@ -184,11 +184,47 @@ TEST(OpenAiSchema, NormalisesMessagesForTheTemplate) {
   EXPECT_EQ(r.messages[3]["tool_call_id"], "c1");
 }
 
+TEST(OpenAiSchema, AnAssistantMessageMayCarryBothReasoningNames) {
+  // As --reasoning-field both writes it, sent back in the next turn.
+  const ChatRequest r = parse_chat_request(R"({"messages":[{"role":"user","content":"hi"},
+      {"role":"assistant","content":"x","reasoning_content":"r1","reasoning":"r1"},
+      {"role":"assistant","content":"y","reasoning":"r2"},{"role":"user","content":"again"}]})", limits());
+  EXPECT_EQ(r.messages[1]["reasoning_content"], "r1");
+  EXPECT_FALSE(r.messages[1].contains("reasoning"));
+  EXPECT_EQ(r.messages[2]["reasoning_content"], "r2");
+}
+
+TEST(OpenAiSchema, LeadingSystemMessagesBecomeOne) {
+  // Qwen's template fails on a second system message; agents often send two or three.
+  const ChatRequest r = parse_chat_request(R"({"messages":[
+      {"role":"system","content":"framework"},{"role":"developer","content":[{"type":"text","text":"user's"}]},
+      {"role":"system","content":"third"},{"role":"user","content":"hi"},{"role":"system","content":"late"}]})",
+                                           limits());
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[0]["content"], "framework\n\nuser's\n\nthird");
+  EXPECT_EQ(r.messages[1]["role"], "user");
+  EXPECT_EQ(r.messages[2]["content"], "late");  // not leading: left to the template
+  const ChatRequest named = parse_chat_request(R"({"messages":[{"role":"system","content":"a"},
+      {"role":"system","name":"x","content":"b"},{"role":"user","content":"hi"}]})", limits());
+  EXPECT_EQ(named.messages.size(), 3u);
+}
+
 TEST(OpenAiSchema, ResponseFormatIsKeptForTheConstraint) {
   const ChatRequest r = parse_chat_request("{" + kMsgs + R"(,"response_format":{"type":"json_schema",
       "json_schema":{"name":"a","strict":true,"schema":{"type":"object"}}}})", limits());
   EXPECT_EQ(r.response_format["json_schema"]["schema"]["type"], "object");
   EXPECT_TRUE(parse_chat_request("{" + kMsgs + "}", limits()).response_format.is_null());
+}
+
+TEST(OpenAiSchema, UnknownFieldsSentAsNullAreAbsent) {
+  // Clients typed on OpenAI's whole schema send the fields they do not set as null.
+  const ChatRequest r = parse_chat_request("{" + kMsgs + R"(,"functions":null,"function_call":null,
+      "audio":null,"modalities":null,"prediction":null,"web_search_options":null,"tools":null,
+      "stop":null,"n":null,"stream_options":null})", limits());
+  EXPECT_TRUE(r.tools.is_null());
+  EXPECT_EQ(chat_error(R"({"messages":[{"role":"user","content":"x","audio":null,"extra":1}]})").param,
+            "messages[0].extra");
+  EXPECT_EQ(chat_error("{" + kMsgs + R"(,"functions":[]})").param, "functions");
 }
 
 TEST(OpenAiSchema, UnknownFieldsCanBeAllowed) {

@@ -24,7 +24,7 @@ class RouterTest : public ::testing::Test {
     config.fake_engine = true;
     config_ = std::move(config);
     metrics_ = std::make_unique<ServerMetrics>(MetricsOptions{"fake", false, 10.0, {}});
-    state_ = std::make_unique<ServerState>(config_, *metrics_, "fake");
+    state_ = std::make_unique<ServerState>(config_, *metrics_, model_name_);
     model_ = load_fake_model(config_, metrics_.get());
     service_.engine = model_.engine.get();
     service_.codec = model_.codec.get();
@@ -51,6 +51,7 @@ class RouterTest : public ::testing::Test {
     return routed.response ? std::move(*routed.response) : HttpResponse{};
   }
 
+  std::string model_name_ = "fake";
   ServerConfig config_;
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<ServerState> state_;
@@ -59,6 +60,20 @@ class RouterTest : public ::testing::Test {
 };
 
 const std::string kTokenize = R"({"prompt":"hello"})";
+
+TEST_F(RouterTest, AModelIdWithASlashIsFoundPercentEncoded) {
+  // Hugging Face style names; the official clients send the id as one encoded path segment.
+  model_name_ = "Qwen/Qwen3.5-Tiny";
+  start(ServerConfig());
+  for (const char* target : {"/v1/models/Qwen%2FQwen3.5-Tiny", "/v1/models/Qwen%2fQwen3.5-Tiny",
+                             "/v1/models/Qwen/Qwen3.5-Tiny"}) {
+    const HttpResponse res = route(http::verb::get, target);
+    EXPECT_EQ(res.result_int(), 200u) << target;
+    EXPECT_NE(res.body().find(R"("id":"Qwen/Qwen3.5-Tiny")"), std::string::npos) << res.body();
+  }
+  EXPECT_EQ(route(http::verb::get, "/v1/models/Qwen%2FOther").result_int(), 404u);
+  EXPECT_EQ(route(http::verb::get, "/v1/models/Qwen%2").result_int(), 404u);  // a cut escape
+}
 
 TEST_F(RouterTest, TheBearerSchemeIsCaseInsensitive) {
   ServerConfig c;

@@ -197,6 +197,20 @@ TEST(ToolCallParser, CallCutShortByTheEndOfOutput) {
   r = parse_every_way("<tool_call>\n<function=get_weather>\n<parameter=opts>\n{\"a\": 1}");
   ASSERT_EQ(r.calls.size(), 1u);
   EXPECT_EQ(r.calls[0].arguments, R"({"opts":{"a":1}})");
+  // Cut inside the closing tag (max_tokens, a stop string): the tag's start and the layout
+  // newline before it are markup, never part of the value.
+  const std::string call = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                           "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>";
+  for (const std::string tail : {"Paris\n", "Paris\n<", "Paris\n</param", "Paris\n</parameter"}) {
+    r = parse_every_way(call.substr(0, call.find("Paris") + tail.size()));
+    ASSERT_EQ(r.calls.size(), 1u) << tail;
+    EXPECT_EQ(r.calls[0].arguments, R"({"city":"Paris"})") << tail;
+  }
+  for (const std::string tail : {"3\n", "3\n</", "3\n</parameter"}) {
+    r = parse_every_way(call.substr(0, call.find("3\n") + tail.size()));
+    ASSERT_EQ(r.calls.size(), 1u) << tail;
+    EXPECT_EQ(r.calls[0].arguments, R"({"city":"Paris","days":3})") << tail;
+  }
 }
 
 TEST(ToolCallParser, ForcedCallsCutBeforeTheirNameAreDroppedNotContent) {

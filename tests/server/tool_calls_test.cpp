@@ -167,6 +167,24 @@ TEST(ToolCalls, LengthAfterACallStaysLength) {
   EXPECT_STREQ(out.finish_reason, "length");
 }
 
+TEST(ToolCalls, ParallelToolCallsFalseEndsAfterTheFirstCall) {
+  // OpenAI's parallel_tool_calls false (Anthropic's disable_parallel_tool_use) with
+  // tool_choice auto: at most one call; the output ends once it is closed.
+  for (size_t per_event = 1; per_event <= 7; per_event += 3) {
+    GenerationSetup s = setup(true);
+    s.single_tool_call = true;
+    GenerationState g(kCodec, s);
+    auto [shown, out] = run(g, "Checking.\n" + kCall + "\n" + kCall + "\nDone.", per_event);
+    EXPECT_EQ(shown.content, "Checking.");
+    ASSERT_EQ(shown.tool_calls.size(), 1u) << per_event;
+    EXPECT_EQ(shown.tool_calls[0].arguments, R"({"city":"Paris","days":2})");
+    EXPECT_STREQ(out.finish_reason, "tool_calls");
+    EXPECT_TRUE(out.cancel_engine);
+    // Only the tokens up to the call's end are counted.
+    EXPECT_EQ(g.usage().num_completion_tokens, static_cast<int32_t>(("Checking.\n" + kCall).size()));
+  }
+}
+
 ResponseFormatter chat_formatter() {
   ResponseFormatter::Setup s;
   s.endpoint = Endpoint::Chat;
