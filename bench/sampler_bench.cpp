@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   add("temperature 0.6, top_p 0.8, top_k 20", 0.6f, 20, 0.8f, 0.0f, false);
   add("temperature 0.7, min_p 0.05", 0.7f, 0, 1.0f, 0.05f, false);
   add("temperature 1, logprobs + top 5", 1.0f, 0, 1.0f, 0.0f, true);
+  add("temperature 2.5, top_p 0.95 (a flat distribution)", 2.5f, 0, 0.95f, 0.0f, false);
 
   std::printf("vocab %lld, %d rows per case, one core (thread CPU time)\n\n", static_cast<long long>(vocab), rows);
   const deltaserve::runtime::ThreadPool pool(deltaserve::runtime::BackendRunner::num_sampling_threads());

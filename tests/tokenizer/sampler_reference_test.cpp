@@ -136,6 +136,32 @@ TEST(SamplerReference, APoolSplitsTheRowWithoutChangingABit) {
   }
 }
 
+// Flat rows put most of the vocabulary in top-p's candidate set (its radix-sorted path), with
+// runs of equal logits, zeros of both signs and -inf among them.
+TEST(SamplerReference, FlatRowsUnderTopP) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> flat(0.0f, 0.05f);
+  std::uniform_int_distribution<int32_t> pick(0, 49999);
+  for (float top_p : {0.95f, 0.5f}) {
+    std::vector<float> row(50000);
+    for (float& x : row) x = flat(rng);
+    for (int i = 0; i < 3000; ++i) row[pick(rng)] = 0.03125f;  // ties
+    for (int i = 0; i < 200; ++i) row[pick(rng)] = (i % 2 == 0) ? 0.0f : -0.0f;
+    for (int i = 0; i < 500; ++i) row[pick(rng)] = kNegInf;
+    SamplingParams params;
+    params.temperature = 1.5f;
+    params.top_p = top_p;
+    const Sampler sampler(params, 1);
+    const TokenDistribution want = reference_distribution(params, row);
+    const TokenDistribution got = sampler.distribution(sampler.processed_logits(row));
+    size_t kept = 0;
+    for (double w : want.weights) kept += w > 0.0;
+    EXPECT_GT(kept, 10000u) << "the candidate set must be large enough for the radix path";
+    EXPECT_EQ(got.weights, want.weights) << top_p;
+    EXPECT_EQ(got.total, want.total) << top_p;
+  }
+}
+
 TEST(SamplerReference, RowsWithFewFiniteTokens) {
   SamplingParams params;
   params.temperature = 0.8f;
