@@ -1,7 +1,6 @@
 #include "runtime/backend_runner.h"
 
 #include <algorithm>
-#include <exception>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -143,29 +142,17 @@ std::vector<std::vector<int32_t>> BackendRunner::sample_all(const StepPlan& plan
   for (size_t i = 0; i < n; ++i) {
     const SequencePlan& p = plan.sequences[i];
     if (!p.sample) continue;
-    if (argmax_only(p)) {
-      emitted[i] = sample_and_verify(p, i, forward_.logit_begin[i], drafts[i], out.sequences[i]);
-    } else {
-      sampler_for(p);  // created here, so the parallel draws below only look samplers up
-      on_host.push_back(i);
-    }
+    if (argmax_only(p)) emitted[i] = sample_and_verify(p, i, forward_.logit_begin[i], drafts[i], out.sequences[i]);
+    else on_host.push_back(i);
   }
   // A row costs a pass over the vocabulary (~250k tokens for Qwen3.5/3.6): the sequences draw
-  // side by side, each with its own sampler and output; the first error is rethrown here.
-  std::vector<std::exception_ptr> errors(on_host.size());
+  // side by side, each with its own sampler (execute created them) and output.
   sampling_pool_.run(static_cast<int64_t>(on_host.size()), [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
       const size_t i = on_host[static_cast<size_t>(k)];
-      try {
-        emitted[i] = sample_and_verify(plan.sequences[i], i, forward_.logit_begin[i], drafts[i], out.sequences[i]);
-      } catch (...) {
-        errors[static_cast<size_t>(k)] = std::current_exception();
-      }
+      emitted[i] = sample_and_verify(plan.sequences[i], i, forward_.logit_begin[i], drafts[i], out.sequences[i]);
     }
   });
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
   return emitted;
 }
 

@@ -1,7 +1,6 @@
 #include "runtime/mtp_drafter.h"
 
 #include <algorithm>
-#include <exception>
 #include <unordered_set>
 
 #include "runtime/greedy.h"
@@ -80,20 +79,10 @@ void MtpDrafter::for_each_pick(size_t n, const std::function<void(size_t)>& fn) 
     for (size_t k = 0; k < n; ++k) fn(k);
     return;
   }
-  // Each call touches one sequence's drafts and picker state; the first error is rethrown.
-  std::vector<std::exception_ptr> errors(n);
+  // Each call touches one sequence's drafts and picker state.
   pool_->run(static_cast<int64_t>(n), [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k) {
-      try {
-        fn(static_cast<size_t>(k));
-      } catch (...) {
-        errors[static_cast<size_t>(k)] = std::current_exception();
-      }
-    }
+    for (int64_t k = begin; k < end; ++k) fn(static_cast<size_t>(k));
   });
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
 }
 
 void MtpDrafter::catch_up(const std::vector<CatchUp>& rows) {

@@ -246,10 +246,9 @@ TokenDistribution Sampler::distribution(const std::vector<float>& processed) con
   if (params_.top_p < 1.0f) {
     if (!std::is_sorted(kept.begin(), kept.end())) std::sort(kept.begin(), kept.end());
     const std::vector<int32_t> nucleus = top_p_prefix(dist.weights, kept, params_.top_p, processed);
-    std::vector<double> nucleus_weights;
-    for (int32_t i : nucleus) nucleus_weights.push_back(dist.weights[static_cast<size_t>(i)]);
-    std::fill(dist.weights.begin(), dist.weights.end(), 0.0);
-    for (size_t k = 0; k < nucleus.size(); ++k) dist.weights[static_cast<size_t>(nucleus[k])] = nucleus_weights[k];
+    std::vector<double> nucleus_weights(dist.weights.size(), 0.0);
+    for (int32_t i : nucleus) nucleus_weights[static_cast<size_t>(i)] = dist.weights[static_cast<size_t>(i)];
+    dist.weights.swap(nucleus_weights);
     // Back to id order: a small set sorts, a large one (a flat distribution) is read off the weights.
     kept = nucleus;
     if (kept.size() * 64 >= dist.weights.size()) {

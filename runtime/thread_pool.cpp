@@ -44,7 +44,12 @@ void ThreadPool::work_on(Job& job) const {
     const int64_t begin = chunk * job.n / job.num_chunks, end = (chunk + 1) * job.n / job.num_chunks;
     if (begin < end) {
       const InJob in_job;
-      (*job.fn)(begin, end);
+      try {
+        (*job.fn)(begin, end);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!job.error) job.error = std::current_exception();
+      }
     }
     if (job.num_done.fetch_add(1) + 1 == job.num_chunks) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -90,6 +95,7 @@ void ThreadPool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn)
   std::unique_lock<std::mutex> lock(mutex_);
   job_done_.wait(lock, [&] { return job->num_done.load() == job->num_chunks; });
   job_.reset();
+  if (job->error) std::rethrow_exception(job->error);
 }
 
 }  // namespace deltaserve::runtime

@@ -3,11 +3,14 @@
 // mutex so a second caller waits instead of corrupting the job). The calling thread works
 // too, so a pool of N threads starts N - 1 workers. A run() from inside a job of any pool
 // (a nested parallel loop) runs inline on its thread instead of waiting for busy workers.
+// An exception thrown by fn on any thread is rethrown by run() once every chunk has ended
+// (the first one caught; a throwing chunk stops there, the other chunks run on).
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -36,6 +39,7 @@ class ThreadPool final : public kernels::ParallelFor {
     int64_t num_chunks = 0;
     std::atomic<int64_t> next_chunk{0};
     std::atomic<int64_t> num_done{0};
+    std::exception_ptr error;  // the first chunk's exception (under mutex_)
   };
 
   void worker_loop();
