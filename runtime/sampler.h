@@ -1,5 +1,7 @@
-// The CPU reference sampler. Every backend's sampled rows are drawn here on the host; a GPU
-// backend computes only the greedy argmax on the device, by the same rule (runtime/greedy.h).
+// The host sampler. Greedy rows take the argmax (runtime/greedy.h); a GPU backend computes it
+// on the device. Sampled rows follow one rule on every backend (kernels/sampling/draw_ref.h):
+// a row whose request needs only the draw (no bias, penalty, constraint or logprobs) may be
+// drawn on the device (kernels/sampling/draw_gpu.h), bit for bit the token this sampler draws.
 //
 // Per row: logits -> + logit_bias -> repetition penalty (prompt and output tokens) ->
 // frequency/presence penalties (output tokens) -> the constraint's mask (-inf for tokens its
@@ -7,22 +9,21 @@
 // log-softmax of the processed logits: after penalties and bias, before temperature and any
 // filtering (vLLM's "processed_logprobs"; OpenAI reports the model's distribution, not the
 // truncated sampling one). Then greedy = argmax of the processed logits (runtime/greedy.h:
-// lowest id on ties, NaN never wins); otherwise / temperature -> min-p (relative to the top
-// probability) -> top-k -> top-p (smallest set of most likely tokens whose mass reaches top_p
-// of the mass left after top-k, that mass summed in id order) -> one draw by inverse CDF over
-// the kept tokens in id order. Each step keeps a most-likely prefix of the tokens, so top-k
-// selects before any exp and top-p sorts only the tokens that can be in its set: a row costs
-// one pass over the vocabulary, not a sort of it (bench/sampler_bench.cpp).
+// lowest id on ties, NaN never wins); otherwise the draw rule: every token's integer mass
+// from exp(l / T - max) (2^-40 resolution), min-p (relative to the top weight) -> top-k ->
+// top-p (shortest most-likely prefix whose mass reaches top_p of the mass left) -> one draw
+// by inverse CDF over the kept tokens in id order. Masses are integers, so every sum is
+// exact and the rule is the same bits on the host and the device.
 //
-// Randomness is counter-based: the uniform for output position n of a request is
+// Randomness is counter-based: the 32 random bits for output position n of a request are
 // Philox4x32-10 keyed by the request's seed with counter (n, stream). So the same seed and
 // request give the same tokens whatever else shares the batch, in any order, on any backend.
 // Speculative sampling (runtime/draft_verifier.h) draws its draft, acceptance and token
 // uniforms from separate streams of the same key, so they are independent of each other.
 //
-// The steps split into processed_logits() -> distribution() (the final probability vector
-// a draw samples from) -> draw_token(), so draft verification can compare two distributions
-// built by exactly the code that samples.
+// The steps split into processed_logits() -> distribution() (the masses a draw samples from)
+// -> draw_token(), so draft verification can compare two distributions built by exactly the
+// code that samples.
 //
 // Owner: one Sampler per request, used by one thread at a time; sample()/sample_at() are
 // const and may run concurrently with each other but not with accept(). Copyable (the draft
@@ -37,6 +38,8 @@
 #include <vector>
 
 #include "kernels/parallel.h"
+#include "kernels/sampling/draw_rule.h"
+#include "kernels/sampling/draw_ref.h"
 #include "runtime/grammar/constraint.h"
 #include "runtime/sampling_params.h"
 
@@ -52,20 +55,18 @@ enum class DrawStream : uint32_t {
   Accept = 1,  // the acceptance test of a draft (speculative sampling)
   Draft = 2,   // the draft head's draw from its own distribution q
 };
-// The draw for (seed, position, stream) in [0, 1): the first Philox word of counter
-// (position, stream) / 2^32. Stream Token is the counter (position, 0).
+// The 32 random bits for (seed, position, stream): the first Philox word of counter
+// (position, stream). Stream Token is the counter (position, 0).
+uint32_t sampler_word(uint64_t seed, uint64_t position, DrawStream stream = DrawStream::Token);
+// The same as a uniform in [0, 1): word / 2^32.
 double sampler_uniform(uint64_t seed, uint64_t position, DrawStream stream = DrawStream::Token);
 
-// What one draw samples from, over the whole vocabulary: weights exp(l / T - max) of the
-// tokens kept by min-p, top-k and top-p, exactly 0 elsewhere; greedy is one-hot on the argmax.
-struct TokenDistribution {
-  std::vector<double> weights;  // [num_vocab], unnormalised
-  double total = 0;             // sum of weights, accumulated in id order (> 0)
-  double probability(int32_t id) const { return weights[static_cast<size_t>(id)] / total; }
-  bool empty() const { return weights.empty(); }
-};
-// Inverse CDF in id order: the first id whose running weight exceeds u * total (u in [0, 1)).
-int32_t draw_token(const TokenDistribution& dist, double u);
+// What one draw samples from, over the whole vocabulary: the integer masses of the tokens kept
+// by min-p, top-k and top-p, exactly 0 elsewhere (kernels/sampling/draw_ref.h); greedy is
+// one-hot on the argmax.
+using TokenDistribution = kernels::DrawMasses;
+// Inverse CDF in id order: the first id whose running mass exceeds floor(total * word / 2^32).
+int32_t draw_token(const TokenDistribution& dist, uint32_t word);
 
 struct TokenLogprob {
   int32_t id;
@@ -101,6 +102,8 @@ class Sampler {
   std::vector<float> processed_logits(std::span<const float> logits) const;
   // Step 2: the distribution a draw at this state samples from (processed: from step 1).
   TokenDistribution distribution(const std::vector<float>& processed) const;
+  // The draw rule's parameters of this request at output `position` (not greedy).
+  kernels::DrawParams draw_params(uint64_t position) const;
   // The emitted token `id` with its logprobs (of the processed logits) when params ask.
   SampledToken describe(const std::vector<float>& processed, int32_t id) const;
 

@@ -36,7 +36,7 @@ const size_t kVocab = kTargetLogits.size();
 
 std::vector<double> normalised(const TokenDistribution& d) {
   std::vector<double> p;
-  for (double w : d.weights) p.push_back(w / d.total);
+  for (size_t i = 0; i < d.mass.size(); ++i) p.push_back(d.probability(static_cast<int32_t>(i)));
   return p;
 }
 
@@ -56,14 +56,14 @@ int32_t decide_correctly(const TokenDistribution& p, const TokenDistribution& q,
 
 // Broken: accepts any draft q could have produced (the output is then q, not p).
 int32_t decide_accepting_all(const TokenDistribution&, const TokenDistribution& q, int32_t draft, uint64_t, uint64_t) {
-  return q.weights[static_cast<size_t>(draft)] > 0.0 ? draft : -1;
+  return q.mass[static_cast<size_t>(draft)] > 0 ? draft : -1;
 }
 
 // Broken: the right acceptance test, but a rejection resamples from p instead of the residual.
 int32_t decide_resampling_p(const TokenDistribution& p, const TokenDistribution& q, int32_t draft, uint64_t seed,
                             uint64_t position) {
   const DraftDecision d = decide_draft(p, q, draft, seed, position);
-  return d.accepted ? d.id : draw_token(p, sampler_uniform(seed, position, DrawStream::Token));
+  return d.accepted ? d.id : draw_token(p, sampler_word(seed, position, DrawStream::Token));
 }
 
 // kNumRuns single-draft rows, one seed each: the histogram of the emitted token.
@@ -286,8 +286,8 @@ TEST(DraftVerifier, MalformedInputsThrow) {
   EXPECT_THROW(verify_drafts(s, kTargetLogits, static_cast<int64_t>(kVocab), drafts, std::span<const TokenDistribution>(&q, 1)),
                std::invalid_argument);  // one row for two
   TokenDistribution small;
-  small.weights = {1.0};
-  small.total = 1.0;
+  small.mass = {1};
+  small.total = 1;
   EXPECT_THROW(decide_draft(small, q, 0, 1, 0), std::invalid_argument);
 }
 

@@ -94,22 +94,22 @@ TEST(SpeculativeSampling, NextTokenOfTheEmbeddedModelKeepsItsDistribution) {
   const runtime::TokenDistribution p = sampler.distribution(sampler.processed_logits(rows.target));
   const runtime::TokenDistribution q = sampler.distribution(sampler.processed_logits(rows.head));
   double overlap = 0;  // sum min(p, q): the acceptance rate
-  for (size_t i = 0; i < p.weights.size(); ++i)
+  for (size_t i = 0; i < p.mass.size(); ++i)
     overlap += std::min(p.probability(static_cast<int32_t>(i)), q.probability(static_cast<int32_t>(i)));
 
-  std::vector<int64_t> on(p.weights.size(), 0), off(p.weights.size(), 0);
+  std::vector<int64_t> on(p.mass.size(), 0), off(p.mass.size(), 0);
   int64_t num_accepted = 0;
   for (int k = 0; k < kNumDraws; ++k) {
     const uint64_t seed = kFirstSeed + static_cast<uint64_t>(k);
-    const int32_t draft = runtime::draw_token(q, runtime::sampler_uniform(seed, 1, runtime::DrawStream::Draft));
+    const int32_t draft = runtime::draw_token(q, runtime::sampler_word(seed, 1, runtime::DrawStream::Draft));
     const runtime::DraftDecision d = runtime::decide_draft(p, q, draft, seed, 1);
     ++on[static_cast<size_t>(d.id)];
     num_accepted += d.accepted;
     // Without speculation: other seeds, so the two samples are independent.
-    ++off[static_cast<size_t>(runtime::draw_token(p, runtime::sampler_uniform(seed + kNumDraws, 1)))];
+    ++off[static_cast<size_t>(runtime::draw_token(p, runtime::sampler_word(seed + kNumDraws, 1)))];
   }
   std::vector<double> expected;
-  for (size_t i = 0; i < p.weights.size(); ++i) expected.push_back(p.probability(static_cast<int32_t>(i)));
+  for (size_t i = 0; i < p.mass.size(); ++i) expected.push_back(p.probability(static_cast<int32_t>(i)));
   const runtime::testing::FitResult fit_on = runtime::testing::fit(on, expected);
   const runtime::testing::FitResult fit_off = runtime::testing::fit(off, expected);
   const runtime::testing::FitResult same = runtime::testing::homogeneity(on, off);

@@ -1,9 +1,9 @@
 // The sampler's distribution and logprobs against a plain reference that applies each rule
-// of runtime/sampler.h literally over the whole vocabulary (exp of every token, a full sort
-// for top-k and top-p, a full sort for the top logprobs): the fast paths (top-k before any
-// exp, top-p sorting only the tokens that can be in its set, a heap for top logprobs) must
-// give the same weights, total and ids bit for bit, on large random rows with -inf tokens,
-// ties and every combination of the filters.
+// of runtime/sampler.h literally over the whole vocabulary (every token's mass, a full sort
+// for top-k and top-p, a full sort for the top logprobs): the fast paths (radix selects of
+// top-k's and top-p's prefixes, a heap for top logprobs) must give the same masses, total and
+// ids bit for bit, on large random rows with -inf tokens, ties and every combination of the
+// filters.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -28,42 +28,49 @@ int32_t argmax_of(const std::vector<float>& v) {
   return *std::min_element(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return more_likely(v, a, b); });
 }
 
-// runtime/sampler.h's rules, literally.
+// runtime/sampler.h's rules, literally (a token's mass is draw_rule.h's token_mass, the rule's
+// arithmetic; everything after it is spelled out here).
 TokenDistribution reference_distribution(const SamplingParams& params, const std::vector<float>& l) {
   TokenDistribution dist;
-  dist.weights.assign(l.size(), 0.0);
+  dist.mass.assign(l.size(), 0);
   const int32_t top = argmax_of(l);
-  const double inv_t = 1.0 / params.temperature;
-  const double max_logit = l[top] * inv_t;
-  const double floor = params.min_p > 0.0f ? params.min_p : 0.0;
-  std::vector<double> w(l.size(), 0.0);
+  kernels::DrawParams p;
+  p.inv_temperature = 1.0f / params.temperature;
+  p.min_p = params.min_p;
+  std::vector<uint64_t> m(l.size(), 0);
   std::vector<int32_t> kept;
   for (int32_t i = 0; i < static_cast<int32_t>(l.size()); ++i) {
-    if (l[i] == kNegInf) continue;
-    const double x = std::exp(l[i] * inv_t - max_logit);
-    if (x <= 0.0 || x < floor) continue;
-    w[i] = x;
-    kept.push_back(i);
+    m[i] = kernels::draw::token_mass(l[i], l[top], p);
+    if (m[i] > 0) kept.push_back(i);
   }
   auto by_likelihood = [&](int32_t a, int32_t b) { return more_likely(l, a, b); };
   std::sort(kept.begin(), kept.end(), by_likelihood);
   if (params.top_k > 0 && static_cast<size_t>(params.top_k) < kept.size()) kept.resize(params.top_k);
   if (params.top_p < 1.0f) {
-    std::vector<int32_t> by_id = kept;
-    std::sort(by_id.begin(), by_id.end());
-    double total = 0;
-    for (int32_t i : by_id) total += w[i];
-    double mass = 0;
+    uint64_t total = 0;
+    for (int32_t i : kept) total += m[i];
+    const double target = std::ceil(static_cast<double>(params.top_p) * static_cast<double>(total));
+    uint64_t mass = 0;
     size_t n = 0;
-    while (n < kept.size() && mass < params.top_p * total) mass += w[kept[n++]];
+    while (n < kept.size() && static_cast<double>(mass) < target) mass += m[kept[n++]];
     kept.resize(std::max<size_t>(n, 1));
   }
-  std::sort(kept.begin(), kept.end());
   for (int32_t i : kept) {
-    dist.weights[i] = w[i];
-    dist.total += w[i];
+    dist.mass[i] = m[i];
+    dist.total += m[i];
   }
   return dist;
+}
+
+// The draw, literally: the first id whose running mass exceeds floor(total * word / 2^32).
+int32_t reference_draw(const TokenDistribution& d, uint32_t word) {
+  const long double point = std::floor(static_cast<long double>(d.total) * word / 4294967296.0L);
+  uint64_t running = 0;
+  for (size_t i = 0; i < d.mass.size(); ++i) {
+    running += d.mass[i];
+    if (static_cast<long double>(running) > point) return static_cast<int32_t>(i);
+  }
+  return -1;
 }
 
 // Language-model-like rows: a long normal tail, a few peaks, some -inf (a constraint's mask)
@@ -101,7 +108,9 @@ TEST(SamplerReference, DistributionEqualsTheLiteralRulesBitForBit) {
           const TokenDistribution want = reference_distribution(params, row);
           const TokenDistribution got = sampler.distribution(sampler.processed_logits(row));
           ASSERT_EQ(got.total, want.total) << "T " << t << " top_k " << k << " top_p " << p << " min_p " << m;
-          ASSERT_EQ(got.weights, want.weights) << "T " << t << " top_k " << k << " top_p " << p << " min_p " << m;
+          ASSERT_EQ(got.mass, want.mass) << "T " << t << " top_k " << k << " top_p " << p << " min_p " << m;
+          for (uint32_t word : {0u, 1u, 0x9E3779B9u, 0xFFFFFFFFu, static_cast<uint32_t>(rng())})
+            ASSERT_EQ(draw_token(got, word), reference_draw(want, word)) << word;
           ++checked;
         }
       }
@@ -123,7 +132,7 @@ TEST(SamplerReference, APoolSplitsTheRowWithoutChangingABit) {
     const std::vector<float> row = random_row(rng, 100000);  // above the pool's threshold
     const TokenDistribution a = serial.distribution(serial.processed_logits(row));
     const TokenDistribution b = pooled.distribution(pooled.processed_logits(row));
-    EXPECT_EQ(a.weights, b.weights);
+    EXPECT_EQ(a.mass, b.mass);
     EXPECT_EQ(a.total, b.total);
     EXPECT_EQ(a.total, reference_distribution(params, row).total);
     // Rows drawn side by side on the same pool: the nested pass runs inline, same draws.
@@ -136,7 +145,7 @@ TEST(SamplerReference, APoolSplitsTheRowWithoutChangingABit) {
   }
 }
 
-// Flat rows put most of the vocabulary in top-p's candidate set (its radix-sorted path), with
+// Flat rows put most of the vocabulary in top-p's set (many radix digits to resolve), with
 // runs of equal logits, zeros of both signs and -inf among them.
 TEST(SamplerReference, FlatRowsUnderTopP) {
   std::mt19937_64 rng(11);
@@ -155,9 +164,9 @@ TEST(SamplerReference, FlatRowsUnderTopP) {
     const TokenDistribution want = reference_distribution(params, row);
     const TokenDistribution got = sampler.distribution(sampler.processed_logits(row));
     size_t kept = 0;
-    for (double w : want.weights) kept += w > 0.0;
-    EXPECT_GT(kept, 10000u) << "the candidate set must be large enough for the radix path";
-    EXPECT_EQ(got.weights, want.weights) << top_p;
+    for (uint64_t w : want.mass) kept += w > 0;
+    EXPECT_GT(kept, 10000u) << "the kept set must be large";
+    EXPECT_EQ(got.mass, want.mass) << top_p;
     EXPECT_EQ(got.total, want.total) << top_p;
   }
 }
@@ -174,7 +183,7 @@ TEST(SamplerReference, RowsWithFewFiniteTokens) {
   const Sampler sampler(params, 1);
   const TokenDistribution got = sampler.distribution(sampler.processed_logits(row));
   const TokenDistribution want = reference_distribution(params, row);
-  EXPECT_EQ(got.weights, want.weights);
+  EXPECT_EQ(got.mass, want.mass);
   EXPECT_EQ(got.total, want.total);
 }
 

@@ -1,0 +1,124 @@
+#include "kernels/sampling/draw_ref.h"
+
+#include <algorithm>
+#include <array>
+#include <stdexcept>
+#include <string>
+
+namespace deltaserve::kernels {
+namespace {
+
+// Rows shorter than this take their masses on the calling thread (a pool's wake-up costs more).
+constexpr int64_t kParallelMinTokens = 32768;
+
+bool better(float v, int32_t i, float best_v, int32_t best_i) {
+  if (v != v) return false;
+  if (best_v != best_v) return true;
+  return v > best_v || (v == best_v && i < best_i);
+}
+
+}  // namespace
+
+int32_t argmax_ref(std::span<const float> row) {
+  float best_v = 0.0f;
+  int32_t best_i = -1;
+  for (size_t i = 0; i < row.size(); ++i) {
+    const auto id = static_cast<int32_t>(i);
+    if (best_i < 0 ? row[i] == row[i] : better(row[i], id, best_v, best_i)) best_v = row[i], best_i = id;
+  }
+  return best_i < 0 ? 0 : best_i;
+}
+
+uint64_t select_prefix_key(std::vector<std::pair<uint64_t, uint64_t>> items, uint64_t target) {
+  if (items.empty()) throw std::invalid_argument("select_prefix_key: no items");
+  // Most significant digit first: keep the bin where the running weight reaches the target,
+  // with the weight of the bins before it subtracted; 8 passes at most, each over fewer items.
+  for (int shift = 56; shift >= 0 && items.size() > 1; shift -= 8) {
+    std::array<uint64_t, 256> weight{};
+    for (const auto& [key, w] : items) weight[(key >> shift) & 0xFFu] += w;
+    uint64_t before = 0;
+    int digit = 0;
+    for (; digit < 255 && before + weight[static_cast<size_t>(digit)] < target; ++digit)
+      before += weight[static_cast<size_t>(digit)];
+    if (before + weight[static_cast<size_t>(digit)] < target) {  // never reached: the whole set
+      uint64_t largest = 0;
+      for (const auto& item : items) largest = std::max(largest, item.first);
+      return largest;
+    }
+    target -= before;
+    std::erase_if(items, [&](const auto& item) { return static_cast<int>((item.first >> shift) & 0xFFu) != digit; });
+  }
+  return items.front().first;
+}
+
+DrawMasses draw_masses(std::span<const float> logits, const DrawParams& params, const ParallelFor* pool) {
+  if (logits.empty()) throw std::invalid_argument("draw: empty logits row");
+  const auto n = static_cast<int64_t>(logits.size());
+  if (n > draw::kMaxVocab)
+    throw std::invalid_argument("draw: vocabulary of " + std::to_string(n) + " tokens exceeds " +
+                                std::to_string(draw::kMaxVocab));
+  DrawMasses out;
+  out.mass.assign(logits.size(), 0);
+  const int32_t top = argmax_ref(logits);
+  const float top_logit = logits[static_cast<size_t>(top)];
+  if (!(top_logit > -3.0e38f && top_logit < 3.0e38f)) {  // not finite: only the argmax
+    out.mass[static_cast<size_t>(top)] = out.total = 1;
+    return out;
+  }
+  auto fill = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      out.mass[static_cast<size_t>(i)] = draw::token_mass(logits[static_cast<size_t>(i)], top_logit, params);
+  };
+  if (pool != nullptr && n >= kParallelMinTokens) pool->run(n, fill);
+  else fill(0, n);
+
+  // Steps 3 and 4 keep the tokens whose likelihood key is at most `limit`.
+  uint64_t limit = ~uint64_t{0};
+  std::vector<std::pair<uint64_t, uint64_t>> items;  // (key, mass) of the kept tokens
+  auto gather = [&] {
+    items.clear();
+    for (int64_t i = 0; i < n; ++i) {
+      const uint64_t m = out.mass[static_cast<size_t>(i)];
+      if (m == 0) continue;
+      const uint64_t key = draw::likelihood_key(logits[static_cast<size_t>(i)], static_cast<uint32_t>(i));
+      if (key <= limit) items.emplace_back(key, m);
+    }
+  };
+  const bool top_k = params.top_k > 0, top_p = params.top_p < 1.0f;
+  if (top_k || top_p) gather();
+  if (top_k && static_cast<size_t>(params.top_k) < items.size()) {
+    std::vector<std::pair<uint64_t, uint64_t>> counted(items.size());
+    for (size_t k = 0; k < items.size(); ++k) counted[k] = {items[k].first, 1};
+    limit = select_prefix_key(std::move(counted), static_cast<uint64_t>(params.top_k));
+    std::erase_if(items, [&](const auto& item) { return item.first > limit; });
+  }
+  if (top_p && !items.empty()) {
+    uint64_t total = 0;
+    for (const auto& item : items) total += item.second;
+    limit = select_prefix_key(std::move(items), draw::top_p_target(total, params.top_p));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t& m = out.mass[static_cast<size_t>(i)];
+    if (m != 0 && limit != ~uint64_t{0} &&
+        draw::likelihood_key(logits[static_cast<size_t>(i)], static_cast<uint32_t>(i)) > limit)
+      m = 0;
+    out.total += m;
+  }
+  return out;
+}
+
+int32_t draw_from(const DrawMasses& masses, uint32_t word) {
+  const uint64_t target = draw::draw_target(masses.total, word);
+  uint64_t running = 0;
+  for (size_t i = 0; i < masses.mass.size(); ++i) {
+    running += masses.mass[i];
+    if (running > target) return static_cast<int32_t>(i);
+  }
+  return 0;  // total 0: no token has mass
+}
+
+int32_t draw_ref(std::span<const float> logits, const DrawParams& params) {
+  return draw_from(draw_masses(logits, params), params.word);
+}
+
+}  // namespace deltaserve::kernels
