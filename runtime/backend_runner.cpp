@@ -35,6 +35,10 @@ BackendRunner::BackendRunner(Backend& backend, int32_t max_context_tokens, int32
                                   std::to_string(1 + max_draft_depth_));
     drafter_ = std::make_unique<MtpDrafter>(backend_);
     drafter_->set_parallel(&sampling_pool_);
+    drafter_->set_draw_source([this](const SequencePlan& p, int64_t position) -> std::optional<kernels::DrawParams> {
+      if (!backend_draws(p)) return std::nullopt;
+      return draw_params_of(*p.sampling, seed_of(p), static_cast<uint64_t>(position));
+    });
   }
 }
 
@@ -65,8 +69,7 @@ Sampler& BackendRunner::sampler_for(const SequencePlan& seq) {
   auto it = samplers_.find(seq.id);
   if (it != samplers_.end() && it->second->num_output_tokens() == seq.output_index) return *it->second;
   const SamplingParams& params = *seq.sampling;
-  const uint64_t seed = params.seed.value_or(seed_salt_ ^ seq.id);
-  auto sampler = std::make_unique<Sampler>(params, seed);
+  auto sampler = std::make_unique<Sampler>(params, seed_of(seq));
   sampler->set_parallel(&sampling_pool_);
   const size_t num_prompt = static_cast<size_t>(seq.num_prompt_tokens);
   sampler->set_prompt(seq.history.subspan(0, std::min(num_prompt, seq.history.size())));
@@ -90,7 +93,7 @@ int32_t BackendRunner::pick_draft(const SequencePlan& seq, size_t i, int32_t j, 
     throw std::logic_error("runner: draft " + std::to_string(j) + " of request " + std::to_string(seq.id) +
                            " picked out of order");
   const uint64_t position = static_cast<uint64_t>(seq.output_index) + static_cast<uint64_t>(j);
-  const int32_t id = seq.sampling->seed.has_value()
+  const int32_t id = seq.sampling->seed.has_value() || backend_draws(seq)
                          ? draw_coupled_draft(*rows.sampler, head_logits, position)
                          : draw_draft(*rows.sampler, head_logits, position, rows.q.emplace_back());
   rows.sampler->accept(id);
@@ -102,10 +105,10 @@ std::vector<int32_t> BackendRunner::sample_and_verify(const SequencePlan& seq, s
                                                       const std::vector<int32_t>& drafts, SequenceOutput& result) {
   Sampler& sampler = sampler_for(seq);
   result.num_drafted = static_cast<int32_t>(drafts.size());
-  if (argmax_only(seq)) {
-    // verify_drafts' greedy rule on the backend's ids: accept drafts while they equal the
-    // target's argmax, then emit the first target id that differs (or the bonus row's).
-    const int32_t* target = forward_.argmax_ids.data() + first_row;
+  if (argmax_only(seq) || backend_draws(seq)) {
+    // verify_drafts' exact rule on the backend's ids: accept drafts while they equal the
+    // target's argmax (or draw), then emit the first target id that differs (or the bonus row's).
+    const int32_t* target = (argmax_only(seq) ? forward_.argmax_ids.data() : forward_.drawn_ids.data()) + first_row;
     size_t j = 0;
     while (j < drafts.size() && drafts[j] == target[j]) ++j;
     result.tokens.assign(target, target + j + 1);
@@ -142,7 +145,8 @@ std::vector<std::vector<int32_t>> BackendRunner::sample_all(const StepPlan& plan
   for (size_t i = 0; i < n; ++i) {
     const SequencePlan& p = plan.sequences[i];
     if (!p.sample) continue;
-    if (argmax_only(p)) emitted[i] = sample_and_verify(p, i, forward_.logit_begin[i], drafts[i], out.sequences[i]);
+    if (argmax_only(p) || backend_draws(p))
+      emitted[i] = sample_and_verify(p, i, forward_.logit_begin[i], drafts[i], out.sequences[i]);
     else on_host.push_back(i);
   }
   // A row costs a pass over the vocabulary (~250k tokens for Qwen3.5/3.6): the sequences draw
@@ -160,10 +164,20 @@ bool BackendRunner::argmax_only(const SequencePlan& seq) const {
   return device_greedy_ && seq.sampling != nullptr && only_argmax_needed(*seq.sampling);
 }
 
+bool BackendRunner::backend_draws(const SequencePlan& seq) const {
+  return backend_draws_ && seq.sampling != nullptr && only_draw_needed(*seq.sampling);
+}
+
+uint64_t BackendRunner::seed_of(const SequencePlan& seq) const {
+  return seq.sampling->seed.value_or(seed_salt_ ^ seq.id);
+}
+
 void BackendRunner::set_device_greedy(bool on) {
   device_greedy_ = on;
   if (drafter_) drafter_->set_device_argmax(on);
 }
+
+void BackendRunner::set_backend_draws(bool on) { backend_draws_ = on; }
 
 void BackendRunner::reserve_checkpoints(int32_t num_device, int32_t num_host) {
   backend_.reserve_checkpoints(num_device, num_host);
@@ -204,7 +218,11 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
     step.num_logits = p.sample ? 1 + static_cast<int32_t>(drafts[i].size()) : 0;
     step.num_hidden = drafting && p.speculative ? static_cast<int32_t>(step.tokens.size()) : 0;
     step.keep_row_states = !drafts[i].empty();
-    step.logits_to_host = !(p.sample && argmax_only(p));  // greedy: only the ids leave the device
+    step.logits_to_host = !(p.sample && (argmax_only(p) || backend_draws(p)));  // only the ids leave the device
+    if (p.sample && backend_draws(p)) {
+      for (int32_t j = 0; j < step.num_logits; ++j)
+        step.draws.push_back(draw_params_of(*p.sampling, seed_of(p), static_cast<uint64_t>(p.output_index + j)));
+    }
   }
   backend_.forward(batch, forward_);
 
@@ -262,6 +280,7 @@ void BackendRunner::execute(const StepPlan& plan, StepOutput& out) {
                                                   : emitted[static_cast<size_t>(next - history_size)]);
     }
     c.drafts_next = p.sample;
+    c.next_output_position = p.output_index + static_cast<int64_t>(emitted.size());
     // A decode step the policy left at depth 0: its rows wait until the stream drafts again
     // (a resume's re-run of row P-1 never waits: mtp_drafter.h).
     c.may_wait = p.is_decode && p.draft_depth == 0 && !rerun;

@@ -6,11 +6,17 @@
 //
 // Verification (runtime/draft_verifier.h): greedy requests accept drafts while they equal
 // the target argmax, so their output with speculation is token for token the output without
-// it. Sampled requests use standard speculative sampling: each draft is drawn from the MTP
-// head's distribution q (the request's own transforms, the Draft stream of its seed), kept
-// for the step, and accepted with probability min(1, p/q); a rejection emits a draw from the
-// residual. Their output keeps its distribution (not its tokens) and, for a fixed seed, is a
-// function of the request and of the draft depths the scheduler chose, never of the batch.
+// it. Sampled requests whose rows need only the draw rule (only_draw_needed: most of them)
+// are drawn by the backend (on a GPU, on the device: only ids come back) and verify the same
+// exact way: each draft is the head's draw with the uniform of the target row at the same
+// output position (a coupled draft), accepted while it equals the target's own draw; their
+// output is token for token the output without drafts. The others (bias, penalties, a
+// constraint, logprobs) are sampled on the host; seeded ones draw coupled drafts too, and
+// unseeded ones use standard speculative sampling: each draft drawn from the head's
+// distribution q (the Draft stream of its seed), kept for the step, accepted with probability
+// min(1, p/q), a rejection emitting a draw from the residual; their output keeps its
+// distribution (not its tokens) and is a function of the request and of the draft depths
+// the scheduler chose, never of the batch.
 #pragma once
 
 #include <algorithm>
@@ -51,6 +57,10 @@ class BackendRunner final : public ModelRunner {
   // greedy MTP drafts likewise. Off: every sampled row's logits come to the host (the
   // reference path; tests compare the two).
   void set_device_greedy(bool on);
+  // On (the default): requests whose tokens are the plain draw rule (only_draw_needed) are
+  // drawn by the backend from logits that stay on its device; their MTP drafts likewise.
+  // Off: the host sampler draws them from copied logits (the reference path; same tokens).
+  void set_backend_draws(bool on);
   // Threads that draw a step's host-sampled rows side by side: up to 8 (the cores' count on
   // smaller hosts); `bench decode --sampled-streams` draws with as many.
   static int num_sampling_threads() { return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)); }
@@ -70,6 +80,10 @@ class BackendRunner final : public ModelRunner {
                                                StepOutput& out);
   // The sequence's tokens come from argmax_ids (device greedy on, only_argmax_needed).
   bool argmax_only(const SequencePlan& seq) const;
+  // The sequence's tokens come from drawn_ids (backend draws on, only_draw_needed).
+  bool backend_draws(const SequencePlan& seq) const;
+  // Its seed: params.seed, else one drawn per request (seed_salt_).
+  uint64_t seed_of(const SequencePlan& seq) const;
 
   Backend& backend_;
   int32_t max_context_tokens_;
@@ -79,6 +93,7 @@ class BackendRunner final : public ModelRunner {
   MtpResumeRows resume_rows_;            // the MTP row P-1 to re-run after a cache hit
   ForwardOutput forward_;       // reused every step
   bool device_greedy_ = true;
+  bool backend_draws_ = true;
   // Samplers of the requests in the last plan; others are dropped (rebuilt on return).
   std::unordered_map<RequestId, std::unique_ptr<Sampler>> samplers_;
   uint64_t seed_salt_;  // unseeded requests: seed = salt ^ request id

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/sampling/draw_rule.h"
+
 namespace deltaserve::runtime {
 
 struct SequenceStep {
@@ -24,9 +26,13 @@ struct SequenceStep {
   // Verify rows: keep the recurrent state after each row, so rollback() can return to any
   // of them. At most CacheConfig::max_verify_rows rows.
   bool keep_row_states = false;
-  // false: the caller needs only each logit row's argmax id (ForwardOutput::argmax_ids); the
-  // logits of this sequence's rows are not copied to (nor stored on) the host.
+  // false: the caller needs only each logit row's argmax id (ForwardOutput::argmax_ids) or
+  // drawn id (draws); the logits of this sequence's rows are not copied to (nor stored on) the
+  // host.
   bool logits_to_host = true;
+  // Empty, or one per logit row: the backend draws each row's token by the sampling rule
+  // (kernels/sampling/draw_ref.h; on its device where it has one) into ForwardOutput::drawn_ids.
+  std::vector<kernels::DrawParams> draws{};
 };
 
 struct BatchPlan {
@@ -59,6 +65,7 @@ struct MtpSequenceStep {
   std::vector<int32_t> kv_blocks; // block table covering the MTP positions, as for the trunk
   int32_t num_logits = 1;         // logits (and outputs) for the last num_logits rows
   bool logits_to_host = true;     // as SequenceStep::logits_to_host
+  std::vector<kernels::DrawParams> draws{};  // as SequenceStep::draws
 };
 
 struct MtpPlan {
@@ -78,6 +85,8 @@ struct ForwardOutput {
   int64_t num_rows = 0;  // logit rows
   int64_t num_vocab = 0;
   std::vector<int32_t> argmax_ids;  // [num_rows]: the greedy id of every logit row
+  // [num_rows]: the drawn id of every logit row of a sequence with draws, -1 elsewhere.
+  std::vector<int32_t> drawn_ids;
   std::vector<float> logits;        // [num_host_rows()][num_vocab]
   // Per plan sequence: index of its first logit row, of its first host row (-1: none), and of
   // its first hidden row.

@@ -29,7 +29,11 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const StepPlan& plan, const 
     auto it = states_.find(p.id);
     // The head must have caught up to the row before this step's first row.
     if (it == states_.end() || it->second.first_draft < 0 || it->second.num_rows != p.num_cached_tokens) continue;
-    if (pick && samples(p)) {
+    const bool drawn = draw_of(p, p.output_index).has_value();
+    if (drawn) {
+      if (it->second.first_draft_position != p.output_index) continue;  // drawn for another position
+      drafts[i].push_back(it->second.first_draft);
+    } else if (pick && samples(p)) {
       if (it->second.first_logits.empty()) continue;  // not kept: no draft rather than one without q
       first_picks.push_back({i, it->second.first_logits});
     } else {
@@ -57,14 +61,19 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const StepPlan& plan, const 
       step.hidden = chain_input[i];
       step.kv_blocks.assign(p.kv_blocks.begin(), p.kv_blocks.end());
       step.num_logits = 1;
-      step.logits_to_host = !device_argmax_ || (pick && samples(p));  // else only the argmax id
+      const std::optional<kernels::DrawParams> draw = draw_of(p, p.output_index + j);
+      if (draw) step.draws = {*draw};
+      // Else the host picker's logits, or only the argmax id.
+      step.logits_to_host = !draw && (!device_argmax_ || (pick && samples(p)));
       members.push_back(i);
     }
     if (members.empty()) break;
     backend_.forward_mtp(mtp, out_);
     for_each_pick(members.size(), [&](size_t m) {
       const size_t i = members[m];
-      drafts[i].push_back(pick && samples(plan.sequences[i])
+      const bool drawn = !mtp.sequences[m].draws.empty();
+      drafts[i].push_back(drawn ? out_.drawn_ids[static_cast<size_t>(out_.logit_begin[m])]
+                          : pick && samples(plan.sequences[i])
                               ? pick(i, j, std::span<const float>(out_.sequence_logits(m), static_cast<size_t>(out_.num_vocab)))
                               : head_argmax(m));
       chain_input[i].assign(out_.hidden.begin() + static_cast<int64_t>(m) * h,
@@ -96,6 +105,7 @@ void MtpDrafter::catch_up(const std::vector<CatchUp>& rows) {
     r.seq = c.seq;
     r.num_cached_rows = resumes ? c.first_position : c.seq->num_cached_tokens;
     r.drafts_next = c.drafts_next;
+    r.next_output_position = c.next_output_position;
     auto it = states_.find(c.seq->id);
     // Rows that waited for this stream go first when the state continues into this step.
     if (!resumes && it != states_.end() && !it->second.pending_tokens.empty() &&
@@ -118,6 +128,7 @@ bool MtpDrafter::defer(const CatchUp& c) {
   const auto waiting = static_cast<int32_t>(state.pending_tokens.size());
   if (state.num_rows + waiting != c.seq->num_cached_tokens) return false;  // restarted: catch up now
   state.first_draft = -1;
+  state.first_draft_position = -1;
   state.output.clear();
   state.first_logits.clear();
   state.pending_tokens.insert(state.pending_tokens.end(), c.next_tokens.begin(), c.next_tokens.end());
@@ -149,6 +160,7 @@ void MtpDrafter::catch_up_waiting(const StepPlan& plan) {
     r.tokens = std::move(state.pending_tokens);
     r.hidden = std::move(state.pending_hidden);
     r.drafts_next = true;
+    r.next_output_position = p.output_index;
     num_lazy_rows_ += static_cast<int64_t>(r.tokens.size());
   }
   run_head(passes);
@@ -165,7 +177,10 @@ void MtpDrafter::run_head(std::vector<HeadRows>& rows) {
     step.hidden = std::move(r.hidden);
     step.kv_blocks.assign(r.seq->kv_blocks.begin(), r.seq->kv_blocks.end());
     step.num_logits = r.drafts_next ? 1 : 0;
-    step.logits_to_host = !device_argmax_ || samples(*r.seq);
+    const std::optional<kernels::DrawParams> draw =
+        r.drafts_next ? draw_of(*r.seq, r.next_output_position) : std::nullopt;
+    if (draw) step.draws = {*draw};
+    step.logits_to_host = !draw && (!device_argmax_ || samples(*r.seq));
   }
   backend_.forward_mtp(mtp, out_);
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -174,13 +189,19 @@ void MtpDrafter::run_head(std::vector<HeadRows>& rows) {
     // A sequence that restarts (preempted, recomputed) starts its head cache over too.
     state.num_rows = r.num_cached_rows + static_cast<int32_t>(mtp.sequences[i].tokens.size());
     state.first_draft = -1;
+    state.first_draft_position = -1;
     state.output.clear();
     state.first_logits.clear();
     state.pending_tokens.clear();
     state.pending_hidden.clear();
     if (!r.drafts_next) continue;
-    state.first_draft = head_argmax(i);
-    if (samples(*r.seq)) state.first_logits.assign(out_.sequence_logits(i), out_.sequence_logits(i) + out_.num_vocab);
+    if (!mtp.sequences[i].draws.empty()) {
+      state.first_draft = out_.drawn_ids[static_cast<size_t>(out_.logit_begin[i])];
+      state.first_draft_position = r.next_output_position;
+    } else {
+      state.first_draft = head_argmax(i);
+    }
+    if (mtp.sequences[i].draws.empty() && samples(*r.seq)) state.first_logits.assign(out_.sequence_logits(i), out_.sequence_logits(i) + out_.num_vocab);
     const int64_t row = out_.hidden_begin[i];
     state.output.assign(out_.hidden.begin() + row * h, out_.hidden.begin() + (row + 1) * h);
   }

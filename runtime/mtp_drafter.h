@@ -6,10 +6,13 @@
 // output with the previous draft, one position further each.
 //
 // Greedy requests draft the head's argmax (runtime/greedy.h's rule): the backend's argmax_ids,
-// their logits stay on the device. A sampled request's drafts come from the runner's
-// DraftPicker, which draws each from the head's distribution q (the request's transforms)
-// and keeps q for verification (runtime/draft_verifier.h); for them the head's logits row
-// of the next first draft is kept between steps (num_vocab floats per sequence).
+// their logits stay on the device. Sampled requests that the runner's DrawSource names draft
+// the backend's draw of the head's row with the target row's own draw parameters at the same
+// output position (coupled drafts, runtime/backend_runner.h): ids only, as for greedy ones.
+// Other sampled requests' drafts come from the runner's DraftPicker, which draws each from
+// the head's distribution q (the request's transforms) and keeps q for verification
+// (runtime/draft_verifier.h); for them the head's logits row of the next first draft is kept
+// between steps (num_vocab floats per sequence).
 //
 // Lazy catch-up: a decode step that drafted nothing for a stream (the policy chose depth 0)
 // does not run the head over its rows; they wait (trunk hidden state + next token, H + 1
@@ -26,6 +29,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -48,6 +52,11 @@ class MtpDrafter {
   using DraftPicker =
       std::function<int32_t(size_t seq_index, int32_t draft_index, std::span<const float> head_logits)>;
 
+  // The backend's draw parameters for a sampled request's draft at an output position; nullopt
+  // for the requests the DraftPicker serves.
+  using DrawSource = std::function<std::optional<kernels::DrawParams>(const SequencePlan& seq, int64_t output_position)>;
+  void set_draw_source(DrawSource source) { draw_source_ = std::move(source); }
+
   // Drafts for each sequence of the plan (empty where none are wanted or possible): up to
   // plan.sequences[i].draft_depth tokens; greedy requests take the head's argmax, sampled
   // ones what `pick` returns (no picker: the argmax for them too).
@@ -66,6 +75,7 @@ class MtpDrafter {
     int32_t first_position = -1;
     // A decode step at depth 0: the rows may wait for the stream's next draft (lazy catch-up).
     bool may_wait = false;
+    int64_t next_output_position = -1;  // drafts_next: the output position of the next first draft
   };
   void catch_up(const std::vector<CatchUp>& rows);
 
@@ -90,7 +100,8 @@ class MtpDrafter {
   struct State {
     int32_t num_rows = 0;        // MTP cache rows valid: positions [0, num_rows)
     std::vector<float> output;   // head output at row num_rows - 1 (chaining input)
-    int32_t first_draft = -1;    // head argmax from it: the next step's first draft
+    int32_t first_draft = -1;    // head argmax (or draw) from it: the next step's first draft
+    int64_t first_draft_position = -1;  // a drawn first draft: the output position it was drawn for
     std::vector<float> first_logits;  // sampled requests: the head's logits row of it
     // Rows [num_rows, num_rows + pending_tokens.size()) that have not been through the head.
     std::vector<float> pending_hidden;   // [rows][H]
@@ -104,6 +115,7 @@ class MtpDrafter {
     std::vector<int32_t> tokens;
     std::vector<float> hidden;
     bool drafts_next = false;
+    int64_t next_output_position = -1;
   };
   // Runs the passes and records each sequence's new state (first draft when drafts_next).
   void run_head(std::vector<HeadRows>& rows);
@@ -115,8 +127,13 @@ class MtpDrafter {
 
   // The argmax draft of out_'s plan sequence i (its one logit row).
   int32_t head_argmax(size_t i) const;
+  // The backend's draw parameters for seq's draft at `position` (draw_source_), if it has them.
+  std::optional<kernels::DrawParams> draw_of(const SequencePlan& seq, int64_t position) const {
+    return draw_source_ ? draw_source_(seq, position) : std::nullopt;
+  }
 
   Backend& backend_;
+  DrawSource draw_source_;
   std::unordered_map<RequestId, State> states_;
   ForwardOutput out_;
   bool device_argmax_ = true;

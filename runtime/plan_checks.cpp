@@ -33,6 +33,7 @@ void check_plan_sequences(const BatchPlan& plan, const CacheConfig& cache, int64
     const int32_t rows = static_cast<int32_t>(s.tokens.size());
     if (s.num_logits < 0 || s.num_logits > rows || s.num_hidden < 0 || s.num_hidden > rows)
       fail("num_logits or num_hidden out of range");
+    if (!s.draws.empty() && static_cast<int32_t>(s.draws.size()) != s.num_logits) fail("draws must be one per logit row");
     if (s.keep_row_states && (cache.max_verify_rows < 2 || rows > cache.max_verify_rows))
       fail("more verify rows than the state ring holds");
     check_plan_rows(i, s.tokens, s.num_cached_tokens, s.kv_blocks, cache, num_vocab);

@@ -123,15 +123,22 @@ std::vector<float> Sampler::processed_logits(std::span<const float> logits) cons
   return v;
 }
 
-kernels::DrawParams Sampler::draw_params(uint64_t position) const {
+kernels::DrawParams draw_params_of(const SamplingParams& params, uint64_t seed, uint64_t position) {
   kernels::DrawParams p;
-  p.inv_temperature = 1.0f / params_.temperature;
-  p.top_k = params_.top_k;
-  p.top_p = params_.top_p;
-  p.min_p = params_.min_p;
-  p.word = sampler_word(seed_, position);
+  p.inv_temperature = 1.0f / params.temperature;
+  p.top_k = params.top_k;
+  p.top_p = params.top_p;
+  p.min_p = params.min_p;
+  p.word = sampler_word(seed, position);
   return p;
 }
+
+bool only_draw_needed(const SamplingParams& p) {
+  return !p.greedy() && !p.logprobs && p.top_logprobs <= 0 && p.logit_bias.empty() && p.repetition_penalty == 1.0f &&
+         p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && !p.constraint;
+}
+
+kernels::DrawParams Sampler::draw_params(uint64_t position) const { return draw_params_of(params_, seed_, position); }
 
 TokenDistribution Sampler::distribution(const std::vector<float>& processed) const {
   if (processed.empty()) return {};
@@ -141,7 +148,7 @@ TokenDistribution Sampler::distribution(const std::vector<float>& processed) con
     dist.mass[static_cast<size_t>(argmax(processed))] = dist.total = 1;
     return dist;
   }
-  return kernels::draw_masses(processed, draw_params(0), parallel_);
+  return kernels::draw_masses(processed.data(), static_cast<int64_t>(processed.size()), draw_params(0), parallel_);
 }
 
 SampledToken Sampler::describe(const std::vector<float>& processed, int32_t id) const {

@@ -68,6 +68,14 @@ using TokenDistribution = kernels::DrawMasses;
 // Inverse CDF in id order: the first id whose running mass exceeds floor(total * word / 2^32).
 int32_t draw_token(const TokenDistribution& dist, uint32_t word);
 
+// The draw rule's parameters of a (not greedy) request at output `position`: its temperature,
+// top-k, top-p and min-p, and the Token stream's bits of (seed, position).
+kernels::DrawParams draw_params_of(const SamplingParams& params, uint64_t seed, uint64_t position);
+// Whether a request's tokens are exactly the draw rule over the raw logits rows and it needs
+// nothing else from them (sampled; no bias, penalty, constraint or logprobs): a backend may
+// draw them on its device (SequenceStep::draws) and never copy those logits.
+bool only_draw_needed(const SamplingParams& params);
+
 struct TokenLogprob {
   int32_t id;
   float logprob;

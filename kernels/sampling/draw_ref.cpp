@@ -19,10 +19,10 @@ bool better(float v, int32_t i, float best_v, int32_t best_i) {
 
 }  // namespace
 
-int32_t argmax_ref(std::span<const float> row) {
+int32_t argmax_ref(const float* row, int64_t vocab) {
   float best_v = 0.0f;
   int32_t best_i = -1;
-  for (size_t i = 0; i < row.size(); ++i) {
+  for (int64_t i = 0; i < vocab; ++i) {
     const auto id = static_cast<int32_t>(i);
     if (best_i < 0 ? row[i] == row[i] : better(row[i], id, best_v, best_i)) best_v = row[i], best_i = id;
   }
@@ -51,23 +51,23 @@ uint64_t select_prefix_key(std::vector<std::pair<uint64_t, uint64_t>> items, uin
   return items.front().first;
 }
 
-DrawMasses draw_masses(std::span<const float> logits, const DrawParams& params, const ParallelFor* pool) {
-  if (logits.empty()) throw std::invalid_argument("draw: empty logits row");
-  const auto n = static_cast<int64_t>(logits.size());
+DrawMasses draw_masses(const float* logits, int64_t vocab, const DrawParams& params, const ParallelFor* pool) {
+  if (vocab <= 0) throw std::invalid_argument("draw: empty logits row");
+  const int64_t n = vocab;
   if (n > draw::kMaxVocab)
     throw std::invalid_argument("draw: vocabulary of " + std::to_string(n) + " tokens exceeds " +
                                 std::to_string(draw::kMaxVocab));
   DrawMasses out;
-  out.mass.assign(logits.size(), 0);
-  const int32_t top = argmax_ref(logits);
-  const float top_logit = logits[static_cast<size_t>(top)];
+  out.mass.assign(static_cast<size_t>(n), 0);
+  const int32_t top = argmax_ref(logits, n);
+  const float top_logit = logits[top];
   if (!(top_logit > -3.0e38f && top_logit < 3.0e38f)) {  // not finite: only the argmax
     out.mass[static_cast<size_t>(top)] = out.total = 1;
     return out;
   }
   auto fill = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
-      out.mass[static_cast<size_t>(i)] = draw::token_mass(logits[static_cast<size_t>(i)], top_logit, params);
+      out.mass[static_cast<size_t>(i)] = draw::token_mass(logits[i], top_logit, params);
   };
   if (pool != nullptr && n >= kParallelMinTokens) pool->run(n, fill);
   else fill(0, n);
@@ -80,7 +80,7 @@ DrawMasses draw_masses(std::span<const float> logits, const DrawParams& params, 
     for (int64_t i = 0; i < n; ++i) {
       const uint64_t m = out.mass[static_cast<size_t>(i)];
       if (m == 0) continue;
-      const uint64_t key = draw::likelihood_key(logits[static_cast<size_t>(i)], static_cast<uint32_t>(i));
+      const uint64_t key = draw::likelihood_key(logits[i], static_cast<uint32_t>(i));
       if (key <= limit) items.emplace_back(key, m);
     }
   };
@@ -100,7 +100,7 @@ DrawMasses draw_masses(std::span<const float> logits, const DrawParams& params, 
   for (int64_t i = 0; i < n; ++i) {
     uint64_t& m = out.mass[static_cast<size_t>(i)];
     if (m != 0 && limit != ~uint64_t{0} &&
-        draw::likelihood_key(logits[static_cast<size_t>(i)], static_cast<uint32_t>(i)) > limit)
+        draw::likelihood_key(logits[i], static_cast<uint32_t>(i)) > limit)
       m = 0;
     out.total += m;
   }
@@ -117,8 +117,8 @@ int32_t draw_from(const DrawMasses& masses, uint32_t word) {
   return 0;  // total 0: no token has mass
 }
 
-int32_t draw_ref(std::span<const float> logits, const DrawParams& params) {
-  return draw_from(draw_masses(logits, params), params.word);
+int32_t draw_ref(const float* logits, int64_t vocab, const DrawParams& params) {
+  return draw_from(draw_masses(logits, vocab, params), params.word);
 }
 
 }  // namespace deltaserve::kernels

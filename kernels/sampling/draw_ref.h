@@ -12,11 +12,10 @@
 // Steps 3 and 4 each keep a prefix of likelihood order, found by a radix select over the
 // 64-bit likelihood keys (a histogram of one 8-bit digit a pass), never a sort of the row.
 //
-// Pure functions; any thread; a pool only splits step 2's pass.
+// Pure functions; any thread; a pool only splits step 2's pass. C++17 (the GPU tests include it).
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <vector>
 
 #include "kernels/parallel.h"
@@ -37,14 +36,14 @@ struct DrawMasses {
 
 // Steps 1-4 (params.word unused). Throws std::invalid_argument for an empty row or a
 // vocabulary past draw::kMaxVocab.
-DrawMasses draw_masses(std::span<const float> logits, const DrawParams& params, const ParallelFor* pool = nullptr);
+DrawMasses draw_masses(const float* logits, int64_t vocab, const DrawParams& params, const ParallelFor* pool = nullptr);
 // Step 5 over any masses (an empty total draws 0).
 int32_t draw_from(const DrawMasses& masses, uint32_t word);
 // Steps 1-5: the token the device draw gives for this row.
-int32_t draw_ref(std::span<const float> logits, const DrawParams& params);
+int32_t draw_ref(const float* logits, int64_t vocab, const DrawParams& params);
 
 // The greedy rule (lowest id of the largest value; NaN never wins; no non-NaN value: 0).
-int32_t argmax_ref(std::span<const float> row);
+int32_t argmax_ref(const float* row, int64_t vocab);
 
 // The smallest key k of `items` (key, weight) such that the weights of keys <= k reach
 // `target` (> 0); the largest key when they never do. Keys distinct. Exposed for the tests.

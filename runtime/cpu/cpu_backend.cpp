@@ -6,6 +6,7 @@
 
 #include "kernels/embedding/embedding.h"
 #include "kernels/norm/norm.h"
+#include "kernels/sampling/draw_ref.h"
 #include "runtime/greedy.h"
 #include "runtime/plan_checks.h"
 
@@ -117,8 +118,8 @@ void CpuBackend::check_rows(size_t index, const std::vector<int32_t>& tokens, in
   check_plan_rows(index, tokens, first_position, kv_blocks, cache_, config_.num_vocab);
 }
 
-void CpuBackend::lm_head(const float* x, const std::vector<int64_t>& hidden_rows,
-                         const std::vector<int64_t>& logit_rows, const TensorView& norm, ForwardOutput& out) {
+void CpuBackend::lm_head(const float* x, const std::vector<int64_t>& hidden_rows, const std::vector<int64_t>& logit_rows,
+                         const std::vector<const kernels::DrawParams*>& draws, const TensorView& norm, ForwardOutput& out) {
   const int64_t h = config_.num_embd, m = static_cast<int64_t>(hidden_rows.size());
   out.hidden.resize(static_cast<size_t>(m * h));
   for (int64_t i = 0; i < m; ++i)
@@ -141,6 +142,11 @@ void CpuBackend::lm_head(const float* x, const std::vector<int64_t>& hidden_rows
   cpu::matmul(ctx, weights_.output, normed.data(), n, all.data());
   out.argmax_ids.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) out.argmax_ids[static_cast<size_t>(i)] = argmax_token(all.data() + i * v, v);
+  out.drawn_ids.assign(static_cast<size_t>(n), -1);
+  for (int64_t i = 0; i < n; ++i) {
+    const kernels::DrawParams* p = draws[static_cast<size_t>(i)];
+    if (p != nullptr) out.drawn_ids[static_cast<size_t>(i)] = kernels::draw_ref(all.data() + i * v, v, *p);
+  }
   if (all_to_host) return;
   out.logits.resize(static_cast<size_t>(out.num_host_rows_planned() * v));
   for (size_t s = 0; s < out.logit_begin.size(); ++s) {
@@ -154,6 +160,7 @@ void CpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
   check_plan(plan);
   cpu::StepRows rows;
   std::vector<int64_t> logit_rows, hidden_rows;
+  std::vector<const kernels::DrawParams*> draws;  // per logit row
   const int64_t planned_rows = plan.num_rows();
   if (!first_stage() && static_cast<int64_t>(activations_.size()) != planned_rows * config_.num_embd)
     throw std::logic_error("layer-split stage from layer " + std::to_string(layers_.first) +
@@ -182,6 +189,7 @@ void CpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
     }
     if (last_stage()) out.add_sequence(s.num_logits, std::max(s.num_logits, s.num_hidden), s.logits_to_host);
     for (int64_t i = count - s.num_logits; i < count; ++i) logit_rows.push_back(begin + i);
+    for (int32_t j = 0; j < s.num_logits; ++j) draws.push_back(s.draws.empty() ? nullptr : &s.draws[static_cast<size_t>(j)]);
     for (int64_t i = count - std::max(s.num_logits, s.num_hidden); i < count; ++i) hidden_rows.push_back(begin + i);
   }
 
@@ -204,7 +212,7 @@ void CpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
     out.layer_hidden.clear();
   }
   run_layers(rows, activations_.data(), capture);
-  if (last_stage()) lm_head(activations_.data(), hidden_rows, logit_rows, weights_.output_norm, out);
+  if (last_stage()) lm_head(activations_.data(), hidden_rows, logit_rows, draws, weights_.output_norm, out);
 }
 
 void CpuBackend::run_layers(const cpu::StepRows& rows, float* x, const LayerCapture& capture) {
@@ -271,6 +279,7 @@ void CpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
   const int64_t h = c.num_embd;
   cpu::StepRows rows;
   std::vector<int64_t> logit_rows;
+  std::vector<const kernels::DrawParams*> draws;  // per logit row
   std::vector<float> hidden;
   out.begin_layout(c.num_vocab);
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
@@ -286,8 +295,11 @@ void CpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
       rows.positions.push_back(s.num_cached_rows + static_cast<int32_t>(r));
     }
     hidden.insert(hidden.end(), s.hidden.begin(), s.hidden.end());
+    if (!s.draws.empty() && static_cast<int32_t>(s.draws.size()) != s.num_logits)
+      throw std::invalid_argument(plan_sequence_error(i, "draws must be one per logit row"));
     out.add_sequence(s.num_logits, s.num_logits, s.logits_to_host);  // MTP: hidden rows == logit rows
     for (int64_t r = count - s.num_logits; r < count; ++r) logit_rows.push_back(begin + r);
+    for (int32_t j = 0; j < s.num_logits; ++j) draws.push_back(s.draws.empty() ? nullptr : &s.draws[static_cast<size_t>(j)]);
   }
 
   const MtpWeights& mw = weights_.mtp;
@@ -308,7 +320,7 @@ void CpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
   kernels::rms_norm_ref({u.data(), h, cpu::f32_data(lw.post_attention_norm), a.data(), h, n, h, c.rms_eps}, pool_);
   cpu::ffn_forward(ctx, lw.ffn, n, a.data(), y.data());
   add_rows(u.data(), y.data(), n * h);
-  lm_head(u.data(), logit_rows, logit_rows, mw.shared_head_norm, out);
+  lm_head(u.data(), logit_rows, logit_rows, draws, mw.shared_head_norm, out);
 }
 
 }  // namespace deltaserve::runtime

@@ -57,9 +57,10 @@ class CpuBackend final : public Backend {
                   const std::vector<int32_t>& kv_blocks) const;
   void reset_slot(int32_t slot);
   // Final norm for hidden_rows and the LM head for logit_rows (a subset of them), into out
-  // (whose layout the caller set): hidden rows, argmax_ids of every logit row, host rows.
+  // (whose layout the caller set): hidden rows, argmax_ids of every logit row, drawn_ids
+  // (draws: per logit row, its params; empty where a row draws nothing), host rows.
   void lm_head(const float* x, const std::vector<int64_t>& hidden_rows, const std::vector<int64_t>& logit_rows,
-               const TensorView& norm, ForwardOutput& out);
+               const std::vector<const kernels::DrawParams*>& draws, const TensorView& norm, ForwardOutput& out);
 
   bool first_stage() const { return layers_.first == 0; }
   bool last_stage() const { return layers_.end == config_.num_layers; }

@@ -316,11 +316,13 @@ void GpuBackend::size_buffers() {
     w.add_bytes(matvec_split_scratch_, matvec_split_bytes_);
   }
 
-  // Staging: 12 int32 arrays (+16 bytes of alignment each) and the MTP hidden inputs.
-  const int64_t ints = 4 * R + 3 * S + (S + 1) + S * cache_.num_kv_blocks + 2 * R + 2 * S + 1 + 12 * 4;
+  // Staging: 12 int32 arrays (+16 bytes of alignment each), the MTP hidden inputs and the draws
+  // (a logit row index and kernels::DrawParams each, two arrays).
+  const int64_t draw_ints = max_logit_rows_ * (1 + static_cast<int64_t>(sizeof(kernels::DrawParams) / 4)) + 2 * 4;
+  const int64_t ints = 4 * R + 3 * S + (S + 1) + S * cache_.num_kv_blocks + 2 * R + 2 * S + 1 + 12 * 4 + draw_ints;
   const size_t input_bytes = static_cast<size_t>(ints) * 4 + static_cast<size_t>(R * H) * 4 + 16;
-  // Output: hidden rows, argmax ids, logit rows (gpu_forward.cpp's output_offsets).
-  output_floats_ = static_cast<size_t>(R * H + 4 + max_logit_rows_ + 4 + max_logit_rows_ * V);
+  // Output: hidden rows, argmax ids, drawn ids, logit rows (gpu_forward.cpp's output_offsets).
+  output_floats_ = static_cast<size_t>(R * H + 4 + max_logit_rows_ + 4 + max_logit_rows_ + 4 + max_logit_rows_ * V);
   w.add(argmax_ws_, kernels::argmax_workspace_words(max_logit_rows_, V));  // zero-filled by allocate()
   w.add(staging_device_, static_cast<int64_t>(input_bytes));
   w.add(output_device_, static_cast<int64_t>(output_floats_));

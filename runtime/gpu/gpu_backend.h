@@ -191,7 +191,16 @@ class GpuBackend final : public Backend {
   // to the host (one synchronisation).
   void lm_head_enqueue(const gpu::DeviceTensor& norm, const int32_t* hidden_rows, int64_t num_hidden,
                        const int32_t* logit_index, int64_t num_logits);
-  void lm_head_finish(int64_t num_hidden, int64_t num_logits, ForwardOutput& out);
+  // The step's draws (SequenceStep::draws): each drawn logit row and its params, staged with
+  // the step's other inputs; draw_enqueue launches them after the LM head, and lm_head_finish
+  // brings their ids back with the argmax ids.
+  struct StagedDraws {
+    size_t rows_at = 0, params_at = 0;
+    int64_t count = 0;
+  };
+  StagedDraws stage_draws(const std::vector<const std::vector<kernels::DrawParams>*>& per_sequence, const ForwardOutput& out);
+  void draw_enqueue(const StagedDraws& draws, int64_t num_hidden, int64_t num_logits);
+  void lm_head_finish(int64_t num_hidden, int64_t num_logits, const StagedDraws& draws, ForwardOutput& out);
   // Embedding, every trunk layer and the LM head of a staged step (no host sync).
   void enqueue_trunk(const gpu::StepRowsView& rows, size_t hidden_at, int64_t num_hidden, size_t logit_at,
                      int64_t num_logits);

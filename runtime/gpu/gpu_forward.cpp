@@ -8,6 +8,7 @@
 
 #include "kernels/elementwise/elementwise_gpu.h"
 #include "kernels/embedding/embedding_gpu.h"
+#include "kernels/sampling/draw_gpu.h"
 #include "kernels/sampling/sampling_gpu.h"
 #include "kernels/step_ops/step_ops_gpu.h"
 #include "runtime/gpu/gpu_backend.h"
@@ -27,16 +28,18 @@ void add_output_rows(int64_t begin, int64_t count, int32_t num_logits, int32_t n
 }
 
 // The output buffer (device, and the pinned arena's output region alike), in floats:
-// [hidden rows][H] | [logit rows] int32 argmax ids | [logit rows][V] logits; each piece
-// 16-byte aligned. Hidden rows and ids come back in one copy.
+// [hidden rows][H] | [logit rows] int32 argmax ids | [logit rows] int32 drawn ids | [logit
+// rows][V] logits; each piece 16-byte aligned. Hidden rows and ids come back in one copy.
 struct OutputOffsets {
   int64_t ids = 0;
+  int64_t drawn = 0;
   int64_t logits = 0;
 };
 OutputOffsets output_offsets(int64_t num_hidden, int64_t h, int64_t num_logits) {
   OutputOffsets at;
   at.ids = (num_hidden * h + 3) / 4 * 4;
-  at.logits = at.ids + (num_logits + 3) / 4 * 4;
+  at.drawn = at.ids + (num_logits + 3) / 4 * 4;
+  at.logits = at.drawn + (num_logits + 3) / 4 * 4;
   return at;
 }
 
@@ -258,7 +261,39 @@ void GpuBackend::lm_head_enqueue(const gpu::DeviceTensor& norm, const int32_t* h
 // The output rows to the host: hidden rows and argmax ids in one copy, the logits of the host
 // rows (out's layout: sequences with logits_to_host) in one copy per run of such sequences;
 // the only device->host copies and the only synchronisation of a forward.
-void GpuBackend::lm_head_finish(int64_t num_hidden, int64_t num_logits, ForwardOutput& out) {
+GpuBackend::StagedDraws GpuBackend::stage_draws(const std::vector<const std::vector<kernels::DrawParams>*>& per_sequence,
+                                                const ForwardOutput& out) {
+  StagedDraws staged;
+  for (const auto* d : per_sequence) staged.count += static_cast<int64_t>(d->size());
+  if (staged.count == 0) return staged;
+  staged.rows_at = staging_->push<int32_t>(staged.count);
+  staged.params_at = staging_->push<kernels::DrawParams>(staged.count);
+  int32_t* rows = staging_->host<int32_t>(staged.rows_at);
+  kernels::DrawParams* params = staging_->host<kernels::DrawParams>(staged.params_at);
+  int64_t k = 0;
+  for (size_t i = 0; i < per_sequence.size(); ++i) {
+    for (size_t j = 0; j < per_sequence[i]->size(); ++j, ++k) {
+      rows[k] = static_cast<int32_t>(out.logit_begin[i] + static_cast<int64_t>(j));
+      params[k] = (*per_sequence[i])[j];
+    }
+  }
+  return staged;
+}
+
+// After the LM head (eager, outside any step graph: the draws change every step): the drawn
+// ids of the staged rows, into the output buffer's drawn ids.
+void GpuBackend::draw_enqueue(const StagedDraws& draws, int64_t num_hidden, int64_t num_logits) {
+  if (draws.count == 0) return;
+  const gpu::GpuLayerContext ctx = context();
+  const int64_t v = config_.num_vocab;
+  const OutputOffsets at = output_offsets(num_hidden, config_.num_embd, num_logits);
+  const kernels::DrawGpuArgs args{output_device_ + at.logits, v, v, device<int32_t>(draws.rows_at),
+                                  device<kernels::DrawParams>(draws.params_at),
+                                  reinterpret_cast<int32_t*>(output_device_ + at.drawn), draws.count};
+  DS_GPU_LAUNCH(ctx, 1, kernels::draw_gpu(args, stream_), "draw %lld logit rows", static_cast<long long>(draws.count));
+}
+
+void GpuBackend::lm_head_finish(int64_t num_hidden, int64_t num_logits, const StagedDraws& draws, ForwardOutput& out) {
   const int64_t h = config_.num_embd, v = config_.num_vocab;
   const OutputOffsets at = output_offsets(num_hidden, h, num_logits);
   const size_t floats = static_cast<size_t>(num_logits > 0 ? at.logits + num_logits * v : num_hidden * h);
@@ -266,7 +301,8 @@ void GpuBackend::lm_head_finish(int64_t num_hidden, int64_t num_logits, ForwardO
     throw std::logic_error("GPU backend: output rows exceed the output buffer or the output layout");
   float* host = pinned_->output();
   int64_t bytes = 0;
-  const size_t head_floats = static_cast<size_t>(num_logits > 0 ? at.ids + num_logits : num_hidden * h);
+  const size_t head_floats =
+      static_cast<size_t>(num_logits == 0 ? num_hidden * h : draws.count > 0 ? at.drawn + num_logits : at.ids + num_logits);
   if (head_floats > 0) {
     DS_GPU_CHECK(gpuMemcpyAsync(host, output_device_, head_floats * sizeof(float), gpuMemcpyDeviceToHost, stream_),
                  "hidden rows and ids, %zu floats", head_floats);
@@ -293,6 +329,10 @@ void GpuBackend::lm_head_finish(int64_t num_hidden, int64_t num_logits, ForwardO
   out.hidden.assign(host, host + num_hidden * h);
   const int32_t* ids = reinterpret_cast<const int32_t*>(host + at.ids);
   out.argmax_ids.assign(ids, ids + num_logits);
+  out.drawn_ids.assign(static_cast<size_t>(num_logits), -1);
+  const int32_t* drawn = reinterpret_cast<const int32_t*>(host + at.drawn);
+  const int32_t* drawn_rows = draws.count > 0 ? staging_->host<int32_t>(draws.rows_at) : nullptr;
+  for (int64_t k = 0; k < draws.count; ++k) out.drawn_ids[static_cast<size_t>(drawn_rows[k])] = drawn[drawn_rows[k]];
   out.logits.resize(static_cast<size_t>(out.num_host_rows_planned() * v));
   for (size_t s = 0; s < num_seqs; ++s) {
     if (out.host_logit_begin[s] < 0) continue;
@@ -402,6 +442,9 @@ void GpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
   rows.state_in = device<int32_t>(in_at);
   rows.state_out = device<int32_t>(out_at);
   rows.ring_first = device<int32_t>(ring_at);
+  std::vector<const std::vector<kernels::DrawParams>*> draw_params;
+  for (const SequenceStep& s : plan.sequences) draw_params.push_back(&s.draws);
+  const StagedDraws draws = stage_draws(draw_params, out);
   DS_GPU_CHECK(gpuMemcpyAsync(staging_device_, pinned_->input(), staging_->used_bytes(), gpuMemcpyHostToDevice, stream_),
                "step staging, %zu bytes", staging_->used_bytes());
 
@@ -417,8 +460,9 @@ void GpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
   } else {
     enqueue_trunk(rows, hidden_at, num_hidden, logit_at, num_logits);
   }
+  draw_enqueue(draws, num_hidden, num_logits);
   launches_last_forward_ = launches_ - before;
-  lm_head_finish(num_hidden, num_logits, out);
+  lm_head_finish(num_hidden, num_logits, draws, out);
   timeline_->end();
 }
 
@@ -433,6 +477,8 @@ void GpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
     if (count == 0 || static_cast<int64_t>(s.hidden.size()) != count * h)
       throw std::invalid_argument(plan_sequence_error(i, "MTP rows need one hidden vector per token"));
     if (s.num_logits < 0 || s.num_logits > count) throw std::invalid_argument(plan_sequence_error(i, "num_logits out of range"));
+    if (!s.draws.empty() && static_cast<int32_t>(s.draws.size()) != s.num_logits)
+      throw std::invalid_argument(plan_sequence_error(i, "draws must be one per logit row"));
     check_rows(i, s.tokens, s.num_cached_rows, s.kv_blocks);
     n += count;
     logit_rows += s.num_logits;
@@ -472,6 +518,9 @@ void GpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
   }
   size_t hidden_at = 0, logit_at = 0;
   const gpu::StepRowsView rows = stage_common(tokens, first_positions, blocks, orows, order.num_decode_seqs, hidden_at, logit_at);
+  std::vector<const std::vector<kernels::DrawParams>*> draw_params;
+  for (const MtpSequenceStep& s : plan.sequences) draw_params.push_back(&s.draws);
+  const StagedDraws draws = stage_draws(draw_params, out);
   DS_GPU_CHECK(gpuMemcpyAsync(staging_device_, pinned_->input(), staging_->used_bytes(), gpuMemcpyHostToDevice, stream_),
                "MTP staging, %zu bytes", staging_->used_bytes());
 
@@ -489,8 +538,9 @@ void GpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
   const int64_t num_hidden = static_cast<int64_t>(orows.hidden_rows.size());
   const int64_t num_logits = static_cast<int64_t>(orows.logit_index.size());
   lm_head_enqueue(mw.shared_head_norm, device<int32_t>(hidden_at), num_hidden, device<int32_t>(logit_at), num_logits);
+  draw_enqueue(draws, num_hidden, num_logits);
   launches_last_forward_ = launches_ - before;
-  lm_head_finish(num_hidden, num_logits, out);
+  lm_head_finish(num_hidden, num_logits, draws, out);
   timeline_->end();
 }
 

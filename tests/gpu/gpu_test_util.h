@@ -168,6 +168,7 @@ void run_attention_prep_tests(Context& ctx);
 void run_moe_fused_tests(Context& ctx);
 void run_moe_down_combine_tests(Context& ctx);
 void run_exact_tile_tests(Context& ctx);  // also in matmul_experts_prefill (kTensorExact cases)
+void run_draw_tests(Context& ctx);
 void run_benchmarks(Context& ctx);
 void run_matvec_benchmarks(Context& ctx);
 void run_staged_matvec_benchmarks(Context& ctx);

@@ -11,7 +11,7 @@
 //     --bench-attention only the attention timings (paged decode at 1-64 streams, head splits; prefill chunks)
 //     --only a,b  only the named suites (matmul, matmul_grouped, matmul_experts_prefill, ops,
 //                 gdn, gdn_prefill, attention, attention_prep, moe_fused, moe_down_combine,
-//                 exact_tile): racecheck runs,
+//                 exact_tile, draw): racecheck runs,
 //                 which are slow, take them a few at a time
 #include <cstdio>
 #include <cstring>
@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
                 {"ops", run_ops_tests},             {"gdn", run_gdn_tests},
                 {"gdn_prefill", run_gdn_prefill_tests}, {"attention", run_attention_tests},
                 {"attention_prep", run_attention_prep_tests}, {"moe_fused", run_moe_fused_tests},
-                {"moe_down_combine", run_moe_down_combine_tests}, {"exact_tile", run_exact_tile_tests}};
+                {"moe_down_combine", run_moe_down_combine_tests}, {"exact_tile", run_exact_tile_tests},
+                {"draw", run_draw_tests}};
   int suites_run = 0;
   for (const auto& suite : suites) {
     if (!only.empty() && only.find("," + std::string(suite.name) + ",") == std::string::npos) continue;

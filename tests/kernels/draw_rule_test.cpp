@@ -83,10 +83,10 @@ TEST(DrawRule, PrefixSelectEqualsASort) {
 
 TEST(DrawRule, DrawRefIsTheArgmaxForANonFiniteTop) {
   std::vector<float> row = {0.0f, std::numeric_limits<float>::infinity(), 1.0f};
-  EXPECT_EQ(draw_ref(row, DrawParams{}), 1);
+  EXPECT_EQ(draw_ref(row.data(), 3, DrawParams{}), 1);
   std::vector<float> dead(5, -std::numeric_limits<float>::infinity());
-  EXPECT_EQ(draw_ref(dead, DrawParams{}), 0);
-  EXPECT_THROW(draw_ref({}, DrawParams{}), std::invalid_argument);
+  EXPECT_EQ(draw_ref(dead.data(), 5, DrawParams{}), 0);
+  EXPECT_THROW(draw_ref(row.data(), 0, DrawParams{}), std::invalid_argument);
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
-// Greedy tokens from the backend's argmax ids (runtime::BackendRunner::set_device_greedy, the default)
-// equal the reference path (every sampled row's logits on the host through the sampler and
+// Greedy tokens from the backend's argmax ids (runtime::BackendRunner::set_device_greedy, the
+// default) and sampled tokens from its draws (set_backend_draws, the default) equal the
+// reference path (every sampled row's logits on the host through the sampler and
 // verify_drafts), token for token, at draft depths 0..3 and in batches that mix plain greedy
 // requests with greedy ones that need their logits (penalty, bias, logprobs) and seeded
-// sampled ones. The plain greedy rows really stay off the host: a spy backend sees
-// logits_to_host = false on their rows (trunk and MTP) and no logits for them in the output.
+// sampled ones. The plain greedy and plain sampled rows really stay off the host: a spy
+// backend sees logits_to_host = false on their rows (trunk and MTP) and no logits for them in
+// the output.
 #include <gtest/gtest.h>
 
 #include "runtime/cpu/cpu_backend.h"
@@ -50,7 +52,9 @@ class SpyBackend final : public runtime::Backend {
  private:
   void check(const runtime::ForwardOutput& out, int64_t host_rows) {
     // Host rows are exactly the logits_to_host rows; every logit row has its id.
-    if (out.num_host_rows() != host_rows || static_cast<int64_t>(out.argmax_ids.size()) != out.num_rows) ++layout_errors;
+    if (out.num_host_rows() != host_rows || static_cast<int64_t>(out.argmax_ids.size()) != out.num_rows ||
+        static_cast<int64_t>(out.drawn_ids.size()) != out.num_rows)
+      ++layout_errors;
   }
   runtime::Backend& inner_;
 };
@@ -84,12 +88,17 @@ class DeviceGreedyTest : public ::testing::Test {
                            "It was a dark and stormy night;", "    return self._"};
     std::vector<RequestSpec> specs;
     for (int i = 0; i < 7; ++i) specs.push_back(request(texts[i], 20 + i % 3));
+    specs.push_back(request("Once upon a time", 24));  // seeded, filtered: drawn by the backend
     specs[3].sampling.repetition_penalty = 1.3f;
     specs[4].sampling.logit_bias = {{tokenizer_->encode(" ")[0], 2.0f}};
     specs[5].sampling.logprobs = true;
     specs[5].sampling.top_logprobs = 2;
     specs[6].sampling.temperature = 0.8f;
     specs[6].sampling.seed = 99;
+    specs[7].sampling.temperature = 0.7f;
+    specs[7].sampling.top_k = 20;
+    specs[7].sampling.top_p = 0.9f;
+    specs[7].sampling.seed = 5;
     return specs;
   }
 
@@ -99,6 +108,7 @@ class DeviceGreedyTest : public ::testing::Test {
     SpyBackend spy(cpu);
     runtime::BackendRunner runner(spy, 256, depth);
     runner.set_device_greedy(device_greedy);
+    runner.set_backend_draws(device_greedy);
     SchedulerConfig config;
     config.draft_min_expected = 0.0;  // always draft at full depth
     Engine engine(runner, config);
