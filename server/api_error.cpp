@@ -27,6 +27,17 @@ nlohmann::json ApiError::body() const {
   return {{"error", std::move(error)}};
 }
 
+const char* ApiError::metric_label() const {
+  switch (status) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 429: return "rate_limit_error";
+    case 503: return "service_unavailable_error";
+    default: break;
+  }
+  return status >= 500 ? "server_error" : "invalid_request_error";
+}
+
 std::string ApiError::body_text() const {
   return body().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -62,12 +73,16 @@ ApiError context_length_exceeded(const std::string& param, const std::string& me
   return bad_request("context_length_exceeded", param, message);
 }
 
+// OpenAI answers a wrong or missing key with type invalid_request_error (the status, 401,
+// is what SDKs turn into AuthenticationError).
 ApiError unauthorized(const std::string& message) {
-  return make(401, "authentication_error", "invalid_api_key", "", message);
+  return make(401, "invalid_request_error", "invalid_api_key", "", message);
 }
 
+// OpenAI's unknown model and unknown URL are invalid_request_error too (404 ->
+// NotFoundError in the SDKs); the code says which.
 ApiError not_found(const std::string& code, const std::string& message) {
-  return make(404, "not_found_error", code, "", message);
+  return make(404, "invalid_request_error", code, "", message);
 }
 
 ApiError method_not_allowed(const std::string& method, const std::string& path) {
@@ -87,6 +102,8 @@ ApiError queue_full(const std::string& message, int retry_after_s) {
   return e;
 }
 
+// OpenAI's 503 type; the code says why (model_loading, server_draining, server_shutdown)
+// where OpenAI says server_is_overloaded: every one is worth a retry after Retry-After.
 ApiError not_ready(const std::string& code, const std::string& message, int retry_after_s) {
   ApiError e = make(503, "service_unavailable_error", code, "", message);
   e.retry_after_s = retry_after_s;

@@ -1,6 +1,9 @@
 // OpenAI-style error bodies: {"error": {"message", "type", "param", "code"}} with the HTTP
-// status that goes with them. Every 4xx/5xx the daemon answers is built here, so the type
-// strings (also the `type` label of deltaserve_errors_total) stay one bounded set.
+// status that goes with them. Every 4xx/5xx the daemon answers is built here. `type` and
+// `code` are OpenAI's (401 invalid_request_error/invalid_api_key, 404 invalid_request_error/
+// model_not_found, 503 service_unavailable_error), since clients match on them; the `type`
+// label of deltaserve_errors_total is our own bounded class of the status (metric_label),
+// which dashboards and alert rules use and which therefore stays put when a body changes.
 // Plain values; any thread.
 #pragma once
 
@@ -12,13 +15,18 @@ namespace deltaserve::server {
 
 struct ApiError {
   int status = 400;
-  std::string type;     // invalid_request_error, authentication_error, ...
+  std::string type;     // OpenAI's: invalid_request_error, rate_limit_error, server_error, ...
   std::string code;     // machine-readable detail: invalid_json, context_length_exceeded, ...
   std::string param;    // the request field at fault; empty -> null
   std::string message;  // one human sentence naming the field and what is wrong
   int retry_after_s = 0;  // > 0 adds a Retry-After header (429, 503)
 
   nlohmann::json body() const;  // the full {"error": {...}} object
+  // The deltaserve_errors_total{type} label: invalid_request_error (other 4xx),
+  // authentication_error (401), not_found_error (404), rate_limit_error (429),
+  // service_unavailable_error (503), server_error (other 5xx). Streams that break after
+  // their headers add stream_error (http_session.cpp).
+  const char* metric_label() const;
   // Never throws: invalid UTF-8 (a parser message quoting the client's bytes) is replaced.
   std::string body_text() const;
 };

@@ -115,7 +115,8 @@ RequestJson normalize_message(const RequestJson& message, const std::string& pat
 
 }  // namespace
 
-RequestJson normalize_messages(const RequestJson& messages, const std::string& path) {
+RequestJson normalize_messages(const RequestJson& messages, const std::string& path,
+                               std::string* late_system) {
   if (!messages.is_array()) {
     throw ApiException{invalid_type(path, std::string("expected an array of messages, got ") +
                                               json_type_name(messages) + ".")};
@@ -135,6 +136,9 @@ RequestJson normalize_messages(const RequestJson& messages, const std::string& p
       std::string& text = out[0]["content"].get_ref<std::string&>();
       text += (text.empty() ? "" : "\n\n") + m["content"].get<std::string>();
     } else {
+      if (late_system && late_system->empty() && !out.empty() && m["role"] == "system") {
+        *late_system = element_path(path, i);
+      }
       out.push_back(std::move(m));
     }
   }

@@ -20,7 +20,10 @@ namespace deltaserve::server {
 // - `reasoning` (vLLM's name) is accepted as an alias of `reasoning_content`;
 // - leading system messages without a `name` are joined into one (blank line between), since
 //   templates take one system message, first (Qwen3.5's fails on a second).
-RequestJson normalize_messages(const RequestJson& messages, const std::string& path);
+// `late_system` (if given) gets the path of the first system message that is left after
+// another message ("messages[3]"), empty if none: the 400 names it when the template refuses.
+RequestJson normalize_messages(const RequestJson& messages, const std::string& path,
+                               std::string* late_system = nullptr);
 
 // null or an array of {"type": "function", "function": {name, description?, parameters?}}.
 RequestJson normalize_tools(const RequestJson* tools, const std::string& path);

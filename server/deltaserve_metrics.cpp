@@ -34,7 +34,7 @@ using prometheus::Counter;
 using prometheus::Gauge;
 using prometheus::Histogram;
 
-// Error types the daemon answers with (api_error.cpp); pre-created so they read 0.
+// The error classes (ApiError::metric_label, plus stream_error); pre-created so they read 0.
 constexpr std::array<const char*, 7> kErrorTypes = {
     "invalid_request_error", "authentication_error", "not_found_error", "rate_limit_error",
     "service_unavailable_error", "server_error", "stream_error"};
@@ -137,7 +137,7 @@ class DeltaserveMetrics final : public MetricSet {
                                 "HTTP connections currently open (the scraping one included).")),
         errors_family_(BuildCounter()
                            .Name("deltaserve_errors_total")
-                           .Help("Error responses and failed streams, by OpenAI error type.")
+                           .Help("Error responses and failed streams, by error class (of the HTTP status).")
                            .Register(r)),
         finished_family_(BuildCounter()
                              .Name("deltaserve_requests_finished_total")

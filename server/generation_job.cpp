@@ -27,7 +27,8 @@ int64_t unix_now_s() {
 }
 
 // Checks the prompt against the context and resolves max_tokens: an explicit value that
-// does not fit is a 400 (as vLLM); no value means "up to the context" (or the default).
+// does not fit is a 400 (as vLLM); no value means the API's default (completions: 16) within
+// the room left, else up to the context (or the server's default).
 int32_t resolve_max_tokens(const GenerationParams& p, size_t num_prompt_tokens,
                            const char* prompt_param, const ServerState& state,
                            const ModelService& service) {
@@ -55,7 +56,11 @@ int32_t resolve_max_tokens(const GenerationParams& p, size_t num_prompt_tokens,
     return *p.max_tokens;
   }
   int64_t room = context - prompt;
-  if (state.config().default_max_tokens > 0) room = std::min<int64_t>(room, state.config().default_max_tokens);
+  if (p.api_default_max_tokens > 0) {
+    room = std::min<int64_t>(room, p.api_default_max_tokens);
+  } else if (state.config().default_max_tokens > 0) {
+    room = std::min<int64_t>(room, state.config().default_max_tokens);
+  }
   return static_cast<int32_t>(room);
 }
 
@@ -110,6 +115,33 @@ GenerationJob common_job(const GenerationParams& p, std::vector<int32_t> prompt,
   return job;
 }
 
+// The 400 of a template that fails. Qwen's templates take one system message, first, and
+// raise on a later one: when the prompt renders without the late system messages, that is
+// the cause, and the 400 names the client's message (messages[i] / input[i]) and says what
+// to do rather than only quoting the template.
+ApiError template_error(const ChatRequest& request, ChatTemplateInput input, const TextCodec& codec,
+                        const TemplateError& e) {
+  if (!request.late_system_param.empty()) {
+    RequestJson kept = RequestJson::array();
+    for (size_t i = 0; i < input.messages.size(); ++i) {
+      if (i == 0 || input.messages[i].value("role", std::string()) != "system") kept.push_back(input.messages[i]);
+    }
+    input.messages = std::move(kept);
+    try {
+      codec.apply_chat_template(input);
+      return invalid_value(request.late_system_param,
+                           "system (and developer) messages must come first: this model's chat "
+                           "template takes one system message, before all other messages, and "
+                           "refuses this one after them (the template said: " +
+                               std::string(e.what()) + "). Move its text into the first system "
+                               "message.");
+    } catch (const TemplateError&) {
+      // Something else fails too: the template's own message below.
+    }
+  }
+  return invalid_value("messages", std::string("the chat template failed: ") + e.what());
+}
+
 }  // namespace
 
 std::string make_request_id(const char* prefix) {
@@ -138,7 +170,7 @@ std::string render_chat_prompt(const ChatRequest& request, const ServerState& st
   try {
     prompt = service.codec->apply_chat_template(input);
   } catch (const TemplateError& e) {
-    throw ApiException{invalid_value("messages", std::string("the chat template failed: ") + e.what())};
+    throw ApiException{template_error(request, input, *service.codec, e)};
   }
   if (request.continue_final_message) {
     // The template closes the last message; cut after its content so generation goes on.

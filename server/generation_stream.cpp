@@ -163,7 +163,7 @@ void GenerationStream::finish_stream(const StepOutput& out) {
   } else {
     const ApiError error = failure_error(*out.error);
     spdlog::error("[{}] stream ended with an error: {}", job_.spec.external_id, *out.error);
-    state_.metrics().on_error(error.type);
+    state_.metrics().on_error(error.metric_label());
     count_end(ResponseEnd::Error);
     write_chunk(wire_->stream_error(error));
   }

@@ -89,35 +89,31 @@ nlohmann::json ResponseFormatter::chat_logprobs(
   return {{"content", std::move(content)}, {"refusal", nullptr}};
 }
 
+// text_offset counts characters (code points) of the completion's text, as OpenAI and vLLM
+// do, not bytes. A token that ends inside a character does not count it; the token that
+// finishes it starts at that character (its offset points at the character both share).
 nlohmann::json ResponseFormatter::completion_logprobs(
-    const std::vector<scheduler::TokenLogprob>& lps, size_t first_offset) const {
+    const std::vector<scheduler::TokenLogprob>& lps, Utf8CharCounter& text_chars) const {
   nlohmann::json tokens = nlohmann::json::array();
   nlohmann::json token_logprobs = nlohmann::json::array();
   nlohmann::json top_logprobs = nlohmann::json::array();
   nlohmann::json text_offset = nlohmann::json::array();
-  size_t offset = first_offset;
   for (const scheduler::TokenLogprob& lp : lps) {
-    const std::string text = sanitize_utf8(codec_.token_text(lp.token));
-    tokens.push_back(text);
+    const std::string bytes = codec_.token_text(lp.token);
+    tokens.push_back(sanitize_utf8(bytes));
     token_logprobs.push_back(lp.logprob);
     nlohmann::json top = nlohmann::json::object();
     for (const auto& [token, logprob] : lp.top) {
       if (std::isfinite(logprob)) top[sanitize_utf8(codec_.token_text(token))] = logprob;  // as in chat
     }
     top_logprobs.push_back(std::move(top));
-    text_offset.push_back(offset);
-    offset += text.size();
+    text_offset.push_back(text_chars.chars());
+    text_chars.push(bytes);
   }
   return {{"tokens", std::move(tokens)},
           {"token_logprobs", std::move(token_logprobs)},
           {"top_logprobs", std::move(top_logprobs)},
           {"text_offset", std::move(text_offset)}};
-}
-
-size_t ResponseFormatter::logprob_text_bytes(const std::vector<scheduler::TokenLogprob>& lps) const {
-  size_t bytes = 0;
-  for (const scheduler::TokenLogprob& lp : lps) bytes += sanitize_utf8(codec_.token_text(lp.token)).size();
-  return bytes;
 }
 
 nlohmann::json ResponseFormatter::role_chunk() const {
@@ -135,13 +131,15 @@ void ResponseFormatter::put_prompt_token_ids(nlohmann::json& chunk) const {
   if (s_.token_ids && s_.endpoint != Endpoint::Chat) chunk["choices"][0]["prompt_token_ids"] = s_.prompt_token_ids;
 }
 
-nlohmann::json ResponseFormatter::delta_chunk(const OutputDelta& d, size_t text_offset) const {
+nlohmann::json ResponseFormatter::delta_chunk(const OutputDelta& d, Utf8CharCounter* text_chars) const {
   nlohmann::json chunk = chunk_base();
   nlohmann::json choice = {{"index", 0}};
   nlohmann::json logprobs = nullptr;
   if (s_.logprobs && !d.logprobs.empty()) {
-    logprobs = s_.endpoint == Endpoint::Chat ? chat_logprobs(d.logprobs)
-                                             : completion_logprobs(d.logprobs, text_offset);
+    Utf8CharCounter from_zero;
+    logprobs = s_.endpoint == Endpoint::Chat
+                   ? chat_logprobs(d.logprobs)
+                   : completion_logprobs(d.logprobs, text_chars ? *text_chars : from_zero);
   }
   if (s_.endpoint == Endpoint::Chat) {
     nlohmann::json delta = nlohmann::json::object();
@@ -203,7 +201,8 @@ nlohmann::json ResponseFormatter::final_body(const OutputDelta& all, const char*
   }
   nlohmann::json logprobs = nullptr;
   if (s_.logprobs) {
-    logprobs = chat ? chat_logprobs(all.logprobs) : completion_logprobs(all.logprobs, 0);
+    Utf8CharCounter text_chars;
+    logprobs = chat ? chat_logprobs(all.logprobs) : completion_logprobs(all.logprobs, text_chars);
   }
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = finish_reason;

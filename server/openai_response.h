@@ -20,6 +20,7 @@
 #include "server/openai_schema.h"
 #include "server/text_codec.h"
 #include "server/tool_call_parser.h"
+#include "server/utf8.h"
 
 namespace deltaserve::server {
 
@@ -76,11 +77,10 @@ class ResponseFormatter {
   nlohmann::json role_chunk() const;  // chat only
   // Completions streams: the prompt's ids into a chunk's choice (its first one; token_ids on).
   void put_prompt_token_ids(nlohmann::json& chunk) const;
-  // `text_offset`: completions logprobs count their text_offset from here (a stream passes
-  // the bytes of the logprob tokens it already sent, so the offsets run on across chunks).
-  nlohmann::json delta_chunk(const OutputDelta& delta, size_t text_offset = 0) const;
-  // The bytes the completions logprobs of `lps` span (text_offset's unit).
-  size_t logprob_text_bytes(const std::vector<scheduler::TokenLogprob>& lps) const;
+  // Completions logprobs: each token's text_offset is `text_chars`'s count before it, and the
+  // counter moves on over the chunk's tokens (a stream keeps one, so the offsets run on across
+  // chunks); null counts from 0.
+  nlohmann::json delta_chunk(const OutputDelta& delta, Utf8CharCounter* text_chars = nullptr) const;
   nlohmann::json finish_chunk(const char* finish_reason) const;
   nlohmann::json usage_chunk(const Usage& usage) const;
   nlohmann::json final_body(const OutputDelta& all, const char* finish_reason,
@@ -93,7 +93,7 @@ class ResponseFormatter {
   nlohmann::json chunk_base() const;
   nlohmann::json chat_logprobs(const std::vector<scheduler::TokenLogprob>& lps) const;
   nlohmann::json completion_logprobs(const std::vector<scheduler::TokenLogprob>& lps,
-                                     size_t first_offset) const;
+                                     Utf8CharCounter& text_chars) const;
   void put_reasoning(nlohmann::json& target, const std::string& reasoning) const;
 
   Setup s_;

@@ -9,6 +9,8 @@ namespace deltaserve::server {
 namespace {
 
 constexpr int64_t kMaxTokensCeiling = std::numeric_limits<int32_t>::max();
+// OpenAI's and vLLM's max_tokens when a completions request gives none.
+constexpr int32_t kCompletionsDefaultMaxTokens = 16;
 constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
 
 // Syntax errors, bad UTF-8 and number overflow are 400 invalid_json; bodies past the JSON
@@ -245,7 +247,7 @@ ChatRequest parse_chat_request(std::string_view body, const SchemaLimits& limits
   ChatRequest r;
   const RequestJson* messages = f.get("messages");
   if (!messages) throw ApiException{missing_parameter("messages")};
-  r.messages = normalize_messages(*messages, "messages");
+  r.messages = normalize_messages(*messages, "messages", &r.late_system_param);
   r.params = parse_common(f, limits, /*chat=*/true);
   r.tools = normalize_tools(f.get("tools"), "tools");
   r.tool_choice = normalize_tool_choice(f.get("tool_choice"), r.tools, "tool_choice");
@@ -300,6 +302,7 @@ CompletionRequest parse_completion_request(std::string_view body, const SchemaLi
     throw ApiException{invalid_value("prompt", "the prompt must not be empty.")};
   }
   r.params = parse_common(f, limits, /*chat=*/false);
+  r.params.api_default_max_tokens = kCompletionsDefaultMaxTokens;
   if (limits.reject_unknown_fields) f.reject_unknown();
   return r;
 }
@@ -315,7 +318,7 @@ TokenizeRequest parse_tokenize_request(std::string_view body, const SchemaLimits
   }
   if (messages) {
     ChatRequest chat;
-    chat.messages = normalize_messages(*messages, "messages");
+    chat.messages = normalize_messages(*messages, "messages", &chat.late_system_param);
     chat.tools = normalize_tools(f.get("tools"), "tools");
     if (const RequestJson* kwargs = f.object("chat_template_kwargs")) chat.chat_template_kwargs = *kwargs;
     chat.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);

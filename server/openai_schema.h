@@ -40,7 +40,11 @@ struct SchemaLimits {
 struct GenerationParams {
   std::string model;                  // empty: the served model
   runtime::SamplingParams sampling;   // temperature, top_p, penalties, seed, logprobs...
-  std::optional<int32_t> max_tokens;  // nullopt: up to the context (or the server default)
+  std::optional<int32_t> max_tokens;  // nullopt: the API's default, else up to the context
+                                      // (or the server's --default-max-tokens)
+  // The API's own default for an absent max_tokens; 0: the API has none. Completions: 16, as
+  // OpenAI and vLLM (a prompt too near the context gets the room left, not a 400).
+  int32_t api_default_max_tokens = 0;
   std::string max_tokens_param = "max_tokens";  // the field that set it, for 400 messages
   std::vector<std::string> stop;      // stop strings, matched on detokenised text
   std::vector<int32_t> stop_token_ids;  // vLLM extension
@@ -75,6 +79,10 @@ struct ChatRequest {
   // (Responses: text.format.schema; Anthropic: output_config.format.schema).
   std::string response_format_schema_param = "response_format.json_schema.schema";
   RequestJson chat_template_kwargs = RequestJson::object();
+  // The client's field of the first system (or developer) message that follows another
+  // message, empty if none ("messages[2]", Responses: "input[1]"). Qwen's templates take one
+  // system message, first: when the template fails on it, the 400 names this field.
+  std::string late_system_param;
   bool add_generation_prompt = true;
   bool continue_final_message = false;
 };

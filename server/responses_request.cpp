@@ -1,5 +1,6 @@
 #include "server/responses_request.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "server/chat_messages.h"
@@ -218,7 +219,8 @@ void reject_unsupported(JsonFields& f) {
 
 }  // namespace
 
-void responses_input_to_messages(const RequestJson& input, RequestJson& messages) {
+void responses_input_to_messages(const RequestJson& input, RequestJson& messages,
+                                 std::string* late_system) {
   if (input.is_string()) {
     messages.push_back({{"role", "user"}, {"content", input.get<std::string>()}});
     return;
@@ -227,9 +229,17 @@ void responses_input_to_messages(const RequestJson& input, RequestJson& messages
     throw ApiException{invalid_type("input", std::string("expected a string or an array of items, "
                                                          "got ") + json_type_name(input) + ".")};
   }
+  const auto is_system = [](const RequestJson& m) { return m.value("role", std::string()) == "system"; };
+  bool after_other = !std::all_of(messages.begin(), messages.end(), is_system);  // the history
   std::string pending_reasoning;
   for (size_t i = 0; i < input.size(); ++i) {
+    const size_t before = messages.size();
     add_item(input[i], element_path("input", i), messages, pending_reasoning);
+    const bool system_added = messages.size() > before && is_system(messages.back());
+    if (late_system && late_system->empty() && after_other && system_added) {
+      *late_system = element_path("input", i);
+    }
+    for (size_t k = before; k < messages.size(); ++k) after_other = after_other || !is_system(messages[k]);
   }
 }
 
@@ -255,7 +265,8 @@ ResponsesRequest parse_responses_request(std::string_view body, const SchemaLimi
   }
   const RequestJson* input = f.get("input");
   if (!input) throw ApiException{missing_parameter("input")};
-  responses_input_to_messages(*input, r.history);
+  std::string late_system;
+  responses_input_to_messages(*input, r.history, &late_system);
   if (r.history.empty()) throw ApiException{invalid_value("input", "at least one item is required.")};
 
   RequestJson messages = RequestJson::array();
@@ -331,6 +342,7 @@ ResponsesRequest parse_responses_request(std::string_view body, const SchemaLimi
   if (limits.reject_unknown_fields) f.reject_unknown();
 
   r.chat = parse_chat_request(chat.dump(), limits);
+  r.chat.late_system_param = std::move(late_system);  // the client's item, not the chat index
   r.chat.response_format = std::move(response_format);
   r.chat.response_format_schema_param = "text.format.schema";
   r.chat.params.max_tokens_param = "max_output_tokens";

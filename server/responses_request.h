@@ -40,6 +40,9 @@ ResponsesRequest parse_responses_request(std::string_view body, const SchemaLimi
                                          ResponseStore& store);
 
 // The chat messages of a Responses `input` (string or items), appended to `messages`.
-void responses_input_to_messages(const RequestJson& input, RequestJson& messages);
+// `late_system` (if given) gets the path of the first system / developer item that follows a
+// message of another role ("input[2]"), empty if none.
+void responses_input_to_messages(const RequestJson& input, RequestJson& messages,
+                                 std::string* late_system = nullptr);
 
 }  // namespace deltaserve::server

@@ -296,7 +296,7 @@ HttpResponse json_response(http::status status, const std::string& body, const H
 }
 
 HttpResponse error_response(const ApiError& error, const HttpRequest* request, ServerState& state) {
-  state.metrics().on_error(error.type);
+  state.metrics().on_error(error.metric_label());
   HttpResponse res{static_cast<http::status>(error.status), request ? request->version() : 11};
   res.set(http::field::server, kServerName);
   res.set(http::field::content_type, "application/json");

@@ -147,7 +147,7 @@ std::vector<OptionDef> option_table(const std::shared_ptr<std::string>& kwargs_t
       def(&C::cors_allow_origin, "cors_allow_origin", "Access-Control-Allow-Origin value (e.g. '*'); empty = no CORS headers"),
       def(&C::cors_allow_headers, "cors_allow_headers", "Request headers a CORS preflight allows (comma-separated); empty = whatever the preflight asks for (Access-Control-Request-Headers)"),
       def(&C::retry_after_s, "retry_after_s", "Retry-After seconds sent with 429 and 503"),
-      def(&C::default_max_tokens, "default_max_tokens", "max_tokens when a request gives none; 0 = up to the context"),
+      def(&C::default_max_tokens, "default_max_tokens", "max_tokens when a chat or responses request gives none (completions: 16, as OpenAI); 0 = up to the context"),
       def(&C::max_logprobs, "max_logprobs", "Largest top_logprobs (chat) / logprobs (completions) accepted"),
       def(&C::max_stop_strings, "max_stop_strings", "Most stop strings per request"),
       def(&C::reject_unknown_fields, "reject_unknown_fields", "Answer 400 to request fields the server does not know (as OpenAI does)"),

@@ -47,7 +47,7 @@ struct ServerConfig {
   int32_t retry_after_s = 1;        // Retry-After on 429 / 503
 
   // Request handling.
-  int32_t default_max_tokens = 0;   // 0 = up to the context
+  int32_t default_max_tokens = 0;   // chat and responses; 0 = up to the context
   int32_t max_logprobs = 20;
   int32_t max_stop_strings = 16;
   bool reject_unknown_fields = true;

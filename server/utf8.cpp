@@ -75,4 +75,13 @@ size_t utf8_floor(std::string_view text, size_t max_bytes) {
   return i;
 }
 
+void Utf8CharCounter::push(std::string_view bytes) {
+  pending_.append(bytes);
+  const size_t done = utf8_complete_prefix(pending_);
+  for (const char c : sanitize_utf8(std::string_view(pending_).substr(0, done))) {
+    if (!is_continuation(static_cast<unsigned char>(c))) ++chars_;
+  }
+  pending_.erase(0, done);
+}
+
 }  // namespace deltaserve::server

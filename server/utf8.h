@@ -20,4 +20,18 @@ std::string sanitize_utf8(std::string_view bytes);
 // character boundary (for cutting text at a stop string without splitting a character).
 size_t utf8_floor(std::string_view text, size_t max_bytes);
 
+// Counts the characters (code points) of text that arrives in pieces, as the decoder writes
+// them: a character split across pieces counts once, when its last byte arrives, and each
+// invalid byte counts as the U+FFFD that replaces it. Completions logprobs' text_offset.
+// One per stream; not thread-safe.
+class Utf8CharCounter {
+ public:
+  void push(std::string_view bytes);
+  size_t chars() const { return chars_; }  // characters complete so far
+
+ private:
+  std::string pending_;  // the bytes of a character not finished yet
+  size_t chars_ = 0;
+};
+
 }  // namespace deltaserve::server

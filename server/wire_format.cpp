@@ -8,8 +8,7 @@ std::string OpenAiWire::stream_start(const Usage&) {
 }
 
 std::string OpenAiWire::stream_delta(const OutputDelta& delta, const Usage& usage) {
-  nlohmann::json chunk = formatter_.delta_chunk(delta, num_logprob_text_bytes_);
-  if (formatter_.setup().logprobs) num_logprob_text_bytes_ += formatter_.logprob_text_bytes(delta.logprobs);
+  nlohmann::json chunk = formatter_.delta_chunk(delta, &logprob_chars_);
   if (continuous_usage_) chunk["usage"] = ResponseFormatter::usage_json(usage);
   if (!prompt_ids_sent_) formatter_.put_prompt_token_ids(chunk);
   prompt_ids_sent_ = true;

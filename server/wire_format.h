@@ -53,7 +53,7 @@ class OpenAiWire final : public WireFormat {
   const bool include_usage_;
   const bool continuous_usage_;
   bool prompt_ids_sent_ = false;  // completions streams: the first chunk carries them
-  size_t num_logprob_text_bytes_ = 0;  // completions logprobs: the next chunk's first text_offset
+  Utf8CharCounter logprob_chars_;  // completions logprobs: the next chunk's first text_offset
 };
 
 }  // namespace deltaserve::server

@@ -237,3 +237,41 @@ test('streamed tool calls arrive as argument fragments: input_json_delta and fun
   assert.equal(item.arguments, done);
   assert.ok(['Paris', 'Rome'].includes(JSON.parse(done).city));
 });
+
+// Qwen's template takes one system message, first, and raises on a later one. Each API says
+// so in its own error format, naming the client's message, and the daemon keeps serving.
+test('a system message after a user message is a clear 400 on chat, responses and messages', async () => {
+  const late = [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'yo' }, { role: 'system', content: 'Be brief.' }];
+  await assert.rejects(openai.chat.completions.create({ model, max_tokens: 4, messages: late }), (err) => {
+    assert.ok(err instanceof OpenAI.BadRequestError, String(err));
+    assert.equal(err.type, 'invalid_request_error');
+    assert.equal(err.param, 'messages[2]');
+    assert.match(err.message, /messages\[2\].*system .*messages must come first/);
+    assert.match(err.message, /System message must be at the beginning/);  // the template's own words
+    return true;
+  });
+  // Leading system and developer messages are merged: no error.
+  const merged = await openai.chat.completions.create({ model, max_tokens: 2, temperature: 0, messages: [
+    { role: 'system', content: 'a' }, { role: 'developer', content: 'b' }, { role: 'user', content: 'hi' }] });
+  assert.ok(merged.usage.completion_tokens > 0);
+
+  await assert.rejects(openai.responses.create({ model, max_output_tokens: 16, instructions: 'x', input: [
+    { role: 'user', content: 'hi' }, { role: 'developer', content: 'Be brief.' }] }), (err) => {
+    assert.ok(err instanceof OpenAI.BadRequestError, String(err));
+    assert.equal(err.param, 'input[1]');
+    assert.match(err.message, /system .*messages must come first/);
+    return true;
+  });
+
+  // Anthropic's messages carry only user and assistant turns: a system one is refused as such.
+  await assert.rejects(anthropic.messages.create({ model, max_tokens: 4, messages: [
+    { role: 'user', content: 'hi' }, { role: 'system', content: 'Be brief.' }] }), (err) => {
+    assert.ok(err instanceof Anthropic.BadRequestError, String(err));
+    assert.equal(err.error.type, 'error');
+    assert.equal(err.error.error.type, 'invalid_request_error');
+    assert.match(err.error.error.message, /messages\[1\]\.role.*system prompt goes in 'system'/);
+    return true;
+  });
+  const ok = await openai.chat.completions.create({ model, max_tokens: 2, messages: [{ role: 'user', content: 'still there?' }] });
+  assert.ok(ok.choices[0].message.content !== undefined);
+});

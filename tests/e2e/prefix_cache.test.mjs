@@ -198,7 +198,7 @@ test('metrics count hits; the reset is behind the key and returns everything', a
 
   const denied = await fetch(`${url}/v1/cache/reset`, { method: 'POST' });
   assert.equal(denied.status, 401);
-  assert.equal((await denied.json()).error.type, 'authentication_error');
+  assert.equal((await denied.json()).error.code, 'invalid_api_key');
   const wrongMethod = await fetch(`${url}/v1/cache/reset`, { headers: { authorization: `Bearer ${key}` } });
   assert.equal(wrongMethod.status, 405);
   const reset = await fetch(`${url}/v1/cache/reset`, { method: 'POST', headers: { authorization: `Bearer ${key}` } });

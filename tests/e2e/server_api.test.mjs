@@ -122,7 +122,7 @@ test('raw SSE framing: data lines, [DONE] last', async () => {
 });
 
 test('completions, streamed and not; max_tokens ends with length', async () => {
-  const c = await client.completions.create({ model, prompt: 'The quick brown fox' });
+  const c = await client.completions.create({ model, prompt: 'The quick brown fox', max_tokens: 64 });
   assert.match(c.id, /^cmpl-/);
   assert.equal(c.object, 'text_completion');
   assert.equal(c.choices[0].index, 0);
@@ -151,6 +151,26 @@ test('completions, streamed and not; max_tokens ends with length', async () => {
   assert.equal(finishes.length, 1);
   assert.equal(finishes[0].text, '');
   assert.equal(usage.completion_tokens, 9);
+});
+
+// OpenAI's and vLLM's default for completions is 16 tokens; chat has none (up to the context).
+// The fake engine echoes the prompt a byte a token, so a 40-byte prompt shows the cut.
+test('completions without max_tokens stop at 16 tokens; chat does not', async () => {
+  const prompt = 'abcdefghijklmnopqrstuvwxyz0123456789ABCD';
+  const c = await client.completions.create({ model, prompt });
+  assert.equal(c.choices[0].text, prompt.slice(0, 16));
+  assert.equal(c.choices[0].finish_reason, 'length');
+  assert.equal(c.usage.completion_tokens, 16);
+  const nulled = await client.completions.create({ model, prompt, max_tokens: null });
+  assert.equal(nulled.usage.completion_tokens, 16);
+  let streamed = '';
+  for await (const chunk of await client.completions.create({ model, prompt, stream: true })) {
+    streamed += chunk.choices[0]?.text ?? '';
+  }
+  assert.equal(streamed, prompt.slice(0, 16));
+  const chat = await client.chat.completions.create({ model, messages: [{ role: 'user', content: prompt }] });
+  assert.equal(chat.choices[0].message.content, prompt);
+  assert.equal(chat.choices[0].finish_reason, 'stop');
 });
 
 test('stop strings: output cut, usage counts only emitted tokens', async () => {

@@ -44,14 +44,15 @@ describe('client errors (auth on)', () => {
       await assert.rejects(bad.chat.completions.create({ model, messages: user('hi') }), (err) => {
         assert.ok(err instanceof OpenAI.AuthenticationError);
         assert.equal(err.status, 401);
-        assert.equal(err.type, 'authentication_error');
+        // OpenAI's body: type invalid_request_error, code invalid_api_key.
+        assert.equal(err.type, 'invalid_request_error');
         assert.equal(err.code, 'invalid_api_key');
         return true;
       });
     }
     const missing = await fetch(`${daemon.url}/v1/models`);
     assert.equal(missing.status, 401);
-    checkErrorBody(await missing.json(), { type: 'authentication_error', code: 'invalid_api_key' });
+    checkErrorBody(await missing.json(), { type: 'invalid_request_error', code: 'invalid_api_key' });
     const tok = await fetch(`${daemon.url}/tokenize`, { method: 'POST', body: '{"prompt":"a"}' });
     assert.equal(tok.status, 401);
     for (const p of ['/health', '/ready', '/metrics']) assert.equal((await fetch(`${daemon.url}${p}`)).status, 200, p);
@@ -99,11 +100,12 @@ describe('client errors (auth on)', () => {
   test('404: unknown path and unknown model', async () => {
     const res = await post('/v1/nothing-here', {});
     assert.equal(res.status, 404);
-    checkErrorBody(await res.json(), { type: 'not_found_error', code: 'unknown_url' });
+    checkErrorBody(await res.json(), { type: 'invalid_request_error', code: 'unknown_url' });
     const root = await fetch(`${daemon.url}/nope`);
     assert.equal(root.status, 404);
     await assert.rejects(client.chat.completions.create({ model: 'gpt-99', messages: user('x') }),
-      (err) => err instanceof OpenAI.NotFoundError && err.code === 'model_not_found' && err.param === 'model');
+      (err) => err instanceof OpenAI.NotFoundError && err.type === 'invalid_request_error' &&
+        err.code === 'model_not_found' && err.param === 'model');
   });
 
   test('405: wrong method on a known path', async () => {
@@ -123,7 +125,9 @@ describe('client errors (auth on)', () => {
     assert.equal((await client.chat.completions.create({ model, messages: user('after') })).choices[0].message.content, 'after');
   });
 
-  test('errors are counted by type in /metrics', async () => {
+  // The metric's label is the status's class, not the body's type: 401 and 404 bodies say
+  // invalid_request_error (as OpenAI's do), the label still tells them apart.
+  test('errors are counted by class in /metrics', async () => {
     const m = await scrape(daemon.url);
     assert.ok(m.get('deltaserve_errors_total', { type: 'invalid_request_error' }) >= badRequests.length);
     assert.ok(m.get('deltaserve_errors_total', { type: 'authentication_error' }) >= 3);

@@ -47,7 +47,8 @@ async function oneRequest(client, random, i, counts) {
         assert.equal(res.choices[0].message.content, text);
       }
     } else {
-      const res = await client.completions.create({ model, prompt: text, stream }, { signal: controller.signal });
+      // Completions stop at 16 tokens unless told (OpenAI's default): ask for the whole echo.
+      const res = await client.completions.create({ model, prompt: text, max_tokens: 256, stream }, { signal: controller.signal });
       if (stream) {
         let content = '';
         for await (const chunk of res) content += chunk.choices[0]?.text ?? '';

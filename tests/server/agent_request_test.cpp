@@ -253,6 +253,26 @@ TEST(ResponsesRequest, InstructionsAndLeadingDeveloperMessagesBecomeOneSystemMes
   EXPECT_EQ(alone.chat.messages[0]["content"], "a\n\nb");
 }
 
+// A system / developer message after another one is what Qwen's template refuses: the
+// request remembers the client's own field for the 400 (input[i], not the chat index).
+TEST(ResponsesRequest, ASystemItemAfterOthersIsRememberedByItsInputIndex) {
+  ResponseStore store(8, 60, 1 << 20);
+  const ResponsesRequest late = parse_responses_request(R"({"instructions": "x", "input": [
+      {"role": "developer", "content": "a"}, {"role": "user", "content": "hi"},
+      {"role": "assistant", "content": "yo"}, {"role": "developer", "content": "b"},
+      {"role": "system", "content": "c"}]})", kLimits, store);
+  EXPECT_EQ(late.chat.late_system_param, "input[3]");
+  const ResponsesRequest leading = parse_responses_request(R"({"input": [
+      {"role": "system", "content": "a"}, {"role": "developer", "content": "b"}, {"role": "user", "content": "hi"}]})",
+      kLimits, store);
+  EXPECT_EQ(leading.chat.late_system_param, "");
+  // After a stored conversation, a developer item is late even as the first of the input.
+  store.put("resp_a", RequestJson::parse(R"([{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}])"));
+  const ResponsesRequest after_history = parse_responses_request(
+      R"({"previous_response_id": "resp_a", "input": [{"role": "developer", "content": "b"}]})", kLimits, store);
+  EXPECT_EQ(after_history.chat.late_system_param, "input[0]");
+}
+
 TEST(ResponsesRequest, JsonObjectAndTextFormats) {
   ResponseStore store(8, 60, 1 << 20);
   EXPECT_EQ(parse_responses_request(R"({"input": "x", "text": {"format": {"type": "json_object"}}})", kLimits, store)

@@ -153,5 +153,46 @@ TEST(CompletionChunks, StreamedTextOffsetsRunOnAcrossChunks) {
   EXPECT_EQ(offsets[2], nlohmann::json::array({3, 4}));
 }
 
+// OpenAI and vLLM count text_offset in characters of the text, not bytes. The fake codec's
+// tokens are single bytes, so "aé€b" is 7 tokens: é and € are split across tokens. A token
+// that ends inside a character has not finished it; the token that does starts at it.
+TEST(CompletionLogprobs, TextOffsetCountsCharactersNotBytes) {
+  ResponseFormatter::Setup s;
+  s.endpoint = Endpoint::Completion;
+  s.logprobs = true;
+  const std::string text = "a\xC3\xA9\xE2\x82\xAC" "b";
+  OutputDelta all;
+  all.content = text;
+  for (const char ch : text) all.logprobs.push_back({static_cast<unsigned char>(ch), -0.5f, {}});
+  const nlohmann::json body = ResponseFormatter(s, kCodec).final_body(all, "stop", {});
+  const nlohmann::json expected = nlohmann::json::array({0, 1, 1, 2, 2, 2, 3});
+  EXPECT_EQ(body["choices"][0]["logprobs"]["text_offset"], expected);
+
+  // Streamed with a chunk boundary inside é and one inside €: the same offsets.
+  OpenAiWire wire(s, kCodec, /*include_usage=*/false, /*continuous_usage=*/false);
+  nlohmann::json streamed = nlohmann::json::array();
+  for (const auto& [from, n] : {std::pair{0, 2}, std::pair{2, 2}, std::pair{4, 3}}) {
+    OutputDelta d;
+    d.logprobs.assign(all.logprobs.begin() + from, all.logprobs.begin() + from + n);
+    d.content = "x";
+    const nlohmann::json chunk = nlohmann::json::parse(wire.stream_delta(d, {}).substr(6));
+    for (const auto& offset : chunk["choices"][0]["logprobs"]["text_offset"]) streamed.push_back(offset);
+  }
+  EXPECT_EQ(streamed, expected);
+}
+
+TEST(Utf8CharCounter, SplitCharactersCountOnceAndInvalidBytesAsReplacements) {
+  Utf8CharCounter c;
+  c.push("\xF0\x9F");  // half of U+1F600
+  EXPECT_EQ(c.chars(), 0u);
+  c.push("\x98\x80z");
+  EXPECT_EQ(c.chars(), 2u);
+  c.push("\xFF");       // never valid: one U+FFFD
+  EXPECT_EQ(c.chars(), 3u);
+  c.push("\xC3");       // a lead byte that a letter then breaks: one U+FFFD, then the letter
+  c.push("q");
+  EXPECT_EQ(c.chars(), 5u);
+}
+
 }  // namespace
 }  // namespace deltaserve::server

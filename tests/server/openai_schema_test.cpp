@@ -252,6 +252,32 @@ TEST(OpenAiSchema, CompletionPromptForms) {
   EXPECT_EQ(r.params.sampling.top_logprobs, 2);
 }
 
+// Leading system messages are merged into one; the first one left after another message is
+// remembered by its index in the request, for the 400 when the template refuses it.
+TEST(OpenAiSchema, ASystemMessageAfterOthersIsRememberedByItsIndex) {
+  const auto late = [](const std::string& messages) {
+    return parse_chat_request(R"({"messages":)" + messages + "}", limits()).late_system_param;
+  };
+  EXPECT_EQ(late(R"([{"role":"system","content":"a"},{"role":"developer","content":"b"},{"role":"user","content":"u"}])"), "");
+  EXPECT_EQ(late(R"([{"role":"user","content":"u"},{"role":"system","content":"a"}])"), "messages[1]");
+  EXPECT_EQ(late(R"([{"role":"system","content":"a"},{"role":"user","content":"u"},{"role":"assistant","content":"x"},)"
+                 R"({"role":"developer","content":"b"},{"role":"system","content":"c"}])"),
+            "messages[3]");
+  // A named second system message is not merged (its name would be lost): it is late too.
+  EXPECT_EQ(late(R"([{"role":"system","content":"a"},{"role":"system","name":"n","content":"b"},{"role":"user","content":"u"}])"),
+            "messages[1]");
+}
+
+// OpenAI's and vLLM's completions default to 16 tokens; chat has no API default.
+TEST(OpenAiSchema, CompletionsDefaultTo16TokensChatHasNoDefault) {
+  const CompletionRequest c = parse_completion_request(R"({"prompt":"a"})", limits());
+  EXPECT_FALSE(c.params.max_tokens.has_value());
+  EXPECT_EQ(c.params.api_default_max_tokens, 16);
+  EXPECT_EQ(parse_completion_request(R"({"prompt":"a","max_tokens":null})", limits()).params.api_default_max_tokens, 16);
+  EXPECT_EQ(parse_completion_request(R"({"prompt":"a","max_tokens":40})", limits()).params.max_tokens, 40);
+  EXPECT_EQ(parse_chat_request("{" + kMsgs + "}", limits()).params.api_default_max_tokens, 0);
+}
+
 TEST(OpenAiSchema, TokenizeAndDetokenize) {
   EXPECT_EQ(*parse_tokenize_request(R"({"prompt":"x"})", limits()).prompt, "x");
   EXPECT_TRUE(parse_tokenize_request("{" + kMsgs + "}", limits()).chat.has_value());
