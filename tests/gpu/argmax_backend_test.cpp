@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/sampling/draw_ref.h"
 #include "runtime/greedy.h"
 #include "tests/gpu/backend_test_util.h"
 #include "tests/gpu/synthetic_model.h"
@@ -161,6 +162,71 @@ TEST_P(GpuArgmaxTest, GraphReplaysGiveTheEagerIds) {
     EXPECT_EQ(replay.argmax_ids, eager.argmax_ids) << "step " << step;
     EXPECT_EQ(part_->launches_last_forward(), all_->launches_last_forward()) << "step " << step;
   }
+  EXPECT_GT(part_->graph_replays(), 0);
+}
+
+// Draws (SequenceStep::draws, draw_gpu after the LM head): every drawn id is draw_ref over the
+// GPU's own logits row; the same ids with the logits left on the device, under graph replays
+// (decode steps) and eager launches (verify rows), trunk and MTP alike; rows without draws
+// report -1.
+TEST_P(GpuArgmaxTest, DrawsAreTheRuleOverTheOwnLogits) {
+  part_->set_graphs_enabled(true);
+  auto params = [](int step, int row) {
+    kernels::DrawParams p;
+    p.inv_temperature = 1.0f / (0.5f + 0.25f * static_cast<float>(row % 4));
+    p.top_k = row % 3 == 0 ? 0 : 5 + row;
+    p.top_p = row % 2 == 0 ? 1.0f : 0.9f;
+    p.min_p = row % 5 == 4 ? 0.05f : 0.0f;
+    p.word = 0x9E3779B9u * static_cast<uint32_t>(step * 16 + row + 1);
+    return p;
+  };
+  auto expect_rule = [&](const ForwardOutput& all, const ForwardOutput& part, const std::vector<bool>& drawn, const std::string& what) {
+    ASSERT_EQ(static_cast<int64_t>(all.drawn_ids.size()), all.num_rows) << what;
+    for (size_t i = 0; i < drawn.size(); ++i) {
+      for (int64_t j = 0; j < all.sequence_logit_rows(i); ++j) {
+        const auto r = static_cast<size_t>(all.logit_begin[i] + j);
+        if (!drawn[i]) {
+          EXPECT_EQ(all.drawn_ids[r], -1) << what;
+          continue;
+        }
+        kernels::DrawParams p = params(static_cast<int>(what.size()), static_cast<int>(r));
+        EXPECT_EQ(all.drawn_ids[r], kernels::draw_ref(all.sequence_logits(i, j), all.num_vocab, p)) << what << " row " << r;
+      }
+    }
+    EXPECT_EQ(part.drawn_ids, all.drawn_ids) << what;
+  };
+  auto with_draws = [&](BatchPlan plan, const std::vector<bool>& drawn, const std::string& what) {
+    int row = 0;
+    for (size_t i = 0; i < plan.sequences.size(); ++i) {
+      SequenceStep& s = plan.sequences[i];
+      for (int32_t j = 0; j < s.num_logits; ++j, ++row)
+        if (drawn[i]) s.draws.push_back(params(static_cast<int>(what.size()), row));
+    }
+    return plan;
+  };
+  ForwardOutput all, part;
+  BatchPlan prefill;
+  for (int32_t s = 0; s < 3; ++s) prefill.sequences.push_back(make_step(s, 0, tokens(9, 30 + s), blocks(s), 1, 9));
+  all_->forward(prefill, all);
+  part_->forward(prefill, part);
+  std::vector<int32_t> cached{9, 9, 9};
+  for (int step = 0; step < 4; ++step) {
+    BatchPlan d;
+    for (int32_t s = 0; s < 3; ++s)
+      d.sequences.push_back(make_step(s, cached[static_cast<size_t>(s)]++, tokens(1, 60 + step * 3 + s), blocks(s), 1, 1));
+    const std::string what = "decode " + std::string(static_cast<size_t>(step), '.');
+    const std::vector<bool> drawn{true, false, true};
+    all_->forward(with_to_host(with_draws(d, drawn, what), {true, true, true}), all);
+    part_->forward(with_to_host(with_draws(d, drawn, what), {false, false, false}), part);
+    expect_rule(all, part, drawn, what);
+  }
+  BatchPlan verify;
+  for (int32_t s = 0; s < 3; ++s)
+    verify.sequences.push_back(make_step(s, cached[static_cast<size_t>(s)], tokens(3, 90 + s), blocks(s), 3, 3, true));
+  const std::vector<bool> drawn{false, true, true};
+  all_->forward(with_to_host(with_draws(verify, drawn, "verify"), {true, true, true}), all);
+  part_->forward(with_to_host(with_draws(verify, drawn, "verify"), {false, false, false}), part);
+  expect_rule(all, part, drawn, "verify");
   EXPECT_GT(part_->graph_replays(), 0);
 }
 
