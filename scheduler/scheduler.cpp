@@ -308,6 +308,10 @@ void Scheduler::fill_stats(EngineStats& stats) const {
   stats.prefix_cache_query_tokens = c.num_query_tokens;
   stats.prefix_cache_hit_tokens = c.num_hit_tokens;
   stats.prefix_cache_evictions = c.num_evictions;
+  stats.prefix_cache_preempted_queries = c.num_preempted_queries;
+  stats.prefix_cache_preempted_hits = c.num_preempted_hits;
+  stats.prefix_cache_preempted_query_tokens = c.num_preempted_query_tokens;
+  stats.prefix_cache_preempted_hit_tokens = c.num_preempted_hit_tokens;
   stats.prefix_cache_spills = c.num_spills;
   stats.prefix_cache_checkpoints = cache_->num_checkpoints();
   stats.prefix_cache_blocks = c.num_nodes;

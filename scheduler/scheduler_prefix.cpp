@@ -99,7 +99,8 @@ bool Scheduler::admit_head(int32_t budget, int32_t& num_rows) {
   if (hit.checkpoint != nullptr) cache_->use(hit, s.slot, hit.partial_block >= 0 ? fresh.front() : -1, pending_ops_);
   blocks.insert(blocks.end(), fresh.begin(), fresh.end());
   s.kv_blocks = std::move(blocks);
-  if (cache_) cache_->count_query(s.num_tokens(), hit.num_tokens);
+  // A sequence scheduled before was preempted: its lookup is counted apart (PrefixCacheStats).
+  if (cache_) cache_->count_query(s.num_tokens(), hit.num_tokens, s.was_scheduled);
   if (s.num_cached_prompt_tokens < 0) s.num_cached_prompt_tokens = std::min(hit.num_tokens, s.num_prompt_tokens);
   return true;
 }
