@@ -217,6 +217,30 @@ TEST_F(PrefixCacheTest, BurstSharingAnUncachedSystemPromptPrefillsItOnce) {
   }
 }
 
+// A prompt resumed one token short of its end (its first step is a single decode row) still
+// leaves its end-of-prompt checkpoint: turn 1's answer resent whole (as a continuation), then a
+// request whose answer diverges right after that prompt resumes at its end, not one token before.
+TEST_F(PrefixCacheTest, PromptWhoseFirstStepIsOneDecodeRowSavesItsEndCheckpoint) {
+  for (const int32_t depth : {0, 3}) {
+    StackOptions on;
+    on.depth = depth;
+    StackOptions off = on;
+    off.cache = false;
+    auto cached = stack(on);
+    const Tokens turn1 = concat(encode(kSystem), encode("User: name a colour and a fruit.\nAssistant:"));
+    const Outcome first = cached->run_one(turn1, 12);
+    const Tokens resent = concat(turn1, first.tokens);  // the end-of-request checkpoint: all but its last token
+    const Outcome second = cached->run_one(resent, 8);
+    ASSERT_EQ(second.num_cached_prompt_tokens, static_cast<int32_t>(resent.size()) - 1) << "depth " << depth;
+    Tokens third = concat(resent, encode(" Purple"));
+    ASSERT_NE(third[resent.size()], second.tokens[0]) << "the third request must diverge from the second's answer";
+    third = concat(third, encode(" and a pear.\nUser: why?\nAssistant:"));
+    const Outcome hit = cached->run_one(third, 8);
+    EXPECT_EQ(hit.num_cached_prompt_tokens, static_cast<int32_t>(resent.size())) << "depth " << depth;
+    EXPECT_EQ(hit.tokens, stack(off)->run_one(third, 8).tokens) << "depth " << depth;
+  }
+}
+
 // Multi-turn conversations interleaved; every second turn resends the history.
 std::vector<Tokens> second_turns(const std::vector<Tokens>& firsts, const std::vector<Outcome>& outs, const Tokens& more) {
   std::vector<Tokens> turns;
