@@ -81,6 +81,8 @@ StepReport Scheduler::commit(const runtime::StepPlan& plan, const runtime::StepO
     } else if (cache_ && at_checkpoint(s)) {
       save_checkpoint(s);  // a prefill checkpoint (chunks are cut there: next_checkpoint)
     }
+    if (!p.sample && !s.shared_cuts.empty())
+      std::erase_if(s.shared_cuts, [&s](int32_t cut) { return cut <= s.num_computed_tokens; });
   }
   return report;
 }
