@@ -80,7 +80,7 @@ Engine::Inbox Engine::take_inbox(bool wait) {
 
 void Engine::apply(Inbox& inbox) {
   for (Submission& s : inbox.submits) {
-    scheduler_.add(s.id, std::move(s.spec), std::move(s.sink), s.submit_time);
+    scheduler_.add(s.id, std::move(s.spec), hold(std::move(s.sink)), s.submit_time);
   }
   for (const RequestId id : inbox.cancels) scheduler_.cancel(id);
   if (inbox.cancel_all) scheduler_.cancel_all();
@@ -113,7 +113,27 @@ void Engine::execute(const runtime::StepPlan& plan) {
   for (runtime::SequenceOutput& o : out_.sequences) o.error = failure;
 }
 
-// Publishes stats and idleness; when idle, runs the full integrity check (cheap then).
+EventSink Engine::hold(EventSink sink) {
+  auto shared = std::make_shared<const EventSink>(std::move(sink));
+  return [this, shared](const RequestEvent& event) { held_.push_back({shared, event}); };
+}
+
+// A sink that throws is a client gone (as Scheduler::deliver treats it): its request is
+// cancelled at the next iteration, unless this was its last event.
+void Engine::deliver_held() {
+  for (HeldEvent& h : held_) {
+    if (!*h.sink) continue;
+    try {
+      (*h.sink)(h.event);
+    } catch (...) {
+      if (h.event.finish == FinishReason::None) cancel(h.event.id);
+    }
+  }
+  held_.clear();
+}
+
+// Publishes stats, then hands out the iteration's events, then idleness; when idle, runs the
+// full integrity check (cheap then).
 void Engine::publish() {
   EngineStats stats;
   scheduler_.fill_stats(stats);
@@ -123,10 +143,6 @@ void Engine::publish() {
   stats.device_bytes_used = runner_stats.device_bytes_used;
   stats.device_bytes_total = runner_stats.device_bytes_total;
   stats.split_devices = runner_stats.split_devices;
-  const bool idle = scheduler_.idle();
-  std::string why;
-  const bool intact = !idle || scheduler_.check_integrity(&why);
-  if (!intact && observer_ != nullptr) observer_->on_engine_error("idle integrity check: " + why);
   {
     std::lock_guard lock(mutex_);
     stats_ = stats;
@@ -136,6 +152,14 @@ void Engine::publish() {
     const int64_t open_places = std::max<int64_t>(0, scheduler_.config().max_num_seqs - stats.num_running);
     waiting_placed_ = std::min<int64_t>(num_waiting_, open_places);
     free_places_ = open_places - waiting_placed_;
+  }
+  deliver_held();  // after the stats they depend on (header); before the idle check's cost
+  const bool idle = scheduler_.idle();
+  std::string why;
+  const bool intact = !idle || scheduler_.check_integrity(&why);
+  if (!intact && observer_ != nullptr) observer_->on_engine_error("idle integrity check: " + why);
+  {
+    std::lock_guard lock(mutex_);
     idle_ = idle;
     published_resets_ = cache_resets_done_;
     if (!intact && integrity_error_.empty()) integrity_error_ = why;

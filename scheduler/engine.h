@@ -10,11 +10,19 @@
 //
 // A cancel (client disconnect, stop string) frees the request's slot and KV blocks before
 // the next step is planned; its sink gets a final Cancelled event.
+//
+// Events go out once the step's stats are published: the scheduler's events of an iteration
+// (new requests, cancels, the step's commit) are held and handed to their sinks after the
+// observer's on_step and publish(), so a client that reads /metrics (or stats()) after the
+// last byte of its response finds the counters of the step that produced it (the sinks post
+// to the session's strand, which may write at once). A sink that throws counts as a client
+// gone: its request is cancelled at the next iteration.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -94,7 +102,12 @@ class Engine : public RequestQueue {
   Inbox take_inbox(bool wait);
   void apply(Inbox& inbox);
   void execute(const runtime::StepPlan& plan);
+  // Publishes the stats, then delivers the held events, then the idleness (wait_idle()
+  // returns after the sinks ran, as before events were held).
   void publish();
+  // The sink the scheduler gets for a request: it holds each event for deliver_held().
+  EventSink hold(EventSink sink);
+  void deliver_held();
 
   runtime::ModelRunner& runner_;
   EngineObserver* observer_;
@@ -102,6 +115,11 @@ class Engine : public RequestQueue {
   Scheduler scheduler_;  // engine thread only (its check_submit() is const: any thread)
   const PrefixDirectory* prefix_directory_ = nullptr;  // the cache's (thread-safe); null while off
   runtime::StepOutput out_;       // engine thread only; reused every step
+  struct HeldEvent {
+    std::shared_ptr<const EventSink> sink;
+    RequestEvent event;
+  };
+  std::vector<HeldEvent> held_;  // engine thread only: this iteration's events, in order
 
   mutable std::mutex mutex_;  // guards everything below
   std::condition_variable work_cv_;  // inbox changed or stop

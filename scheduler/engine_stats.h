@@ -34,10 +34,15 @@ struct EngineStats {
   std::vector<runtime::SplitDeviceStats> split_devices;
   // Prefix cache (docs/prefix-cache.md); all 0 while it is off.
   bool prefix_cache_enabled = false;
-  uint64_t prefix_cache_queries = 0;        // admissions that looked it up
+  uint64_t prefix_cache_queries = 0;        // requests' first admissions, which looked it up
   uint64_t prefix_cache_hits = 0;           // ... and resumed from a checkpoint
   uint64_t prefix_cache_query_tokens = 0;   // tokens of those admissions
   uint64_t prefix_cache_hit_tokens = 0;     // tokens they did not compute
+  // The same for re-admissions of preempted sequences (not prefix sharing: PrefixCacheStats).
+  uint64_t prefix_cache_preempted_queries = 0;
+  uint64_t prefix_cache_preempted_hits = 0;
+  uint64_t prefix_cache_preempted_query_tokens = 0;
+  uint64_t prefix_cache_preempted_hit_tokens = 0;
   uint64_t prefix_cache_evictions = 0;      // checkpoints dropped (budget, KV pressure, reset)
   uint64_t prefix_cache_spills = 0;         // checkpoints moved from the device to the host tier
   int32_t prefix_cache_checkpoints = 0;

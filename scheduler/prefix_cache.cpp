@@ -133,12 +133,12 @@ void PrefixCache::use(const Hit& hit, int32_t slot, int32_t cow_block, std::vect
   c.last_use = ++clock_;
 }
 
-void PrefixCache::count_query(int32_t num_prompt_tokens, int32_t num_hit_tokens) {
-  ++stats_.num_queries;
-  stats_.num_query_tokens += static_cast<uint64_t>(std::max(0, num_prompt_tokens));
+void PrefixCache::count_query(int32_t num_tokens, int32_t num_hit_tokens, bool preempted) {
+  ++(preempted ? stats_.num_preempted_queries : stats_.num_queries);
+  (preempted ? stats_.num_preempted_query_tokens : stats_.num_query_tokens) += static_cast<uint64_t>(std::max(0, num_tokens));
   if (num_hit_tokens > 0) {
-    ++stats_.num_hits;
-    stats_.num_hit_tokens += static_cast<uint64_t>(num_hit_tokens);
+    ++(preempted ? stats_.num_preempted_hits : stats_.num_hits);
+    (preempted ? stats_.num_preempted_hit_tokens : stats_.num_hit_tokens) += static_cast<uint64_t>(num_hit_tokens);
   }
 }
 

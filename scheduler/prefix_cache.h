@@ -26,10 +26,17 @@
 namespace deltaserve::scheduler {
 
 struct PrefixCacheStats {
-  uint64_t num_queries = 0;       // admissions that looked the cache up
+  uint64_t num_queries = 0;       // requests' first admissions, which looked the cache up
   uint64_t num_hits = 0;          // ... and resumed from a checkpoint
   uint64_t num_query_tokens = 0;  // prompt tokens of those admissions
   uint64_t num_hit_tokens = 0;    // tokens they did not compute
+  // Re-admissions of preempted sequences, counted apart (as vLLM's preempted_* stats): they
+  // mostly find the state their own preemption saved, so counted above they would raise the
+  // hit rate with recomputation avoided rather than prefixes shared.
+  uint64_t num_preempted_queries = 0;
+  uint64_t num_preempted_hits = 0;
+  uint64_t num_preempted_query_tokens = 0;  // tokens (prompt and generated) of those admissions
+  uint64_t num_preempted_hit_tokens = 0;
   uint64_t num_evictions = 0;     // checkpoints dropped (budget or KV pressure)
   uint64_t num_spills = 0;        // checkpoints moved from the device tier to the host tier
   int32_t num_device_checkpoints = 0;
@@ -65,8 +72,9 @@ class PrefixCache {
   void share_blocks(const Hit& hit, std::vector<int32_t>& kv_blocks);
   void use(const Hit& hit, int32_t slot, int32_t cow_block, std::vector<runtime::CacheOp>& ops);
   void unpin(const Hit& hit);
-  // Counts an admission's lookup (hit tokens 0 for a miss).
-  void count_query(int32_t num_prompt_tokens, int32_t num_hit_tokens);
+  // Counts an admission's lookup (hit tokens 0 for a miss); preempted: the re-admission of a
+  // preempted sequence (its own counters), num_tokens then counts its generated tokens too.
+  void count_query(int32_t num_tokens, int32_t num_hit_tokens, bool preempted);
 
   // Checkpoints the state of `slot`, which holds exactly tokens[0, num_tokens): the blocks of
   // kv_blocks covering [0, num_tokens) are shared into the trie. next_token: the sequence's

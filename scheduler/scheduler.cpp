@@ -197,6 +197,7 @@ void Scheduler::preempt_newest() {
   Sequence& s = *running_.back();
   running_.pop_back();
   save_checkpoint(s);
+  s.shared_cuts.clear();  // its waiters stop waiting (it left the running set)
   blocks_.block_free(s.kv_blocks);
   slots_.slot_free(s.slot);
   s.slot = -1;
@@ -210,7 +211,7 @@ void Scheduler::admit(int32_t budget, std::vector<int32_t>& want) {
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs && slots_.num_free() > 0) {
     Sequence& s = *waiting_.front();
     int32_t num_rows = 0;
-    if (!admit_head(budget, num_rows)) break;  // FCFS: no overtaking
+    if (!admit_head(budget, num_rows, want)) break;  // FCFS: no overtaking
     s.admit_order = next_admit_order_++;
     if (!s.was_scheduled) {
       s.was_scheduled = true;
@@ -308,6 +309,10 @@ void Scheduler::fill_stats(EngineStats& stats) const {
   stats.prefix_cache_query_tokens = c.num_query_tokens;
   stats.prefix_cache_hit_tokens = c.num_hit_tokens;
   stats.prefix_cache_evictions = c.num_evictions;
+  stats.prefix_cache_preempted_queries = c.num_preempted_queries;
+  stats.prefix_cache_preempted_hits = c.num_preempted_hits;
+  stats.prefix_cache_preempted_query_tokens = c.num_preempted_query_tokens;
+  stats.prefix_cache_preempted_hit_tokens = c.num_preempted_hit_tokens;
   stats.prefix_cache_spills = c.num_spills;
   stats.prefix_cache_checkpoints = cache_->num_checkpoints();
   stats.prefix_cache_blocks = c.num_nodes;

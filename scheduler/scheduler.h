@@ -27,7 +27,9 @@
 //     waiting while a slot, budget and the blocks of the head's first chunk are available;
 //     nobody overtakes a head that does not fit (no starvation of long prompts). With the
 //     prefix cache (docs/prefix-cache.md) the head first resumes from its longest cached
-//     prefix: those tokens count as computed, so budget, chunk and blocks see only the tail.
+//     prefix: those tokens count as computed, so budget, chunk and blocks see only the tail;
+//     or it waits while a running sequence prefills a longer stretch of its prompt, whose
+//     prefill is cut where the two diverge so that it checkpoints there (in-flight sharing).
 // Whenever blocks run short, cached prefixes are evicted (LRU, among those whose eviction
 // returns a block) before anyone is preempted.
 // plan() and commit() alternate: nothing may call add/cancel between them, because the
@@ -144,12 +146,20 @@ class Scheduler {
   // is due: a long answer, or a preempted sequence, resumes within one interval).
   bool crossed_decode_checkpoint(const Sequence& s, int32_t num_computed_before) const;
   // Admits the waiting head from its cached prefix when there is one; false when it does not
-  // fit now, or waits for a prefix another sequence is prefilling (nothing changed).
-  bool admit_head(int32_t budget, int32_t& num_rows);
-  // Whether s (with `cached` tokens of its prompt already cached) should wait for a running
-  // sequence that is prefilling a stretch of the same prompt, at least one checkpoint
-  // interval longer than what is cached, whose checkpoints s will then resume from.
-  bool waits_for_shared_prefix(const Sequence& s, int32_t cached) const;
+  // fit now, or waits for a prefix another sequence is prefilling (nothing changed but that
+  // sequence's cuts, and its chunk in `want`: plan_shared_cut).
+  bool admit_head(int32_t budget, int32_t& num_rows, std::vector<int32_t>& want);
+  // The running sequence whose prompt prefill s (with `cached` tokens of its prompt already
+  // cached) should wait for: it prefills a stretch of s's prompt of at least kMinSharedTokens,
+  // longer than what is cached, and has not passed it. Null when none; else `cut` is where its
+  // checkpoint will let s resume (shared_cut of their common prefix).
+  Sequence* shared_prefill(const Sequence& s, int32_t cached, int32_t& cut) const;
+  // The last position at or before num_common (a prefix of r's prompt) where r's prefill can be
+  // cut for a checkpoint: on the chunk grid, leaving an aligned last piece; r's prompt end as is.
+  int32_t shared_cut(const Sequence& r, int32_t num_common) const;
+  // Asks r for a checkpoint at `cut`: its prefill chunks are cut there from now on, and this
+  // step's (want, indexed as running_) when it crosses it.
+  void plan_shared_cut(Sequence& r, int32_t cut, std::vector<int32_t>& want);
   // The request drafts with the MTP head (its cached prefixes must carry exact MTP rows).
   bool speculative(const Sequence& s) const { return s.spec.draft_depth != 0 && config_.max_draft_depth > 0; }
 

@@ -71,13 +71,18 @@ StepReport Scheduler::commit(const runtime::StepPlan& plan, const runtime::StepO
     if (p.sample) {
       record_drafts(s, p, out.sequences[k]);
       report.num_generated_tokens += append_tokens(s, out.sequences[k], now);
-      // The end of a prompt (or of a recompute) is a checkpoint, if s goes on (finish saves);
-      // so is every --prefix-checkpoint-tokens interval of an answer.
+      // The end of a prompt (or of a recompute) is a checkpoint, if s goes on (finish saves):
+      // also when the prompt's last token was the step's one decode row (a prompt resumed from
+      // a checkpoint one token short of its end, or of one token). So is every
+      // --prefix-checkpoint-tokens interval of an answer.
       const bool goes_on = sequences_.count(p.id) != 0;
-      if (goes_on && (!p.is_decode || (cache_ && crossed_decode_checkpoint(s, num_computed_before)))) save_checkpoint(s);
+      const bool ends_prompt = !p.is_decode || p.num_cached_tokens < p.num_prompt_tokens;  // s may be gone
+      if (goes_on && (ends_prompt || (cache_ && crossed_decode_checkpoint(s, num_computed_before)))) save_checkpoint(s);
     } else if (cache_ && at_checkpoint(s)) {
       save_checkpoint(s);  // a prefill checkpoint (chunks are cut there: next_checkpoint)
     }
+    if (!p.sample && !s.shared_cuts.empty())
+      std::erase_if(s.shared_cuts, [&s](int32_t cut) { return cut <= s.num_computed_tokens; });
   }
   return report;
 }

@@ -35,6 +35,9 @@ struct Sequence {
   std::vector<int32_t> kv_blocks;  // empty while waiting
   uint64_t admit_order = 0;        // larger = admitted later (preemption victim first)
   int32_t num_cached_prompt_tokens = -1;  // tokens the prefix cache supplied at the first admission
+  // Prompt positions where waiting requests that share the prompt up to there asked for a
+  // prefill checkpoint (in-flight sharing, scheduler_prefix.cpp); passed ones are inert.
+  std::vector<int32_t> shared_cuts;
 
   TimePoint submit_time{};
   TimePoint first_scheduled_time{};

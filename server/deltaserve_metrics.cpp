@@ -90,10 +90,14 @@ class DeltaserveMetrics final : public MetricSet {
         preemptions_(counter(r, "deltaserve_preemptions_total", "Sequences preempted.")),
         cancellations_(counter(r, "deltaserve_cancellations_total",
                                "Requests cancelled (client gone, stop string, shutdown).")),
-        cache_queries_(counter(r, "deltaserve_prefix_cache_queries_total", "Admissions that looked the prefix cache up.")),
-        cache_hits_(counter(r, "deltaserve_prefix_cache_hits_total", "Admissions that resumed from a cached prefix.")),
-        cache_query_tokens_(counter(r, "deltaserve_prefix_cache_query_tokens_total", "Tokens of the admissions that looked the prefix cache up.")),
-        cache_hit_tokens_(counter(r, "deltaserve_prefix_cache_hit_tokens_total", "Tokens the prefix cache supplied (not computed).")),
+        cache_queries_(counter(r, "deltaserve_prefix_cache_queries_total", "Requests whose admission looked the prefix cache up (preempted sequences' re-admissions not included).")),
+        cache_hits_(counter(r, "deltaserve_prefix_cache_hits_total", "Requests that resumed from a cached prefix at their admission.")),
+        cache_query_tokens_(counter(r, "deltaserve_prefix_cache_query_tokens_total", "Prompt tokens of the requests that looked the prefix cache up.")),
+        cache_hit_tokens_(counter(r, "deltaserve_prefix_cache_hit_tokens_total", "Prompt tokens the prefix cache supplied (not computed).")),
+        cache_preempted_queries_(counter(r, "deltaserve_prefix_cache_preempted_queries_total", "Re-admissions of preempted sequences, which looked the prefix cache up.")),
+        cache_preempted_hits_(counter(r, "deltaserve_prefix_cache_preempted_hits_total", "Re-admissions of preempted sequences that resumed from a checkpoint.")),
+        cache_preempted_query_tokens_(counter(r, "deltaserve_prefix_cache_preempted_query_tokens_total", "Tokens (prompt and generated) of the re-admitted preempted sequences.")),
+        cache_preempted_hit_tokens_(counter(r, "deltaserve_prefix_cache_preempted_hit_tokens_total", "Tokens of re-admitted preempted sequences that the prefix cache supplied (not recomputed).")),
         cache_evictions_(counter(r, "deltaserve_prefix_cache_evictions_total", "Prefix-cache checkpoints dropped (budget, KV pressure, reset).")),
         cache_bytes_family_(BuildGauge()
                                 .Name("deltaserve_prefix_cache_bytes")
@@ -260,6 +264,10 @@ class DeltaserveMetrics final : public MetricSet {
     cache_hits_.Increment(static_cast<double>(delta.prefix_cache_hits));
     cache_query_tokens_.Increment(static_cast<double>(delta.prefix_cache_query_tokens));
     cache_hit_tokens_.Increment(static_cast<double>(delta.prefix_cache_hit_tokens));
+    cache_preempted_queries_.Increment(static_cast<double>(delta.prefix_cache_preempted_queries));
+    cache_preempted_hits_.Increment(static_cast<double>(delta.prefix_cache_preempted_hits));
+    cache_preempted_query_tokens_.Increment(static_cast<double>(delta.prefix_cache_preempted_query_tokens));
+    cache_preempted_hit_tokens_.Increment(static_cast<double>(delta.prefix_cache_preempted_hit_tokens));
     cache_evictions_.Increment(static_cast<double>(delta.prefix_cache_evictions));
     cache_device_bytes_.Set(static_cast<double>(s.prefix_cache_device_bytes));
     cache_host_bytes_.Set(static_cast<double>(s.prefix_cache_host_bytes));
@@ -320,6 +328,10 @@ class DeltaserveMetrics final : public MetricSet {
   Counter& cache_hits_;
   Counter& cache_query_tokens_;
   Counter& cache_hit_tokens_;
+  Counter& cache_preempted_queries_;
+  Counter& cache_preempted_hits_;
+  Counter& cache_preempted_query_tokens_;
+  Counter& cache_preempted_hit_tokens_;
   Counter& cache_evictions_;
   prometheus::Family<Gauge>& cache_bytes_family_;
   Gauge& cache_device_bytes_;

@@ -39,9 +39,9 @@ class EngineMetrics final : public MetricSet {
         prompt_tokens_(counter("deltaserve_engine_prompt_tokens_total", "Prompt tokens of finished requests, per engine.")),
         generation_tokens_(counter("deltaserve_engine_generation_tokens_total", "Tokens emitted, per engine.")),
         preemptions_(counter("deltaserve_engine_preemptions_total", "Sequences preempted, per engine.")),
-        cache_queries_(counter("deltaserve_engine_prefix_cache_queries_total", "Admissions that looked the prefix cache up, per engine.")),
-        cache_hits_(counter("deltaserve_engine_prefix_cache_hits_total", "Admissions that resumed from a cached prefix, per engine.")),
-        cache_hit_tokens_(counter("deltaserve_engine_prefix_cache_hit_tokens_total", "Tokens the prefix cache supplied, per engine.")),
+        cache_queries_(counter("deltaserve_engine_prefix_cache_queries_total", "Requests whose admission looked the prefix cache up (preempted re-admissions not included), per engine.")),
+        cache_hits_(counter("deltaserve_engine_prefix_cache_hits_total", "Requests that resumed from a cached prefix at their admission, per engine.")),
+        cache_hit_tokens_(counter("deltaserve_engine_prefix_cache_hit_tokens_total", "Prompt tokens the prefix cache supplied, per engine.")),
         ttft_(histogram("deltaserve_engine_time_to_first_token_seconds", "Submit to first token, per request, per engine.", ttft_buckets())),
         e2e_(histogram("deltaserve_engine_e2e_request_latency_seconds", "Submit to finish, per request, per engine.", request_latency_buckets())),
         step_time_(histogram("deltaserve_engine_step_duration_seconds", "Engine step time, per engine.", step_time_buckets())) {}

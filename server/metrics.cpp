@@ -22,6 +22,11 @@ scheduler::EngineStats counter_delta(const scheduler::EngineStats& now, const sc
   delta.prefix_cache_hits = grown(now.prefix_cache_hits, before.prefix_cache_hits);
   delta.prefix_cache_query_tokens = grown(now.prefix_cache_query_tokens, before.prefix_cache_query_tokens);
   delta.prefix_cache_hit_tokens = grown(now.prefix_cache_hit_tokens, before.prefix_cache_hit_tokens);
+  delta.prefix_cache_preempted_queries = grown(now.prefix_cache_preempted_queries, before.prefix_cache_preempted_queries);
+  delta.prefix_cache_preempted_hits = grown(now.prefix_cache_preempted_hits, before.prefix_cache_preempted_hits);
+  delta.prefix_cache_preempted_query_tokens =
+      grown(now.prefix_cache_preempted_query_tokens, before.prefix_cache_preempted_query_tokens);
+  delta.prefix_cache_preempted_hit_tokens = grown(now.prefix_cache_preempted_hit_tokens, before.prefix_cache_preempted_hit_tokens);
   delta.prefix_cache_evictions = grown(now.prefix_cache_evictions, before.prefix_cache_evictions);
   return delta;
 }
@@ -37,6 +42,10 @@ void advance_base(scheduler::EngineStats& base, const scheduler::EngineStats& no
   up(base.prefix_cache_hits, now.prefix_cache_hits);
   up(base.prefix_cache_query_tokens, now.prefix_cache_query_tokens);
   up(base.prefix_cache_hit_tokens, now.prefix_cache_hit_tokens);
+  up(base.prefix_cache_preempted_queries, now.prefix_cache_preempted_queries);
+  up(base.prefix_cache_preempted_hits, now.prefix_cache_preempted_hits);
+  up(base.prefix_cache_preempted_query_tokens, now.prefix_cache_preempted_query_tokens);
+  up(base.prefix_cache_preempted_hit_tokens, now.prefix_cache_preempted_hit_tokens);
   up(base.prefix_cache_evictions, now.prefix_cache_evictions);
 }
 

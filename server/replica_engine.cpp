@@ -140,6 +140,10 @@ void add_engine_stats(scheduler::EngineStats& sum, const scheduler::EngineStats&
   sum.prefix_cache_hits += add.prefix_cache_hits;
   sum.prefix_cache_query_tokens += add.prefix_cache_query_tokens;
   sum.prefix_cache_hit_tokens += add.prefix_cache_hit_tokens;
+  sum.prefix_cache_preempted_queries += add.prefix_cache_preempted_queries;
+  sum.prefix_cache_preempted_hits += add.prefix_cache_preempted_hits;
+  sum.prefix_cache_preempted_query_tokens += add.prefix_cache_preempted_query_tokens;
+  sum.prefix_cache_preempted_hit_tokens += add.prefix_cache_preempted_hit_tokens;
   sum.prefix_cache_evictions += add.prefix_cache_evictions;
   sum.prefix_cache_spills += add.prefix_cache_spills;
   sum.prefix_cache_checkpoints += add.prefix_cache_checkpoints;

@@ -177,7 +177,7 @@ std::vector<OptionDef> option_table(const std::shared_ptr<std::string>& kwargs_t
       def(&C::prefix_cache, "prefix_cache", "Reuse cached prompt prefixes (a conversation's history, a shared system prompt): KV blocks shared, recurrent states restored from checkpoints"),
       def(&C::prefix_cache_device_bytes, "prefix_cache_device_bytes", "Bytes of recurrent-state checkpoints kept next to the state slots (device memory on a GPU); 0 = none there"),
       def(&C::prefix_cache_host_bytes, "prefix_cache_host_bytes", "Bytes of checkpoints spilled to page-locked host memory when the device budget is full; 0 = no host tier"),
-      def(&C::prefix_checkpoint_tokens, "prefix_checkpoint_tokens", "A checkpoint every this many tokens of a long prefill (so a prefix shared up to the middle of a prompt hits); 0 = only at the ends of prompts and requests"),
+      def(&C::prefix_checkpoint_tokens, "prefix_checkpoint_tokens", "A checkpoint every this many tokens of a long prefill (so a prefix shared up to the middle of a prompt hits); 0 = only at the ends of prompts and requests, and where requests arriving together diverge"),
       def(&C::gpu_step_graphs, "gpu_step_graphs", "GPU step graphs (a step's launches captured once per shape, replayed after): auto (on with CUDA, off with HIP) | on | off (every launch eager: debugging, a device whose graph capture fails)"),
       def(&C::vllm_metrics, "vllm_metrics", "Also export vLLM's metric names (vllm: prefix) on /metrics"),
       def(&C::metrics_rate_window_s, "metrics_rate_window_s", "Window of deltaserve_generation_tokens_per_second, seconds"),

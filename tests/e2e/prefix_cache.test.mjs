@@ -186,6 +186,24 @@ test("deltaserve-load's multi-turn token conversations report the reusable share
   }
 });
 
+// A response's counters are in /metrics once its last byte has arrived (the engine hands a
+// step's events out after publishing that step's stats): a scrape right after needs no retry.
+test('/metrics counts a response as soon as it has ended', async () => {
+  const { url } = daemons.cached;
+  for (const maxTokens of [1, 3]) {
+    const before = await scrape(url);
+    const got = await completion(url, { prompt: `Counted at once, ${maxTokens}:`, max_tokens: maxTokens, ignore_eos: true });
+    const after = await scrape(url);
+    const grew = (name) => after.get(name) - before.get(name);
+    assert.equal(grew('deltaserve_prompt_tokens_total'), got.usage.prompt_tokens);
+    assert.equal(grew('deltaserve_generation_tokens_total'), got.usage.completion_tokens);
+    assert.equal(grew('deltaserve_prefix_cache_queries_total'), 1);
+    assert.equal(grew('deltaserve_prefix_cache_query_tokens_total'), got.usage.prompt_tokens);
+    assert.equal(grew('deltaserve_prefix_cache_hit_tokens_total'), got.usage.prompt_tokens_details.cached_tokens);
+    assert.equal(after.get('deltaserve_requests_running'), 0);
+  }
+});
+
 test('metrics count hits; the reset is behind the key and returns everything', async () => {
   const { url } = daemons.cached;
   let m = await scrape(url);

@@ -287,6 +287,43 @@ TEST_F(EngineTest, SixteenConcurrentStreamsMatchEachAlone) {
   EXPECT_EQ(observer.reports.size(), 32u);
 }
 
+// Every event reaches its sink after the step that produced it is published (stats() and the
+// observer's on_step, on_request_finished): a client that reads /metrics after its response's
+// last byte finds that step counted. The final event used to go out inside the commit, before
+// the step's on_step and publish, so /metrics lagged one step behind a finished response.
+TEST_F(EngineTest, EventsGoOutAfterTheirStepIsPublished) {
+  struct StepCounter : testing::RecordingObserver {
+    void on_step(const StepReport&) override { ++num_steps; }
+    uint64_t num_steps = 0;  // engine thread
+  };
+  struct Seen {
+    uint64_t published_steps = 0;
+    uint64_t observed_steps = 0;
+    size_t executed_steps = 0;
+    int32_t num_running = 0;
+    size_t num_finished_reports = 0;
+    FinishReason finish = FinishReason::None;
+  };
+  StepCounter counter;
+  Engine engine(runner, small_config(), &counter);
+  std::vector<Seen> seen;  // written by the sink on the engine thread, read once idle
+  EventSink sink = [&](const RequestEvent& e) {
+    const EngineStats stats = engine.stats();
+    seen.push_back({stats.num_steps, counter.num_steps, runner.steps.size(), stats.num_running, counter.reports.size(), e.finish});
+  };
+  engine.start();
+  ASSERT_EQ(engine.submit(make_spec(12, 5, 1), sink).status, SubmitStatus::Accepted);
+  ASSERT_TRUE(engine.wait_idle(10s));
+  ASSERT_EQ(seen.size(), 5u);
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].published_steps, seen[i].executed_steps) << "event " << i;
+    EXPECT_EQ(seen[i].observed_steps, seen[i].executed_steps) << "event " << i;
+  }
+  EXPECT_EQ(seen.back().finish, FinishReason::Length);
+  EXPECT_EQ(seen.back().num_running, 0);
+  EXPECT_EQ(seen.back().num_finished_reports, 1u);
+}
+
 TEST_F(EngineTest, RunnerExceptionEndsThePlanWithErrorAndTheEngineGoesOn) {
   Engine engine(runner, small_config(), &observer);
   runner.throw_next = true;

@@ -41,7 +41,7 @@ struct StackOptions {
 class Stack {
  public:
   Stack(const runtime::LoadedModel& model, const StackOptions& o, EngineObserver* observer = nullptr)
-      : backend_(model, runtime::CacheConfig{o.slots, 16, o.blocks, 1 + o.depth}, 2), runner_(backend_, 0, o.depth) {
+      : backend_(model, runtime::CacheConfig{o.slots, 16, o.blocks, 1 + o.depth}, 2), runner_(backend_, 0, o.depth), held_(runner_) {
     SchedulerConfig config;
     config.draft_min_expected = 0.0;  // always draft at full depth: every path
     config.max_prefill_chunk_tokens = o.chunk;
@@ -50,7 +50,7 @@ class Stack {
     config.prefix_cache_device_bytes = o.device_bytes;
     config.prefix_cache_host_bytes = o.host_bytes;
     config.prefix_checkpoint_tokens = o.checkpoint_tokens;
-    engine_ = std::make_unique<Engine>(runner_, config, observer);
+    engine_ = std::make_unique<Engine>(held_, config, observer);
     engine_->start();
   }
   ~Stack() { engine_->stop(); }
@@ -65,6 +65,24 @@ class Stack {
     }
     return testing::run_to_completion(*engine_, specs);
   }
+  // All prompts reach the scheduler in one step (submitted while a one-token request holds the
+  // engine inside its step), as a burst whose requests arrive within one step.
+  std::vector<Outcome> run_burst(const std::vector<Tokens>& prompts, int32_t max_tokens, const Tokens& opener) {
+    held_.hold();
+    RequestSpec first;
+    first.prompt_tokens = opener;
+    first.max_tokens = 1;
+    EXPECT_EQ(engine_->submit(first, [](const RequestEvent&) {}).status, SubmitStatus::Accepted);
+    EXPECT_TRUE(held_.wait_inside());
+    std::vector<RequestSpec> specs;
+    for (const Tokens& p : prompts) {
+      RequestSpec& spec = specs.emplace_back();
+      spec.prompt_tokens = p;
+      spec.max_tokens = max_tokens;
+      spec.sampling.temperature = 0.0f;
+    }
+    return testing::run_to_completion(*engine_, specs, [this] { held_.release(); });
+  }
   Outcome run_one(const Tokens& prompt, int32_t max_tokens) { return run({prompt}, max_tokens)[0]; }
   // Each prompt with its own max_tokens.
   std::vector<Outcome> run_each(const std::vector<Tokens>& prompts, const std::vector<int32_t>& max_tokens) {
@@ -76,6 +94,7 @@ class Stack {
  private:
   runtime::CpuBackend backend_;
   runtime::BackendRunner runner_;
+  testing::HeldRunner held_;
   std::unique_ptr<Engine> engine_;
 };
 
@@ -192,28 +211,99 @@ TEST_F(PrefixCacheTest, ConcurrentRequestsSharingASystemPromptMatch) {
   }
 }
 
-// A burst of requests with one long system prompt and nothing cached: the first prefills the
-// prompt and the others wait for its checkpoints, so every later one resumes from at least the
-// checkpoint within one interval of the shared stretch's end (the prefix is prefilled once),
-// and outputs equal the cache-off outputs.
+// The longest common prefix of a and b.
+int32_t common_prefix(const Tokens& a, const Tokens& b) {
+  int32_t n = 0;
+  while (n < static_cast<int32_t>(std::min(a.size(), b.size())) && a[static_cast<size_t>(n)] == b[static_cast<size_t>(n)]) ++n;
+  return n;
+}
+
+// A burst of requests with one long system prompt and nothing cached, arriving within one step
+// (run_burst): the first prefills the prompt and the others wait for it, its prefill cut where
+// their prompts diverge from its own so that a checkpoint lands there: every later one resumes
+// at exactly the end of what it shares with the first (not at the checkpoint interval before
+// it: 32 here, and none at all with --prefix-checkpoint-tokens 0), so the shared prefix is
+// prefilled once; outputs equal the cache-off outputs. The short family diverges inside the
+// first request's first chunk (48 tokens), which the waiting head must cut in the step that
+// admitted it.
 TEST_F(PrefixCacheTest, BurstSharingAnUncachedSystemPromptPrefillsItOnce) {
   std::string system;
   for (int i = 0; i < 4; ++i) system += kSystem;  // ~200 tokens: several 32-token intervals
   const Tokens shared = encode(system);
-  const int32_t nearly_all = static_cast<int32_t>(shared.size()) - 32;  // one checkpoint interval
-  ASSERT_GE(nearly_all, 128);
-  std::vector<Tokens> prompts;
-  for (int i = 0; i < 6; ++i) prompts.push_back(concat(shared, encode("Question " + std::to_string(i) + ": why?")));
+  std::vector<Tokens> long_family;
+  for (int i = 0; i < 6; ++i) long_family.push_back(concat(shared, encode("Question " + std::to_string(i) + ": why?")));
+  std::vector<Tokens> short_family;
+  const Tokens head(shared.begin(), shared.begin() + 38);
+  for (int i = 0; i < 4; ++i)
+    short_family.push_back(concat(head, encode(" Question " + std::to_string(i) + ": explain, in two short sentences, why the sky "
+                                               "looks blue at noon and red at dusk, and what a prism has to do with it.")));
+  for (const std::vector<Tokens>* prompts : {&long_family, &short_family}) {
+    const int32_t common = common_prefix((*prompts)[0], (*prompts)[1]);
+    ASSERT_GT(common, 32);
+    ASSERT_NE(common % 32, 0) << "the divergence must fall inside a checkpoint interval";
+    if (prompts == &short_family) {
+      ASSERT_LT(common, 48);  // inside the first chunk
+      ASSERT_GE(static_cast<int32_t>((*prompts)[0].size()) - 32, 48);  // which the prompt-tail checkpoint does not cut
+    }
+    for (const int32_t every : {32, 0}) {
+      for (const int32_t depth : {0, 3}) {
+        StackOptions on;
+        on.depth = depth;
+        on.checkpoint_tokens = every;
+        StackOptions off = on;
+        off.cache = false;
+        const std::vector<Outcome> burst = stack(on)->run_burst(*prompts, 8, encode("Go."));
+        EXPECT_EQ(burst[0].num_cached_prompt_tokens, 0);
+        for (size_t i = 1; i < prompts->size(); ++i) {
+          ASSERT_EQ(common_prefix((*prompts)[0], (*prompts)[i]), common);
+          EXPECT_EQ(burst[i].num_cached_prompt_tokens, common)
+              << "request " << i << " of " << (*prompts)[i].size() << " tokens, every " << every << ", depth " << depth;
+        }
+        EXPECT_EQ(tokens_of(stack(off)->run(*prompts, 8)), tokens_of(burst)) << "every " << every << ", depth " << depth;
+      }
+    }
+  }
+}
+
+// Identical prompts in a burst (n samples of one prompt): the later ones resume one token short
+// of the end (a request must compute a token to sample), from a checkpoint the first one's
+// prefill was cut for.
+TEST_F(PrefixCacheTest, BurstOfOnePromptResumesOneTokenShortOfItsEnd) {
+  const Tokens prompt = concat(encode(kSystem), encode("User: name a colour.\nAssistant:"));
   for (const int32_t depth : {0, 3}) {
     StackOptions on;
     on.depth = depth;
     StackOptions off = on;
     off.cache = false;
-    const std::vector<Outcome> burst = stack(on)->run(prompts, 8);
-    int32_t hits = 0;
-    for (const Outcome& o : burst) hits += o.num_cached_prompt_tokens >= nearly_all ? 1 : 0;
-    EXPECT_EQ(hits, static_cast<int32_t>(prompts.size()) - 1) << "depth " << depth;
+    const std::vector<Tokens> prompts(4, prompt);
+    const std::vector<Outcome> burst = stack(on)->run_burst(prompts, 8, encode("Go."));
+    for (size_t i = 1; i < prompts.size(); ++i)
+      EXPECT_EQ(burst[i].num_cached_prompt_tokens, static_cast<int32_t>(prompt.size()) - 1) << "request " << i << ", depth " << depth;
     EXPECT_EQ(tokens_of(stack(off)->run(prompts, 8)), tokens_of(burst)) << "depth " << depth;
+  }
+}
+
+// A prompt resumed one token short of its end (its first step is a single decode row) still
+// leaves its end-of-prompt checkpoint: turn 1's answer resent whole (as a continuation), then a
+// request whose answer diverges right after that prompt resumes at its end, not one token before.
+TEST_F(PrefixCacheTest, PromptWhoseFirstStepIsOneDecodeRowSavesItsEndCheckpoint) {
+  for (const int32_t depth : {0, 3}) {
+    StackOptions on;
+    on.depth = depth;
+    StackOptions off = on;
+    off.cache = false;
+    auto cached = stack(on);
+    const Tokens turn1 = concat(encode(kSystem), encode("User: name a colour and a fruit.\nAssistant:"));
+    const Outcome first = cached->run_one(turn1, 12);
+    const Tokens resent = concat(turn1, first.tokens);  // the end-of-request checkpoint: all but its last token
+    const Outcome second = cached->run_one(resent, 8);
+    ASSERT_EQ(second.num_cached_prompt_tokens, static_cast<int32_t>(resent.size()) - 1) << "depth " << depth;
+    Tokens third = concat(resent, encode(" Purple"));
+    ASSERT_NE(third[resent.size()], second.tokens[0]) << "the third request must diverge from the second's answer";
+    third = concat(third, encode(" and a pear.\nUser: why?\nAssistant:"));
+    const Outcome hit = cached->run_one(third, 8);
+    EXPECT_EQ(hit.num_cached_prompt_tokens, static_cast<int32_t>(resent.size())) << "depth " << depth;
+    EXPECT_EQ(hit.tokens, stack(off)->run_one(third, 8).tokens) << "depth " << depth;
   }
 }
 
@@ -276,19 +366,23 @@ TEST_F(PrefixCacheTest, PreemptedRequestResumesFromItsCheckpointAtDepthZeroAndTh
     EXPECT_EQ(plain->engine().stats().num_preemptions, 0u);
     const EngineStats stats = cached->engine().stats();
     ASSERT_GT(stats.num_preemptions, 0u) << "depth " << depth;
-    // Every admission looked the cache up; every resumption hit, past B's prompt by at least
-    // one checkpoint interval (its answer's checkpoints; the prompt's end or scratch would
-    // mean recomputing the answer, or everything).
-    EXPECT_EQ(stats.prefix_cache_queries, 2 + stats.num_preemptions);
-    EXPECT_GE(stats.prefix_cache_hits, stats.num_preemptions);
-    EXPECT_GE(stats.prefix_cache_hit_tokens, stats.num_preemptions * uint64_t{30 + 32}) << "depth " << depth;
-    // Prefilled on resumption: what A took of B's blocks after the preemption (the checkpoint
+    // The requests' hit counters see the two requests only (they share nothing: two misses);
+    // the resumptions count apart, so a preemption is no prefix-cache hit. Every resumption
+    // hit, past B's prompt by at least one checkpoint interval (its answer's checkpoints; the
+    // prompt's end or scratch would mean recomputing the answer, or everything).
+    EXPECT_EQ(stats.prefix_cache_queries, 2u);
+    EXPECT_EQ(stats.prefix_cache_hits, 0u);
+    EXPECT_EQ(stats.prefix_cache_query_tokens, uint64_t{48 + 30});
+    EXPECT_EQ(stats.prefix_cache_hit_tokens, 0u);
+    EXPECT_EQ(stats.prefix_cache_preempted_queries, stats.num_preemptions);
+    EXPECT_EQ(stats.prefix_cache_preempted_hits, stats.num_preemptions);
+    EXPECT_GE(stats.prefix_cache_preempted_hit_tokens, stats.num_preemptions * uint64_t{30 + 32}) << "depth " << depth;
+    // Recomputed on resumption: what A took of B's blocks after the preemption (the checkpoint
     // taken there goes first, then B's answer checkpoints, deepest first: A needs at most two
     // more blocks here, its drafts reaching ahead), the stretch back to the checkpoint before,
     // and the drafts.
-    const uint64_t prefilled = stats.prefix_cache_query_tokens - stats.prefix_cache_hit_tokens;
-    ASSERT_GE(prefilled, uint64_t{48 + 30});
-    EXPECT_LE(prefilled - (48 + 30), stats.num_preemptions * uint64_t{2 * 32 + 16 + 4})
+    const uint64_t recomputed = stats.prefix_cache_preempted_query_tokens - stats.prefix_cache_preempted_hit_tokens;
+    EXPECT_LE(recomputed, stats.num_preemptions * uint64_t{2 * 32 + 16 + 4})
         << "depth " << depth << ", " << stats.num_preemptions << " preemptions";
   }
 }

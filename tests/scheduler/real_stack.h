@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -48,9 +49,52 @@ class DraftCounter : public EngineObserver {
 // engine's late events land in state the sinks share, never in a finished test's stack).
 inline constexpr std::chrono::seconds kRequestsTimeout{300};
 
+// A runner that forwards to another and, while held, blocks the engine inside execute(): what
+// is submitted meanwhile reaches the scheduler in one inbox, as a burst of requests that arrive
+// within one step does (the first step of such a burst plans them together).
+class HeldRunner : public runtime::ModelRunner {
+ public:
+  explicit HeldRunner(runtime::ModelRunner& inner) : inner_(inner) {}
+  runtime::RunnerLimits limits() const override { return inner_.limits(); }
+  runtime::RunnerStats stats() const override { return inner_.stats(); }
+  void reserve_checkpoints(int32_t num_device, int32_t num_host) override { inner_.reserve_checkpoints(num_device, num_host); }
+  void execute(const runtime::StepPlan& plan, runtime::StepOutput& out) override {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      inside_ = true;
+      changed_.notify_all();
+      changed_.wait(lock, [this] { return !held_; });
+    }
+    inner_.execute(plan, out);
+  }
+  void hold() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_ = true;
+    inside_ = false;
+  }
+  // Waits until the engine is blocked inside a step (held).
+  bool wait_inside() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::seconds(60), [this] { return inside_; });
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_ = false;
+    changed_.notify_all();
+  }
+
+ private:
+  runtime::ModelRunner& inner_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool held_ = false;
+  bool inside_ = false;
+};
+
 // Outcomes in the order of `specs`. Every request must be accepted and finish within
-// kRequestsTimeout.
-inline std::vector<Outcome> run_to_completion(Engine& engine, const std::vector<RequestSpec>& specs) {
+// kRequestsTimeout. after_submit (if any) runs once all are submitted, before the wait.
+inline std::vector<Outcome> run_to_completion(Engine& engine, const std::vector<RequestSpec>& specs,
+                                              const std::function<void()>& after_submit = {}) {
   struct Shared {
     std::mutex mutex;
     std::condition_variable done;
@@ -71,6 +115,7 @@ inline std::vector<Outcome> run_to_completion(Engine& engine, const std::vector<
     EXPECT_EQ(r.status, SubmitStatus::Accepted) << r.message;
     ids.push_back(r.id);
   }
+  if (after_submit) after_submit();
   {
     std::unique_lock<std::mutex> lock(shared->mutex);
     EXPECT_TRUE(shared->done.wait_for(lock, kRequestsTimeout, [&] { return shared->num_done == specs.size(); }));

@@ -218,6 +218,35 @@ TEST(Metrics, CountersFromTheEngineSnapshotAdvanceByDelta) {
   EXPECT_EQ(value_of(ex, "deltaserve_cancellations_total"), 7);
 }
 
+// Preempted sequences' re-admissions have their own prefix-cache series: the requests' hit
+// rate (hits / queries, hit tokens / query tokens) counts prefixes shared, not recomputation
+// avoided; vLLM's names count the requests' share only, as vLLM does.
+TEST(Metrics, PreemptedReadmissionsAreCountedApartFromTheRequestsPrefixCacheHits) {
+  ServerMetrics m({"tiny", true, 10.0, {}});
+  m.set_limits(limits());
+  scheduler::EngineStats s = stats();
+  s.prefix_cache_enabled = true;
+  s.prefix_cache_queries = 4;
+  s.prefix_cache_hits = 1;
+  s.prefix_cache_query_tokens = 400;
+  s.prefix_cache_hit_tokens = 96;
+  s.prefix_cache_preempted_queries = 3;
+  s.prefix_cache_preempted_hits = 3;
+  s.prefix_cache_preempted_query_tokens = 360;
+  s.prefix_cache_preempted_hit_tokens = 330;
+  const Exposition ex = parse_exposition(m.render(&s, true));
+  EXPECT_EQ(value_of(ex, "deltaserve_prefix_cache_queries_total"), 4);
+  EXPECT_EQ(value_of(ex, "deltaserve_prefix_cache_hits_total"), 1);
+  EXPECT_EQ(value_of(ex, "deltaserve_prefix_cache_query_tokens_total"), 400);
+  EXPECT_EQ(value_of(ex, "deltaserve_prefix_cache_hit_tokens_total"), 96);
+  EXPECT_EQ(value_of(ex, "deltaserve_prefix_cache_preempted_queries_total"), 3);
+  EXPECT_EQ(value_of(ex, "deltaserve_prefix_cache_preempted_hits_total"), 3);
+  EXPECT_EQ(value_of(ex, "deltaserve_prefix_cache_preempted_query_tokens_total"), 360);
+  EXPECT_EQ(value_of(ex, "deltaserve_prefix_cache_preempted_hit_tokens_total"), 330);
+  EXPECT_EQ(value_of(ex, "vllm:prefix_cache_queries_total", "model_name=\"tiny\""), 400);
+  EXPECT_EQ(value_of(ex, "vllm:prefix_cache_hits_total", "model_name=\"tiny\""), 96);
+}
+
 // Two scrapes at once take their engine snapshots before the scrape lock, so they may render
 // out of order: the older snapshot must not lower the base and make the growth count twice.
 TEST(Metrics, SnapshotsRenderedOutOfOrderCountGrowthOnce) {
