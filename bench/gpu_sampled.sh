@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Served decode with sampling on the GPU: the daemon (default flags) serving the preset's
 # synthetic weights written as a GGUF, deltaserve-load at 1 and 16 streams, greedy and with
-# the sampling clients send (temperature 0.7, top_p 0.95: every row's logits come to the host,
-# runtime/sampler.h). Also `bench decode --sampled-streams` (the host draw inside the step)
-# next to the device-greedy step. Prints one table.
+# the sampling clients send (temperature 0.7, top_p 0.95: drawn on the device by the draw rule,
+# kernels/sampling/draw_gpu.h; only ids leave it). Also `bench decode --sampled-streams` (the
+# device draw inside the step, and the host draw from copied logits) next to the device-greedy
+# step. Prints one table.
 # Usage (repository root, on a GPU host): bench/gpu_sampled.sh BUILD_OR_BUNDLE_DIR OUT_DIR
 # Environment: PRESET (qwen3.6-35b-a3b), WEIGHTS (q4_0), DEVICE (cuda), GGUF (default
 # OUT_DIR/model.gguf, removed after).
@@ -21,9 +22,10 @@ trap 'stop_daemon; rm -f "$gguf"' EXIT
 cli="$build/cli/deltaserve"
 load="$build/loadtest/deltaserve-load"
 
-for mode in greedy sampled; do
+for mode in greedy sampled host; do
   extra=()
   [[ $mode == sampled ]] && extra=(--sampled-streams 16)
+  [[ $mode == host ]] && extra=(--sampled-streams 16 --sampled-on-host)
   "$cli" bench decode --preset "$preset" --weights "$weights" --device "$device" --batch 16 --context 128 --steps 32 \
     --json "$out/bench_$mode.json" "${extra[@]}" >"$out/bench_$mode.txt" 2>&1
 done
@@ -44,7 +46,8 @@ import json, os, sys
 out = sys.argv[1]
 def bench(mode):
     return json.load(open(os.path.join(out, f"bench_{mode}.json")))["results"][0]["tokens_per_s"]
-print(f"bench decode, 16 streams: device greedy {bench('greedy'):.1f} tok/s; 16 rows sampled on the host {bench('sampled'):.1f} tok/s")
+print(f"bench decode, 16 streams: device greedy {bench('greedy'):.1f} tok/s; 16 rows drawn on the device {bench('sampled'):.1f} tok/s; "
+      f"16 rows sampled on the host {bench('host'):.1f} tok/s")
 print("| sampling | streams | served tok/s | per-stream tok/s p50 | TTFT p50 ms |")
 print("|---|---|---|---|---|")
 for mode, label in (("greedy", "greedy"), ("sampled", "temperature 0.7, top_p 0.95")):

@@ -219,7 +219,8 @@ int run_bench(BenchCommand& c) {
                   c.o.accept_rows > 0 ? (std::to_string(c.o.accept_rows) + " row(s)").c_str() : "every row");
     }
     if (c.o.sampled_streams > 0) {
-      std::printf("; %d stream(s) sampled on the host at temperature 1%s", c.o.sampled_streams,
+      std::printf("; %d stream(s) sampled at temperature 1 %s%s", c.o.sampled_streams,
+                  c.o.sampled_on_host || c.o.constrained ? "on the host" : "by the backend (only ids leave it)",
                   c.o.constrained ? " under a JSON-object grammar" : "");
     }
   }
@@ -304,9 +305,13 @@ int bench_main(int argc, char** argv) {
   decode->add_option("--accept", c.o.accept_rows, "Rows kept per stream after a verify step (default: all; at most every --rows value)")
       ->check(CLI::Range(1, 64));
   decode->add_option("--sampled-streams", c.o.sampled_streams,
-                     "Streams whose rows are sampled on the host at temperature 1 within the timed step (default 0: "
-                     "greedy on the device)")
+                     "Streams whose rows are sampled at temperature 1 within the timed step, drawn by the backend "
+                     "(the daemon's path for plain sampled requests) or, with --sampled-on-host, on the host from "
+                     "copied logits (default 0: greedy on the device)")
       ->check(CLI::Range(0, 1 << 16));
+  decode->add_flag("--sampled-on-host", c.o.sampled_on_host,
+                   "Draw the sampled streams on the host from copied logits (the path of requests with bias, "
+                   "penalties or logprobs)");
   decode->add_flag("--constrained", c.o.constrained,
                    "The sampled streams carry a JSON-object grammar constraint (constrained decoding's cost)");
   decode->add_option("--acceptance", c.o.acceptance,

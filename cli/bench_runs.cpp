@@ -101,14 +101,23 @@ double fill_streams(Backend& backend, const StreamPlanner& planner, const BenchO
 
 // One decode step of every stream at its position, rows rows each (verify rows when rows > 1).
 BatchPlan decode_plan(const StreamPlanner& planner, int32_t rows, const std::vector<int64_t>& position,
-                      int32_t sampled_streams = 0) {
+                      int32_t sampled_streams = 0, bool sampled_on_host = true) {
   BatchPlan plan;
   for (size_t s = 0; s < position.size(); ++s) {
     SequenceStep step = planner.step(static_cast<int32_t>(s), position[s], rows);
     step.num_logits = rows;  // a verify step samples every row
     step.keep_row_states = rows > 1;
-    // Greedy serving: only the argmax ids leave the device; sampled streams take their rows.
-    step.logits_to_host = static_cast<int32_t>(s) < sampled_streams;
+    // Greedy serving: only the argmax ids leave the device; sampled streams take their rows
+    // to the host, or the backend draws them at temperature 1 (only the ids leave).
+    const bool sampled = static_cast<int32_t>(s) < sampled_streams;
+    step.logits_to_host = sampled && sampled_on_host;
+    if (sampled && !sampled_on_host) {
+      for (int32_t r = 0; r < rows; ++r) {
+        kernels::DrawParams p;
+        p.word = static_cast<uint32_t>(position[s] * 2654435761u + static_cast<uint64_t>(r));
+        step.draws.push_back(p);
+      }
+    }
     plan.sequences.push_back(std::move(step));
   }
   return plan;
@@ -238,11 +247,12 @@ std::vector<BenchRow> run_decode(Backend& backend, const BenchOptions& o) {
       std::vector<int64_t> position(static_cast<size_t>(num_streams), o.context_tokens);
       std::optional<int64_t> launches_before;
       const int32_t num_sampled = std::min(o.sampled_streams, num_streams);
-      BenchSamplers samplers(backend.config().num_vocab, num_sampled, o.constrained, o.seed);
+      const bool on_host = o.sampled_on_host || o.constrained;
+      BenchSamplers samplers(backend.config().num_vocab, on_host ? num_sampled : 0, o.constrained, o.seed);
       for (int32_t i = 0; i < o.num_warmup + o.num_steps; ++i) {
         if (i == o.num_warmup) launches_before = launch_count(backend);
-        double ms = decode_step(backend, rows_per_step, decode_plan(planner, rows_per_step, position, num_sampled), kept, out);
-        if (num_sampled > 0) ms += samplers.sample(out);
+        double ms = decode_step(backend, rows_per_step, decode_plan(planner, rows_per_step, position, num_sampled, on_host), kept, out);
+        if (num_sampled > 0 && on_host) ms += samplers.sample(out);
         for (int64_t& p : position) p += kept;
         if (i >= o.num_warmup) {
           row.times.ms.push_back(ms);

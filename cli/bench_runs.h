@@ -40,6 +40,10 @@ struct BenchOptions {
   // JSON-object grammar. 0: greedy on the device, as before.
   int32_t sampled_streams = 0;
   bool constrained = false;
+  // The sampled streams drawn on the host from copied logits (the path of requests with bias,
+  // penalties or logprobs) rather than by the backend (SequenceStep::draws: the daemon's path
+  // for plain sampled requests). Constrained streams are always drawn on the host.
+  bool sampled_on_host = false;
   // decode with simulated speculation (cli/bench_speculation.h): acceptance of draft position j
   // given 1..j-1 accepted (empty: off), and the depth modes to compare ("policy" or a depth).
   std::vector<double> acceptance;
