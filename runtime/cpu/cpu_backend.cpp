@@ -142,11 +142,14 @@ void CpuBackend::lm_head(const float* x, const std::vector<int64_t>& hidden_rows
   cpu::matmul(ctx, weights_.output, normed.data(), n, all.data());
   out.argmax_ids.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) out.argmax_ids[static_cast<size_t>(i)] = argmax_token(all.data() + i * v, v);
+  // Drawn rows side by side (each a pass over the vocabulary; each draw its own row's).
   out.drawn_ids.assign(static_cast<size_t>(n), -1);
-  for (int64_t i = 0; i < n; ++i) {
-    const kernels::DrawParams* p = draws[static_cast<size_t>(i)];
-    if (p != nullptr) out.drawn_ids[static_cast<size_t>(i)] = kernels::draw_ref(all.data() + i * v, v, *p);
-  }
+  pool_.run(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const kernels::DrawParams* p = draws[static_cast<size_t>(i)];
+      if (p != nullptr) out.drawn_ids[static_cast<size_t>(i)] = kernels::draw_ref(all.data() + i * v, v, *p);
+    }
+  });
   if (all_to_host) return;
   out.logits.resize(static_cast<size_t>(out.num_host_rows_planned() * v));
   for (size_t s = 0; s < out.logit_begin.size(); ++s) {
