@@ -125,7 +125,11 @@ std::vector<float> Sampler::processed_logits(std::span<const float> logits) cons
 
 kernels::DrawParams draw_params_of(const SamplingParams& params, uint64_t seed, uint64_t position) {
   kernels::DrawParams p;
-  p.inv_temperature = 1.0f / params.temperature;
+  // 1 / T overflows a float for T under ~2.9e-39 (the API takes any T in (0, 2]): with an
+  // infinite factor the most likely token's (l - top) * inf is NaN and no token has mass (the
+  // draw falls to id 0). The largest finite factor keeps the rule: only the top weighs.
+  const float inverse = 1.0f / params.temperature;
+  p.inv_temperature = std::isfinite(inverse) ? inverse : std::numeric_limits<float>::max();
   p.top_k = params.top_k;
   p.top_p = params.top_p;
   p.min_p = params.min_p;

@@ -109,6 +109,23 @@ TEST(Sampler, GreedyTakesTheArgmaxLowestIdOnTies) {
   EXPECT_EQ(s.sample(std::vector<float>{3.0f, 5.0f, 5.0f, 1.0f}).id, 1);
 }
 
+// Temperatures whose reciprocal overflows a float (the API takes any value in (0, 2]) still
+// draw the most likely token, never id 0 for want of any mass; on the backends too
+// (draw_params_of builds their parameters).
+TEST(Sampler, SubnormalTemperatureDrawsTheArgmax) {
+  for (const float temperature : {1e-39f, 1e-45f, 1e-30f}) {
+    SamplingParams params;
+    params.temperature = temperature;
+    const Sampler sampler(params, 5);
+    const kernels::DrawParams draw = draw_params_of(params, 5, 0);
+    EXPECT_TRUE(std::isfinite(draw.inv_temperature)) << temperature;
+    for (int n = 0; n < 50; ++n) {
+      EXPECT_EQ(sampler.sample_at(kLogits, n).id, 7) << "temperature " << temperature;
+      EXPECT_EQ(kernels::draw_ref(kLogits.data(), static_cast<int64_t>(kLogits.size()), draw_params_of(params, 5, n)), 7);
+    }
+  }
+}
+
 TEST(Sampler, LogitBiasAndPenalties) {
   SamplingParams p;
   p.temperature = 0.0f;
