@@ -313,5 +313,67 @@ TEST_F(SampledDrawsTest, PrefixCacheResumesSampledRequests) {
   }
 }
 
+// One depth-3 engine: a seeded sampled A, an unseeded B cancelled in the middle of its drafts,
+// a host-sampled C (logprobs), then A again: A's tokens never change (no drafter or sampler
+// state kept across requests), and they equal A on a depth-0 engine.
+TEST_F(SampledDrawsTest, NoPoisoningAcrossSampledRequests) {
+  RequestSpec a = request("def fibonacci(n):\n", 40, 0.9f, 8080);
+  a.sampling.top_k = 30;
+  const RequestSpec b = request("It was a dark and stormy night;", 40, 1.0f);
+  RequestSpec c = request("The quick brown fox", 30, 0.7f, 8080);
+  c.sampling.logprobs = true;
+  const Tokens reference = tokens_of(run({a}, {0}))[0];
+  runtime::CacheConfig cache{4, 16, 4 * 16, 4};
+  runtime::CpuBackend backend(*model_, cache, 2);
+  runtime::BackendRunner runner(backend, 256, 3);
+  SchedulerConfig config;
+  config.draft_min_expected = 0.0;
+  Engine engine(runner, config);
+  engine.start();
+  EXPECT_EQ(testing::run_alone(engine, a).tokens, reference);
+  const Outcome cut = testing::run_alone(engine, b, 5);
+  EXPECT_EQ(cut.finish, FinishReason::Cancelled);
+  EXPECT_EQ(testing::run_alone(engine, a).tokens, reference);
+  EXPECT_EQ(testing::run_alone(engine, c).logprobs.size(), 30u);
+  EXPECT_EQ(testing::run_alone(engine, a).tokens, reference);
+  engine.stop();
+}
+
+// Requests that run into the context's end (the runner's 256 tokens) and requests that set
+// their own draft depth (0: none; 1) share a depth-3 engine with prefill in small chunks: the
+// seeded ones equal themselves on a depth-0 engine, the long ones stop at the context.
+TEST_F(SampledDrawsTest, ContextEndChunkedPrefillAndPerRequestDepths) {
+  std::vector<RequestSpec> specs;
+  for (uint64_t i = 0; i < 6; ++i) specs.push_back(request(kTexts[i % 4], 30, 0.9f, 60 + i));
+  specs[0].max_tokens = 1000;  // to the context's end
+  specs[1].max_tokens = 1000;
+  specs[1].sampling.top_p = 0.8f;
+  specs[2].draft_depth = 0;
+  specs[3].draft_depth = 1;
+  specs[4].sampling.logprobs = true;
+  specs[4].draft_depth = 2;
+  auto run_chunked = [&](int32_t depth) {
+    runtime::CacheConfig cache{8, 16, 8 * 16, 1 + depth};
+    runtime::CpuBackend backend(*model_, cache, 2);
+    runtime::BackendRunner runner(backend, 256, depth);
+    SchedulerConfig config;
+    config.draft_min_expected = 0.0;
+    config.max_prefill_chunk_tokens = 4;
+    Engine engine(runner, config);
+    engine.start();
+    std::vector<Outcome> result = testing::run_to_completion(engine, specs);
+    engine.stop();
+    return result;
+  };
+  const std::vector<Outcome> plain = run_chunked(0);
+  const std::vector<Outcome> drafted = run_chunked(3);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_EQ(drafted[i].tokens, plain[i].tokens) << "request " << i;
+    EXPECT_EQ(drafted[i].finish, FinishReason::Length) << "request " << i << ": " << drafted[i].error;
+  }
+  EXPECT_EQ(plain[0].tokens.size() + specs[0].prompt_tokens.size(), 256u);
+  EXPECT_EQ(plain[1].tokens.size() + specs[1].prompt_tokens.size(), 256u);
+}
+
 }  // namespace
 }  // namespace deltaserve::scheduler
