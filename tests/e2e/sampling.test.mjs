@@ -125,6 +125,43 @@ test('stop sequences end sampled output the same way with and without speculatio
   }
 });
 
+test('seeded sampled streams keep their text when a small KV pool preempts them', async () => {
+  const tight = await startDaemon({
+    fake: false, args: ['--max-streams', '8', '--context-tokens', '256', '--kv-blocks', '24', '--draft-depth', '3'],
+  });
+  try {
+    const client = new OpenAI({ baseURL: `${tight.url}/v1`, apiKey: 'none', maxRetries: 0 });
+    const params = (i) => ({ prompt: prompts[i % 4], max_tokens: 64, temperature: 0.9, seed: 300 + i, stream: i % 2 === 0,
+                             ...(i % 4 === 1 ? { logprobs: 1 } : {}) });
+    const expected = await Promise.all(Array.from({ length: 8 }, (_, i) => complete(clients.plain, params(i))));
+    const got = await Promise.all(Array.from({ length: 8 }, (_, i) => complete(client, params(i))));
+    for (let i = 0; i < 8; ++i) assert.equal(got[i].text, expected[i].text, `stream ${i}`);
+    const m = await scrape(tight.url);
+    assert.ok(m.get('deltaserve_preemptions_total') > 0, 'the pool was too small for every stream at once');
+  } finally {
+    const status = await tight.stop();
+    assert.deepEqual(status, { code: 0, signal: null }, tight.output());
+  }
+});
+
+test('a sampled second turn resumed from the prefix cache draws what it draws without the cache', async () => {
+  const uncached = await startDaemon({ fake: false, args: ['--max-streams', '8', '--context-tokens', '512', '--no-prefix-cache'] });
+  try {
+    const client = new OpenAI({ baseURL: `${uncached.url}/v1`, apiKey: 'none', maxRetries: 0 });
+    const opening = 'You are a careful assistant. Answer in plain words, cite the file you read, and never invent a ' +
+      'function that the code does not define.\nQ: how do I reverse a list in Python?\nA:';
+    const first = await complete(clients.deep, { prompt: opening, max_tokens: 30, temperature: 0.8, seed: 9 });
+    const turn = { prompt: `${opening}${first.text}\nQ: and a string?\nA:`, max_tokens: 30, temperature: 0.8, seed: 10 };
+    const warm = await clients.deep.completions.create({ model, ...turn });
+    const cold = await client.completions.create({ model, ...turn });
+    assert.equal(warm.choices[0].text, cold.choices[0].text);
+    assert.ok((warm.usage.prompt_tokens_details?.cached_tokens ?? 0) > 0, JSON.stringify(warm.usage));
+  } finally {
+    const status = await uncached.stop();
+    assert.deepEqual(status, { code: 0, signal: null }, uncached.output());
+  }
+});
+
 test('capacity returns to idle after the sampled requests', async () => {
   for (const [name, d] of Object.entries(daemons)) {
     let m;

@@ -64,6 +64,7 @@ class SampledDrawsTest : public ::testing::Test {
     SchedulerConfig config;
     config.draft_min_expected = 0.0;  // flat costs: every stream drafts to its limit
     config.prefix_cache = o.prefix_cache;
+    config.prefix_checkpoint_tokens = 16;  // checkpoints inside the answers too
     Engine engine(runner, config);
     engine.start();
     std::vector<Outcome> result = testing::run_to_completion(engine, specs);
@@ -259,7 +260,8 @@ TEST_F(SampledDrawsTest, MixedBatchEqualsEachRequestAlone) {
 }
 
 // Too few KV blocks for the streams: sampled sequences are preempted mid-stream and recomputed
-// (their drafter state starts over); seeded ones keep their tokens, whichever path draws them.
+// or resumed from prefix-cache checkpoints (their drafter state starts over); seeded ones keep
+// their tokens, whichever path draws them.
 TEST_F(SampledDrawsTest, PreemptedSampledStreamsKeepTheirTokens) {
   std::vector<RequestSpec> specs;
   for (uint64_t i = 0; i < 8; ++i) {
@@ -269,10 +271,13 @@ TEST_F(SampledDrawsTest, PreemptedSampledStreamsKeepTheirTokens) {
     specs.push_back(spec);
   }
   const std::vector<Tokens> plain = tokens_of(run(specs, {0, true, 8}));
-  for (const int32_t depth : {0, 3}) {
-    uint64_t preemptions = 0;
-    EXPECT_EQ(tokens_of(run(specs, {depth, true, 8, 24}, &preemptions)), plain) << "depth " << depth;
-    EXPECT_GT(preemptions, 0u) << "depth " << depth;
+  for (const bool cache : {false, true}) {  // with the cache, re-admissions resume from checkpoints
+    for (const int32_t depth : {0, 3}) {
+      uint64_t preemptions = 0;
+      EXPECT_EQ(tokens_of(run(specs, {depth, true, 8, 24, cache}, &preemptions)), plain)
+          << "depth " << depth << ", prefix cache " << cache;
+      EXPECT_GT(preemptions, 0u) << "depth " << depth;
+    }
   }
 }
 
