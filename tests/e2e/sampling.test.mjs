@@ -1,8 +1,9 @@
 // Sampled requests on the daemon with the real CPU engine and the embedded model, driven by the
 // official openai client: a seeded request gives the same text without speculation and with
-// it (the default), streamed or not, alone or among concurrent requests; unseeded requests
-// differ from each other; parameters that keep one token give the greedy text; seeds across
-// the integer range are taken; n > 1 is a clear 400.
+// it (the default, and depth 3), streamed or not, alone or among concurrent requests, under
+// preemption and from the prefix cache; unseeded requests differ from each other; parameters
+// that keep one token give the greedy text; seeds across the integer range are taken; n > 1
+// is a clear 400.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
