@@ -12,6 +12,7 @@
 
 #include "runtime/backend_runner.h"
 #include "runtime/cpu/cpu_backend.h"
+#include "runtime/dflash_drafter.h"
 #include "runtime/model_weights.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "scheduler/engine.h"
@@ -378,6 +379,38 @@ TEST_F(SampledDrawsTest, ContextEndChunkedPrefillAndPerRequestDepths) {
   }
   EXPECT_EQ(plain[0].tokens.size() + specs[0].prompt_tokens.size(), 256u);
   EXPECT_EQ(plain[1].tokens.size() + specs[1].prompt_tokens.size(), 256u);
+}
+
+// DFlash blocks (runtime/dflash_drafter.h) draft sampled requests through the runner's picker:
+// backend-drawn and host-sampled seeded requests draw coupled drafts there, so blocks of 7
+// drafts give the tokens of no speculation, with and without the backend's draws.
+TEST_F(SampledDrawsTest, DFlashSampledOutputEqualsNoDrafts) {
+  std::vector<RequestSpec> specs;
+  for (uint64_t i = 0; i < 6; ++i) specs.push_back(request(kTexts[i % 4], 40, 0.8f, 40 + i));
+  specs[1].sampling.top_p = 0.9f;
+  specs[2].sampling.logprobs = true;
+  specs[3].sampling.min_p = 0.05f;
+  specs[4].sampling.repetition_penalty = 1.1f;
+  const std::vector<Tokens> plain = tokens_of(run(specs, {0}));
+  for (const bool backend_draws : {true, false}) {
+    runtime::CacheConfig cache{8, 16, 8 * 16, 8};
+    runtime::CpuBackend backend(*model_, cache, 2);
+    auto dflash = std::make_unique<runtime::DFlashDrafter>(
+        runtime::load_dflash_model("models/deltaserve-tiny-moe-dflash", model_->config), model_->weights.token_embd,
+        model_->weights.output, 2);
+    runtime::BackendRunner runner(backend, 256, 7, std::move(dflash));
+    runner.set_backend_draws(backend_draws);
+    SchedulerConfig config;
+    config.draft_min_expected = 0.0;
+    testing::DraftCounter counter;
+    Engine engine(runner, config, &counter);
+    engine.start();
+    EXPECT_EQ(tokens_of(testing::run_to_completion(engine, specs)), plain) << "backend draws " << backend_draws;
+    engine.stop();
+    int64_t accepted = 0;
+    for (const auto& [position, n] : counter.accepted_) accepted += n;
+    EXPECT_GT(accepted, 0) << "backend draws " << backend_draws;
+  }
 }
 
 }  // namespace
