@@ -117,11 +117,15 @@ test('stop sequences end sampled output the same way with and without speculatio
   const cut = full.text.slice(8, 10);
   assert.ok(cut.length === 2, JSON.stringify(full.text));
   const expected = full.text.slice(0, full.text.indexOf(cut));
+  let tokens = null;
   for (const name of ['plain', 'spec', 'deep']) {
     for (const stream of [false, true]) {
       const r = await complete(clients[name], { ...base, stop: [cut], stream });
       assert.equal(r.text, expected, `${name}, stream ${stream}`);
       assert.equal(r.finish, 'stop');
+      // Usage counts the tokens up to the stop, not drafts accepted past it.
+      tokens ??= r.tokens;
+      assert.equal(r.tokens, tokens, `${name}, stream ${stream}: completion tokens`);
     }
   }
 });

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <random>
 #include <set>
 
 #include "runtime/backend_runner.h"
@@ -411,6 +412,45 @@ TEST_F(SampledDrawsTest, DFlashSampledOutputEqualsNoDrafts) {
     for (const auto& [position, n] : counter.accepted_) accepted += n;
     EXPECT_GT(accepted, 0) << "backend draws " << backend_draws;
   }
+}
+
+// Randomised seeded requests (temperature, top-k, top-p, min-p, logprobs, penalties, bias,
+// max_tokens, the request's draft depth) on a depth-3 engine with a tight KV pool and the
+// prefix cache, against the same requests one by one on a depth-0 engine: token for token.
+TEST_F(SampledDrawsTest, RandomSeededRequestsUnderLoadEqualThemselvesAlone) {
+  std::mt19937 rng(20261207);
+  auto uniform = [&](float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng); };
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
+  std::vector<RequestSpec> specs;
+  for (int i = 0; i < 16; ++i) {
+    RequestSpec spec = request(kTexts[pick(4)], 8 + pick(56), uniform(0.05f, 2.0f), rng());
+    runtime::SamplingParams& s = spec.sampling;
+    if (pick(2) == 0) s.top_k = 1 + pick(100);
+    if (pick(2) == 0) s.top_p = uniform(0.05f, 1.0f);
+    if (pick(3) == 0) s.min_p = uniform(0.0f, 0.5f);
+    if (pick(4) == 0) s.logprobs = true, s.top_logprobs = pick(4);
+    if (pick(5) == 0) s.frequency_penalty = uniform(-1.0f, 1.0f);
+    if (pick(6) == 0) s.logit_bias = {{pick(1000), uniform(-5.0f, 5.0f)}};
+    if (pick(4) == 0) spec.draft_depth = pick(4);
+    specs.push_back(spec);
+  }
+  std::vector<Tokens> alone;
+  {
+    runtime::CacheConfig cache{1, 16, 16, 1};
+    runtime::CpuBackend backend(*model_, cache, 2);
+    runtime::BackendRunner runner(backend, 256, 0);
+    Engine engine(runner, SchedulerConfig{});
+    engine.start();
+    for (const RequestSpec& spec : specs) alone.push_back(testing::run_alone(engine, spec).tokens);
+    engine.stop();
+  }
+  uint64_t preemptions = 0;
+  const std::vector<Outcome> together = run(specs, {3, true, 16, 24, true}, &preemptions);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_EQ(together[i].tokens, alone[i]) << "request " << i;
+    EXPECT_EQ(together[i].tokens.size(), static_cast<size_t>(specs[i].max_tokens)) << "request " << i;
+  }
+  EXPECT_GT(preemptions, 0u);
 }
 
 }  // namespace
