@@ -74,6 +74,26 @@ test('a seeded sampled request gives one text with and without speculation, stre
   assert.equal(mixed[7].text, penalised.text);
 });
 
+test('seeded sampled logprobs agree with and without speculation, streamed or not', async () => {
+  const messages = [{ role: 'user', content: 'Name three colours.' }];
+  const params = { model, messages, max_tokens: 20, temperature: 0.9, seed: 123, logprobs: true, top_logprobs: 2 };
+  const whole = async (client) => (await client.chat.completions.create(params)).choices[0].logprobs.content;
+  const streamed = async (client) => {
+    const out = [];
+    for await (const chunk of await client.chat.completions.create({ ...params, stream: true })) {
+      out.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+    }
+    return out;
+  };
+  const reference = await whole(clients.plain);
+  assert.equal(reference.length, 20);
+  for (const [name, got] of [['deep', await whole(clients.deep)], ['plain streamed', await streamed(clients.plain)],
+                             ['deep streamed', await streamed(clients.deep)]]) {
+    assert.deepEqual(got.map((t) => [t.token, t.logprob, t.top_logprobs.map((a) => a.token)]),
+                     reference.map((t) => [t.token, t.logprob, t.top_logprobs.map((a) => a.token)]), name);
+  }
+});
+
 test('unseeded sampled requests differ from each other', async () => {
   for (const name of ['plain', 'deep']) {
     const texts = await Promise.all(Array.from({ length: 4 }, () =>
