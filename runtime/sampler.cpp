@@ -103,9 +103,13 @@ std::vector<float> Sampler::processed_logits(std::span<const float> logits) cons
     if (in_range(id)) v[id] += bias;
   }
   if (params_.repetition_penalty != 1.0f) {
+    // A penalty under 1 raises repeated tokens; a tiny one (the API takes any value > 0) would
+    // divide a logit past the float range, and an infinite logit makes every logprob NaN
+    // (null on the wire): the division saturates at the largest finite value.
+    constexpr float kMaxLogit = std::numeric_limits<float>::max();
     auto penalise = [&](int32_t id) {
       if (!in_range(id)) return;
-      v[id] = v[id] > 0 ? v[id] / params_.repetition_penalty : v[id] * params_.repetition_penalty;
+      v[id] = v[id] > 0 ? std::min(v[id] / params_.repetition_penalty, kMaxLogit) : v[id] * params_.repetition_penalty;
     };
     for (int32_t id : prompt_ids_) penalise(id);
     for (const auto& [id, count] : output_counts_) {

@@ -156,6 +156,30 @@ TEST(Sampler, LogitBiasAndPenalties) {
   EXPECT_FLOAT_EQ(w[7], 2.5f);
 }
 
+// A repetition penalty so small that a repeated token's logit would overflow (the API takes
+// any value > 0): the logprobs stay numbers (an infinite logit made them all NaN) and the
+// boosted token is drawn, greedy or sampled.
+TEST(Sampler, TinyRepetitionPenaltyKeepsLogprobsFinite) {
+  for (const float temperature : {0.0f, 1.0f}) {
+    SamplingParams p;
+    p.temperature = temperature;
+    p.repetition_penalty = 1e-39f;
+    p.logprobs = true;
+    p.top_logprobs = 2;
+    Sampler s(p, 3);
+    const std::vector<int32_t> prompt = {4, 5};  // logits 1.5 and 0.0: only 4 is raised
+    s.set_prompt(prompt);
+    for (int n = 0; n < 20; ++n) {
+      const SampledToken t = s.sample_at(kLogits, n);
+      EXPECT_EQ(t.id, 4) << "temperature " << temperature;
+      EXPECT_TRUE(std::isfinite(t.logprob)) << t.logprob;
+      ASSERT_EQ(t.top_logprobs.size(), 2u);
+      EXPECT_EQ(t.top_logprobs[0].id, 4);
+      for (const TokenLogprob& alt : t.top_logprobs) EXPECT_FALSE(std::isnan(alt.logprob));
+    }
+  }
+}
+
 TEST(Sampler, LogprobsAreTheProcessedDistributionBeforeTemperature) {
   SamplingParams p;
   p.temperature = 0.3f;
