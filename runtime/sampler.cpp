@@ -103,9 +103,13 @@ std::vector<float> Sampler::processed_logits(std::span<const float> logits) cons
     if (in_range(id)) v[id] += bias;
   }
   if (params_.repetition_penalty != 1.0f) {
+    // A penalty under 1 raises repeated tokens; a tiny one (the API takes any value > 0) would
+    // divide a logit past the float range, and an infinite logit makes every logprob NaN
+    // (null on the wire): the division saturates at the largest finite value.
+    constexpr float kMaxLogit = std::numeric_limits<float>::max();
     auto penalise = [&](int32_t id) {
       if (!in_range(id)) return;
-      v[id] = v[id] > 0 ? v[id] / params_.repetition_penalty : v[id] * params_.repetition_penalty;
+      v[id] = v[id] > 0 ? std::min(v[id] / params_.repetition_penalty, kMaxLogit) : v[id] * params_.repetition_penalty;
     };
     for (int32_t id : prompt_ids_) penalise(id);
     for (const auto& [id, count] : output_counts_) {
@@ -125,7 +129,11 @@ std::vector<float> Sampler::processed_logits(std::span<const float> logits) cons
 
 kernels::DrawParams draw_params_of(const SamplingParams& params, uint64_t seed, uint64_t position) {
   kernels::DrawParams p;
-  p.inv_temperature = 1.0f / params.temperature;
+  // 1 / T overflows a float for T under ~2.9e-39 (the API takes any T in (0, 2]): with an
+  // infinite factor the most likely token's (l - top) * inf is NaN and no token has mass (the
+  // draw falls to id 0). The largest finite factor keeps the rule: only the top weighs.
+  const float inverse = 1.0f / params.temperature;
+  p.inv_temperature = std::isfinite(inverse) ? inverse : std::numeric_limits<float>::max();
   p.top_k = params.top_k;
   p.top_p = params.top_p;
   p.min_p = params.min_p;

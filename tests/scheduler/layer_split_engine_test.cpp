@@ -176,6 +176,31 @@ TEST_P(LayerSplitEngineTest, OneLayerOnTheFirstDeviceKeepsOutput) {
   EXPECT_EQ(split.stats.split_devices[0].layers.size(), 1);
 }
 
+// Sampled requests: plain ones drawn by the last device (SequenceStep::draws), ones with
+// logprobs or a penalty sampled on the host; seeded, so the split's tokens (and logprobs' ids)
+// equal one device's, with and without speculation, under block pressure.
+TEST_P(LayerSplitEngineTest, SeededSampledTokensEqualOneDevice) {
+  std::vector<RequestSpec> specs = requests(6, 14);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    specs[i].sampling.temperature = 0.9f;
+    specs[i].sampling.seed = 500 + i;
+    if (i % 3 == 1) specs[i].sampling.logprobs = true;
+    if (i % 3 == 2) specs[i].sampling.presence_penalty = 0.5f;
+    if (i % 2 == 0) specs[i].sampling.top_p = 0.9f;
+  }
+  const RunResult plain = run(specs, false, {});
+  RunOptions tight;
+  tight.blocks = 14;
+  EXPECT_EQ(run(specs, true, {}).tokens, plain.tokens);
+  EXPECT_EQ(run(specs, true, tight).tokens, plain.tokens);
+  if (!model_->weights.has_mtp) return;
+  tight.depth = 3;
+  const RunResult split = run(specs, true, tight);
+  EXPECT_EQ(split.tokens, plain.tokens);
+  EXPECT_GT(split.accepted, 0);
+  EXPECT_GT(split.stats.num_preemptions, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(TinyModels, LayerSplitEngineTest,
                          ::testing::Values("models/deltaserve-tiny-moe.gguf", "tests/fixtures/tiny_dense/model-f32.gguf"),
                          [](const ::testing::TestParamInfo<const char*>& info) {

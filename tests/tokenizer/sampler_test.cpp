@@ -109,6 +109,23 @@ TEST(Sampler, GreedyTakesTheArgmaxLowestIdOnTies) {
   EXPECT_EQ(s.sample(std::vector<float>{3.0f, 5.0f, 5.0f, 1.0f}).id, 1);
 }
 
+// Temperatures whose reciprocal overflows a float (the API takes any value in (0, 2]) still
+// draw the most likely token, never id 0 for want of any mass; on the backends too
+// (draw_params_of builds their parameters).
+TEST(Sampler, SubnormalTemperatureDrawsTheArgmax) {
+  for (const float temperature : {1e-39f, 1e-45f, 1e-30f}) {
+    SamplingParams params;
+    params.temperature = temperature;
+    const Sampler sampler(params, 5);
+    const kernels::DrawParams draw = draw_params_of(params, 5, 0);
+    EXPECT_TRUE(std::isfinite(draw.inv_temperature)) << temperature;
+    for (int n = 0; n < 50; ++n) {
+      EXPECT_EQ(sampler.sample_at(kLogits, n).id, 7) << "temperature " << temperature;
+      EXPECT_EQ(kernels::draw_ref(kLogits.data(), static_cast<int64_t>(kLogits.size()), draw_params_of(params, 5, n)), 7);
+    }
+  }
+}
+
 TEST(Sampler, LogitBiasAndPenalties) {
   SamplingParams p;
   p.temperature = 0.0f;
@@ -137,6 +154,30 @@ TEST(Sampler, LogitBiasAndPenalties) {
   const auto w = f.processed_logits(kLogits);
   EXPECT_FLOAT_EQ(w[4], 1.5f - 2 * 0.5f - 0.25f);
   EXPECT_FLOAT_EQ(w[7], 2.5f);
+}
+
+// A repetition penalty so small that a repeated token's logit would overflow (the API takes
+// any value > 0): the logprobs stay numbers (an infinite logit made them all NaN) and the
+// boosted token is drawn, greedy or sampled.
+TEST(Sampler, TinyRepetitionPenaltyKeepsLogprobsFinite) {
+  for (const float temperature : {0.0f, 1.0f}) {
+    SamplingParams p;
+    p.temperature = temperature;
+    p.repetition_penalty = 1e-39f;
+    p.logprobs = true;
+    p.top_logprobs = 2;
+    Sampler s(p, 3);
+    const std::vector<int32_t> prompt = {4, 5};  // logits 1.5 and 0.0: only 4 is raised
+    s.set_prompt(prompt);
+    for (int n = 0; n < 20; ++n) {
+      const SampledToken t = s.sample_at(kLogits, n);
+      EXPECT_EQ(t.id, 4) << "temperature " << temperature;
+      EXPECT_TRUE(std::isfinite(t.logprob)) << t.logprob;
+      ASSERT_EQ(t.top_logprobs.size(), 2u);
+      EXPECT_EQ(t.top_logprobs[0].id, 4);
+      for (const TokenLogprob& alt : t.top_logprobs) EXPECT_FALSE(std::isnan(alt.logprob));
+    }
+  }
 }
 
 TEST(Sampler, LogprobsAreTheProcessedDistributionBeforeTemperature) {
