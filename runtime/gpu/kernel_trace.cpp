@@ -54,6 +54,7 @@ constexpr PrefixRule kRules[] = {
     {"MTP embedding", KernelClass::kEmbedding},
     {"gather ", KernelClass::kGather},
     {"argmax", KernelClass::kArgmax},
+    {"draw ", KernelClass::kArgmax},  // sampled rows' draws: the argmax's place for sampled requests
 };
 
 // Names in KernelClass order.
@@ -75,7 +76,7 @@ constexpr std::array<const char*, kNumKernelClasses> kNames = {
     "elementwise",
     "lm head",
     "gather rows",
-    "argmax",
+    "argmax, draw",
     "other",
 };
 static_assert(kNames[kNumKernelClasses - 1] != nullptr, "a KernelClass without a name");

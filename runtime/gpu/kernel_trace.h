@@ -46,7 +46,7 @@ enum class KernelClass : int {
   kElementwise,       // swiglu
   kLmHead,            // the LM head matmul (output.weight, or token_embd when tied)
   kGather,            // hidden / logit row gathers of the head
-  kArgmax,
+  kArgmax,            // greedy argmax ids and sampled rows' draws (draw_gpu)
   kOther,             // a format this table does not know yet (see kernel_class)
 };
 inline constexpr int kNumKernelClasses = static_cast<int>(KernelClass::kOther) + 1;

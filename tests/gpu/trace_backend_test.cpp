@@ -126,7 +126,7 @@ TEST_P(GpuTraceTest, ClassesAddUpAndOutputsAreBitwise) {
   ForwardOutput trunk;
   const std::set<std::string> prefill_classes = both(prefill, "prefill", &trunk);
   for (const char* c : {"embedding", "matmul (tiled prefill)", "attention (prefill)", "norms", "rope+kv", "lm head",
-                        "gather rows", "argmax"}) {
+                        "gather rows", "argmax, draw"}) {
     EXPECT_TRUE(prefill_classes.count(c)) << "prefill: " << c;
   }
   for (int32_t s = 0; s < 3; ++s) cached[static_cast<size_t>(s)] = lengths[static_cast<size_t>(s)];
