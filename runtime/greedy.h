@@ -16,6 +16,7 @@
 
 namespace deltaserve::runtime {
 
+// kernels/sampling/draw_ref.h's argmax_ref, the one host implementation of the rule.
 int32_t argmax_token(std::span<const float> row);
 inline int32_t argmax_token(const float* row, int64_t n) {
   return argmax_token(std::span<const float>(row, static_cast<size_t>(n)));

@@ -38,7 +38,6 @@
 #include <vector>
 
 #include "kernels/parallel.h"
-#include "kernels/sampling/draw_rule.h"
 #include "kernels/sampling/draw_ref.h"
 #include "runtime/grammar/constraint.h"
 #include "runtime/sampling_params.h"

@@ -11,22 +11,20 @@ namespace {
 // Rows shorter than this take their masses on the calling thread (a pool's wake-up costs more).
 constexpr int64_t kParallelMinTokens = 32768;
 
-bool better(float v, int32_t i, float best_v, int32_t best_i) {
-  if (v != v) return false;
-  if (best_v != best_v) return true;
-  return v > best_v || (v == best_v && i < best_i);
-}
-
 }  // namespace
 
 int32_t argmax_ref(const float* row, int64_t vocab) {
-  float best_v = 0.0f;
-  int32_t best_i = -1;
+  int32_t best = -1;
+  float best_value = 0.0f;
   for (int64_t i = 0; i < vocab; ++i) {
-    const auto id = static_cast<int32_t>(i);
-    if (best_i < 0 ? row[i] == row[i] : better(row[i], id, best_v, best_i)) best_v = row[i], best_i = id;
+    const float v = row[i];
+    if (v != v) continue;  // NaN never wins
+    if (best < 0 || v > best_value) {  // strict: the lowest id keeps a tie
+      best = static_cast<int32_t>(i);
+      best_value = v;
+    }
   }
-  return best_i < 0 ? 0 : best_i;
+  return best < 0 ? 0 : best;
 }
 
 uint64_t select_prefix_key(std::vector<std::pair<uint64_t, uint64_t>> items, uint64_t target) {
@@ -52,8 +50,8 @@ uint64_t select_prefix_key(std::vector<std::pair<uint64_t, uint64_t>> items, uin
 }
 
 DrawMasses draw_masses(const float* logits, int64_t vocab, const DrawParams& params, const ParallelFor* pool) {
-  if (vocab <= 0) throw std::invalid_argument("draw: empty logits row");
   const int64_t n = vocab;
+  if (n <= 0) throw std::invalid_argument("draw: empty logits row");
   if (n > draw::kMaxVocab)
     throw std::invalid_argument("draw: vocabulary of " + std::to_string(n) + " tokens exceeds " +
                                 std::to_string(draw::kMaxVocab));
@@ -74,23 +72,19 @@ DrawMasses draw_masses(const float* logits, int64_t vocab, const DrawParams& par
 
   // Steps 3 and 4 keep the tokens whose likelihood key is at most `limit`.
   uint64_t limit = ~uint64_t{0};
-  std::vector<std::pair<uint64_t, uint64_t>> items;  // (key, mass) of the kept tokens
-  auto gather = [&] {
-    items.clear();
+  const bool top_k = params.top_k > 0, top_p = params.top_p < 1.0f;
+  std::vector<std::pair<uint64_t, uint64_t>> items;  // (key, mass) of the tokens with mass
+  if (top_k || top_p) {
     for (int64_t i = 0; i < n; ++i) {
       const uint64_t m = out.mass[static_cast<size_t>(i)];
-      if (m == 0) continue;
-      const uint64_t key = draw::likelihood_key(logits[i], static_cast<uint32_t>(i));
-      if (key <= limit) items.emplace_back(key, m);
+      if (m != 0) items.emplace_back(draw::likelihood_key(logits[i], static_cast<uint32_t>(i)), m);
     }
-  };
-  const bool top_k = params.top_k > 0, top_p = params.top_p < 1.0f;
-  if (top_k || top_p) gather();
+  }
   if (top_k && static_cast<size_t>(params.top_k) < items.size()) {
     std::vector<std::pair<uint64_t, uint64_t>> counted(items.size());
     for (size_t k = 0; k < items.size(); ++k) counted[k] = {items[k].first, 1};
     limit = select_prefix_key(std::move(counted), static_cast<uint64_t>(params.top_k));
-    std::erase_if(items, [&](const auto& item) { return item.first > limit; });
+    if (top_p) std::erase_if(items, [&](const auto& item) { return item.first > limit; });
   }
   if (top_p && !items.empty()) {
     uint64_t total = 0;

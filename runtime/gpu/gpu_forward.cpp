@@ -258,9 +258,6 @@ void GpuBackend::lm_head_enqueue(const gpu::DeviceTensor& norm, const int32_t* h
                   "argmax %lld logit rows", static_cast<long long>(num_logits));
 }
 
-// The output rows to the host: hidden rows and argmax ids in one copy, the logits of the host
-// rows (out's layout: sequences with logits_to_host) in one copy per run of such sequences;
-// the only device->host copies and the only synchronisation of a forward.
 GpuBackend::StagedDraws GpuBackend::stage_draws(const std::vector<const std::vector<kernels::DrawParams>*>& per_sequence,
                                                 const ForwardOutput& out) {
   StagedDraws staged;
@@ -293,6 +290,9 @@ void GpuBackend::draw_enqueue(const StagedDraws& draws, int64_t num_hidden, int6
   DS_GPU_LAUNCH(ctx, 1, kernels::draw_gpu(args, stream_), "draw %lld logit rows", static_cast<long long>(draws.count));
 }
 
+// The output rows to the host: hidden rows, argmax ids and drawn ids in one copy, the logits of
+// the host rows (out's layout: sequences with logits_to_host) in one copy per run of such
+// sequences; the only device->host copies and the only synchronisation of a forward.
 void GpuBackend::lm_head_finish(int64_t num_hidden, int64_t num_logits, const StagedDraws& draws, ForwardOutput& out) {
   const int64_t h = config_.num_embd, v = config_.num_vocab;
   const OutputOffsets at = output_offsets(num_hidden, h, num_logits);
