@@ -1,5 +1,6 @@
 #include "server/anthropic_request.h"
 
+#include <algorithm>
 #include <cctype>
 #include <limits>
 
@@ -51,8 +52,17 @@ void unsupported_block(JsonFields& block, const std::string& type) {
                                                             "redacted_thinking, tool_use or tool_result.")};
 }
 
-// One Anthropic message -> one or more chat messages appended to `out`.
-void translate_message(const RequestJson& message, const std::string& path, RequestJson& out) {
+// The tool blocks of one message, for the pairing check: ids with the param of each block.
+struct MessageTools {
+  std::string role;
+  std::vector<std::pair<std::string, std::string>> uses;     // assistant tool_use: id, block
+  std::vector<std::pair<std::string, std::string>> results;  // user tool_result: tool_use_id, its param
+};
+
+// One Anthropic message -> one or more chat messages appended to `out`. `last`: the request's
+// final message (the only one that may be empty: an assistant prefill).
+MessageTools translate_message(const RequestJson& message, const std::string& path, bool last, RequestJson& out) {
+  MessageTools tools;
   JsonFields f(message, path);
   const auto role = f.string("role");
   if (!role) throw ApiException{missing_parameter(f.param("role"))};
@@ -60,12 +70,19 @@ void translate_message(const RequestJson& message, const std::string& path, Requ
     throw ApiException{invalid_value(f.param("role"), "'" + *role + "' is not one of user, assistant "
                                                       "(the system prompt goes in 'system').")};
   }
+  tools.role = *role;
   const RequestJson* content = f.get("content");
   if (!content) throw ApiException{missing_parameter(f.param("content"))};
   f.reject_unknown();
+  const bool empty = content->is_string() ? content->get_ref<const std::string&>().empty()
+                                          : content->is_array() && content->empty();
+  if (empty && !(last && *role == "assistant")) {
+    throw ApiException{invalid_value(f.param("content"), "all messages must have non-empty content "
+                                                         "except for the optional final assistant message.")};
+  }
   if (content->is_string()) {
     out.push_back({{"role", *role}, {"content", content->get<std::string>()}});
-    return;
+    return tools;
   }
   if (!content->is_array()) {
     throw ApiException{invalid_type(f.param("content"), std::string("expected a string or an array "
@@ -99,6 +116,7 @@ void translate_message(const RequestJson& message, const std::string& path, Requ
       if (!id) throw ApiException{missing_parameter(block.param("id"))};
       if (!name) throw ApiException{missing_parameter(block.param("name"))};
       const RequestJson* input = block.object("input");
+      tools.uses.emplace_back(*id, block.param("id"));
       tool_calls.push_back({{"id", *id},
                             {"type", "function"},
                             {"function", {{"name", *name},
@@ -106,6 +124,7 @@ void translate_message(const RequestJson& message, const std::string& path, Requ
     } else if (*type == "tool_result" && *role == "user") {
       const auto id = block.string("tool_use_id");
       if (!id) throw ApiException{missing_parameter(block.param("tool_use_id"))};
+      tools.results.emplace_back(*id, block.param("tool_use_id"));
       const RequestJson* result = block.get("content");
       std::string result_text = result ? text_of(*result, block.param("content")) : "";
       if (block.boolean("is_error").value_or(false)) result_text = "Error: " + result_text;
@@ -124,11 +143,59 @@ void translate_message(const RequestJson& message, const std::string& path, Requ
     if (!thinking.empty()) m["reasoning_content"] = thinking;
     if (!tool_calls.empty()) m["tool_calls"] = std::move(tool_calls);
     out.push_back(std::move(m));
-    return;
+    return tools;
   }
   // Tool results answer the previous turn's calls: they come first (Anthropic's rule too).
   for (RequestJson& r : tool_results) out.push_back(std::move(r));
   if (has_text || tool_results.empty()) out.push_back({{"role", "user"}, {"content", text}});
+  return tools;
+}
+
+// Anthropic's pairing rule: the tool_use blocks of an assistant turn are answered, each, by a
+// tool_result block of the next (user) turn, and a tool_result answers a tool_use of the turn
+// before it. Consecutive messages of one role are one turn, as Anthropic merges them. A final
+// assistant turn's calls need no answer yet. Without this check the template would render an
+// answer to no call (or a call never answered) and the model would see a broken conversation.
+void check_tool_pairing(const std::vector<MessageTools>& messages) {
+  std::vector<std::pair<std::string, std::string>> open_uses;  // the previous assistant turn's
+  size_t i = 0;
+  while (i < messages.size()) {
+    const std::string& role = messages[i].role;
+    std::vector<std::pair<std::string, std::string>> uses;
+    std::vector<std::pair<std::string, std::string>> results;
+    const size_t turn = i;
+    for (; i < messages.size() && messages[i].role == role; ++i) {
+      uses.insert(uses.end(), messages[i].uses.begin(), messages[i].uses.end());
+      results.insert(results.end(), messages[i].results.begin(), messages[i].results.end());
+    }
+    if (role == "assistant") {
+      open_uses = std::move(uses);
+      continue;
+    }
+    const auto answered = [&results](const std::string& id) {
+      return std::any_of(results.begin(), results.end(), [&id](const auto& r) { return r.first == id; });
+    };
+    std::string missing;
+    for (const auto& [id, param] : open_uses) {
+      if (!answered(id)) missing += (missing.empty() ? "" : ", ") + id;
+    }
+    if (!missing.empty()) {
+      throw ApiException{invalid_value(element_path("messages", turn),
+                                       "tool_use ids were found without tool_result blocks immediately "
+                                       "after: " + missing + ". Each tool_use block must have a "
+                                       "corresponding tool_result block in the next message.")};
+    }
+    for (const auto& [id, param] : results) {
+      const bool called = std::any_of(open_uses.begin(), open_uses.end(),
+                                      [&id](const auto& u) { return u.first == id; });
+      if (!called) {
+        throw ApiException{invalid_value(param, "unexpected tool_use_id '" + id + "' in a tool_result "
+                                                "block. Each tool_result block must have a "
+                                                "corresponding tool_use block in the previous message.")};
+      }
+    }
+    open_uses.clear();
+  }
 }
 
 RequestJson translate_tools(const RequestJson& tools, const std::string& path) {
@@ -186,6 +253,10 @@ RequestJson translate_tool_choice(const RequestJson& choice, const std::string& 
   if (*type == "auto" || *type == "none") {
     out = *type;
   } else if (*type == "any") {
+    // Checked here, so the 400 says 'any' (chat's check would say 'required').
+    if (!chat.contains("tools") || chat["tools"].empty()) {
+      throw ApiException{invalid_value(f.param("type"), "'any' needs at least one tool in 'tools'.")};
+    }
     out = "required";
   } else if (*type == "tool") {
     const auto name = f.string("name");
@@ -272,9 +343,12 @@ RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, c
   const RequestJson* input = f.array("messages");
   if (!input) throw ApiException{missing_parameter("messages")};
   if (input->empty()) throw ApiException{invalid_value("messages", "at least one message is required.")};
+  std::vector<MessageTools> message_tools;
   for (size_t i = 0; i < input->size(); ++i) {
-    translate_message((*input)[i], element_path("messages", i), messages);
+    message_tools.push_back(
+        translate_message((*input)[i], element_path("messages", i), i + 1 == input->size(), messages));
   }
+  check_tool_pairing(message_tools);
   // A final assistant message is a prefill: Anthropic's answer continues its text rather than
   // starting a new turn (so "{" forces JSON, a name forces a voice).
   const RequestJson& last = messages.back();
@@ -307,6 +381,7 @@ RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, c
     const RequestJson* max_tokens = f.get("max_tokens");
     if (!max_tokens) throw ApiException{missing_parameter("max_tokens")};
     chat["max_tokens"] = *max_tokens;
+    (void)f.number("temperature", 0.0, 1.0);  // Anthropic's range (chat's goes to 2)
     for (const char* key : {"temperature", "top_p", "top_k", "stream"}) {
       if (const RequestJson* v = f.get(key)) chat[key] = *v;
     }

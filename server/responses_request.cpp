@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 
 #include "server/chat_messages.h"
 #include "server/json_fields.h"
@@ -45,8 +46,9 @@ RequestJson& assistant_message(RequestJson& messages) {
   return messages.back();
 }
 
+// `call_ids`: the call_id of every function_call so far (the stored conversation's too).
 void add_item(const RequestJson& item, const std::string& path, RequestJson& messages,
-              std::string& pending_reasoning) {
+              std::string& pending_reasoning, std::set<std::string>& call_ids) {
   JsonFields f(item, path);
   const auto type = f.string("type").value_or("message");
   f.accept("id");
@@ -86,6 +88,7 @@ void add_item(const RequestJson& item, const std::string& path, RequestJson& mes
     if (!pending_reasoning.empty()) m["reasoning_content"] = pending_reasoning;
     pending_reasoning.clear();
     if (!m.contains("tool_calls")) m["tool_calls"] = RequestJson::array();
+    call_ids.insert(*call_id);
     m["tool_calls"].push_back({{"id", *call_id},
                                {"type", "function"},
                                {"function", {{"name", *name}, {"arguments", *arguments}}}});
@@ -96,6 +99,14 @@ void add_item(const RequestJson& item, const std::string& path, RequestJson& mes
     if (!output) throw ApiException{missing_parameter(f.param("output"))};
     const std::string text = parts_text(*output, f.param("output"));
     f.reject_unknown();
+    // As OpenAI's: an output must answer a call, or the template renders a result of nothing.
+    if (!call_ids.contains(*call_id)) {
+      throw ApiException{invalid_value(f.param("call_id"), "No tool call found for function call output "
+                                                           "with call_id '" + *call_id + "': a "
+                                                           "function_call item with that call_id must "
+                                                           "come first (in input or in the "
+                                                           "previous_response_id conversation).")};
+    }
     messages.push_back({{"role", "tool"}, {"tool_call_id", *call_id}, {"content", text}});
   } else if (type == "reasoning") {
     std::string text;
@@ -232,9 +243,14 @@ void responses_input_to_messages(const RequestJson& input, RequestJson& messages
   const auto is_system = [](const RequestJson& m) { return m.value("role", std::string()) == "system"; };
   bool after_other = !std::all_of(messages.begin(), messages.end(), is_system);  // the history
   std::string pending_reasoning;
+  std::set<std::string> call_ids;
+  for (const RequestJson& m : messages) {
+    if (!m.contains("tool_calls")) continue;
+    for (const RequestJson& call : m["tool_calls"]) call_ids.insert(call.value("id", std::string()));
+  }
   for (size_t i = 0; i < input.size(); ++i) {
     const size_t before = messages.size();
-    add_item(input[i], element_path("input", i), messages, pending_reasoning);
+    add_item(input[i], element_path("input", i), messages, pending_reasoning, call_ids);
     const bool system_added = messages.size() > before && is_system(messages.back());
     if (late_system && late_system->empty() && after_other && system_added) {
       *late_system = element_path("input", i);
@@ -255,10 +271,14 @@ ResponsesRequest parse_responses_request(std::string_view body, const SchemaLimi
   if (const auto previous = f.string("previous_response_id")) {
     std::optional<RequestJson> stored = store.get(*previous);
     if (!stored) {
-      throw ApiException{invalid_value("previous_response_id",
-                                       "no stored response '" + *previous + "': it was never "
-                                       "stored (store: false), has expired or was evicted "
-                                       "(this server keeps responses in memory only).")};
+      // OpenAI's code: agent clients (Codex among them) match on it to resend the whole
+      // conversation instead.
+      ApiError error = invalid_value("previous_response_id",
+                                     "Previous response with id '" + *previous + "' not found: "
+                                     "no stored response has it (never stored, store: false, "
+                                     "expired or evicted; this server keeps responses in memory only).");
+      error.code = "previous_response_not_found";
+      throw ApiException{std::move(error)};
     }
     r.previous_response_id = *previous;
     r.history = std::move(*stored);
@@ -347,8 +367,11 @@ ResponsesRequest parse_responses_request(std::string_view body, const SchemaLimi
   r.chat.response_format_schema_param = "text.format.schema";
   r.chat.params.max_tokens_param = "max_output_tokens";
   const GenerationParams& p = r.chat.params;
-  echo["temperature"] = p.sampling.temperature;
-  echo["top_p"] = p.sampling.top_p;
+  // As the client sent them: the sampler's float would echo 0.7 as 0.699999988079071.
+  for (const char* key : {"temperature", "top_p"}) {
+    const RequestJson* v = f.get(key);
+    echo[key] = v ? nlohmann::json::parse(v->dump()) : nlohmann::json(1.0);
+  }
   echo["max_output_tokens"] = p.max_tokens ? nlohmann::json(*p.max_tokens) : nlohmann::json();
   echo["previous_response_id"] =
       r.previous_response_id.empty() ? nlohmann::json() : nlohmann::json(r.previous_response_id);

@@ -109,6 +109,19 @@ test('messages.stream: event sequence for thinking, text and tool_use; finalMess
   assert.ok(message.usage.output_tokens > 0);
 });
 
+test('content keeps the generation order (text, tool_use, text); the stream agrees with the body', async () => {
+  const body = { model, max_tokens: 400, tools, messages: [{ role: 'user', content: `Before.\n${xmlCall}\nAfter.` }] };
+  const m = await client.messages.create(body);
+  assert.deepEqual(m.content.map((b) => b.type), ['text', 'tool_use', 'text']);
+  assert.equal(m.content[0].text, 'Before.');
+  assert.equal(m.content[2].text, 'After.');
+  const streamed = await client.messages.stream(body).finalMessage();
+  const withoutIds = (blocks) => blocks.map(({ id, ...rest }) => rest);
+  assert.deepEqual(withoutIds(streamed.content), withoutIds(m.content));
+  assert.equal(streamed.stop_reason, m.stop_reason);
+  assert.equal(streamed.usage.output_tokens, m.usage.output_tokens);
+});
+
 test('tool_use round trip: the tool_result goes back and the conversation continues', async () => {
   const first = await client.messages.create({
     model, max_tokens: 400, tools, tool_choice: { type: 'auto' },
@@ -164,6 +177,16 @@ test('errors: Anthropic format, and the server keeps serving', async () => {
     [{ model, messages: [{ role: 'user', content: 'x' }] }, /max_tokens/],
     [{ model, max_tokens: 8, tool_choice: { type: 'tool', name: 'nope' }, tools,
       messages: [{ role: 'user', content: 'x' }] }, /no tool named 'nope'/],
+    [{ model, max_tokens: 8, tool_choice: { type: 'any' }, messages: [{ role: 'user', content: 'x' }] },
+      /'any' needs at least one tool/],
+    [{ model, max_tokens: 8, messages: [{ role: 'user', content: '' }] }, /non-empty content/],
+    [{ model, max_tokens: 8, temperature: 1.5, messages: [{ role: 'user', content: 'x' }] }, /'temperature'/],
+    // tool_use and tool_result pair up across consecutive turns, as Anthropic requires
+    [{ model, max_tokens: 8, messages: [{ role: 'user', content: [
+      { type: 'tool_result', tool_use_id: 'toolu_x', content: 'r' }] }] }, /unexpected tool_use_id 'toolu_x'/],
+    [{ model, max_tokens: 8, messages: [{ role: 'user', content: 'x' },
+      { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_y', name: 'get_weather', input: {} }] },
+      { role: 'user', content: 'no result' }] }, /without tool_result blocks immediately after: toolu_y/],
   ];
   for (const [body, pattern] of cases) {
     const res = await post(body);

@@ -38,11 +38,13 @@ const xmlCall = '<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n<
   + '<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>';
 
 test('responses.create: a message item, output_text, usage', async () => {
-  const r = await client.responses.create({ model, instructions: 'Be brief.', input: 'Hello there' });
+  const r = await client.responses.create({ model, instructions: 'Be brief.', input: 'Hello there', temperature: 0.7 });
   assert.match(r.id, /^resp_[A-Za-z0-9]{24}$/);
   assert.equal(r.object, 'response');
   assert.equal(r.status, 'completed');
   assert.equal(r.instructions, 'Be brief.');
+  assert.equal(r.temperature, 0.7);  // as sent, not the sampler's float
+  assert.equal(r.top_p, 1);
   assert.equal(r.output.length, 1);
   assert.equal(r.output[0].type, 'message');
   assert.equal(r.output[0].role, 'assistant');
@@ -111,6 +113,19 @@ test('responses.stream() helper: the SDK accumulates reasoning, text and calls i
   assert.deepEqual(JSON.parse(final.output[2].arguments), { city: 'Paris', days: 3 });
 });
 
+test('output items keep the generation order (message, function_call, message); the stream agrees', async () => {
+  const body = { model, tools, input: `Before.\n${xmlCall}\nAfter.` };
+  const r = await client.responses.create(body);
+  assert.deepEqual(r.output.map((o) => o.type), ['message', 'function_call', 'message']);
+  assert.equal(r.output[0].content[0].text, 'Before.');
+  assert.equal(r.output[2].content[0].text, 'After.');
+  const streamed = await client.responses.stream(body).finalResponse();
+  // The SDK's stream helper adds parsed / parsed_arguments: compare what the server sent.
+  const shape = (items) => items.map((o) => [o.type, o.status, o.name, o.arguments, o.content?.map((c) => c.text)]);
+  assert.deepEqual(shape(streamed.output), shape(r.output));
+  assert.deepEqual(streamed.usage, r.usage);
+});
+
 test('function-call round trip with function_call_output, stateless', async () => {
   const first = await client.responses.create({ model, tools, input: xmlCall });
   const call = first.output.find((o) => o.type === 'function_call');
@@ -141,7 +156,8 @@ test('previous_response_id continues a stored conversation; unknown ids are a 40
   assert.ok(second.usage.input_tokens > first.usage.input_tokens);
   await assert.rejects(
     client.responses.create({ model, input: 'x', previous_response_id: 'resp_unknown' }),
-    (e) => e instanceof OpenAI.BadRequestError && e.param === 'previous_response_id' && /no stored response/.test(e.message));
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'previous_response_id'
+      && e.code === 'previous_response_not_found' && /no stored response/.test(e.message));
   // store: false keeps nothing; the store holds 2 entries, so the oldest is evicted.
   const unstored = await client.responses.create({ model, input: 'x', store: false });
   await assert.rejects(client.responses.create({ model, input: 'y', previous_response_id: unstored.id }),
@@ -160,6 +176,8 @@ test('features not offered are a clear 400, and the server keeps serving', async
       'input[0].content[0].type', /text-only/],
     [{ model, input: [{ type: 'item_reference', id: 'x' }] }, 'input[0].type', /not supported/],
     [{ model, input: 'x', bogus: 1 }, 'bogus', /Unrecognized/],
+    [{ model, input: [{ type: 'function_call_output', call_id: 'call_x', output: 'r' }] }, 'input[0].call_id',
+      /No tool call found for function call output with call_id 'call_x'/],
   ];
   for (const [body, param, pattern] of cases) {
     await assert.rejects(client.responses.create(body),

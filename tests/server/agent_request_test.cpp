@@ -190,6 +190,76 @@ TEST(AnthropicRequest, BadInputIsA400NamingTheField) {
   EXPECT_NO_THROW(parse_anthropic_count_tokens(R"({"model": "m", "messages": [{"role": "user", "content": "x"}]})", kLimits));
 }
 
+// Anthropic's pairing rule: each tool_use is answered by a tool_result in the next (user)
+// turn, and each tool_result answers a tool_use of the turn before; consecutive messages of one
+// role are one turn. A final assistant turn's calls need no answer yet.
+TEST(AnthropicRequest, ToolResultsAndToolUsesMustPairUp) {
+  const std::string head = R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}, )";
+  const std::string use = R"({"role": "assistant", "content": [{"type": "text", "text": "a"},
+      {"type": "tool_use", "id": "t1", "name": "f", "input": {}}, {"type": "tool_use", "id": "t2", "name": "f", "input": {}}]})";
+  const auto result = [](const std::string& id) {
+    return R"({"type": "tool_result", "tool_use_id": ")" + id + R"(", "content": "r"})";
+  };
+  // Both answered, also across two consecutive user messages.
+  EXPECT_NO_THROW(parse_anthropic_request(head + use + R"(, {"role": "user", "content": [)" + result("t2") + ", " +
+                                              result("t1") + "]}]}", kLimits));
+  EXPECT_NO_THROW(parse_anthropic_request(head + use + R"(, {"role": "user", "content": [)" + result("t1") +
+                                              R"(]}, {"role": "user", "content": [)" + result("t2") + "]}]}", kLimits));
+  EXPECT_NO_THROW(parse_anthropic_request(head + use + "]}", kLimits));  // calls not answered yet
+  // A call left unanswered.
+  ApiError e = error_of([&] {
+    parse_anthropic_request(head + use + R"(, {"role": "user", "content": [)" + result("t1") + "]}]}", kLimits);
+  });
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "messages[2]");
+  EXPECT_NE(e.message.find("without tool_result blocks immediately after: t2"), std::string::npos);
+  e = error_of([&] { parse_anthropic_request(head + use + R"(, {"role": "user", "content": "next"}]})", kLimits); });
+  EXPECT_NE(e.message.find("after: t1, t2"), std::string::npos);
+  // A result of no call: none before, a call of an older turn, or an unknown id.
+  e = error_of([&] {
+    parse_anthropic_request(R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": [)" +
+                                result("t1") + "]}]}", kLimits);
+  });
+  EXPECT_EQ(e.param, "messages[0].content[0].tool_use_id");
+  EXPECT_NE(e.message.find("unexpected tool_use_id 't1'"), std::string::npos);
+  e = error_of([&] {
+    parse_anthropic_request(head + use + R"(, {"role": "user", "content": [)" + result("t1") + ", " + result("t2") +
+                                R"(]}, {"role": "assistant", "content": "b"}, {"role": "user", "content": [)" +
+                                result("t1") + "]}]}", kLimits);
+  });
+  EXPECT_EQ(e.param, "messages[4].content[0].tool_use_id");
+  e = error_of([&] {
+    parse_anthropic_request(head + use + R"(, {"role": "user", "content": [)" + result("t1") + ", " + result("t2") +
+                                ", " + result("t3") + "]}]}", kLimits);
+  });
+  EXPECT_EQ(e.param, "messages[2].content[2].tool_use_id");
+}
+
+TEST(AnthropicRequest, EmptyContentTemperatureAboveOneAndAnyWithoutToolsAre400s) {
+  const auto messages = [](const std::string& list) {
+    return R"({"model": "m", "max_tokens": 8, "messages": )" + list + "}";
+  };
+  ApiError e = error_of([&] { parse_anthropic_request(messages(R"([{"role": "user", "content": ""}])"), kLimits); });
+  EXPECT_EQ(e.param, "messages[0].content");
+  EXPECT_NE(e.message.find("non-empty content"), std::string::npos);
+  e = error_of([&] { parse_anthropic_request(messages(R"([{"role": "user", "content": []}])"), kLimits); });
+  EXPECT_EQ(e.param, "messages[0].content");
+  e = error_of([&] {
+    parse_anthropic_request(messages(R"([{"role": "assistant", "content": ""}, {"role": "user", "content": "x"}])"), kLimits);
+  });
+  EXPECT_EQ(e.param, "messages[0].content");
+  // The final assistant message may be empty (no prefill).
+  EXPECT_NO_THROW(parse_anthropic_request(messages(R"([{"role": "user", "content": "x"}, {"role": "assistant", "content": ""}])"),
+                                          kLimits));
+  const std::string head = R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}], )";
+  e = error_of([&] { parse_anthropic_request(head + R"("temperature": 1.5})", kLimits); });
+  EXPECT_EQ(e.param, "temperature");  // Anthropic's range is 0..1
+  EXPECT_NO_THROW(parse_anthropic_request(head + R"("temperature": 1})", kLimits));
+  e = error_of([&] { parse_anthropic_request(head + R"("tool_choice": {"type": "any"}})", kLimits); });
+  EXPECT_EQ(e.param, "tool_choice.type");
+  EXPECT_NE(e.message.find("'any' needs at least one tool"), std::string::npos);
+}
+
 TEST(ResponsesRequest, ItemsMapToChatMessages) {
   ResponseStore store(8, 60, 1 << 20);
   const ResponsesRequest r = parse_responses_request(R"({
@@ -232,6 +302,19 @@ TEST(ResponsesRequest, ItemsMapToChatMessages) {
             RequestJson::parse(R"({"type":"json_schema","json_schema":{"name":"w","schema":{"type":"object"},"strict":true}})"));
   EXPECT_EQ(r.echo["instructions"], "Be brief.");
   EXPECT_EQ(r.echo["max_output_tokens"], 50);
+}
+
+// The response repeats temperature and top_p as the client sent them, not as the sampler's
+// float (0.7 came back as 0.699999988079071); absent, OpenAI's default 1.
+TEST(ResponsesRequest, EchoesSamplingParametersAsSent) {
+  ResponseStore store(8, 60, 1 << 20);
+  const ResponsesRequest r =
+      parse_responses_request(R"({"input": "hi", "temperature": 0.7, "top_p": 0.9})", kLimits, store);
+  EXPECT_EQ(r.echo["temperature"].dump(), "0.7");
+  EXPECT_EQ(r.echo["top_p"].dump(), "0.9");
+  const ResponsesRequest plain = parse_responses_request(R"({"input": "hi", "temperature": null})", kLimits, store);
+  EXPECT_EQ(plain.echo["temperature"], 1.0);
+  EXPECT_EQ(plain.echo["top_p"], 1.0);
 }
 
 TEST(ResponsesRequest, InstructionsAndLeadingDeveloperMessagesBecomeOneSystemMessage) {
@@ -297,6 +380,26 @@ TEST(ResponsesRequest, PreviousResponseIdPrependsTheStoredConversation) {
   });
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.param, "previous_response_id");
+  EXPECT_EQ(e.code, "previous_response_not_found");  // OpenAI's code, which agent clients match
+  EXPECT_NE(e.message.find("Previous response with id 'resp_b' not found"), std::string::npos);
+}
+
+// As OpenAI's: a function_call_output answers a function_call of the input or of the stored
+// conversation; one that answers nothing is a 400 naming the item.
+TEST(ResponsesRequest, AFunctionCallOutputMustAnswerAKnownCall) {
+  ResponseStore store(8, 60, 1 << 20);
+  ApiError e = error_of([&] {
+    parse_responses_request(R"({"input": [{"role": "user", "content": "x"},
+        {"type": "function_call_output", "call_id": "call_9", "output": "sunny"}]})", kLimits, store);
+  });
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "input[1].call_id");
+  EXPECT_NE(e.message.find("No tool call found for function call output with call_id 'call_9'"), std::string::npos);
+  store.put("resp_a", RequestJson::parse(R"([{"role":"user","content":"hi"},
+      {"role":"assistant","content":"","tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]}])"));
+  const ResponsesRequest r = parse_responses_request(R"({"previous_response_id": "resp_a",
+      "input": [{"type": "function_call_output", "call_id": "call_1", "output": "sunny"}]})", kLimits, store);
+  EXPECT_EQ(r.chat.messages.back()["role"], "tool");
 }
 
 TEST(ResponsesRequest, WhatIsNotOfferedIsA400) {
