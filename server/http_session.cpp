@@ -6,6 +6,8 @@
 #include <boost/asio/write.hpp>
 #include <spdlog/spdlog.h>
 
+#include "server/agent_routes.h"
+#include "server/anthropic_wire.h"
 #include "server/generation_stream.h"
 
 namespace deltaserve::server {
@@ -45,9 +47,12 @@ void HttpSession::do_read_header() {
 }
 
 void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
-  if (ec) return on_read_error(ec);
   const auto& req = parser_->get();
+  // Before the error check: a Content-Length over the limit fails the header read itself, and
+  // its 413 is written in the format of the route its request line named (an unread target
+  // is empty: "other").
   route_ = route_label(request_path(std::string_view(req.target().data(), req.target().size())));
+  if (ec) return on_read_error(ec);
   if (const auto length = parser_->content_length();
       length && *length > static_cast<uint64_t>(state_.config().max_body_bytes)) {
     return on_read_error(http::error::body_limit);
@@ -80,14 +85,22 @@ void HttpSession::on_read_body(beast::error_code ec, std::size_t) {
 void HttpSession::reject_too_deep() {
   const ApiError error = nesting_->too_deep();
   nesting_.reset();
-  send_response(error_response(error, nullptr, state_));
+  send_response(early_error(error));
+}
+
+HttpResponse HttpSession::early_error(const ApiError& error) {
+  HttpResponse response = error_response(error, nullptr, state_);
+  if (is_anthropic_path(route_)) {
+    response.body() = json_text(anthropic_error_json(error));
+    response.prepare_payload();
+  }
+  return response;
 }
 
 void HttpSession::on_read_error(beast::error_code ec) {
   if (ec == http::error::body_limit) {
     // Answer 413 and close: the rest of the body is never read.
-    send_response(error_response(payload_too_large(static_cast<size_t>(state_.config().max_body_bytes)),
-                                 nullptr, state_));
+    send_response(early_error(payload_too_large(static_cast<size_t>(state_.config().max_body_bytes))));
     return;
   }
   if (ec == http::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
@@ -98,7 +111,7 @@ void HttpSession::on_read_error(beast::error_code ec) {
   // A malformed request: answer 400 when anything can still be written, then close.
   ApiError e = invalid_value("request", std::string("malformed HTTP request: ") + ec.message());
   e.code = "bad_http_request";
-  send_response(error_response(e, nullptr, state_));
+  send_response(early_error(e));
 }
 
 void HttpSession::handle_request() {

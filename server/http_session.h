@@ -53,6 +53,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_read_body(boost::beast::error_code ec, std::size_t bytes);
   void reject_too_deep();
   void on_read_error(boost::beast::error_code ec);
+  // An error answered before the request is whole (413, too deep, malformed), in the format of
+  // the route its headers named (Anthropic's on /v1/messages*).
+  HttpResponse early_error(const ApiError& error);
   void handle_request();
   void start_generation(GenerationJob job, const HttpRequest& request);
   void send_response(HttpResponse response);

@@ -1,5 +1,7 @@
 #include "server/router.h"
 
+#include <vector>
+
 #include "server/agent_routes.h"
 #include "server/anthropic_wire.h"
 #include "server/openai_response.h"
@@ -56,27 +58,36 @@ bool same_secret(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+// The key of "Bearer KEY"; empty when the value is not a bearer credential.
+std::string_view bearer_token(std::string_view value) {
+  // The auth scheme is case-insensitive (RFC 9110 11.1): "bearer KEY" is as good as "Bearer KEY".
+  constexpr std::string_view kBearer = "bearer";
+  if (value.size() <= kBearer.size() || !boost::beast::iequals(value.substr(0, kBearer.size()), kBearer) ||
+      (value[kBearer.size()] != ' ' && value[kBearer.size()] != '\t')) {
+    return {};
+  }
+  value.remove_prefix(kBearer.size());
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  return value;
+}
+
+// Either header may carry the key: Anthropic clients send x-api-key, and some (Claude Code
+// with both an auth token and an API key set) send both, one of them meant for another hop.
 bool authorized(const HttpRequest& request, const ServerState& state) {
   const auto& keys = state.config().api_keys;
   if (keys.empty()) return true;
-  std::string_view value;
+  std::vector<std::string_view> presented;
   if (const auto header = request.find(http::field::authorization); header != request.end()) {
-    value = std::string_view(header->value().data(), header->value().size());
-    // The auth scheme is case-insensitive (RFC 9110 11.1): "bearer KEY" is as good as "Bearer KEY".
-    constexpr std::string_view kBearer = "bearer";
-    if (value.size() <= kBearer.size() || !boost::beast::iequals(value.substr(0, kBearer.size()), kBearer) ||
-        (value[kBearer.size()] != ' ' && value[kBearer.size()] != '\t')) {
-      return false;
-    }
-    value.remove_prefix(kBearer.size());
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-  } else if (const auto api_key = request.find("x-api-key"); api_key != request.end()) {
-    value = std::string_view(api_key->value().data(), api_key->value().size());  // Anthropic's header
-  } else {
-    return false;
+    presented.push_back(bearer_token(std::string_view(header->value().data(), header->value().size())));
+  }
+  if (const auto api_key = request.find("x-api-key"); api_key != request.end()) {
+    presented.emplace_back(api_key->value().data(), api_key->value().size());
   }
   bool ok = false;
-  for (const std::string& key : keys) ok = same_secret(value, key) || ok;
+  for (const std::string_view value : presented) {
+    if (value.empty()) continue;
+    for (const std::string& key : keys) ok = same_secret(value, key) || ok;
+  }
   return ok;
 }
 

@@ -202,8 +202,10 @@ test('errors: Anthropic format, and the server keeps serving', async () => {
   assert.equal((await unauthorized.json()).error.type, 'authentication_error');
   await assert.rejects(client.messages.create({ model: 'claude-nope', max_tokens: 8,
     messages: [{ role: 'user', content: 'x' }] }), (e) => e instanceof Anthropic.NotFoundError);
-  // x-api-key is accepted as well as Bearer, and the daemon still serves.
-  const ok = await post({ model, max_tokens: 64, messages: [{ role: 'user', content: 'still here' }] });
+  // x-api-key is accepted as well as Bearer, also beside a bearer token meant for another hop
+  // (Claude Code can send both), and the daemon still serves.
+  const ok = await post({ model, max_tokens: 64, messages: [{ role: 'user', content: 'still here' }] },
+    { authorization: 'Bearer for-a-proxy' });
   assert.equal(ok.status, 200);
   assert.equal((await ok.json()).content[0].text, 'still here');
 });

@@ -121,6 +121,11 @@ describe('client errors (auth on)', () => {
     const res = await post('/v1/chat/completions', JSON.stringify({ messages: user('z'.repeat(10000)) }));
     assert.equal(res.status, 413);
     checkErrorBody(await res.json(), { type: 'invalid_request_error', code: 'request_too_large' });
+    // On /v1/messages the headers name the route, so the same 413 comes in Anthropic's format.
+    const anthropic = await post('/v1/messages', JSON.stringify({ messages: user('z'.repeat(10000)) }));
+    assert.equal(anthropic.status, 413);
+    assert.deepEqual(await anthropic.json(), { type: 'error', error: { type: 'request_too_large',
+      message: 'The request body is larger than the limit of 4096 bytes.' } });
     // The server still serves new connections afterwards.
     assert.equal((await client.chat.completions.create({ model, messages: user('after') })).choices[0].message.content, 'after');
   });
