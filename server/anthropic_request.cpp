@@ -214,6 +214,13 @@ RequestJson translate_tools(const RequestJson& tools, const std::string& path) {
     }
     const auto name = f.string("name");
     if (!name || name->empty()) throw ApiException{missing_parameter(f.param("name"))};
+    // A call names its tool: two tools of one name could not be told apart (Anthropic's 400 too).
+    for (const RequestJson& earlier : out) {
+      if (earlier["function"]["name"] == *name) {
+        throw ApiException{invalid_value(f.param("name"), "tool names must be unique; '" + *name +
+                                                              "' is used twice.")};
+      }
+    }
     const RequestJson* schema = f.get("input_schema");
     if (!schema) throw ApiException{missing_parameter(f.param("input_schema"))};
     if (!schema->is_object()) {

@@ -235,7 +235,7 @@ TEST(AnthropicRequest, ToolResultsAndToolUsesMustPairUp) {
   EXPECT_EQ(e.param, "messages[2].content[2].tool_use_id");
 }
 
-TEST(AnthropicRequest, EmptyContentTemperatureAboveOneAndAnyWithoutToolsAre400s) {
+TEST(AnthropicRequest, EmptyContentTemperatureAboveOneAnyWithoutToolsAndDuplicateToolNamesAre400s) {
   const auto messages = [](const std::string& list) {
     return R"({"model": "m", "max_tokens": 8, "messages": )" + list + "}";
   };
@@ -258,6 +258,12 @@ TEST(AnthropicRequest, EmptyContentTemperatureAboveOneAndAnyWithoutToolsAre400s)
   e = error_of([&] { parse_anthropic_request(head + R"("tool_choice": {"type": "any"}})", kLimits); });
   EXPECT_EQ(e.param, "tool_choice.type");
   EXPECT_NE(e.message.find("'any' needs at least one tool"), std::string::npos);
+  e = error_of([&] {
+    parse_anthropic_request(head + R"("tools": [{"name": "f", "input_schema": {"type": "object"}},
+        {"name": "g", "input_schema": {"type": "object"}}, {"name": "f", "input_schema": {"type": "object"}}]})", kLimits);
+  });
+  EXPECT_EQ(e.param, "tools[2].name");
+  EXPECT_NE(e.message.find("tool names must be unique"), std::string::npos);
 }
 
 TEST(ResponsesRequest, ItemsMapToChatMessages) {
