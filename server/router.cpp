@@ -315,8 +315,8 @@ HttpResponse error_response(const ApiError& error, const HttpRequest* request, S
   if (error.retry_after_s > 0) res.set(http::field::retry_after, std::to_string(error.retry_after_s));
   if (error.status == 401) res.set(http::field::www_authenticate, "Bearer");
   res.keep_alive(request && keep_alive_after(*request, state));
-  const bool anthropic = request && is_anthropic_path(std::string_view(request->target().data(),
-                                                                        request->target().size()));
+  const bool anthropic = request && is_anthropic_path(request_path(std::string_view(request->target().data(),
+                                                                                     request->target().size())));
   res.body() = anthropic ? json_text(anthropic_error_json(error)) : error.body_text();
   res.prepare_payload();
   return res;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "server/metrics.h"
 #include "server/model_loader.h"
@@ -85,6 +86,36 @@ TEST_F(RouterTest, TheBearerSchemeIsCaseInsensitive) {
   for (const char* auth : {"Bearer key1", "BearerKEY1", "Basic KEY1", "bearer", "KEY1"}) {
     EXPECT_EQ(route(http::verb::post, "/tokenize", kTokenize, {{"Authorization", auth}}).result_int(), 401u) << auth;
   }
+}
+
+// Anthropic clients send x-api-key; a request may carry both headers (one meant for a proxy):
+// it is let in when either holds a key.
+TEST_F(RouterTest, EitherXApiKeyOrBearerMayCarryTheKey) {
+  ServerConfig c;
+  c.api_keys = {"KEY1"};
+  start(c);
+  const std::vector<std::vector<std::pair<std::string, std::string>>> good = {
+      {{"x-api-key", "KEY1"}},
+      {{"Authorization", "Bearer KEY1"}},
+      {{"Authorization", "Bearer proxy-token"}, {"x-api-key", "KEY1"}},
+      {{"Authorization", "Basic abc"}, {"x-api-key", "KEY1"}},
+      {{"Authorization", "Bearer KEY1"}, {"x-api-key", "wrong"}}};
+  for (const auto& headers : good) EXPECT_EQ(route(http::verb::post, "/tokenize", kTokenize, headers).result_int(), 200u);
+  const std::vector<std::vector<std::pair<std::string, std::string>>> bad = {
+      {{"x-api-key", "wrong"}}, {{"x-api-key", ""}}, {{"Authorization", "Bearer x"}, {"x-api-key", "y"}}};
+  for (const auto& headers : bad) EXPECT_EQ(route(http::verb::post, "/tokenize", kTokenize, headers).result_int(), 401u);
+}
+
+// The error format follows the path, in origin or absolute form (as proxies send it).
+TEST_F(RouterTest, AnthropicRoutesAnswerAnthropicErrorsInAnyTargetForm) {
+  for (const char* target : {"/v1/messages", "/v1/messages?beta=true", "http://h/v1/messages", "http://h/v1/messages/count_tokens"}) {
+    const HttpResponse res = route(http::verb::post, target, "{");
+    EXPECT_EQ(res.result_int(), 400u) << target;
+    const auto body = nlohmann::json::parse(res.body());
+    EXPECT_EQ(body["type"], "error") << target;
+    EXPECT_EQ(body["error"]["type"], "invalid_request_error") << target;
+  }
+  EXPECT_FALSE(nlohmann::json::parse(route(http::verb::post, "http://h/v1/chat/completions", "{").body()).contains("type"));
 }
 
 TEST_F(RouterTest, HeadGoesWhereGetGoesWithoutABody) {
