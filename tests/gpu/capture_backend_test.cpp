@@ -70,7 +70,7 @@ class GpuCaptureTest : public ::testing::TestWithParam<Case> {
 
   // The plan on the CPU, the GPU (graphs as the product has them) and the eager GPU: outputs
   // within tol of the CPU's, captured layers too, and graph replays bitwise the eager steps.
-  // Returns the CPU's output (the next steps' tokens come from it).
+  // Returns the CPU's output.
   ForwardOutput run(const BatchPlan& plan, const std::string& what) {
     ForwardOutput c, g, e;
     cpu_->forward(plan, c);
