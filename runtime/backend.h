@@ -93,6 +93,10 @@ struct CacheConfig {
   DecodeMatvec decode_matvec = DecodeMatvec::kAuto;
   GdnPrefill gdn_prefill = GdnPrefill::kAuto;
   GpuTuning gpu_tuning{};  // GPU backend only (runtime/gpu_tuning.h)
+  // Trunk layers one forward may capture (BatchPlan::capture_layers: the DFlash drafter's
+  // target layers). The GPU backend sizes its capture buffers for this many at start and
+  // refuses plans with more; the CPU backend needs no bound. 0: no capture.
+  int32_t max_capture_layers = 0;
 };
 
 // Memory a backend holds, for metrics and leak checks. Flat across requests once loaded:

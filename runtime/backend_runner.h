@@ -43,7 +43,8 @@ class BackendRunner final : public ModelRunner {
   // max_verify_rows >= 1 + max_draft_depth; throws std::invalid_argument otherwise).
   // dflash: draft with a DFlash block drafter (runtime/dflash_drafter.h) instead of the MTP
   // head; then the model needs no MTP head, and max_draft_depth must not exceed its
-  // max_drafts(). The backend must capture trunk layers (the CPU backend does).
+  // max_drafts(). The backend must capture trunk layers (the CPU and GPU backends do; a layer
+  // split does not).
   BackendRunner(Backend& backend, int32_t max_context_tokens, int32_t max_draft_depth = 0,
                 std::unique_ptr<DFlashDrafter> dflash = nullptr);
 

@@ -39,8 +39,9 @@ struct BatchPlan {
   std::vector<SequenceStep> sequences;
   // Trunk layers (0-based, increasing) whose output (the residual stream after the layer) is
   // wanted for every hidden row, in ForwardOutput::layer_hidden: the DFlash drafter's context
-  // (runtime/dflash_drafter.h). Empty: none. Backends that cannot capture throw
-  // std::logic_error when it is not empty.
+  // (runtime/dflash_drafter.h). Empty: none. Backends that cannot capture (a layer split's
+  // stages) throw std::logic_error when it is not empty; the GPU backend throws
+  // std::invalid_argument for more than CacheConfig::max_capture_layers of them.
   std::vector<int32_t> capture_layers{};  // {}: aggregate initialisers may leave it out
 
   int64_t num_rows() const {

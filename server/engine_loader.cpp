@@ -177,6 +177,12 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
   cache.gdn_prefill = runtime::parse_gdn_prefill(config.gdn_prefill).value_or(runtime::GdnPrefill::kAuto);
   cache.gpu_tuning.step_graphs = runtime::parse_step_graph_mode(config.gpu_step_graphs).value_or(runtime::StepGraphMode::kAuto);
   const std::vector<runtime::DeviceId> devices = configured_devices(config);
+  // DFlash drafts from the trunk's layer outputs (BatchPlan::capture_layers), which the whole
+  // trunk on one backend captures, CPU or GPU; the stages of a layer split each hold part of it.
+  if (dflash && devices.size() > 1)
+    throw std::runtime_error("--drafter dflash needs the trunk's layer outputs, which a layer split over several devices does "
+                             "not capture; run the model on one device (cpu, cuda or hip) or use --drafter mtp");
+  if (dflash) cache.max_capture_layers = static_cast<int32_t>(dflash->config.target_layer_ids.size());
   const int32_t slots = config.max_streams > 0 ? config.max_streams
                                                : slots_from_memory(config, *stack->model, cache, blocks_per_stream, devices);
   const int32_t blocks = config.kv_blocks > 0 ? config.kv_blocks : slots * blocks_per_stream;
@@ -191,9 +197,6 @@ LoadedModel load_engine_model(const ServerConfig& config, scheduler::EngineObser
     if (devices.size() > 1) spdlog::info("layer split over {} devices: {}", devices.size(), stack->backend->name());
   }
   std::unique_ptr<runtime::DFlashDrafter> dflash_drafter;
-  if (dflash && stack->backend->name() != "cpu")
-    throw std::runtime_error("--drafter dflash needs the trunk's layer outputs, which only the CPU backend on one device captures for now (backend: " +
-                             stack->backend->name() + "); use --drafter mtp here");
   if (dflash) {
     dflash_drafter = std::make_unique<runtime::DFlashDrafter>(std::move(*dflash), stack->model->weights.token_embd,
                                                               stack->model->weights.output, config.cpu_threads);

@@ -167,7 +167,7 @@ std::vector<OptionDef> option_table(const std::shared_ptr<std::string>& kwargs_t
       def(&C::kv_block_tokens, "kv_block_tokens", "Tokens per KV-cache block"),
       def(&C::kv_blocks, "kv_blocks", "KV-cache blocks in the pool; 0 = sized from free memory"),
       def(&C::draft_depth, "draft_depth", "Draft tokens per stream and step: -1 = adaptive (up to 3 with mtp, the block's drafts with dflash), 0 = no speculation"),
-      def(&C::drafter, "drafter", "Where drafts come from: mtp (the model's MTP head) | dflash (a DFlash block drafter, --draft-model; CPU backend) | none (no speculation)"),
+      def(&C::drafter, "drafter", "Where drafts come from: mtp (the model's MTP head) | dflash (a DFlash block drafter, --draft-model; one device, not a layer split) | none (no speculation)"),
       def(&C::draft_model, "draft_model", "The DFlash draft model directory (config.json + model.safetensors) for --drafter dflash"),
       def(&C::step_costs_file, "step_costs_file", "Cache file of the step costs the speculation policy measures at start (JSON, keyed by device and model: a file for another device or model, or a bad one, is reported, measured again and rewritten); empty = measure at every start"),
       def(&C::cpu_threads, "cpu_threads", "Threads of the CPU backend; 0 = all cores"),

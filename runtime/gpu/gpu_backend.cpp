@@ -62,8 +62,10 @@ class Carver {
 GpuBackend::GpuBackend(const LoadedModel& model, const CacheConfig& cache, int device_index)
     : model_(model), config_(model.config), cache_(cache), device_(device_index) {
   if (cache_.num_state_slots <= 0 || cache_.kv_block_tokens <= 0 || cache_.num_kv_blocks <= 0 ||
-      cache_.max_verify_rows <= 0 || cache_.max_step_rows < 0)
-    throw std::invalid_argument("cache config: slots, block tokens, blocks and verify rows must be positive");
+      cache_.max_verify_rows <= 0 || cache_.max_step_rows < 0 || cache_.max_capture_layers < 0 ||
+      cache_.max_capture_layers > config_.num_layers)
+    throw std::invalid_argument("cache config: slots, block tokens, blocks and verify rows must be positive, captured layers "
+                                "at most the trunk's");
   check_model();
   int count = 0;
   if (gpuGetDeviceCount(&count) != gpuSuccess || count <= 0) {
@@ -321,8 +323,10 @@ void GpuBackend::size_buffers() {
   const int64_t draw_ints = max_logit_rows_ * (1 + static_cast<int64_t>(sizeof(kernels::DrawParams) / 4)) + 2 * 4;
   const int64_t ints = 4 * R + 3 * S + (S + 1) + S * cache_.num_kv_blocks + 2 * R + 2 * S + 1 + 12 * 4 + draw_ints;
   const size_t input_bytes = static_cast<size_t>(ints) * 4 + static_cast<size_t>(R * H) * 4 + 16;
-  // Output: hidden rows, argmax ids, drawn ids, logit rows (gpu_forward.cpp's output_offsets).
-  output_floats_ = static_cast<size_t>(R * H + 4 + max_logit_rows_ + 4 + max_logit_rows_ + 4 + max_logit_rows_ * V);
+  // Output: hidden rows, argmax ids, drawn ids, captured layers of the hidden rows, logit rows
+  // (gpu_forward.cpp's output_offsets).
+  const int64_t captured = R * cache_.max_capture_layers * H;
+  output_floats_ = static_cast<size_t>(R * H + 4 + max_logit_rows_ + 4 + max_logit_rows_ + 4 + captured + 4 + max_logit_rows_ * V);
   w.add(argmax_ws_, kernels::argmax_workspace_words(max_logit_rows_, V));  // zero-filled by allocate()
   w.add(staging_device_, static_cast<int64_t>(input_bytes));
   w.add(output_device_, static_cast<int64_t>(output_floats_));

@@ -39,9 +39,10 @@
 //
 // Per forward: the per-row index arrays (tokens, positions, row -> sequence, block tables,
 // GDN entries, output row maps) are written into the pinned arena and sent with one async
-// copy; every layer runs on one stream without host sync; the requested hidden rows and the
-// argmax ids come back with one async copy (plus one per run of host logit rows), then one
-// stream synchronisation.
+// copy; every layer runs on one stream without host sync; the requested hidden rows, the
+// argmax ids and the captured layers of the hidden rows (BatchPlan::capture_layers, at most
+// CacheConfig::max_capture_layers) come back with one async copy (plus one per run of host
+// logit rows), then one stream synchronisation.
 //
 // Owner: the engine thread (no method is thread-safe). forward/forward_mtp block until the
 // step's results are on the host. Device or SDK failures abort with a report (DS_GPU_CHECK);
@@ -189,8 +190,10 @@ class GpuBackend final : public Backend {
   // Enqueues the final norm of the hidden rows, the LM head of the logit rows and their argmax
   // ids into the output buffer; lm_head_finish copies hidden rows, ids and the host logit rows
   // to the host (one synchronisation).
+  // num_captured: the step's captured layers (their region of the output buffer lies before
+  // the logits).
   void lm_head_enqueue(const gpu::DeviceTensor& norm, const int32_t* hidden_rows, int64_t num_hidden,
-                       const int32_t* logit_index, int64_t num_logits);
+                       const int32_t* logit_index, int64_t num_logits, int64_t num_captured);
   // The step's draws (SequenceStep::draws): each drawn logit row and its params, staged with
   // the step's other inputs; draw_enqueue launches them after the LM head, and lm_head_finish
   // brings their ids back with the argmax ids.
@@ -199,11 +202,13 @@ class GpuBackend final : public Backend {
     int64_t count = 0;
   };
   StagedDraws stage_draws(const std::vector<const std::vector<kernels::DrawParams>*>& per_sequence, const ForwardOutput& out);
-  void draw_enqueue(const StagedDraws& draws, int64_t num_hidden, int64_t num_logits);
-  void lm_head_finish(int64_t num_hidden, int64_t num_logits, const StagedDraws& draws, ForwardOutput& out);
-  // Embedding, every trunk layer and the LM head of a staged step (no host sync).
+  void draw_enqueue(const StagedDraws& draws, int64_t num_hidden, int64_t num_logits, int64_t num_captured);
+  void lm_head_finish(int64_t num_hidden, int64_t num_logits, int64_t num_captured, const StagedDraws& draws,
+                      ForwardOutput& out);
+  // Embedding, every trunk layer and the LM head of a staged step (no host sync); the hidden
+  // rows of the residual stream after each of capture_layers into the output buffer.
   void enqueue_trunk(const gpu::StepRowsView& rows, size_t hidden_at, int64_t num_hidden, size_t logit_at,
-                     int64_t num_logits);
+                     int64_t num_logits, const std::vector<int32_t>& capture_layers);
   std::string fuse_down_combine_setting() const;  // speed_settings' words for fuse_down_combine_rows_
   gpu::GpuLayerContext context() const {
     return {config_, stream_, cache_.kv_block_tokens, ws_, &launches_, trace_.enabled() ? &trace_ : nullptr, prefill_math_,

@@ -28,18 +28,21 @@ void add_output_rows(int64_t begin, int64_t count, int32_t num_logits, int32_t n
 }
 
 // The output buffer (device, and the pinned arena's output region alike), in floats:
-// [hidden rows][H] | [logit rows] int32 argmax ids | [logit rows] int32 drawn ids | [logit
-// rows][V] logits; each piece 16-byte aligned. Hidden rows and ids come back in one copy.
+// [hidden rows][H] | [logit rows] int32 argmax ids | [logit rows] int32 drawn ids | [hidden
+// rows][captured layers][H] (ForwardOutput::layer_hidden's layout) | [logit rows][V] logits;
+// each piece 16-byte aligned. Hidden rows, ids and captured layers come back in one copy.
 struct OutputOffsets {
   int64_t ids = 0;
   int64_t drawn = 0;
+  int64_t captured = 0;
   int64_t logits = 0;
 };
-OutputOffsets output_offsets(int64_t num_hidden, int64_t h, int64_t num_logits) {
+OutputOffsets output_offsets(int64_t num_hidden, int64_t h, int64_t num_logits, int64_t num_captured) {
   OutputOffsets at;
   at.ids = (num_hidden * h + 3) / 4 * 4;
   at.drawn = at.ids + (num_logits + 3) / 4 * 4;
-  at.logits = at.drawn + (num_logits + 3) / 4 * 4;
+  at.captured = at.drawn + (num_logits + 3) / 4 * 4;
+  at.logits = at.captured + (num_hidden * num_captured * h + 3) / 4 * 4;
   return at;
 }
 
@@ -87,6 +90,13 @@ void GpuBackend::check_plan(const BatchPlan& plan) const {
   if (logit_rows > max_logit_rows_)
     throw std::invalid_argument("batch plan: " + std::to_string(logit_rows) + " logit rows, more than this GPU backend's " +
                                 std::to_string(max_logit_rows_) + " per step");
+  const std::vector<int32_t>& layers = plan.capture_layers;
+  if (static_cast<int64_t>(layers.size()) > cache_.max_capture_layers)
+    throw std::invalid_argument("batch plan: captures " + std::to_string(layers.size()) + " layers, more than this GPU backend's " +
+                                std::to_string(cache_.max_capture_layers) + " (CacheConfig::max_capture_layers)");
+  for (size_t k = 0; k < layers.size(); ++k)
+    if (layers[k] < 0 || layers[k] >= config_.num_layers || (k > 0 && layers[k] <= layers[k - 1]))
+      throw std::invalid_argument("batch plan: capture layers must be increasing trunk layers");
 }
 
 gpu::StepRowsView GpuBackend::stage_common(const std::vector<const std::vector<int32_t>*>& tokens,
@@ -239,10 +249,10 @@ void GpuBackend::run_block(const gpu::GpuLayerWeights& lw, const gpu::KvPool* kv
 // Final norm of the hidden rows of ws_.x and the LM head for the logit rows (a subset of
 // them), into the output buffer.
 void GpuBackend::lm_head_enqueue(const gpu::DeviceTensor& norm, const int32_t* hidden_rows, int64_t num_hidden,
-                                 const int32_t* logit_index, int64_t num_logits) {
+                                 const int32_t* logit_index, int64_t num_logits, int64_t num_captured) {
   const gpu::GpuLayerContext ctx = context();
   const int64_t h = config_.num_embd, v = config_.num_vocab;
-  const OutputOffsets at = output_offsets(num_hidden, h, num_logits);
+  const OutputOffsets at = output_offsets(num_hidden, h, num_logits, num_captured);
   float* hidden = output_device_;
   float* logits = output_device_ + at.logits;
   int32_t* ids = reinterpret_cast<int32_t*>(output_device_ + at.ids);
@@ -279,33 +289,37 @@ GpuBackend::StagedDraws GpuBackend::stage_draws(const std::vector<const std::vec
 
 // After the LM head (eager, outside any step graph: the draws change every step): the drawn
 // ids of the staged rows, into the output buffer's drawn ids.
-void GpuBackend::draw_enqueue(const StagedDraws& draws, int64_t num_hidden, int64_t num_logits) {
+void GpuBackend::draw_enqueue(const StagedDraws& draws, int64_t num_hidden, int64_t num_logits, int64_t num_captured) {
   if (draws.count == 0) return;
   const gpu::GpuLayerContext ctx = context();
   const int64_t v = config_.num_vocab;
-  const OutputOffsets at = output_offsets(num_hidden, config_.num_embd, num_logits);
+  const OutputOffsets at = output_offsets(num_hidden, config_.num_embd, num_logits, num_captured);
   const kernels::DrawGpuArgs args{output_device_ + at.logits, v, v, device<int32_t>(draws.rows_at),
                                   device<kernels::DrawParams>(draws.params_at),
                                   reinterpret_cast<int32_t*>(output_device_ + at.drawn), draws.count};
   DS_GPU_LAUNCH(ctx, 1, kernels::draw_gpu(args, stream_), "draw %lld logit rows", static_cast<long long>(draws.count));
 }
 
-// The output rows to the host: hidden rows, argmax ids and drawn ids in one copy, the logits of
-// the host rows (out's layout: sequences with logits_to_host) in one copy per run of such
-// sequences; the only device->host copies and the only synchronisation of a forward.
-void GpuBackend::lm_head_finish(int64_t num_hidden, int64_t num_logits, const StagedDraws& draws, ForwardOutput& out) {
+// The output rows to the host: hidden rows, argmax ids, drawn ids and captured layers in one
+// copy, the logits of the host rows (out's layout: sequences with logits_to_host) in one copy
+// per run of such sequences; the only device->host copies and the only synchronisation of a
+// forward.
+void GpuBackend::lm_head_finish(int64_t num_hidden, int64_t num_logits, int64_t num_captured, const StagedDraws& draws,
+                                ForwardOutput& out) {
   const int64_t h = config_.num_embd, v = config_.num_vocab;
-  const OutputOffsets at = output_offsets(num_hidden, h, num_logits);
-  const size_t floats = static_cast<size_t>(num_logits > 0 ? at.logits + num_logits * v : num_hidden * h);
+  const OutputOffsets at = output_offsets(num_hidden, h, num_logits, num_captured);
+  const size_t head_floats = static_cast<size_t>(num_captured > 0 ? at.captured + num_hidden * num_captured * h
+                                                 : num_logits == 0 ? num_hidden * h
+                                                 : draws.count > 0 ? at.drawn + num_logits
+                                                                   : at.ids + num_logits);
+  const size_t floats = std::max(head_floats, static_cast<size_t>(num_logits > 0 ? at.logits + num_logits * v : 0));
   if (floats > output_floats_ || out.num_rows != num_logits)
     throw std::logic_error("GPU backend: output rows exceed the output buffer or the output layout");
   float* host = pinned_->output();
   int64_t bytes = 0;
-  const size_t head_floats =
-      static_cast<size_t>(num_logits == 0 ? num_hidden * h : draws.count > 0 ? at.drawn + num_logits : at.ids + num_logits);
   if (head_floats > 0) {
     DS_GPU_CHECK(gpuMemcpyAsync(host, output_device_, head_floats * sizeof(float), gpuMemcpyDeviceToHost, stream_),
-                 "hidden rows and ids, %zu floats", head_floats);
+                 "hidden rows, ids and captured layers, %zu floats", head_floats);
     bytes += static_cast<int64_t>(head_floats * sizeof(float));
   }
   const size_t num_seqs = out.logit_begin.size();
@@ -327,6 +341,7 @@ void GpuBackend::lm_head_finish(int64_t num_hidden, int64_t num_logits, const St
                static_cast<long long>(num_logits));
   bytes_to_host_last_forward_ = bytes;
   out.hidden.assign(host, host + num_hidden * h);
+  out.layer_hidden.assign(host + at.captured, host + at.captured + num_hidden * num_captured * h);
   const int32_t* ids = reinterpret_cast<const int32_t*>(host + at.ids);
   out.argmax_ids.assign(ids, ids + num_logits);
   out.drawn_ids.assign(static_cast<size_t>(num_logits), -1);
@@ -342,7 +357,7 @@ void GpuBackend::lm_head_finish(int64_t num_hidden, int64_t num_logits, const St
 }
 
 void GpuBackend::enqueue_trunk(const gpu::StepRowsView& rows, size_t hidden_at, int64_t num_hidden, size_t logit_at,
-                               int64_t num_logits) {
+                               int64_t num_logits, const std::vector<int32_t>& capture_layers) {
   const ModelConfig& c = config_;
   const gpu::GpuLayerContext ctx = context();
   const gpu::DeviceTensor& emb = weights_->token_embd;
@@ -355,6 +370,9 @@ void GpuBackend::enqueue_trunk(const gpu::StepRowsView& rows, size_t hidden_at, 
   const bool carried = gpu::products_normalise_input(ctx, gpu::row_split(rows));
   const auto layer = [&](int64_t i) -> const gpu::GpuLayerWeights& { return weights_->layers[static_cast<size_t>(i)]; };
   bool input_deferred = false;
+  const int64_t num_captured = static_cast<int64_t>(capture_layers.size());
+  float* captured = output_device_ + output_offsets(num_hidden, c.num_embd, num_logits, num_captured).captured;
+  size_t next_capture = 0;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const gpu::GpuLayerWeights& lw = layer(i);
     const size_t index = static_cast<size_t>(layer_cache_index_[static_cast<size_t>(i)]);
@@ -368,16 +386,32 @@ void GpuBackend::enqueue_trunk(const gpu::StepRowsView& rows, size_t hidden_at, 
       run_block(lw, &kv_[index], nullptr, rows, input_normed, next_norm, input_deferred, next_deferred);
     }
     input_deferred = next_deferred;
+    // Layer capture (BatchPlan::capture_layers): the hidden rows of ws_.x, the residual stream
+    // after block i (the CPU's x after its second add), in every form. Every product that adds
+    // into the residual (the mixer's output projection, the dense down product, the MoE
+    // combine or fused down+combine; matvec, exact tile or tiled prefill) accumulates into
+    // ws_.x in place before the block returns; the fused, carried and deferred norms change only
+    // where and how the next norm reaches ws_.a (unscaled x * w rows with their sums of
+    // squares when deferred), never the sum. So no form needs to run unfused for capture. The
+    // gather is one launch on the step's stream like the rest, so a step graph records it: its
+    // source, its index array (a staging offset) and its destination (an output offset) follow
+    // from the graph's key.
+    if (next_capture < capture_layers.size() && capture_layers[next_capture] == i) {
+      if (num_hidden > 0)
+        DS_GPU_LAUNCH(ctx, 1,
+                      kernels::gather_rows_gpu(ws_.x, c.num_embd, device<int32_t>(hidden_at), num_hidden, c.num_embd,
+                                               captured + static_cast<int64_t>(next_capture) * c.num_embd,
+                                               num_captured * c.num_embd, stream_),
+                      "gather captured layer %lld, %lld rows", static_cast<long long>(i), static_cast<long long>(num_hidden));
+      ++next_capture;
+    }
   }
-  lm_head_enqueue(weights_->output_norm, device<int32_t>(hidden_at), num_hidden, device<int32_t>(logit_at), num_logits);
+  lm_head_enqueue(weights_->output_norm, device<int32_t>(hidden_at), num_hidden, device<int32_t>(logit_at), num_logits,
+                  num_captured);
 }
 
 void GpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
   check_plan(plan);
-  // Layer capture (DFlash's context, runtime/batch_plan.h) is not written for the GPU yet:
-  // it needs a copy of the residual stream's hidden rows after each captured layer.
-  if (!plan.capture_layers.empty())
-    throw std::logic_error("the GPU backend does not capture trunk layers yet (the DFlash drafter runs on the CPU backend)");
   DS_GPU_CHECK(gpuSetDevice(device_), "device %d", device_);
   timeline_->begin(stream_);
   staging_->clear();
@@ -450,19 +484,21 @@ void GpuBackend::forward(const BatchPlan& plan, ForwardOutput& out) {
 
   const int64_t num_hidden = static_cast<int64_t>(orows.hidden_rows.size());
   const int64_t num_logits = static_cast<int64_t>(orows.logit_index.size());
+  const int64_t num_captured = static_cast<int64_t>(plan.capture_layers.size());
   const int64_t before = launches_;
   if (graphs_.enabled() && uniform_rows > 0) {
     // Captured with the bucket's key bound so the graph serves every context in the bucket.
     rows.max_keys = rows.block_table_stride * cache_.kv_block_tokens;
-    const gpu::StepGraphKey key{rows.num_seqs, uniform_rows, rows.block_table_stride, num_hidden, num_logits};
-    const int64_t nodes = graphs_.run(key, stream_, [&] { enqueue_trunk(rows, hidden_at, num_hidden, logit_at, num_logits); });
+    const gpu::StepGraphKey key{rows.num_seqs, uniform_rows, rows.block_table_stride, num_hidden, num_logits, plan.capture_layers};
+    const int64_t nodes = graphs_.run(
+        key, stream_, [&] { enqueue_trunk(rows, hidden_at, num_hidden, logit_at, num_logits, plan.capture_layers); });
     launches_ = before + nodes;  // a capture counted its launches without running them
   } else {
-    enqueue_trunk(rows, hidden_at, num_hidden, logit_at, num_logits);
+    enqueue_trunk(rows, hidden_at, num_hidden, logit_at, num_logits, plan.capture_layers);
   }
-  draw_enqueue(draws, num_hidden, num_logits);
+  draw_enqueue(draws, num_hidden, num_logits, num_captured);
   launches_last_forward_ = launches_ - before;
-  lm_head_finish(num_hidden, num_logits, draws, out);
+  lm_head_finish(num_hidden, num_logits, num_captured, draws, out);
   timeline_->end();
 }
 
@@ -537,10 +573,10 @@ void GpuBackend::forward_mtp(const MtpPlan& plan, ForwardOutput& out) {
   run_block(mw.layer, &mtp_kv_, nullptr, rows);
   const int64_t num_hidden = static_cast<int64_t>(orows.hidden_rows.size());
   const int64_t num_logits = static_cast<int64_t>(orows.logit_index.size());
-  lm_head_enqueue(mw.shared_head_norm, device<int32_t>(hidden_at), num_hidden, device<int32_t>(logit_at), num_logits);
-  draw_enqueue(draws, num_hidden, num_logits);
+  lm_head_enqueue(mw.shared_head_norm, device<int32_t>(hidden_at), num_hidden, device<int32_t>(logit_at), num_logits, 0);
+  draw_enqueue(draws, num_hidden, num_logits, 0);
   launches_last_forward_ = launches_ - before;
-  lm_head_finish(num_hidden, num_logits, draws, out);
+  lm_head_finish(num_hidden, num_logits, 0, draws, out);
   timeline_->end();
 }
 

@@ -29,6 +29,7 @@ struct StepGraphKey {
   int64_t table_stride = 0;   // block-table entries per sequence (bucketed by the backend)
   int64_t num_hidden = 0;     // hidden rows returned
   int64_t num_logits = 0;     // logit rows returned
+  std::vector<int32_t> capture_layers{};  // trunk layers captured (BatchPlan::capture_layers)
   bool operator==(const StepGraphKey&) const = default;
 };
 

@@ -1,7 +1,8 @@
 // The daemon serving with the DFlash block drafter (--drafter dflash, the embedded model's
 // drafter in models/deltaserve-tiny-moe-dflash): greedy output equals the output of a daemon
 // without speculation, alone and 8 at a time, several requests per server lifetime; the
-// drafts show in the metrics; bad drafter options are refused at start with a clear message.
+// drafts show in the metrics; bad drafter options (and a layer split, which does not capture the
+// drafter's trunk layers) are refused at start with a clear message.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -62,6 +63,7 @@ test('bad drafter options are refused at start with a message', async () => {
     [['--drafter', 'dflash'], /--drafter dflash needs --draft-model/],
     [['--drafter', 'eagle'], /--drafter/],
     [['--drafter', 'dflash', '--draft-model', 'models/no-such-drafter'], /no-such-drafter.*config\.json/],
+    [['--drafter', 'dflash', '--draft-model', drafter, '--devices', 'cpu:0,cpu:1', '--split', 'layers'], /layer split/],
   ]) {
     const r = spawnSync(daemonBinary(), ['serve', '--port', '0', ...args], { cwd: repoRoot, encoding: 'utf8', timeout: 60000 });
     assert.notEqual(r.status, 0, `${args.join(' ')} must fail`);
