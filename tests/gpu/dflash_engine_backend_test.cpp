@@ -39,14 +39,10 @@ class GpuDFlashEngineTest : public ::testing::Test {
   }
 
   static std::vector<RequestSpec> prompts(int n, int32_t max_tokens) {
-    const char* texts[] = {"def fibonacci(n):\n", "import os\nimport sys\n\ndef main():\n",
-                           "class Stack:\n    def __init__(self):\n", "The quick brown fox",
-                           "for i in range(10):\n    ", "It was a dark and stormy night;",
-                           "    return self._", "# Copyright (C) 2001 Python Software Foundation\n"};
     std::vector<RequestSpec> specs;
     for (int i = 0; i < n; ++i) {
       RequestSpec spec;
-      spec.prompt_tokens = tokenizer_->encode(texts[i % 8]);
+      spec.prompt_tokens = tokenizer_->encode(testing::kSpeculationPrompts[i % 8]);
       spec.max_tokens = max_tokens + i % 5;
       spec.sampling.temperature = 0.0f;
       specs.push_back(spec);

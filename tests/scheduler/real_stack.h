@@ -44,6 +44,13 @@ class DraftCounter : public EngineObserver {
   mutable std::mutex mutex_;
 };
 
+// The speculation tests' prompts: code and prose openings that the embedded model continues
+// predictably enough for drafts to be accepted.
+inline constexpr const char* kSpeculationPrompts[8] = {
+    "def fibonacci(n):\n", "import os\nimport sys\n\ndef main():\n", "class Stack:\n    def __init__(self):\n",
+    "The quick brown fox", "for i in range(10):\n    ", "It was a dark and stormy night;", "    return self._",
+    "# Copyright (C) 2001 Python Software Foundation\n"};
+
 // How long a test waits for its requests: generous, because the sanitizer builds run these
 // engines several times slower on a loaded 2-core machine; past it the test fails (and the
 // engine's late events land in state the sinks share, never in a finished test's stack).

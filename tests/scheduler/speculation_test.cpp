@@ -73,12 +73,8 @@ class SpeculationTest : public ::testing::Test {
   }
 
   static std::vector<RequestSpec> prompts(int n, int32_t max_tokens) {
-    const char* texts[] = {"def fibonacci(n):\n", "import os\nimport sys\n\ndef main():\n",
-                           "class Stack:\n    def __init__(self):\n", "The quick brown fox",
-                           "for i in range(10):\n    ", "It was a dark and stormy night;",
-                           "    return self._", "# Copyright (C) 2001 Python Software Foundation\n"};
     std::vector<RequestSpec> specs;
-    for (int i = 0; i < n; ++i) specs.push_back(request(texts[i % 8], max_tokens + i % 5));
+    for (int i = 0; i < n; ++i) specs.push_back(request(testing::kSpeculationPrompts[i % 8], max_tokens + i % 5));
     return specs;
   }
 
