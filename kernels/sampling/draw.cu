@@ -90,6 +90,34 @@ __device__ u64 select_prefix(const float* row, int64_t vocab, float top, const D
     for (int d = threadIdx.x; d < 256; d += kThreads) s.weight[d] = 0, s.count[d] = 0;
     __syncthreads();
     const u64 high = shift == 56 ? 0 : ~u64{0} << (shift + 8);
+#if defined(DS_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    // Flat rows put most tokens in a few bins: the lanes of a warp that share a digit add
+    // their weights first (match + reduce: exact, the sums are integers), so one atomic per
+    // distinct digit and warp reaches shared memory instead of one per token.
+    for (int64_t base = threadIdx.x - gpu::lane_id(); base < vocab; base += kThreads) {
+      const int64_t e = base + gpu::lane_id();
+      int digit = 256;  // not in this pass
+      u64 w = 0;
+      if (e < vocab) {
+        const float l = row[e];
+        const u64 key = draw::likelihood_key(l, static_cast<uint32_t>(e));
+        if (key <= limit && (key & high) == prefix) {
+          const u64 m = draw::token_mass(l, top, p);
+          if (m != 0) digit = static_cast<int>((key >> shift) & 0xFFu), w = by_mass ? m : 1;
+        }
+      }
+      const unsigned group = __match_any_sync(0xffffffffu, digit);
+      if (digit == 256) continue;
+      // w <= 2^40: three parts whose sums over 32 lanes stay within 32 bits.
+      const u64 part0 = __reduce_add_sync(group, static_cast<unsigned>(w & 0xFFFFu));
+      const u64 part1 = __reduce_add_sync(group, static_cast<unsigned>((w >> 16) & 0xFFFFu));
+      const u64 part2 = __reduce_add_sync(group, static_cast<unsigned>(w >> 32));
+      if (gpu::lane_id() == __ffs(group) - 1) {
+        atomicAdd(&s.weight[digit], part0 + (part1 << 16) + (part2 << 32));
+        atomicAdd(&s.count[digit], static_cast<unsigned>(__popc(group)));
+      }
+    }
+#else
     // Consecutive tokens of a thread often share a digit: add runs, not tokens, to the bins.
     int run_digit = -1;
     u64 run_weight = 0;
@@ -109,6 +137,7 @@ __device__ u64 select_prefix(const float* row, int64_t vocab, float top, const D
       ++run_count;
     }
     if (run_count > 0) atomicAdd(&s.weight[run_digit], run_weight), atomicAdd(&s.count[run_digit], run_count);
+#endif
     __syncthreads();
     if (threadIdx.x == 0) {
       u64 before = 0;
