@@ -7,15 +7,19 @@
 # Usage (repository root, on a GPU host): bench/gpu_speculation_policy.sh BUILD_OR_BUNDLE_DIR OUT_DIR
 # Prints the tables; writes JSON, the daemon's metrics and the start-up log to OUT_DIR.
 # Environment: DEVICE (default cuda), PRESET (default qwen3.6-35b-a3b), ACCEPTANCE (default
-# 0.8,0.6,0.45), BATCH (default 1,4,16,64,128).
+# 0.8,0.6,0.45), BATCH (default 1,4,16,64,128; 1,4,16,64 on a GPU of under 100 GiB, where 128
+# streams' f32 recurrent states, 64 GB, do not fit beside the weights).
 set -euo pipefail
 build=${1:?build or bundle dir}
 out=${2:?out dir}
 mkdir -p "$out"
 device=${DEVICE:-cuda}
+default_batch=1,4,16,64,128
+gpu_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 || true)
+if [[ -n "$gpu_mib" && "$gpu_mib" -lt 102400 ]]; then default_batch=1,4,16,64; fi
 
 "$build/cli/deltaserve" bench decode --preset "${PRESET:-qwen3.6-35b-a3b}" --weights q4_0 --device "$device" \
-  --batch "${BATCH:-1,4,16,64,128}" --context 512 --steps 32 --warmup 4 \
+  --batch "${BATCH:-$default_batch}" --context 512 --steps 32 --warmup 4 \
   --acceptance "${ACCEPTANCE:-0.8,0.6,0.45}" --depths off,0,1,2,3,policy \
   --json "$out/speculation_policy.json" | tee "$out/speculation_policy.txt"
 
