@@ -18,8 +18,11 @@ default_batch=1,4,16,64,128
 gpu_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 || true)
 if [[ -n "$gpu_mib" && "$gpu_mib" -lt 102400 ]]; then default_batch=1,4,16,64; fi
 
+# 40 warm-up steps: each stream's acceptance estimates start at the optimistic prior (1.0 at
+# every position, scheduler/draft_policy.h) and a deep position is reached in only some steps,
+# so the policy needs a few dozen steps to settle; the table shows its settled choice.
 "$build/cli/deltaserve" bench decode --preset "${PRESET:-qwen3.6-35b-a3b}" --weights q4_0 --device "$device" \
-  --batch "${BATCH:-$default_batch}" --context 512 --steps 32 --warmup 4 \
+  --batch "${BATCH:-$default_batch}" --context 512 --steps 32 --warmup 40 \
   --acceptance "${ACCEPTANCE:-0.8,0.6,0.45}" --depths off,0,1,2,3,policy \
   --json "$out/speculation_policy.json" | tee "$out/speculation_policy.txt"
 
