@@ -52,7 +52,7 @@ uint32_t JsonSchemaCompiler::value(const SchemaJson& schema, const std::string& 
       throw SchemaError(join(path, key) + ": '" + key +
                         "' is not supported (constrained output takes the strict-mode subset: type, properties, "
                         "required, additionalProperties false, items, minItems, maxItems, enum, const, anyOf, "
-                        "$ref/$defs, minLength, maxLength, format, minimum, maximum, exclusiveMinimum, "
+                        "$ref/$defs, minLength, maxLength, format, pattern, minimum, maximum, exclusiveMinimum, "
                         "exclusiveMaximum, multipleOf 1 on integers)");
     if (value_keywords().contains(key)) {
       for (const char* other : {"$ref", "const", "enum", "anyOf"}) {

@@ -7,7 +7,7 @@
 // definitions, and the annotations title, description, default, examples, $schema, $id,
 // $comment, strict. With a type beside them (and no enum, const, anyOf or $ref): minItems /
 // maxItems on arrays (at most kMaxItemsBound), minLength / maxLength (code points, at most
-// kMaxStringLengthBound) or format (json_string_formats.h) on strings, minimum / maximum /
+// kMaxStringLengthBound), format (json_string_formats.h) or pattern (json_regex.h) on strings, minimum / maximum /
 // exclusiveMinimum / exclusiveMaximum on integers (any) and numbers (integral bounds;
 // json_number_bounds.h), multipleOf 1 on integers. Any other keyword or form (oneOf,
 // multipleOf 3, ...) is a SchemaError: the output could not be guaranteed to validate.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "runtime/grammar/json_number_bounds.h"
+#include "runtime/grammar/json_regex.h"
 #include "runtime/grammar/json_schema_grammar.h"
 #include "runtime/grammar/json_string_formats.h"
 
@@ -49,11 +50,20 @@ std::optional<int> count_keyword(const SchemaJson& schema, const char* key, int 
 }
 
 uint32_t JsonSchemaCompiler::string_value(const SchemaJson& schema, const std::string& path, bool raw) {
-  if (schema.contains("pattern")) throw SchemaError(join(path, "pattern") + ": 'pattern' is not supported");
   const std::optional<int> min_length = count_keyword(schema, "minLength", kMaxStringLengthBound, path);
   const std::optional<int> max_length = count_keyword(schema, "maxLength", kMaxStringLengthBound, path);
   uint32_t content = UINT32_MAX;
-  if (const auto f = schema.find("format"); f != schema.end()) {
+  if (const auto p = schema.find("pattern"); p != schema.end()) {
+    if (!p->is_string()) throw SchemaError(join(path, "pattern") + ": must be a string");
+    if (schema.contains("format")) throw SchemaError(join(path, "pattern") + ": cannot be combined with format");
+    if (min_length || max_length)
+      throw SchemaError(join(path, "pattern") + ": cannot be combined with minLength/maxLength");
+    try {
+      content = regex_rule(g_, parse_regex(p->get<std::string>()), raw);
+    } catch (const RegexError& e) {
+      throw SchemaError(join(path, "pattern") + ": " + e.what());
+    }
+  } else if (const auto f = schema.find("format"); f != schema.end()) {
     if (!f->is_string()) throw SchemaError(join(path, "format") + ": must be a string");
     if (min_length || max_length)
       throw SchemaError(join(path, "format") + ": cannot be combined with minLength/maxLength");
