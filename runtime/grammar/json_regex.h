@@ -37,6 +37,10 @@ class RegexError : public std::runtime_error {
 inline constexpr int kMaxRegexRepeat = 1000;      // m and n of {m,n}
 inline constexpr size_t kMaxRegexNfaStates = 100'000;
 inline constexpr size_t kMaxRegexDfaStates = 4'000;
+// (DFA state, characters so far) pairs of a pattern with minLength / maxLength.
+inline constexpr size_t kMaxRegexLengthStates = 20'000;
+// NFA states visited while determinizing: bounds the compile time of a request's pattern.
+inline constexpr size_t kMaxRegexWork = 20'000'000;
 
 // A parsed regex over code points.
 struct RegexNode {
@@ -49,8 +53,9 @@ struct RegexNode {
 
 // Parses `pattern` (json_regex.cpp), with unanchored sides already widened.
 RegexNode parse_regex(const std::string& pattern);
-// The content rule of strings matching `regex` (json_regex_dfa.cpp). Throws RegexError when
-// the automaton outgrows its limits or no string can be written.
-uint32_t regex_rule(Grammar& g, const RegexNode& regex, bool raw);
+// The content rule of strings matching `regex` (json_regex_dfa.cpp), of min_length to
+// max_length (-1: any) code points. Throws RegexError when the automaton outgrows its limits
+// or no string can be written.
+uint32_t regex_rule(Grammar& g, const RegexNode& regex, bool raw, int min_length = 0, int max_length = -1);
 
 }  // namespace deltaserve::runtime::grammar

@@ -137,6 +137,7 @@ class Nfa {
       stack.pop_back();
       if (seen_[s] == stamp_) continue;
       seen_[s] = stamp_;
+      spend(1);
       set.push_back(s);
       for (const uint32_t t : states_[s].eps) stack.push_back(t);
     }
@@ -144,11 +145,17 @@ class Nfa {
     return set;
   }
   const State& state(uint32_t s) const { return states_[s]; }
+  // Counts work against kMaxRegexWork.
+  void spend(size_t steps) {
+    work_ += steps;
+    if (work_ > kMaxRegexWork) throw RegexError("the pattern is too complex to compile (its automaton grows too large)");
+  }
 
  private:
   std::vector<State> states_;
   std::vector<uint32_t> seen_;
   uint32_t stamp_ = 0;
+  size_t work_ = 0;
 };
 
 // How a byte of the decoded string is written inside a JSON string ("" = as itself).
@@ -168,9 +175,48 @@ std::string json_escape(uint8_t b) {
   return std::string("\\u00") + hex[b >> 4] + hex[b & 15];
 }
 
+// Replaces the DFA by its product with a count of code points (a character starts at each
+// byte that is not a UTF-8 continuation byte): pairs (state, count), the count refused
+// beyond max_length (-1: none) and, without a max, stopping at min_length. Only pairs
+// reachable from (0, 0) are made.
+void count_code_points(std::vector<std::array<int, 256>>& dfa, std::vector<uint8_t>& accepting, int min_length,
+                       int max_length) {
+  const int cap = max_length >= 0 ? max_length : min_length;
+  std::map<std::pair<int, int>, int> ids;
+  std::vector<std::pair<int, int>> pairs;
+  auto id_of = [&](int d, int count) {
+    const auto [it, fresh] = ids.emplace(std::make_pair(d, count), static_cast<int>(pairs.size()));
+    if (fresh) {
+      if (pairs.size() >= kMaxRegexLengthStates)
+        throw RegexError("the pattern with minLength/maxLength needs more than " + std::to_string(kMaxRegexLengthStates) +
+                         " automaton states");
+      pairs.emplace_back(d, count);
+    }
+    return it->second;
+  };
+  id_of(0, 0);
+  std::vector<std::array<int, 256>> product;
+  std::vector<uint8_t> product_accepting;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const auto [d, count] = pairs[i];
+    std::array<int, 256> row;
+    for (int b = 0; b < 256; ++b) {
+      row[b] = -1;
+      if (dfa[d][b] < 0) continue;
+      const int next = count + ((b & 0xC0) != 0x80 ? 1 : 0);
+      if (max_length >= 0 && next > max_length) continue;
+      row[b] = id_of(dfa[d][b], std::min(next, cap));
+    }
+    product.push_back(row);
+    product_accepting.push_back(accepting[d] && count >= min_length);
+  }
+  dfa = std::move(product);
+  accepting = std::move(product_accepting);
+}
+
 }  // namespace
 
-uint32_t regex_rule(Grammar& g, const RegexNode& regex, bool raw) {
+uint32_t regex_rule(Grammar& g, const RegexNode& regex, bool raw, int min_length, int max_length) {
   Nfa nfa;
   const uint32_t start = nfa.add_state();
   const uint32_t accept = nfa.add(regex, start);
@@ -192,6 +238,7 @@ uint32_t regex_rule(Grammar& g, const RegexNode& regex, bool raw) {
     std::array<std::vector<uint32_t>, 256> moves;
     for (const uint32_t s : sets[d]) {
       for (const Nfa::Edge& e : nfa.state(s).edges) {
+        nfa.spend(1u + e.bytes.hi - e.bytes.lo);
         for (int b = e.bytes.lo; b <= e.bytes.hi; ++b) moves[b].push_back(e.to);
       }
     }
@@ -207,13 +254,12 @@ uint32_t regex_rule(Grammar& g, const RegexNode& regex, bool raw) {
     }
     dfa.push_back(row);
   }
+  std::vector<uint8_t> accepting(sets.size(), 0);
+  for (size_t d = 0; d < sets.size(); ++d) accepting[d] = std::binary_search(sets[d].begin(), sets[d].end(), accept);
+  if (min_length > 0 || max_length >= 0) count_code_points(dfa, accepting, min_length, max_length);
   // Live states: those that can still reach an accepting one.
-  const size_t n = sets.size();
-  std::vector<uint8_t> accepting(n, 0), live(n, 0);
-  for (size_t d = 0; d < n; ++d) {
-    accepting[d] = std::binary_search(sets[d].begin(), sets[d].end(), accept);
-    live[d] = accepting[d];
-  }
+  const size_t n = dfa.size();
+  std::vector<uint8_t> live(accepting);
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t d = 0; d < n; ++d) {
@@ -224,7 +270,8 @@ uint32_t regex_rule(Grammar& g, const RegexNode& regex, bool raw) {
   }
   if (!live[0])
     throw RegexError(raw ? "the pattern matches no text without '<' (the XML call format cannot carry '<')"
-                         : "the pattern matches no string");
+                         : min_length > 0 || max_length >= 0 ? "the pattern matches no string within minLength/maxLength"
+                                                             : "the pattern matches no string");
   std::vector<uint32_t> rules(n, UINT32_MAX);
   for (size_t d = 0; d < n; ++d) {
     if (live[d]) rules[d] = g.add_rule("pattern_state");

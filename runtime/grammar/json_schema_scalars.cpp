@@ -56,10 +56,10 @@ uint32_t JsonSchemaCompiler::string_value(const SchemaJson& schema, const std::s
   if (const auto p = schema.find("pattern"); p != schema.end()) {
     if (!p->is_string()) throw SchemaError(join(path, "pattern") + ": must be a string");
     if (schema.contains("format")) throw SchemaError(join(path, "pattern") + ": cannot be combined with format");
-    if (min_length || max_length)
-      throw SchemaError(join(path, "pattern") + ": cannot be combined with minLength/maxLength");
+    if (max_length && *max_length < min_length.value_or(0))
+      throw SchemaError(join(path, "maxLength") + ": is below minLength");
     try {
-      content = regex_rule(g_, parse_regex(p->get<std::string>()), raw);
+      content = regex_rule(g_, parse_regex(p->get<std::string>()), raw, min_length.value_or(0), max_length.value_or(-1));
     } catch (const RegexError& e) {
       throw SchemaError(join(path, "pattern") + ": " + e.what());
     }

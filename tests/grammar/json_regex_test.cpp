@@ -76,7 +76,8 @@ TEST(JsonRegex, UnsupportedFeaturesAreErrorsNamingThem) {
                         Case{"a^b", "anchor"}, Case{"a$b", "anchor"}, Case{"(a", "unclosed group"},
                         Case{"[a", "unclosed class"}, Case{"a{2,1}", "n < m"}, Case{"*a", "nothing to repeat"},
                         Case{"a{5000}", "repeat count"}, Case{"a)", "unmatched"}, Case{"[z-a]", "out of order"},
-                        Case{"^[^\\s\\S]$", "matches no string"}, Case{"a.{15}$", "automaton states"}}) {
+                        Case{"^[^\\s\\S]$", "matches no string"}, Case{"a.{15}$", "automaton states"},
+                        Case{"^(?:.?){1000}$", "too complex"}}) {
     try {
       pattern_grammar(c.pattern);
       ADD_FAILURE() << c.pattern;
@@ -85,8 +86,28 @@ TEST(JsonRegex, UnsupportedFeaturesAreErrorsNamingThem) {
       EXPECT_NE(std::string(e.what()).find(c.feature), std::string::npos) << c.pattern << ": " << e.what();
     }
   }
-  EXPECT_THROW(schema_grammar(R"({"type":"string","pattern":"a","maxLength":3})"), SchemaError);
+  EXPECT_THROW(schema_grammar(R"({"type":"string","pattern":"^a{4}$","maxLength":3})"), SchemaError);
   EXPECT_THROW(schema_grammar(R"({"type":"string","pattern":"a","format":"date"})"), SchemaError);
+}
+
+TEST(JsonRegex, PatternWithLengths) {
+  const auto g = schema_grammar(R"({"type":"string","pattern":"^[a-z]+$","minLength":2,"maxLength":3})");
+  for (const char* ok : {R"("ab")", R"("abc")"}) EXPECT_TRUE(accepts(*g, ok)) << ok;
+  for (const char* bad : {R"("a")", R"("abcd")", R"("")", R"("aB")"}) EXPECT_FALSE(accepts(*g, bad)) << bad;
+  // Unanchored, multi-byte, escapes: each counts as one character.
+  const auto u = schema_grammar(R"({"type":"string","pattern":"é","maxLength":2})");
+  for (const char* ok : {"\"\xC3\xA9\"", "\"x\xC3\xA9\"", "\"\xC3\xA9\xC3\xA9\"", "\"\xC3\xA9\\n\""})
+    EXPECT_TRUE(accepts(*u, ok)) << ok;
+  for (const char* bad : {"\"xx\xC3\xA9\"", "\"\xC3\xA9xx\"", R"("x")"}) EXPECT_FALSE(accepts(*u, bad)) << bad;
+  const auto walk = schema_grammar(R"({"type":"string","pattern":"[^a]b","minLength":3,"maxLength":6})");
+  std::mt19937 rng(23);
+  for (int i = 0; i < 200; ++i) {
+    const auto text = random_walk(*walk, rng, 100);
+    ASSERT_TRUE(text.has_value());
+    const std::wstring v = utf32(SchemaJson::parse(*text).get<std::string>());
+    EXPECT_TRUE(v.size() >= 3 && v.size() <= 6) << *text;
+    EXPECT_TRUE(std::regex_search(v, std::wregex(L"[^a]b"))) << *text;
+  }
 }
 
 TEST(JsonRegex, RandomWalksMatchThePattern) {
