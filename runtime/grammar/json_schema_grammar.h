@@ -6,10 +6,11 @@
 // anyOf, $ref (local: "#", "#/$defs/...", "#/definitions/..."; recursion allowed), $defs /
 // definitions, and the annotations title, description, default, examples, $schema, $id,
 // $comment, strict. With a type beside them (and no enum, const, anyOf or $ref): minItems /
-// maxItems on arrays (at most kMaxItemsBound), minLength / maxLength (code points, at most
-// kMaxStringLengthBound), format (json_string_formats.h) or pattern (json_regex.h) on strings, minimum / maximum /
-// exclusiveMinimum / exclusiveMaximum on integers (any) and numbers (integral bounds;
-// json_number_bounds.h), multipleOf 1 on integers. Any other keyword or form (oneOf,
+// maxItems on arrays (at most kMaxItemsBound); on strings minLength / maxLength (code
+// points, at most kMaxStringLengthBound), pattern (json_regex.h; lengths may join it) or
+// format (json_string_formats.h; alone); minimum / maximum / exclusiveMinimum /
+// exclusiveMaximum on integers (any) and numbers (integral bounds; json_number_bounds.h);
+// multipleOf 1 on integers. Any other keyword or form (oneOf,
 // multipleOf 3, ...) is a SchemaError: the output could not be guaranteed to validate.
 //
 // Objects emit their properties in the schema's order; a required property is always

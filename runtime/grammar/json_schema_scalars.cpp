@@ -41,7 +41,8 @@ double ceil_of(double d) { return std::ceil(d); }
 std::optional<int> count_keyword(const SchemaJson& schema, const char* key, int cap, const std::string& path) {
   const auto it = schema.find(key);
   if (it == schema.end()) return std::nullopt;
-  const bool integral = it->is_number_integer() || (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>());
+  const bool integral =
+      it->is_number_integer() || (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>());
   if (!integral || it->get<double>() < 0)
     throw SchemaError(join(path, key) + ": must be a non-negative integer");
   if (it->get<double>() > cap)

@@ -127,13 +127,17 @@ class Formats {
     const uint32_t minute = unit('M', optional(second));
     const uint32_t hour = unit('H', optional(minute));
     const uint32_t time = g_.add_rule("duration_time");
-    for (const uint32_t r : {hour, minute, second}) g_.add_alternative(time, {g_.bytes(ByteSet::of("T")), Grammar::call(r)});
+    for (const uint32_t r : {hour, minute, second}) {
+      g_.add_alternative(time, {g_.bytes(ByteSet::of("T")), Grammar::call(r)});
+    }
     const uint32_t day = unit('D', UINT32_MAX);
     const uint32_t month = unit('M', optional(day));
     const uint32_t year = unit('Y', optional(month));
     const uint32_t opt_time = optional(time);
     const uint32_t r = g_.add_rule("duration");
-    for (const uint32_t d : {day, month, year}) g_.add_alternative(r, {g_.bytes(ByteSet::of("P")), Grammar::call(d), Grammar::call(opt_time)});
+    for (const uint32_t d : {day, month, year}) {
+      g_.add_alternative(r, {g_.bytes(ByteSet::of("P")), Grammar::call(d), Grammar::call(opt_time)});
+    }
     g_.add_alternative(r, {g_.bytes(ByteSet::of("P")), Grammar::call(time)});
     g_.add_alternative(r, {g_.bytes(ByteSet::of("P")), Grammar::call(unit('W', UINT32_MAX))});
     return r;
