@@ -142,7 +142,7 @@ class Parser {
         if (i_ + 1 < p_.size() && p_[i_ + 1] == ':') {
           i_ += 2;
         } else {
-          fail("lookaround or a named group '(?'");
+          fail("'(?' other than '(?:' (lookaround, a named group or inline flags)");
         }
       }
       RegexNode inner = alternation();

@@ -72,7 +72,7 @@ TEST(JsonRegex, UnsupportedFeaturesAreErrorsNamingThem) {
     const char* feature;
   };
   for (const Case& c : {Case{"(a)\\1", "backreference"}, Case{"(?=a)", "lookaround"}, Case{"(?<n>a)", "named group"},
-                        Case{"(?<=a)b", "lookaround"}, Case{"a\\b", "word boundary"}, Case{"\\p{L}", "Unicode property"},
+                        Case{"(?<=a)b", "lookaround"}, Case{"(?i)a", "inline flags"}, Case{"a\\b", "word boundary"}, Case{"\\p{L}", "Unicode property"},
                         Case{"a^b", "anchor"}, Case{"a$b", "anchor"}, Case{"(a", "unclosed group"},
                         Case{"[a", "unclosed class"}, Case{"a{2,1}", "n < m"}, Case{"*a", "nothing to repeat"},
                         Case{"a{5000}", "repeat count"}, Case{"a)", "unmatched"}, Case{"[z-a]", "out of order"},
