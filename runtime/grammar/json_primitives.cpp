@@ -58,8 +58,8 @@ uint32_t JsonPrimitives::utf8_char(const ByteSet& ascii, std::string_view name) 
   return r;
 }
 
-uint32_t JsonPrimitives::string() {
-  if (string_ != kNone) return string_;
+uint32_t JsonPrimitives::string_char() {
+  if (string_char_ != kNone) return string_char_;
   ByteSet plain = ByteSet::range(0x20, 0x7F);
   ByteSet quote_or_backslash = ByteSet::of("\"\\");
   for (int i = 0; i < 4; ++i) plain.bits[i] &= ~quote_or_backslash.bits[i];
@@ -73,6 +73,13 @@ uint32_t JsonPrimitives::string() {
                           g_.bytes(h), g_.bytes(h)});
   g_.add_alternative(ch, {g_.bytes(ByteSet::of("\\")), g_.bytes(ByteSet::of("u")), g_.bytes(ByteSet::of("dD")),
                           g_.bytes(ByteSet::range('0', '7')), g_.bytes(h), g_.bytes(h)});
+  string_char_ = ch;
+  return ch;
+}
+
+uint32_t JsonPrimitives::string() {
+  if (string_ != kNone) return string_;
+  const uint32_t ch = string_char();
   const uint32_t chars = g_.add_rule("json_chars");  // chars := char chars | ε
   g_.add_alternative(chars, {Grammar::call(ch), Grammar::call(chars)});
   g_.add_alternative(chars, {});
@@ -178,11 +185,17 @@ uint32_t JsonPrimitives::any_object() {
   return object_;
 }
 
-uint32_t JsonPrimitives::raw_text() {
-  if (raw_ != kNone) return raw_;
+uint32_t JsonPrimitives::raw_char() {
+  if (raw_char_ != kNone) return raw_char_;
   ByteSet ascii = ByteSet::range(0x00, 0x7F);
   ascii.bits[0] &= ~ByteSet::of("<").bits[0];
-  const uint32_t ch = utf8_char(ascii, "raw_char");
+  raw_char_ = utf8_char(ascii, "raw_char");
+  return raw_char_;
+}
+
+uint32_t JsonPrimitives::raw_text() {
+  if (raw_ != kNone) return raw_;
+  const uint32_t ch = raw_char();
   raw_ = g_.add_rule("raw_text");
   g_.add_alternative(raw_, {Grammar::call(ch), Grammar::call(raw_)});
   g_.add_alternative(raw_, {});

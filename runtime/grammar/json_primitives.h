@@ -30,6 +30,11 @@ class JsonPrimitives {
   uint32_t any_object();    // any JSON object
   // Raw text of any length with no '<' (a Qwen XML parameter value), well-formed UTF-8.
   uint32_t raw_text();
+  // One character of a JSON string's content: a UTF-8 character or one escape (one code
+  // point either way, as JSON Schema's minLength counts).
+  uint32_t string_char();
+  // One character of raw_text().
+  uint32_t raw_char();
   // One rule matching exactly `text`.
   uint32_t literal(std::string_view text, std::string_view name);
   // `set` between min and max times (min <= max).
@@ -43,7 +48,7 @@ class JsonPrimitives {
   Grammar& g_;
   uint32_t string_ = UINT32_MAX, number_ = UINT32_MAX, integer_ = UINT32_MAX, boolean_ = UINT32_MAX;
   uint32_t null_ = UINT32_MAX, space_ = UINT32_MAX, any_ = UINT32_MAX, object_ = UINT32_MAX;
-  uint32_t raw_ = UINT32_MAX;
+  uint32_t raw_ = UINT32_MAX, string_char_ = UINT32_MAX, raw_char_ = UINT32_MAX;
 };
 
 }  // namespace deltaserve::runtime::grammar

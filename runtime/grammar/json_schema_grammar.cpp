@@ -14,7 +14,17 @@ const std::set<std::string>& known_keywords() {
       "anyOf",    "$ref",       "$defs",    "definitions",          "title",   "description",
       "default",  "examples",   "$schema",  "$id",                  "$comment", "strict",
       // Annotations like title: they constrain nothing (Pydantic writes `deprecated`).
-      "deprecated", "readOnly", "writeOnly"};
+      "deprecated", "readOnly", "writeOnly",
+      // Assertions of one type, enforced with a type beside them (value_keywords()).
+      "minItems", "maxItems", "minLength", "maxLength", "format", "pattern", "minimum", "maximum",
+      "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
+  return k;
+}
+
+// Keywords that bound a value of one type: only a typed schema enforces them.
+const std::set<std::string>& value_keywords() {
+  static const std::set<std::string> k = {"minItems", "maxItems", "minLength", "maxLength", "format", "pattern",
+                                          "minimum",  "maximum",  "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
   return k;
 }
 
@@ -41,7 +51,18 @@ uint32_t JsonSchemaCompiler::value(const SchemaJson& schema, const std::string& 
     if (!known_keywords().contains(key))
       throw SchemaError(join(path, key) + ": '" + key +
                         "' is not supported (constrained output takes the strict-mode subset: type, properties, "
-                        "required, additionalProperties false, items, enum, const, anyOf, $ref/$defs)");
+                        "required, additionalProperties false, items, minItems, maxItems, enum, const, anyOf, "
+                        "$ref/$defs, minLength, maxLength, format, pattern, minimum, maximum, exclusiveMinimum, "
+                        "exclusiveMaximum, multipleOf 1 on integers)");
+    if (value_keywords().contains(key)) {
+      for (const char* other : {"$ref", "const", "enum", "anyOf"}) {
+        if (schema.contains(other))
+          throw SchemaError(join(path, key) + ": '" + key + "' cannot be combined with '" + other +
+                            "' (it would not be enforced)");
+      }
+      if (!schema.contains("type"))
+        throw SchemaError(join(path, key) + ": '" + key + "' needs a 'type' beside it to be enforced");
+    }
   }
   if (const auto ref = schema.find("$ref"); ref != schema.end()) {
     if (!ref->is_string()) throw SchemaError(join(path, "$ref") + ": must be a string");
@@ -72,9 +93,9 @@ uint32_t JsonSchemaCompiler::value(const SchemaJson& schema, const std::string& 
 }
 
 uint32_t JsonSchemaCompiler::typed(const SchemaJson& schema, const std::string& type, const std::string& path) {
-  if (type == "string") return json_.string();
-  if (type == "number") return json_.number();
-  if (type == "integer") return json_.integer();
+  if (type == "string") return string_value(schema, path, false);
+  if (type == "number") return number_value(schema, path);
+  if (type == "integer") return integer_value(schema, path);
   if (type == "boolean") return json_.boolean();
   if (type == "null") return json_.null();
   if (type == "object") return object(schema, path);
@@ -147,14 +168,31 @@ uint32_t JsonSchemaCompiler::object(const SchemaJson& schema, const std::string&
 uint32_t JsonSchemaCompiler::array(const SchemaJson& schema, const std::string& path) {
   const auto items = schema.find("items");
   const uint32_t item = items == schema.end() ? json_.any_value() : value(*items, join(path, "items"));
-  const uint32_t more = g_.add_rule("items_more");  // (',' sp item)*
-  g_.add_alternative(more, {g_.bytes(ByteSet::of(",")), Grammar::call(json_.optional_space()), Grammar::call(item),
-                            Grammar::call(more)});
+  const std::optional<int> min_items = count_keyword(schema, "minItems", kMaxItemsBound, path);
+  const std::optional<int> max_items = count_keyword(schema, "maxItems", kMaxItemsBound, path);
+  const int lo = min_items.value_or(0);
+  if (max_items && *max_items < lo) throw SchemaError(join(path, "maxItems") + ": is below minItems");
+  // more: the items after the first, from lo - 1 (required) up to max - 1 (or unbounded).
+  uint32_t more = g_.add_rule("items_end");
   g_.add_alternative(more, {});
+  auto one_more = [&](uint32_t next, bool optional) {
+    const uint32_t r = g_.add_rule("items_more");  // ',' sp item next
+    g_.add_alternative(r, {g_.bytes(ByteSet::of(",")), Grammar::call(json_.optional_space()), Grammar::call(item),
+                           Grammar::call(next == UINT32_MAX ? r : next)});
+    if (optional) g_.add_alternative(r, {});
+    return r;
+  };
+  if (!max_items) {
+    more = one_more(UINT32_MAX, true);  // (',' sp item)*
+  } else {
+    for (int k = *max_items - 1; k > std::max(lo - 1, 0); --k) more = one_more(more, true);
+  }
+  for (int k = std::max(lo - 1, 0); k > 0; --k) more = one_more(more, false);
   const uint32_t r = g_.add_rule("array");
-  g_.add_alternative(r, g_.literal("[]"));
-  g_.add_alternative(r, {g_.bytes(ByteSet::of("[")), Grammar::call(item), Grammar::call(more),
-                         g_.bytes(ByteSet::of("]"))});
+  if (lo == 0) g_.add_alternative(r, g_.literal("[]"));
+  if (!max_items || *max_items > 0)
+    g_.add_alternative(r, {g_.bytes(ByteSet::of("[")), Grammar::call(item), Grammar::call(more),
+                           g_.bytes(ByteSet::of("]"))});
   return r;
 }
 
@@ -202,8 +240,8 @@ uint32_t JsonSchemaCompiler::raw_string(const SchemaJson& schema, const std::str
   const auto e = schema.find("enum");
   const auto c = schema.find("const");
   if (e == schema.end() && c == schema.end()) {
-    value(schema, path);  // validates the keywords; any text is a string
-    return json_.raw_text();
+    value(schema, path);  // validates the keywords
+    return string_value(schema, path, true);
   }
   const SchemaJson values = c != schema.end() ? SchemaJson::array({*c}) : *e;
   if (!values.is_array() || values.empty()) throw SchemaError(path + ".enum: must be a non-empty array");

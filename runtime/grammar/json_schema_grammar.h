@@ -5,8 +5,13 @@
 // only on an object without properties, which then takes any members), items, enum, const,
 // anyOf, $ref (local: "#", "#/$defs/...", "#/definitions/..."; recursion allowed), $defs /
 // definitions, and the annotations title, description, default, examples, $schema, $id,
-// $comment, strict. Any other keyword (pattern, minimum, format, oneOf, ...) is a
-// SchemaError: the output could not be guaranteed to validate.
+// $comment, strict. With a type beside them (and no enum, const, anyOf or $ref): minItems /
+// maxItems on arrays (at most kMaxItemsBound); on strings minLength / maxLength (code
+// points, at most kMaxStringLengthBound), pattern (json_regex.h; lengths may join it) or
+// format (json_string_formats.h; alone); minimum / maximum / exclusiveMinimum /
+// exclusiveMaximum on integers (any) and numbers (integral bounds; json_number_bounds.h);
+// multipleOf 1 on integers. Any other keyword or form (oneOf,
+// multipleOf 3, ...) is a SchemaError: the output could not be guaranteed to validate.
 //
 // Objects emit their properties in the schema's order; a required property is always
 // present, an optional one may be left out. Whitespace follows json_primitives.h.
@@ -16,6 +21,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -27,6 +33,11 @@
 namespace deltaserve::runtime::grammar {
 
 using SchemaJson = nlohmann::ordered_json;
+
+// Caps on counts that unroll into the grammar (one rule per step), so a schema cannot make
+// it huge; a larger value is a SchemaError.
+inline constexpr int kMaxItemsBound = 1024;
+inline constexpr int kMaxStringLengthBound = 4096;
 
 // A schema the compiler refuses; what() names the place ("properties.age: ...") for a 400.
 class SchemaError : public std::runtime_error {
@@ -50,6 +61,10 @@ class JsonSchemaCompiler {
   uint32_t typed(const SchemaJson& schema, const std::string& type, const std::string& path);
   uint32_t object(const SchemaJson& schema, const std::string& path);
   uint32_t array(const SchemaJson& schema, const std::string& path);
+  // json_schema_scalars.cpp. raw: a Qwen XML parameter's raw text instead of a JSON string.
+  uint32_t string_value(const SchemaJson& schema, const std::string& path, bool raw);
+  uint32_t integer_value(const SchemaJson& schema, const std::string& path);
+  uint32_t number_value(const SchemaJson& schema, const std::string& path);
   uint32_t literals(const SchemaJson& values, const std::string& path);
   uint32_t reference(const std::string& ref, const std::string& path);
   uint32_t alternatives_of(const SchemaJson& schemas, const std::string& path);
@@ -60,6 +75,9 @@ class JsonSchemaCompiler {
   std::map<std::string, uint32_t> refs_;  // "$ref" target -> its rule (made before its body)
   int depth_ = 0;                         // nesting of the schema document itself
 };
+
+// A count keyword (minLength, maxItems, ...) of `schema`: an integer 0..cap, or absent.
+std::optional<int> count_keyword(const SchemaJson& schema, const char* key, int cap, const std::string& path);
 
 // The compact JSON text of a value as the grammar spells literals (UTF-8 kept as is).
 std::string json_literal(const SchemaJson& value);

@@ -172,7 +172,7 @@ test('messages output_config.format json_schema: output parses and validates; sc
     assert.ok(Number.isInteger(value.days));
     assert.deepEqual(Object.keys(value).sort(), ['city', 'days']);
   }
-  const beyond = { type: 'object', properties: { a: { type: 'string', pattern: 'x+' } } };
+  const beyond = { type: 'object', properties: { a: { type: 'string', pattern: '(x)\\1' } } };
   await assert.rejects(anthropic.messages.create({ model, max_tokens: 8, messages: [{ role: 'user', content: 'x' }],
     output_config: { format: { type: 'json_schema', schema: beyond } } }),
   (e) => e.status === 400 && /output_config\.format\.schema/.test(e.message));

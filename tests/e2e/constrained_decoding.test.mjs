@@ -52,8 +52,28 @@ function validate(schema, value, defs = schema.$defs ?? {}, path = '$') {
       validate(schema.properties[k], v, defs, `${path}.${k}`);
     }
   }
-  if (t === 'array') value.forEach((v, i) => validate(schema.items, v, defs, `${path}[${i}]`));
+  if (t === 'array') {
+    value.forEach((v, i) => validate(schema.items, v, defs, `${path}[${i}]`));
+    assert.ok(value.length >= (schema.minItems ?? 0) && value.length <= (schema.maxItems ?? Infinity), `${path}: ${value.length} items`);
+  }
+  if (t === 'string') {
+    const length = [...value].length;  // code points
+    assert.ok(length >= (schema.minLength ?? 0) && length <= (schema.maxLength ?? Infinity), `${path}: length ${length}`);
+    if (schema.pattern) assert.match(value, new RegExp(schema.pattern, 'u'), path);
+    if (schema.format) assert.match(value, formatChecks[schema.format], `${path}: ${value} is not a ${schema.format}`);
+  }
+  if (t === 'integer' || t === 'number') {
+    assert.ok(value >= (schema.minimum ?? -Infinity) && value <= (schema.maximum ?? Infinity), `${path}: ${value}`);
+    assert.ok(value > (schema.exclusiveMinimum ?? -Infinity) && value < (schema.exclusiveMaximum ?? Infinity), `${path}: ${value}`);
+  }
 }
+
+// Shape checks of the formats the value-keyword test uses (the unit tests check them fully).
+const formatChecks = {
+  date: /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$/,
+  uuid: /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i,
+  ipv4: /^((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/,
+};
 
 const weatherParams = {
   type: 'object',
@@ -229,6 +249,33 @@ test('response_format json_schema: the content parses and validates, 100 of 100'
   }
 });
 
+test('response_format json_schema with value keywords (bounds, lengths, pattern, format) validates, 32 of 32', async () => {
+  const schema = {
+    type: 'object',
+    properties: {
+      code: { type: 'string', pattern: '^[A-Z]{3}-\\d{2}$' },
+      note: { type: 'string', pattern: 'ok', maxLength: 6 },
+      when: { type: 'string', format: 'date' },
+      id: { type: 'string', format: 'uuid' },
+      host: { type: 'string', format: 'ipv4' },
+      count: { type: 'integer', minimum: 3, maximum: 17 },
+      ratio: { type: 'number', exclusiveMinimum: 0, maximum: 1 },
+      tags: { type: 'array', items: { type: 'string', minLength: 1, maxLength: 4 }, minItems: 1, maxItems: 3 },
+    },
+    required: ['code', 'note', 'when', 'id', 'host', 'count', 'ratio', 'tags'],
+    additionalProperties: false,
+  };
+  const replies = await runMany((j) => client.chat.completions.create({
+    model, temperature: 1.0, max_tokens: 400, messages: messages(j),
+    response_format: { type: 'json_schema', json_schema: { name: 'record', strict: true, schema } },
+  }), 32);
+  for (const r of replies) {
+    const choice = r.choices[0];
+    assert.equal(choice.finish_reason, 'stop', JSON.stringify(choice));
+    validate(schema, JSON.parse(choice.message.content));
+  }
+});
+
 test('response_format json_object, and json_schema with reasoning on (constrained after </think>)', async () => {
   const obj = await client.chat.completions.create({
     model, temperature: 0, max_tokens: 400, messages: messages(0), response_format: { type: 'json_object' },
@@ -250,11 +297,11 @@ test('response_format json_object, and json_schema with reasoning on (constraine
 
 test('bad schemas: a clear 400 naming the field, and the server keeps serving', async () => {
   const cases = [
-    [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: 'a+' } } } }, 'response_format.json_schema.schema', /pattern/],
+    [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '(a)\\1' } } } }, 'response_format.json_schema.schema', /pattern.*backreference/],
     [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 'string' } }, required: ['b'] } } } }, 'response_format.json_schema.schema', /required/],
     [{ response_format: { type: 'json_schema', json_schema: { name: 'x' } } }, 'response_format.json_schema.schema', /./],
     [{ response_format: { type: 'xml' } }, 'response_format.type', /xml/],
-    [{ tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'integer', minimum: 0 } } } } }] }, 'tools', /minimum/],
+    [{ tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'integer', multipleOf: 3 } } } } }] }, 'tools', /multipleOf/],
     [{ tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'array' } } }] }, 'tools', /object/],
   ];
   for (const [extra, param, message] of cases) {

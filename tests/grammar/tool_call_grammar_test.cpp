@@ -82,7 +82,7 @@ TEST(ToolCallGrammar, ParallelNamedToolRepeatsOnlyThatFunction) {
 TEST(ToolCallGrammar, BadToolSchemasAreErrors) {
   EXPECT_THROW(tool_call_grammar(SchemaJson::array(), std::nullopt, true), SchemaError);
   EXPECT_THROW(tool_call_grammar(tools(), std::string("nope"), true), SchemaError);
-  for (const char* params : {R"({"type":"array"})", R"({"type":"object","properties":{"a":{"type":"string","minLength":2}}})",
+  for (const char* params : {R"({"type":"array"})", R"({"type":"object","properties":{"a":{"type":"string","format":"uri"}}})",
                              R"({"type":"object","properties":{"a":{"type":"string"}},"required":["b"]})", R"("object")",
                              R"({"type":"object","properties":{"a<b":{"type":"string"}}})"}) {
     SchemaJson t = SchemaJson::parse(R"([{"type":"function","function":{"name":"f"}}])");

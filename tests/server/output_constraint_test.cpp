@@ -150,16 +150,16 @@ ApiError constraint_error(const ChatRequest& r) {
 
 TEST(OutputConstraint, BadSchemasAre400sNamingTheField) {
   ApiError e = constraint_error(
-      chat(nullptr, RequestJson::parse(R"({"type":"json_schema","json_schema":{"schema":{"type":"string","pattern":"x"}}})")));
+      chat(nullptr, RequestJson::parse(R"j({"type":"json_schema","json_schema":{"schema":{"type":"string","pattern":"(?=x)"}}})j")));
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.param, "response_format.json_schema.schema");
   EXPECT_NE(e.message.find("pattern"), std::string::npos) << e.message;
   ChatRequest bad = chat("required");
-  bad.tools[0]["function"]["parameters"]["properties"]["days"]["minimum"] = 1;
+  bad.tools[0]["function"]["parameters"]["properties"]["days"]["multipleOf"] = 7;
   e = constraint_error(bad);
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.param, "tools");
-  EXPECT_NE(e.message.find("minimum"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("multipleOf"), std::string::npos) << e.message;
   // tool_choice "auto" never compiles the tools: a schema beyond the subset is fine there.
   bad.tool_choice = "auto";
   EXPECT_EQ(constraint_error(bad).status, 0);
