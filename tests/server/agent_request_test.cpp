@@ -351,6 +351,15 @@ TEST(ResponsesRequest, EchoesSamplingParametersAsSent) {
   EXPECT_EQ(plain.echo["top_p"], 1.0);
 }
 
+TEST(ResponsesRequest, ThinkingTokenBudgetIsChats) {
+  ResponseStore store(8, 60, 1 << 20);
+  EXPECT_EQ(parse_responses_request(R"({"input": "hi", "thinking_token_budget": 256})", kLimits, store)
+                .chat.params.sampling.thinking_budget, 256);
+  EXPECT_EQ(parse_responses_request(R"({"input": "hi"})", kLimits, store).chat.params.sampling.thinking_budget, -1);
+  EXPECT_EQ(error_of([&] { parse_responses_request(R"({"input": "hi", "thinking_token_budget": -1})", kLimits, store); })
+                .param, "thinking_token_budget");
+}
+
 TEST(ResponsesRequest, InstructionsAndLeadingDeveloperMessagesBecomeOneSystemMessage) {
   // Agents send instructions and developer messages together; the template takes one system
   // message, first.
