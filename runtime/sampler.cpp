@@ -79,7 +79,7 @@ double sampler_uniform(uint64_t seed, uint64_t position, DrawStream stream) {
 int32_t draw_token(const TokenDistribution& dist, uint32_t word) { return kernels::draw_from(dist, word); }
 
 Sampler::Sampler(SamplingParams params, uint64_t seed) : params_(std::move(params)), seed_(seed) {
-  if (params_.constraint) constraint_.emplace(params_.constraint);
+  if (params_.constraint) constraint_.emplace(params_.constraint, params_.thinking_budget);
 }
 
 void Sampler::set_prompt(std::span<const int32_t> prompt_ids) {

@@ -30,6 +30,12 @@ struct SamplingParams {
   // -inf after bias and penalties, so greedy, sampling, logprobs and draft verification all
   // see only what the grammar allows. Null: free output (costs nothing). Shared, immutable.
   std::shared_ptr<const grammar::Constraint> constraint;
+  // Reasoning budget (tokens; -1 = none): the constraint's free phase (the open <think> block)
+  // ends after this many tokens with its close sequence forced. It acts through the constraint
+  // (runtime/grammar/constraint.h), so a budgeted request must carry one with a close sequence
+  // (server/output_constraint.cpp builds it); that also sends it down the constrained paths
+  // (host-side masking, constrained drafting) where every draft is checked against it.
+  int32_t thinking_budget = -1;
 
   bool greedy() const { return temperature <= 0.0f; }
 };

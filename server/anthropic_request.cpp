@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <limits>
+#include <optional>
 
 #include "server/chat_messages.h"
 #include "server/json_fields.h"
@@ -321,20 +322,43 @@ RequestJson stop_sequences(const RequestJson& stop, const SchemaLimits& limits) 
   return stop;
 }
 
-bool thinking_enabled(const RequestJson& thinking) {
+// Anthropic's floor for a thinking budget.
+constexpr int64_t kMinThinkingBudget = 1024;
+
+struct Thinking {
+  bool enabled = false;
+  std::optional<int64_t> budget_tokens;  // type "enabled" only
+};
+
+// max_tokens: the request's, when it is an integer (count_tokens has none). As Anthropic's
+// API: "enabled" requires budget_tokens >= 1024 and below max_tokens; "adaptive" leaves the
+// length to the model (a budget_tokens there is not enforced); "disabled" ignores it.
+Thinking parse_thinking(const RequestJson& thinking, const RequestJson* max_tokens) {
   JsonFields f(thinking, "thinking");
   const auto type = f.string("type");
   if (!type) throw ApiException{missing_parameter("thinking.type")};
-  f.integer("budget_tokens", 0, std::numeric_limits<int32_t>::max());  // no budget control
+  const auto budget = f.integer("budget_tokens", 0, std::numeric_limits<int32_t>::max());
   // The thinking text is always returned whole (nothing is summarized or signed).
   if (const auto display = f.string("display"); display && *display != "summarized" && *display != "omitted") {
     throw ApiException{invalid_value("thinking.display", "'" + *display + "' is not one of summarized, omitted.")};
   }
   f.reject_unknown();
-  if (*type == "enabled" || *type == "adaptive") return true;
-  if (*type == "disabled") return false;
-  throw ApiException{invalid_value("thinking.type", "'" + *type + "' is not one of enabled, "
-                                                    "adaptive, disabled.")};
+  if (*type == "adaptive") return {true, std::nullopt};
+  if (*type == "disabled") return {false, std::nullopt};
+  if (*type != "enabled") {
+    throw ApiException{invalid_value("thinking.type", "'" + *type + "' is not one of enabled, "
+                                                      "adaptive, disabled.")};
+  }
+  if (!budget) throw ApiException{missing_parameter("thinking.budget_tokens")};
+  if (*budget < kMinThinkingBudget) {
+    throw ApiException{invalid_value("thinking.budget_tokens", "must be greater than or equal to " +
+                                                                   std::to_string(kMinThinkingBudget) + ".")};
+  }
+  if (max_tokens && max_tokens->is_number_integer() && *budget >= max_tokens->get<int64_t>()) {
+    throw ApiException{invalid_value("thinking.budget_tokens", "max_tokens must be greater than "
+                                                               "thinking.budget_tokens.")};
+  }
+  return {true, budget};
 }
 
 }  // namespace
@@ -381,9 +405,10 @@ RequestJson anthropic_to_chat_json(const RequestJson& root, bool count_tokens, c
     chat["response_format"] = translate_output_config(*config);
   }
   f.accept("cache_control");  // automatic prompt caching: the prefix cache needs no marks
-  bool thinking = false;
-  if (const RequestJson* t = f.object("thinking")) thinking = thinking_enabled(*t);
-  chat["chat_template_kwargs"] = {{"enable_thinking", thinking}};
+  Thinking thinking;
+  if (const RequestJson* t = f.object("thinking")) thinking = parse_thinking(*t, count_tokens ? nullptr : f.get("max_tokens"));
+  chat["chat_template_kwargs"] = {{"enable_thinking", thinking.enabled}};
+  if (thinking.budget_tokens && !count_tokens) chat["thinking_token_budget"] = *thinking.budget_tokens;
   if (!count_tokens) {
     const RequestJson* max_tokens = f.get("max_tokens");
     if (!max_tokens) throw ApiException{missing_parameter("max_tokens")};

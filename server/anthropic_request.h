@@ -8,8 +8,12 @@
 //                                           continues its text)
 //   tools [{name, description, input_schema}] -> [{type: function, function: {.., parameters}}]
 //   tool_choice auto | any | tool {name} | none -> "auto" | "required" | {function} | "none"
-//   thinking {type: enabled | disabled}  -> chat_template_kwargs.enable_thinking (absent:
-//                                           off, as Anthropic's default)
+//   thinking {type: enabled | adaptive | disabled}
+//                                        -> chat_template_kwargs.enable_thinking (absent:
+//                                           off, as Anthropic's default); enabled's
+//                                           budget_tokens (required, >= 1024, < max_tokens)
+//                                           -> thinking_token_budget (the reasoning is
+//                                           forced closed once it is spent)
 //   stop_sequences, max_tokens, temperature, top_p, top_k, stream -> the same parameters
 //   output_config.format {type: json_schema, schema} -> response_format json_schema
 //   cache_control (top level, blocks, tools), metadata, output_config.effort, tools' strict

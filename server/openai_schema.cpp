@@ -259,6 +259,10 @@ ChatRequest parse_chat_request(std::string_view body, const SchemaLimits& limits
   if (const auto effort = f.string("reasoning_effort"); effort && !r.chat_template_kwargs.contains("enable_thinking")) {
     r.chat_template_kwargs["enable_thinking"] = *effort != "none";
   }
+  // vLLM's extension: at most this many tokens of reasoning, then the close is forced.
+  if (const auto budget = f.integer("thinking_token_budget", 0, kMaxTokensCeiling)) {
+    r.params.sampling.thinking_budget = static_cast<int32_t>(*budget);
+  }
   r.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
   r.continue_final_message = f.boolean("continue_final_message").value_or(false);
   if (r.continue_final_message && r.add_generation_prompt && f.get("add_generation_prompt")) {

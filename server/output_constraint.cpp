@@ -14,6 +14,11 @@ namespace {
 
 namespace grammar = runtime::grammar;
 
+// How Qwen3.5's template closes a reasoning block in the history ('\n</think>\n\n' before the
+// content): a spent thinking budget forces these bytes, so the answer follows as it would
+// after a close the model wrote.
+constexpr const char* kReasoningClose = "\n</think>\n\n";
+
 // The grammar the request asks for, or null. Throws SchemaError / GrammarError.
 std::shared_ptr<const grammar::Grammar> request_grammar(const ChatRequest& request, std::string& param) {
   const RequestJson& choice = request.tool_choice;
@@ -62,27 +67,35 @@ std::shared_ptr<const grammar::Constraint> build_output_constraint(const ChatReq
   const bool forced_call = request.tool_choice.is_object() ||
                            (request.tool_choice.is_string() && request.tool_choice.get_ref<const std::string&>() == "required");
   const bool json_format = request.response_format.is_object() && request.response_format.value("type", "text") != "text";
-  if (!forced_call && !json_format) return nullptr;
+  // A thinking budget acts through the constraint's free phase: only when the prompt left
+  // the reasoning open (thinking off: nothing to bound).
+  const bool budgeted = request.params.sampling.thinking_budget >= 0 && prompt_ends_in_reasoning;
+  const bool has_grammar = forced_call || json_format;
+  if (!has_grammar && !budgeted) return nullptr;
   std::shared_ptr<const grammar::Vocabulary> vocabulary = codec.grammar_vocabulary();
-  if (!vocabulary) throw ApiException{unsupported_value(forced_call ? "tool_choice" : "response_format",
-                                                        "this model's tokenizer cannot constrain output.")};
-  std::string key = forced_call ? "tools " + request.tool_choice.dump() + (request.parallel_tool_calls ? " parallel " : " one ") +
-                                     request.tools.dump()
-                                : "format " + request.response_format.dump();
+  if (!vocabulary) {
+    const char* param = forced_call ? "tool_choice" : json_format ? "response_format" : "thinking_token_budget";
+    throw ApiException{unsupported_value(param, "this model's tokenizer cannot constrain output.")};
+  }
+  std::string key = forced_call   ? "tools " + request.tool_choice.dump() + (request.parallel_tool_calls ? " parallel " : " one ") +
+                                        request.tools.dump()
+                    : json_format ? "format " + request.response_format.dump()
+                                  : std::string("budget");
   key += prompt_ends_in_reasoning ? " think" : " plain";
   for (const int32_t id : end_token_ids) key += " " + std::to_string(id);
   return shared_constraint(key, [&] {
     std::string param = "response_format";
     std::shared_ptr<const grammar::Grammar> g;
     try {
-      g = request_grammar(request, param);
+      if (has_grammar) g = request_grammar(request, param);
     } catch (const grammar::SchemaError& e) {
       throw ApiException{invalid_value(param, std::string("cannot constrain the output to this schema: ") + e.what())};
     } catch (const grammar::GrammarError& e) {
       throw ApiException{invalid_value(param, std::string("cannot constrain the output to this schema: ") + e.what())};
     }
     return std::make_shared<const grammar::Constraint>(std::move(g), std::move(vocabulary), std::move(end_token_ids),
-                                                       prompt_ends_in_reasoning ? "</think>" : "");
+                                                       prompt_ends_in_reasoning ? "</think>" : "",
+                                                       prompt_ends_in_reasoning ? kReasoningClose : "");
   });
 }
 

@@ -5,6 +5,9 @@
 //   response_format json_object   -> one JSON object
 // (tool_choice wins when both are set: a forced call leaves no content to format.) With the
 // prompt ending inside <think>, the output is free until "</think>" and constrained after.
+// A thinking budget (sampling.thinking_budget) with the prompt inside <think> needs a
+// constraint too, without a grammar when nothing else asks for one: the reasoning is forced
+// closed ("\n</think>\n\n") once the budget is spent.
 //
 // Pure function of the request and the codec's vocabulary; any thread (the I/O strand).
 #pragma once

@@ -323,7 +323,7 @@ ResponsesRequest parse_responses_request(std::string_view body, const SchemaLimi
   }
   // Checked here, so a 400 names the field the client sent.
   if (const auto v = f.integer("max_output_tokens", 1, std::numeric_limits<int32_t>::max())) chat["max_tokens"] = *v;
-  for (const char* key : {"temperature", "top_p", "stream"}) {
+  for (const char* key : {"temperature", "top_p", "stream", "thinking_token_budget"}) {
     if (const RequestJson* v = f.get(key)) chat[key] = *v;
   }
   echo["reasoning"] = {{"effort", nullptr}, {"summary", nullptr}};

@@ -6,9 +6,21 @@
 namespace deltaserve::runtime::grammar {
 
 Constraint::Constraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocabulary,
-                       std::vector<int32_t> end_token_ids, std::string free_until)
+                       std::vector<int32_t> end_token_ids, std::string free_until, std::string close)
     : grammar_(std::move(grammar)), vocabulary_(std::move(vocabulary)), end_token_ids_(std::move(end_token_ids)),
-      free_until_(std::move(free_until)) {}
+      free_until_(std::move(free_until)), close_(std::move(close)) {
+  // A close that does not pass the marker would leave the output free for good.
+  if (free_until_.empty() || close_.find(free_until_) == std::string::npos) close_.clear();
+  if (!close_.empty()) {
+    auto g = std::make_shared<Grammar>();
+    const uint32_t root = g->add_rule("close");
+    g->add_alternative(root, g->literal(close_));
+    g->set_root(root);
+    g->finish();
+    close_grammar_ = std::move(g);
+    close_masks_.resize(close_.size());
+  }
+}
 
 size_t Constraint::KeyHash::operator()(const std::vector<uint32_t>& v) const {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the words
@@ -40,6 +52,20 @@ std::shared_ptr<const TokenMask> Constraint::mask(const MatcherState& state) con
   return mask;
 }
 
+std::shared_ptr<const TokenMask> Constraint::close_mask(size_t done) const {
+  if (done >= close_.size()) return nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    if (close_masks_[done]) return close_masks_[done];
+  }
+  MatcherState state = initial_state(*close_grammar_);
+  advance_bytes(*close_grammar_, state, std::string_view(close_).substr(0, done));
+  auto mask = std::make_shared<const TokenMask>(vocabulary_->allowed(*close_grammar_, state));
+  std::lock_guard lock(mutex_);
+  if (!close_masks_[done]) close_masks_[done] = mask;
+  return close_masks_[done];
+}
+
 int64_t Constraint::num_masks_computed() const {
   std::lock_guard lock(mutex_);
   return num_computed_;
@@ -50,10 +76,12 @@ int64_t Constraint::num_masks_cached() const {
   return num_cached_;
 }
 
-ConstraintState::ConstraintState(std::shared_ptr<const Constraint> constraint) : constraint_(std::move(constraint)) {
+ConstraintState::ConstraintState(std::shared_ptr<const Constraint> constraint, int32_t reasoning_budget)
+    : constraint_(std::move(constraint)), budget_(constraint_->close().empty() ? -1 : reasoning_budget) {
   if (constraint_->free_until().empty()) {
-    started_ = true;
-    state_ = initial_state(constraint_->grammar());
+    start({});
+  } else if (budget_ == 0) {
+    closing_ = 0;
   }
 }
 
@@ -61,10 +89,21 @@ void ConstraintState::feed_grammar(std::string_view bytes) {
   if (!state_.dead()) advance_bytes(constraint_->grammar(), state_, bytes);
 }
 
+void ConstraintState::start(std::string_view bytes) {
+  started_ = true;
+  closing_.reset();
+  if (constraint_->has_grammar()) {
+    state_ = initial_state(constraint_->grammar());
+    feed_grammar(bytes);
+  }
+  tail_.clear();
+}
+
 void ConstraintState::accept(int32_t id) {
   const Vocabulary& vocab = constraint_->vocabulary();
   const bool known = id >= 0 && id < vocab.num_tokens();
   if (started_) {
+    if (!constraint_->has_grammar()) return;  // free after the marker
     const bool is_end = std::find(constraint_->end_token_ids().begin(), constraint_->end_token_ids().end(), id) !=
                         constraint_->end_token_ids().end();
     if (is_end) return;  // the output ends; nothing follows
@@ -76,33 +115,63 @@ void ConstraintState::accept(int32_t id) {
     return;
   }
   if (!known) return;
-  // Free phase: look for the marker across token boundaries.
+  if (closing_) {
+    accept_closing(id);
+  } else {
+    accept_free(id);
+  }
+}
+
+void ConstraintState::accept_free(int32_t id) {
+  // Look for the marker across token boundaries.
   const std::string& marker = constraint_->free_until();
-  tail_ += vocab.piece(id);
-  const size_t at = tail_.find(marker);
-  if (at == std::string::npos) {
-    if (tail_.size() >= marker.size()) tail_.erase(0, tail_.size() - (marker.size() - 1));
+  const std::string& close = constraint_->close();
+  tail_ += constraint_->vocabulary().piece(id);
+  if (const size_t at = tail_.find(marker); at != std::string::npos) {
+    start(std::string_view(tail_).substr(at + marker.size()));
     return;
   }
-  started_ = true;
-  state_ = initial_state(constraint_->grammar());
-  feed_grammar(std::string_view(tail_).substr(at + marker.size()));
-  tail_.clear();
+  const size_t keep = std::max(marker.size(), close.size()) - 1;
+  if (tail_.size() > keep) tail_.erase(0, tail_.size() - keep);
+  ++free_tokens_;
+  if (budget_ < 0 || free_tokens_ < budget_) return;
+  // The budget is spent: force the rest of the close. Free text already ending in a prefix
+  // of it ("\n", "\n</th" cut mid-token) keeps that prefix rather than writing it twice.
+  size_t done = std::min(tail_.size(), close.size() - 1);
+  while (done > 0 && tail_.compare(tail_.size() - done, done, close, 0, done) != 0) --done;
+  closing_ = done;
+}
+
+void ConstraintState::accept_closing(int32_t id) {
+  // The mask allows only continuations of the close; a token forced in anyway counts by size.
+  const std::string& close = constraint_->close();
+  std::string written = close.substr(0, *closing_) + constraint_->vocabulary().piece(id);
+  if (written.size() < close.size()) {
+    closing_ = written.size();
+    return;
+  }
+  const std::string& marker = constraint_->free_until();
+  start(std::string_view(written).substr(close.find(marker) + marker.size()));
 }
 
 std::shared_ptr<const TokenMask> ConstraintState::mask() const {
-  if (!started_) return nullptr;
+  if (closing_) return constraint_->close_mask(*closing_);
+  if (!started_ || !constraint_->has_grammar()) return nullptr;
   return constraint_->mask(state_);
 }
 
-bool ConstraintState::complete() const { return started_ && accepting(constraint_->grammar(), state_); }
+bool ConstraintState::complete() const {
+  return started_ && (!constraint_->has_grammar() || accepting(constraint_->grammar(), state_));
+}
 
 void ConstraintState::apply(std::span<float> logits) const {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const std::shared_ptr<const TokenMask> m = mask();
   if (!m) {
-    // Free (reasoning): any text, but not the end. An end here would finish the output with
-    // no constrained part at all (empty content for a schema, no call for a forced call).
+    // Free (reasoning): any text, but not the end when a grammar waits after the marker: an
+    // end here would finish the output with no constrained part at all (empty content for a
+    // schema, no call for a forced call). Without a grammar the output may end anywhere.
+    if (!constraint_->has_grammar()) return;
     for (const int32_t id : constraint_->end_token_ids()) {
       if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[static_cast<size_t>(id)] = kNegInf;
     }

@@ -83,7 +83,7 @@ test('messages.create: thinking then a tool_use block, stop_reason tool_use', as
 
 test('messages.stream: event sequence for thinking, text and tool_use; finalMessage', async () => {
   const stream = client.messages.stream({
-    model, max_tokens: 400, tools, thinking: { type: 'enabled', budget_tokens: 1024 },
+    model, max_tokens: 2000, tools, thinking: { type: 'enabled', budget_tokens: 1024 },
     // thinking on: the prompt opens the think block, so the echo starts inside it
     messages: [{ role: 'user', content: `Hmm.\n</think>\n\nSure.\n${xmlCall}\n${xmlCall}` }],
   });

@@ -5,7 +5,8 @@
 // or more with it true (OpenAI's default), and response_format json_schema output that
 // validates, 100 times in 100 each at temperature 1.0. Streamed calls arrive as OpenAI's
 // fragments (id and name first, then argument pieces). Bad schemas get a 400 and the server
-// keeps serving.
+// keeps serving. A thinking budget (chat's thinking_token_budget, /v1/messages' budget_tokens)
+// closes the reasoning once spent.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -21,7 +22,7 @@ let client;
 before(async () => {
   // The embedded model's template (Qwen3.5's) thinks by default, and free reasoning can use up
   // max_tokens before the constrained answer starts: requests here reason only when they ask.
-  daemon = await startDaemon({ fake: false, args: ['--max-streams', '16', '--context-tokens', '1024',
+  daemon = await startDaemon({ fake: false, args: ['--max-streams', '16', '--context-tokens', '2048',
     '--default-chat-template-kwargs', '{"enable_thinking": false}'] });
   client = new OpenAI({ baseURL: `${daemon.url}/v1`, apiKey: 'none', maxRetries: 0 });
 });
@@ -317,4 +318,54 @@ test('bad schemas: a clear 400 naming the field, and the server keeps serving', 
   }
   const ok = await client.chat.completions.create({ model, max_tokens: 5, temperature: 0, messages: messages(0) });
   assert.ok(ok.choices[0].message.content !== undefined);
+});
+
+test('thinking budget: chat closes the reasoning after thinking_token_budget tokens', async () => {
+  const ask = (extra) => client.chat.completions.create({
+    model, max_tokens: 64, temperature: 0, messages: messages(0), chat_template_kwargs: { enable_thinking: true }, ...extra,
+  });
+  const free = await ask({});
+  const r = await ask({ thinking_token_budget: 3 });
+  // Greedy: the budgeted reasoning is the free reasoning's first 3 tokens, then the close.
+  const cut = r.choices[0].message.reasoning_content;
+  const whole = free.choices[0].message.reasoning_content;
+  assert.ok(cut.length > 0 && cut.length < whole.length && whole.startsWith(cut), `${JSON.stringify(cut)} / ${JSON.stringify(whole)}`);
+  // Its tokens are the budget's plus the close's ("\n</think>\n\n"; the tiny model's
+  // tokenizer marks </think> special, so the close is spelled in byte tokens).
+  const reasoning = r.usage.completion_tokens_details.reasoning_tokens;
+  assert.ok(reasoning <= 3 + 11, JSON.stringify(r.usage));
+  assert.ok(reasoning < free.usage.completion_tokens_details.reasoning_tokens, JSON.stringify([r.usage, free.usage]));
+});
+
+test('thinking budget: /v1/messages checks budget_tokens and bounds the thinking block', async () => {
+  const post = (body) => fetch(`${daemon.url}/v1/messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+    body: JSON.stringify({ model, messages: [{ role: 'user', content: 'Think about prime numbers.' }], ...body }),
+  });
+  for (const [body, message] of [
+    [{ max_tokens: 2000, thinking: { type: 'enabled', budget_tokens: 1000 } }, /1024/],
+    [{ max_tokens: 1500, thinking: { type: 'enabled', budget_tokens: 1500 } }, /max_tokens/],
+    [{ max_tokens: 1500, thinking: { type: 'enabled' } }, /budget_tokens/],
+  ]) {
+    const res = await post(body);
+    assert.equal(res.status, 400, JSON.stringify(body));
+    const error = await res.json();
+    assert.equal(error.type, 'error');
+    assert.equal(error.error.type, 'invalid_request_error');
+    assert.match(error.error.message, message);
+  }
+  // The tiny model closes its reasoning well within 1024 tokens: this checks that a budgeted
+  // request runs and stays in bounds (the budget's effect is the chat test's above).
+  const res = await post({ max_tokens: 1100, temperature: 0, thinking: { type: 'enabled', budget_tokens: 1024 } });
+  assert.equal(res.status, 200);
+  const m = await res.json();
+  assert.equal(m.content[0].type, 'thinking');
+  const ids = await fetch(`${daemon.url}/tokenize`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt: m.content[0].thinking, add_special_tokens: false }),
+  }).then((r) => r.json());
+  assert.ok(ids.tokens.length <= 1024 + 1, `${ids.tokens.length} thinking tokens`);
+  // The reasoning was closed: the answer began (text, or the end of the turn) within max_tokens.
+  assert.ok(m.stop_reason === 'end_turn' || m.content.some((b) => b.type === 'text'), JSON.stringify(m).slice(0, 500));
 });

@@ -308,6 +308,48 @@ TEST_F(SpeculationTest, ConstrainedOutputIsIdenticalAtEveryDepth) {
   for (int32_t depth : {1, 3}) EXPECT_EQ(tokens_of(run(specs, depth)), plain) << "depth " << depth;
 }
 
+// A thinking budget (runtime/grammar/constraint.h): the reasoning is free for `budget` tokens,
+// then its close is forced, then free again. The trained model never closes a <think> block on
+// its own, so each output has exactly `budget` free tokens and then "\n</think>\n\n"; greedy
+// and seeded outputs with drafts equal those without (drafts are checked against the same
+// constraint state, the forced close included).
+TEST_F(SpeculationTest, ThinkingBudgetClosesTheReasoningAtEveryDepth) {
+  std::vector<std::string> pieces(static_cast<size_t>(tokenizer_->num_vocab()));
+  for (int32_t id = 0; id < tokenizer_->num_vocab(); ++id) {
+    if (!tokenizer_->is_special(id)) pieces[static_cast<size_t>(id)] = std::string(tokenizer_->token_to_piece(id));
+  }
+  const auto vocab = std::make_shared<runtime::grammar::Vocabulary>(std::move(pieces));
+  const int32_t eos = *tokenizer_->eos_id();
+  auto constraint = std::make_shared<runtime::grammar::Constraint>(nullptr, vocab, std::vector<int32_t>{eos}, "</think>",
+                                                                   "\n</think>\n\n");
+  constexpr int32_t kBudget = 7;
+  std::vector<RequestSpec> specs = prompts(6, 40);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (i % 2 == 1) {
+      specs[i].sampling.temperature = 1.0f;
+      specs[i].sampling.seed = 11 + i;
+    }
+    specs[i].sampling.constraint = constraint;
+    specs[i].sampling.thinking_budget = kBudget;
+  }
+  const std::vector<Outcome> outcomes = run(specs, 0);
+  for (const Outcome& o : outcomes) {
+    ASSERT_GT(o.tokens.size(), static_cast<size_t>(kBudget));
+    const std::vector<int32_t> free(o.tokens.begin(), o.tokens.begin() + kBudget);
+    const std::string reasoning = tokenizer_->decode(free);
+    const std::string text = tokenizer_->decode(o.tokens);
+    EXPECT_EQ(reasoning.find("</think>"), std::string::npos) << text;
+    // The close follows the budget's tokens (its leading newline may end the free text).
+    const size_t close = text.find("</think>\n\n");
+    ASSERT_NE(close, std::string::npos) << text;
+    EXPECT_LE(close, reasoning.size() + 1) << text;
+    EXPECT_GE(close + 1, reasoning.size()) << text;
+    EXPECT_EQ(text[close - 1], '\n') << text;
+  }
+  const auto plain = tokens_of(outcomes);
+  for (int32_t depth : {1, 3}) EXPECT_EQ(tokens_of(run(specs, depth)), plain) << "depth " << depth;
+}
+
 // Lazy catch-up (runtime/mtp_drafter.h): decode steps at depth 0 leave their rows waiting;
 // when the stream drafts again, one pass catches them up first. Driven step by step through
 // the runner with a depth schedule that stops and resumes drafting (including stretches past

@@ -80,14 +80,42 @@ TEST(AnthropicRequest, ToolChoiceAndThinking) {
   EXPECT_FALSE(single.parallel_tool_calls);
   EXPECT_TRUE(parse_anthropic_request(head + R"("tool_choice": {"type": "any", "disable_parallel_tool_use": false}})",
                                       kLimits).parallel_tool_calls);
+  const std::string big = R"({"model": "m", "max_tokens": 2048, "messages": [{"role": "user", "content": "x"}], )";
   const ChatRequest thinking = parse_anthropic_request(
-      head + R"("thinking": {"type": "enabled", "budget_tokens": 1024}})", kLimits);
+      big + R"("thinking": {"type": "enabled", "budget_tokens": 1024}})", kLimits);
   EXPECT_EQ(thinking.chat_template_kwargs["enable_thinking"], true);
+  EXPECT_EQ(thinking.params.sampling.thinking_budget, 1024);
   // The SDK's ThinkingConfig carries `display`; it is accepted (the text is always whole).
-  EXPECT_EQ(parse_anthropic_request(head + R"("thinking": {"type": "adaptive", "display": "summarized"}})", kLimits)
-                .chat_template_kwargs["enable_thinking"], true);
-  EXPECT_EQ(error_of([&] { parse_anthropic_request(head + R"("thinking": {"type": "enabled", "budget_tokens": 64,
+  const ChatRequest adaptive =
+      parse_anthropic_request(head + R"("thinking": {"type": "adaptive", "display": "summarized"}})", kLimits);
+  EXPECT_EQ(adaptive.chat_template_kwargs["enable_thinking"], true);
+  EXPECT_EQ(adaptive.params.sampling.thinking_budget, -1);  // the model decides how long
+  EXPECT_EQ(error_of([&] { parse_anthropic_request(big + R"("thinking": {"type": "enabled", "budget_tokens": 1024,
       "display": "full"}})", kLimits); }).param, "thinking.display");
+}
+
+// As Anthropic's API: "enabled" needs budget_tokens, at least 1024 and below max_tokens.
+TEST(AnthropicRequest, ThinkingBudgetIsCheckedAsAnthropicChecksIt) {
+  const auto with = [](int max_tokens, const std::string& thinking) {
+    return R"({"model": "m", "max_tokens": )" + std::to_string(max_tokens) +
+           R"(, "messages": [{"role": "user", "content": "x"}], "thinking": )" + thinking + "}";
+  };
+  ApiError e = error_of([&] { parse_anthropic_request(with(4096, R"({"type": "enabled"})"), kLimits); });
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "thinking.budget_tokens");
+  e = error_of([&] { parse_anthropic_request(with(4096, R"({"type": "enabled", "budget_tokens": 1023})"), kLimits); });
+  EXPECT_EQ(e.param, "thinking.budget_tokens");
+  EXPECT_NE(e.message.find("1024"), std::string::npos) << e.message;
+  e = error_of([&] { parse_anthropic_request(with(2000, R"({"type": "enabled", "budget_tokens": 2000})"), kLimits); });
+  EXPECT_EQ(e.param, "thinking.budget_tokens");
+  EXPECT_NE(e.message.find("max_tokens"), std::string::npos) << e.message;
+  EXPECT_EQ(parse_anthropic_request(with(2001, R"({"type": "enabled", "budget_tokens": 2000})"), kLimits)
+                .params.sampling.thinking_budget, 2000);
+  // Disabled thinking ignores a budget; count_tokens has no max_tokens to compare with.
+  EXPECT_EQ(parse_anthropic_request(with(8, R"({"type": "disabled", "budget_tokens": 5000})"), kLimits)
+                .params.sampling.thinking_budget, -1);
+  EXPECT_EQ(parse_anthropic_count_tokens(R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+      "thinking": {"type": "enabled", "budget_tokens": 5000}})", kLimits).chat_template_kwargs["enable_thinking"], true);
 }
 
 TEST(AnthropicRequest, AFinalAssistantMessageIsAPrefillThatTheAnswerContinues) {
@@ -321,6 +349,15 @@ TEST(ResponsesRequest, EchoesSamplingParametersAsSent) {
   const ResponsesRequest plain = parse_responses_request(R"({"input": "hi", "temperature": null})", kLimits, store);
   EXPECT_EQ(plain.echo["temperature"], 1.0);
   EXPECT_EQ(plain.echo["top_p"], 1.0);
+}
+
+TEST(ResponsesRequest, ThinkingTokenBudgetIsChats) {
+  ResponseStore store(8, 60, 1 << 20);
+  EXPECT_EQ(parse_responses_request(R"({"input": "hi", "thinking_token_budget": 256})", kLimits, store)
+                .chat.params.sampling.thinking_budget, 256);
+  EXPECT_EQ(parse_responses_request(R"({"input": "hi"})", kLimits, store).chat.params.sampling.thinking_budget, -1);
+  EXPECT_EQ(error_of([&] { parse_responses_request(R"({"input": "hi", "thinking_token_budget": -1})", kLimits, store); })
+                .param, "thinking_token_budget");
 }
 
 TEST(ResponsesRequest, InstructionsAndLeadingDeveloperMessagesBecomeOneSystemMessage) {

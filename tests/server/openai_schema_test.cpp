@@ -71,6 +71,19 @@ TEST(OpenAiSchema, ReasoningEffortNoneTurnsThinkingOff) {
   EXPECT_EQ(thinking(R"(,"reasoning_effort":"none","chat_template_kwargs":{"enable_thinking":true})"), true);
 }
 
+TEST(OpenAiSchema, ThinkingTokenBudgetGoesToTheSampler) {
+  EXPECT_EQ(parse_chat_request("{" + kMsgs + "}", limits()).params.sampling.thinking_budget, -1);
+  EXPECT_EQ(parse_chat_request("{" + kMsgs + R"(,"thinking_token_budget":300})", limits()).params.sampling.thinking_budget,
+            300);
+  EXPECT_EQ(parse_chat_request("{" + kMsgs + R"(,"thinking_token_budget":0})", limits()).params.sampling.thinking_budget, 0);
+  try {
+    parse_chat_request("{" + kMsgs + R"(,"thinking_token_budget":-2})", limits());
+    ADD_FAILURE() << "no 400";
+  } catch (const ApiException& e) {
+    EXPECT_EQ(e.error.param, "thinking_token_budget");
+  }
+}
+
 TEST(OpenAiSchema, NullMeansAbsent) {
   const ChatRequest r = parse_chat_request(
       "{" + kMsgs + R"(,"temperature":null,"stop":null,"max_tokens":null})", limits());

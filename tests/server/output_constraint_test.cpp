@@ -148,6 +148,41 @@ ApiError constraint_error(const ChatRequest& r) {
   return ApiError{0, "", "", "", "", 0};
 }
 
+TEST(OutputConstraint, AThinkingBudgetInsideReasoningGetsAConstraintWithoutGrammar) {
+  FakeTextCodec codec;
+  ChatRequest r = chat(nullptr);
+  EXPECT_EQ(build_output_constraint(r, codec, true, codec.eos_token_ids()), nullptr);  // no budget: free
+  r.params.sampling.thinking_budget = 2;
+  EXPECT_EQ(build_output_constraint(r, codec, false, codec.eos_token_ids()), nullptr);  // thinking off
+  const auto c = build_output_constraint(r, codec, true, codec.eos_token_ids());
+  ASSERT_NE(c, nullptr);
+  EXPECT_FALSE(c->has_grammar());
+  EXPECT_EQ(c->close(), "\n</think>\n\n");  // as Qwen3.5's template closes a reasoning block
+  grammar::ConstraintState st(c, 2);
+  st.accept('a');
+  st.accept('b');
+  ASSERT_TRUE(st.closing());
+  std::string forced;
+  while (st.closing()) {  // the codec's one-token </think> is the likeliest path; take the first allowed
+    const auto mask = st.mask();
+    int32_t id = -1;
+    for (int32_t i = codec.num_vocab() - 1; i >= 0 && id < 0; --i) {
+      if (mask->has(i)) id = i;
+    }
+    ASSERT_GE(id, 0);
+    forced += codec.token_text(id);
+    st.accept(id);
+  }
+  EXPECT_EQ(forced, "\n</think>\n\n");
+  EXPECT_EQ(st.mask(), nullptr);
+  // With a schema the same budget bounds the reasoning before the constrained answer.
+  ChatRequest json = chat(nullptr, RequestJson::parse(R"({"type":"json_object"})"));
+  json.params.sampling.thinking_budget = 5;
+  const auto with_grammar = build_output_constraint(json, codec, true, codec.eos_token_ids());
+  EXPECT_TRUE(with_grammar->has_grammar());
+  EXPECT_EQ(with_grammar->close(), "\n</think>\n\n");
+}
+
 TEST(OutputConstraint, BadSchemasAre400sNamingTheField) {
   ApiError e = constraint_error(
       chat(nullptr, RequestJson::parse(R"j({"type":"json_schema","json_schema":{"schema":{"type":"string","pattern":"(?=x)"}}})j")));
