@@ -1,5 +1,12 @@
 // `pattern`: the regex subset, JSON escaping of what it matches, the features refused, and
 // random walks checked against std::wregex (ECMAScript grammar) over the decoded string.
+//
+// GCC 12 at -O1 (the sanitizer build) reports maybe-uninitialized inside libstdc++'s regex
+// automaton (std::function moved out of a state under construction), a false positive in the
+// library's own code; the whole translation unit uses std::regex, so it is silenced here only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <gtest/gtest.h>
 
 #include <regex>
