@@ -17,14 +17,18 @@ ByteSet hex() {
 
 }  // namespace
 
-Grammar::Sequence JsonPrimitives::repeat(const ByteSet& set, int min, int max) {
-  Grammar::Sequence seq;
-  for (int i = 0; i < min; ++i) seq.push_back(g_.bytes(set));
-  // opt_k := set opt_{k-1} | ε, built from k = 1 up.
+Grammar::Sequence JsonPrimitives::repeat(Element element, int min, int max) {
+  Grammar::Sequence seq(static_cast<size_t>(min), element);
   uint32_t opt = kNone;
+  if (max < 0) {
+    opt = g_.add_rule("repeat");  // opt := element opt | ε
+    g_.add_alternative(opt, {element, Grammar::call(opt)});
+    g_.add_alternative(opt, {});
+  }
+  // opt_k := element opt_{k-1} | ε, built from k = 1 up.
   for (int k = 1; k <= max - min; ++k) {
     const uint32_t r = g_.add_rule("repeat");
-    Grammar::Sequence alt{g_.bytes(set)};
+    Grammar::Sequence alt{element};
     if (opt != kNone) alt.push_back(Grammar::call(opt));
     g_.add_alternative(r, alt);
     g_.add_alternative(r, {});

@@ -37,8 +37,9 @@ class JsonPrimitives {
   uint32_t raw_char();
   // One rule matching exactly `text`.
   uint32_t literal(std::string_view text, std::string_view name);
-  // `set` between min and max times (min <= max).
-  Grammar::Sequence repeat(const ByteSet& set, int min, int max);
+  // `element` between min and max times (min <= max; max < 0: no upper bound).
+  Grammar::Sequence repeat(Element element, int min, int max);
+  Grammar::Sequence repeat(const ByteSet& set, int min, int max) { return repeat(g_.bytes(set), min, max); }
 
  private:
   // One UTF-8 character: an ASCII byte of `ascii` or a well-formed multi-byte sequence.

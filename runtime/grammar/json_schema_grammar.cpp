@@ -28,9 +28,9 @@ const std::set<std::string>& value_keywords() {
   return k;
 }
 
-std::string join(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
-
 }  // namespace
+
+std::string schema_path(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
 
 std::string json_literal(const SchemaJson& value) {
   return value.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::strict);
@@ -49,7 +49,7 @@ uint32_t JsonSchemaCompiler::value(const SchemaJson& schema, const std::string& 
   } guard{depth_};
   for (const auto& [key, unused] : schema.items()) {
     if (!known_keywords().contains(key))
-      throw SchemaError(join(path, key) + ": '" + key +
+      throw SchemaError(schema_path(path, key) + ": '" + key +
                         "' is not supported (constrained output takes the strict-mode subset: type, properties, "
                         "required, additionalProperties false, items, minItems, maxItems, enum, const, anyOf, "
                         "$ref/$defs, minLength, maxLength, format, pattern, minimum, maximum, exclusiveMinimum, "
@@ -57,23 +57,23 @@ uint32_t JsonSchemaCompiler::value(const SchemaJson& schema, const std::string& 
     if (value_keywords().contains(key)) {
       for (const char* other : {"$ref", "const", "enum", "anyOf"}) {
         if (schema.contains(other))
-          throw SchemaError(join(path, key) + ": '" + key + "' cannot be combined with '" + other +
+          throw SchemaError(schema_path(path, key) + ": '" + key + "' cannot be combined with '" + other +
                             "' (it would not be enforced)");
       }
       if (!schema.contains("type"))
-        throw SchemaError(join(path, key) + ": '" + key + "' needs a 'type' beside it to be enforced");
+        throw SchemaError(schema_path(path, key) + ": '" + key + "' needs a 'type' beside it to be enforced");
     }
   }
   if (const auto ref = schema.find("$ref"); ref != schema.end()) {
-    if (!ref->is_string()) throw SchemaError(join(path, "$ref") + ": must be a string");
-    return reference(ref->get<std::string>(), join(path, "$ref"));
+    if (!ref->is_string()) throw SchemaError(schema_path(path, "$ref") + ": must be a string");
+    return reference(ref->get<std::string>(), schema_path(path, "$ref"));
   }
   if (const auto c = schema.find("const"); c != schema.end()) return literals(SchemaJson::array({*c}), path);
   if (const auto e = schema.find("enum"); e != schema.end()) {
-    if (!e->is_array() || e->empty()) throw SchemaError(join(path, "enum") + ": must be a non-empty array");
-    return literals(*e, join(path, "enum"));
+    if (!e->is_array() || e->empty()) throw SchemaError(schema_path(path, "enum") + ": must be a non-empty array");
+    return literals(*e, schema_path(path, "enum"));
   }
-  if (const auto any = schema.find("anyOf"); any != schema.end()) return alternatives_of(*any, join(path, "anyOf"));
+  if (const auto any = schema.find("anyOf"); any != schema.end()) return alternatives_of(*any, schema_path(path, "anyOf"));
   const auto type = schema.find("type");
   if (type == schema.end()) {
     // No type: an object schema when it names properties, else any JSON value.
@@ -83,10 +83,10 @@ uint32_t JsonSchemaCompiler::value(const SchemaJson& schema, const std::string& 
   }
   if (type->is_string()) return typed(schema, type->get<std::string>(), path);
   if (!type->is_array() || type->empty())
-    throw SchemaError(join(path, "type") + ": must be a type name or a non-empty list of them");
+    throw SchemaError(schema_path(path, "type") + ": must be a type name or a non-empty list of them");
   const uint32_t r = g_.add_rule("types");
   for (const SchemaJson& t : *type) {
-    if (!t.is_string()) throw SchemaError(join(path, "type") + ": must list type names");
+    if (!t.is_string()) throw SchemaError(schema_path(path, "type") + ": must list type names");
     g_.add_alternative(r, {Grammar::call(typed(schema, t.get<std::string>(), path))});
   }
   return r;
@@ -100,40 +100,41 @@ uint32_t JsonSchemaCompiler::typed(const SchemaJson& schema, const std::string& 
   if (type == "null") return json_.null();
   if (type == "object") return object(schema, path);
   if (type == "array") return array(schema, path);
-  throw SchemaError(join(path, "type") + ": unknown type '" + type + "'");
+  throw SchemaError(schema_path(path, "type") + ": unknown type '" + type + "'");
 }
 
 uint32_t JsonSchemaCompiler::object(const SchemaJson& schema, const std::string& path) {
   const auto props_it = schema.find("properties");
   const SchemaJson empty = SchemaJson::object();
   const SchemaJson& props = props_it == schema.end() ? empty : *props_it;
-  if (!props.is_object()) throw SchemaError(join(path, "properties") + ": must be an object");
+  if (!props.is_object()) throw SchemaError(schema_path(path, "properties") + ": must be an object");
   std::set<std::string> required;
   if (const auto req = schema.find("required"); req != schema.end()) {
-    if (!req->is_array()) throw SchemaError(join(path, "required") + ": must be an array of property names");
+    if (!req->is_array()) throw SchemaError(schema_path(path, "required") + ": must be an array of property names");
     for (const SchemaJson& name : *req) {
       if (!name.is_string() || !props.contains(name.get<std::string>()))
-        throw SchemaError(join(path, "required") + ": " + json_literal(name) + " is not a property in 'properties'");
+        throw SchemaError(schema_path(path, "required") + ": " + json_literal(name) + " is not a property in 'properties'");
       required.insert(name.get<std::string>());
     }
   }
   bool additional = false;
   if (const auto add = schema.find("additionalProperties"); add != schema.end()) {
     if (!add->is_boolean())
-      throw SchemaError(join(path, "additionalProperties") + ": only false is supported (or true without properties)");
+      throw SchemaError(schema_path(path, "additionalProperties") + ": only false is supported (or true without properties)");
     additional = add->get<bool>();
   } else {
     additional = props_it == schema.end();  // {"type": "object"} alone: any object
   }
   if (additional) {
     if (!props.empty())
-      throw SchemaError(join(path, "additionalProperties") + ": must be false when properties are listed");
+      throw SchemaError(schema_path(path, "additionalProperties") + ": must be false when properties are listed");
     return json_.any_object();
   }
   // Members in schema order. rest[i][more]: properties i.. still to come, `more` = one was
   // already written (the next needs a comma). Built from the last property back.
   std::vector<std::pair<std::string, uint32_t>> members;
-  for (const auto& [name, sub] : props.items()) members.emplace_back(name, value(sub, join(join(path, "properties"), name)));
+  const std::string props_path = schema_path(path, "properties");
+  for (const auto& [name, sub] : props.items()) members.emplace_back(name, value(sub, schema_path(props_path, name)));
   const size_t n = members.size();
   uint32_t next[2] = {g_.add_rule("members_end"), 0};
   g_.add_alternative(next[0], {});
@@ -167,11 +168,11 @@ uint32_t JsonSchemaCompiler::object(const SchemaJson& schema, const std::string&
 
 uint32_t JsonSchemaCompiler::array(const SchemaJson& schema, const std::string& path) {
   const auto items = schema.find("items");
-  const uint32_t item = items == schema.end() ? json_.any_value() : value(*items, join(path, "items"));
+  const uint32_t item = items == schema.end() ? json_.any_value() : value(*items, schema_path(path, "items"));
   const std::optional<int> min_items = count_keyword(schema, "minItems", kMaxItemsBound, path);
   const std::optional<int> max_items = count_keyword(schema, "maxItems", kMaxItemsBound, path);
   const int lo = min_items.value_or(0);
-  if (max_items && *max_items < lo) throw SchemaError(join(path, "maxItems") + ": is below minItems");
+  if (max_items && *max_items < lo) throw SchemaError(schema_path(path, "maxItems") + ": is below minItems");
   // more: the items after the first, from lo - 1 (required) up to max - 1 (or unbounded).
   uint32_t more = g_.add_rule("items_end");
   g_.add_alternative(more, {});

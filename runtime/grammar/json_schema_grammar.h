@@ -76,6 +76,9 @@ class JsonSchemaCompiler {
   int depth_ = 0;                         // nesting of the schema document itself
 };
 
+// The path of `key` inside the schema at `path` (error messages name the field).
+std::string schema_path(const std::string& path, const std::string& key);
+
 // A count keyword (minLength, maxItems, ...) of `schema`: an integer 0..cap, or absent.
 std::optional<int> count_keyword(const SchemaJson& schema, const char* key, int cap, const std::string& path);
 

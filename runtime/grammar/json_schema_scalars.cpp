@@ -11,8 +11,6 @@
 namespace deltaserve::runtime::grammar {
 namespace {
 
-std::string join(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
-
 // A numeric bound as an integer: exact for JSON integers, `round` (floor or ceil) applied to
 // floats; anything beyond the integer primitive's range is clamped just past it.
 int64_t rounded_bound(const SchemaJson& v, double (*round)(double)) {
@@ -29,7 +27,7 @@ const SchemaJson* bound_keyword(const SchemaJson& schema, const char* key, const
   const auto it = schema.find(key);
   if (it == schema.end()) return nullptr;
   if (!it->is_number())
-    throw SchemaError(join(path, key) + ": must be a number (the draft-4 boolean form is not supported)");
+    throw SchemaError(schema_path(path, key) + ": must be a number (the draft-4 boolean form is not supported)");
   return &*it;
 }
 
@@ -44,9 +42,9 @@ std::optional<int> count_keyword(const SchemaJson& schema, const char* key, int 
   const bool integral =
       it->is_number_integer() || (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>());
   if (!integral || it->get<double>() < 0)
-    throw SchemaError(join(path, key) + ": must be a non-negative integer");
+    throw SchemaError(schema_path(path, key) + ": must be a non-negative integer");
   if (it->get<double>() > cap)
-    throw SchemaError(join(path, key) + ": at most " + std::to_string(cap) + " is supported (the grammar grows with it)");
+    throw SchemaError(schema_path(path, key) + ": at most " + std::to_string(cap) + " is supported (the grammar grows with it)");
   return static_cast<int>(it->get<double>());
 }
 
@@ -55,45 +53,30 @@ uint32_t JsonSchemaCompiler::string_value(const SchemaJson& schema, const std::s
   const std::optional<int> max_length = count_keyword(schema, "maxLength", kMaxStringLengthBound, path);
   uint32_t content = UINT32_MAX;
   if (const auto p = schema.find("pattern"); p != schema.end()) {
-    if (!p->is_string()) throw SchemaError(join(path, "pattern") + ": must be a string");
-    if (schema.contains("format")) throw SchemaError(join(path, "pattern") + ": cannot be combined with format");
+    if (!p->is_string()) throw SchemaError(schema_path(path, "pattern") + ": must be a string");
+    if (schema.contains("format")) throw SchemaError(schema_path(path, "pattern") + ": cannot be combined with format");
     if (max_length && *max_length < min_length.value_or(0))
-      throw SchemaError(join(path, "maxLength") + ": is below minLength");
+      throw SchemaError(schema_path(path, "maxLength") + ": is below minLength");
     try {
       content = regex_rule(g_, parse_regex(p->get<std::string>()), raw, min_length.value_or(0), max_length.value_or(-1));
     } catch (const RegexError& e) {
-      throw SchemaError(join(path, "pattern") + ": " + e.what());
+      throw SchemaError(schema_path(path, "pattern") + ": " + e.what());
     }
   } else if (const auto f = schema.find("format"); f != schema.end()) {
-    if (!f->is_string()) throw SchemaError(join(path, "format") + ": must be a string");
+    if (!f->is_string()) throw SchemaError(schema_path(path, "format") + ": must be a string");
     if (min_length || max_length)
-      throw SchemaError(join(path, "format") + ": cannot be combined with minLength/maxLength");
+      throw SchemaError(schema_path(path, "format") + ": cannot be combined with minLength/maxLength");
     const std::optional<uint32_t> rule = string_format(g_, json_, f->get<std::string>());
     if (!rule)
-      throw SchemaError(join(path, "format") + ": format '" + f->get<std::string>() +
+      throw SchemaError(schema_path(path, "format") + ": format '" + f->get<std::string>() +
                         "' is not supported (supported: " + kSupportedStringFormats + ")");
     content = *rule;
   } else if (min_length || max_length) {
     const int lo = min_length.value_or(0);
-    if (max_length && *max_length < lo) throw SchemaError(join(path, "maxLength") + ": is below minLength");
+    if (max_length && *max_length < lo) throw SchemaError(schema_path(path, "maxLength") + ": is below minLength");
     const uint32_t ch = raw ? json_.raw_char() : json_.string_char();
-    Grammar::Sequence s;
-    for (int i = 0; i < lo; ++i) s.push_back(Grammar::call(ch));
-    uint32_t rest = g_.add_rule("string_rest");  // the characters beyond minLength
-    g_.add_alternative(rest, {});
-    if (!max_length) {
-      g_.add_alternative(rest, {Grammar::call(ch), Grammar::call(rest)});
-    } else {
-      for (int k = 0; k < *max_length - lo; ++k) {
-        const uint32_t r = g_.add_rule("string_rest");
-        g_.add_alternative(r, {Grammar::call(ch), Grammar::call(rest)});
-        g_.add_alternative(r, {});
-        rest = r;
-      }
-    }
-    s.push_back(Grammar::call(rest));
     content = g_.add_rule("string_of_length");
-    g_.add_alternative(content, s);
+    g_.add_alternative(content, json_.repeat(Grammar::call(ch), lo, max_length.value_or(-1)));
   } else {
     return raw ? json_.raw_text() : json_.string();
   }
@@ -109,7 +92,7 @@ uint32_t JsonSchemaCompiler::string_value(const SchemaJson& schema, const std::s
 uint32_t JsonSchemaCompiler::integer_value(const SchemaJson& schema, const std::string& path) {
   if (const auto m = schema.find("multipleOf"); m != schema.end()) {
     if (!m->is_number() || m->get<double>() != 1.0)
-      throw SchemaError(join(path, "multipleOf") + ": only multipleOf 1 is supported on an integer");
+      throw SchemaError(schema_path(path, "multipleOf") + ": only multipleOf 1 is supported on an integer");
   }
   const SchemaJson* minimum = bound_keyword(schema, "minimum", path);
   const SchemaJson* maximum = bound_keyword(schema, "maximum", path);
@@ -128,7 +111,7 @@ uint32_t JsonSchemaCompiler::integer_value(const SchemaJson& schema, const std::
 
 uint32_t JsonSchemaCompiler::number_value(const SchemaJson& schema, const std::string& path) {
   if (schema.contains("multipleOf"))
-    throw SchemaError(join(path, "multipleOf") + ": not supported on a number (only multipleOf 1 on an integer)");
+    throw SchemaError(schema_path(path, "multipleOf") + ": not supported on a number (only multipleOf 1 on an integer)");
   std::optional<NumberBound> lo, hi;
   // Stricter of two bounds on one side: the larger lower (or the exclusive one at a tie).
   auto take = [&](const char* key, bool lower, bool exclusive) {
@@ -136,7 +119,7 @@ uint32_t JsonSchemaCompiler::number_value(const SchemaJson& schema, const std::s
     if (!v) return;
     const double d = v->get<double>();
     if (std::floor(d) != d || std::fabs(d) > static_cast<double>(kMaxBoundMagnitude))
-      throw SchemaError(join(path, key) + ": on a number only integral bounds of at most 16 digits are supported");
+      throw SchemaError(schema_path(path, key) + ": on a number only integral bounds of at most 16 digits are supported");
     const NumberBound b{rounded_bound(*v, floor_of), exclusive};
     std::optional<NumberBound>& side = lower ? lo : hi;
     const bool stricter = !side || (lower ? b.value > side->value : b.value < side->value) ||
