@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "scheduler/draft_simulation.h"
@@ -15,17 +17,20 @@
 namespace deltaserve::scheduler {
 namespace {
 
-// Step costs (ms) fitted to the H100 sweep's fixed-depth cells: trunk by (streams 1/4/16/64,
-// rows per stream 1..4), one MTP pass by rows. With 0.8/0.6/0.45 they give depth 1/2/3 at
-// 1.47/1.67/1.62x of no speculation at one stream, 1.46/1.47/1.42x at 4, 1.21/1.23/1.16x at
-// 16 and 1.17/1.04/0.98x at 64, as measured; a few rows' difference in depth changes the rate
-// by a few %, which is what makes the choice sensitive to noise.
+// Step costs (ms) fitted to the H100 sweep's fixed-depth cells (tests/fixtures/step_costs/):
+// trunk by (streams 1/4/16/64, rows per stream 1..4), one MTP pass by rows. With 0.8/0.6/0.45
+// they give depth 1/2/3 at 1.47/1.67/1.62x of no speculation at one stream, 1.46/1.47/1.42x at
+// 4, 1.21/1.23/1.16x at 16 and 1.17/1.04/0.98x at 64, as measured; a row's difference in depth
+// changes the rate by a few %, which is what makes the choice sensitive to noise.
 std::shared_ptr<const runtime::StepCostTable> h100_like_costs() {
-  return std::make_shared<const runtime::StepCostTable>(
-      runtime::StepCostKey{"h100-like", "35b-a3b"}, std::vector<int32_t>{1, 4, 16, 64}, std::vector<int32_t>{1, 2, 3, 4},
-      std::vector<std::vector<double>>{
-          {5.65, 6.30, 6.50, 6.90}, {7.82, 8.94, 10.73, 11.65}, {12.18, 17.22, 20.78, 23.51}, {24.57, 36.30, 50.90, 58.10}},
-      std::vector<int32_t>{1, 4, 16, 64}, std::vector<double>{0.6, 0.7, 0.9, 1.5});
+  static const auto table = [] {
+    const std::string path = "tests/fixtures/step_costs/h100_35b_a3b_fitted.json";
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return std::make_shared<const runtime::StepCostTable>(runtime::StepCostTable::from_json(text.str(), path));
+  }();
+  return table;
 }
 
 struct Sweep {
