@@ -86,7 +86,7 @@ TEST(DraftSimulationTest, PolicyMatchesTheBestFixedDepthOnCodeLikeAcceptance) {
       const double within = streams <= 4 ? 0.97 : 0.95;
       EXPECT_GE(s.policy, within * s.best_fixed) << streams << " streams, seed " << seed;
       EXPECT_GE(s.policy, s.off) << streams << " streams, seed " << seed;
-      EXPECT_LE(s.changes_per_stream, 20.0) << streams << " streams, seed " << seed;
+      EXPECT_LE(s.changes_per_stream, 10.0) << streams << " streams, seed " << seed;
     }
   }
 }
