@@ -1,6 +1,8 @@
 #include "scheduler/draft_simulation.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <random>
 #include <stdexcept>
 
@@ -47,7 +49,6 @@ DraftSimulationResult simulate_drafts(const DraftSimulationOptions& o) {
       int32_t a = 0;
       while (a < d && static_cast<size_t>(a) < rates.size() && draws[static_cast<size_t>(a)] < rates[static_cast<size_t>(a)]) ++a;
       if (o.depth < 0) estimates.record(DraftKind::kGreedy, evidence[s], d, a);
-      if (s == 0) r.depth_trace.push_back(d);
       if (counted) {
         r.num_tokens += 1 + a;
         r.num_drafted += d;

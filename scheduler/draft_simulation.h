@@ -37,7 +37,6 @@ struct DraftSimulationResult {
   int64_t num_drafted = 0;
   int64_t num_accepted = 0;
   int64_t num_depth_changes = 0;  // counted steps where a stream's depth differs from its last step's
-  std::vector<int32_t> depth_trace;  // stream 0's depth at every step, warm-up included
 
   double tokens_per_s() const { return predicted_ms > 0 ? num_tokens / (predicted_ms / 1e3) : 0; }
   double mean_depth(int32_t num_streams, int32_t num_steps) const {
