@@ -6,9 +6,14 @@
 # drafting (deltaserve_spec_decode_draft_depth above 0) and the cost model's prediction ratio.
 # Usage (repository root, on a GPU host): bench/gpu_speculation_policy.sh BUILD_OR_BUNDLE_DIR OUT_DIR
 # Prints the tables; writes JSON, the daemon's metrics and the start-up log to OUT_DIR.
+# Then the same policy replayed on the table bench measured (`bench policy`, no device): where
+# the replay and the timed cells agree, the policy's choices are what it costs; where they
+# disagree, the table mispredicts the device.
 # Environment: DEVICE (default cuda), PRESET (default qwen3.6-35b-a3b), ACCEPTANCE (default
 # 0.8,0.6,0.45), BATCH (default 1,4,16,64,128; 1,4,16,64 on a GPU of under 100 GiB, where 128
-# streams' f32 recurrent states, 64 GB, do not fit beside the weights).
+# streams' f32 recurrent states, 64 GB, do not fit beside the weights), STEPS (timed steps per
+# cell, default 256: at one stream a step emits 1-4 tokens, and 32 steps left the cells' rates
+# a few % apart from run to run, as much as the depths differ).
 set -euo pipefail
 build=${1:?build or bundle dir}
 out=${2:?out dir}
@@ -18,13 +23,16 @@ default_batch=1,4,16,64,128
 gpu_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 || true)
 if [[ -n "$gpu_mib" && "$gpu_mib" -lt 102400 ]]; then default_batch=1,4,16,64; fi
 
-# 40 warm-up steps: each stream's acceptance estimates start at the optimistic prior (1.0 at
-# every position, scheduler/draft_policy.h) and a deep position is reached in only some steps,
-# so the policy needs a few dozen steps to settle; the table shows its settled choice.
+# 40 warm-up steps: the kind's estimate starts at the optimistic prior (1.0 at every position,
+# scheduler/draft_policy.h) and a deep position is reached in only some steps, so the policy
+# needs a few dozen steps to settle; the table shows its settled choice.
 "$build/cli/deltaserve" bench decode --preset "${PRESET:-qwen3.6-35b-a3b}" --weights q4_0 --device "$device" \
-  --batch "${BATCH:-$default_batch}" --context 512 --steps 32 --warmup 40 \
+  --batch "${BATCH:-$default_batch}" --context 512 --steps "${STEPS:-256}" --warmup 40 \
   --acceptance "${ACCEPTANCE:-0.8,0.6,0.45}" --depths off,0,1,2,3,policy \
   --json "$out/speculation_policy.json" | tee "$out/speculation_policy.txt"
+echo
+"$build/cli/deltaserve" bench policy --step-costs "$out/speculation_policy.json" \
+  --batch "${BATCH:-$default_batch}" --acceptance "${ACCEPTANCE:-0.8,0.6,0.45}" | tee "$out/speculation_policy_replay.txt"
 
 # Served: the embedded model, the policy on (default depth), 32 streams under deltaserve-load.
 export DELTASERVE_BUILD_DIR="$build"

@@ -1,6 +1,7 @@
 // `deltaserve bench decode|prefill`: a model (a preset with synthetic weights, or a file) on a
 // backend, timed over hand-made batch plans; prints a table and optionally writes JSON.
-// `bench write-gguf` writes a preset's weights as a servable file (bench_write_gguf.cpp).
+// `bench write-gguf` writes a preset's weights as a servable file (bench_write_gguf.cpp);
+// `bench policy` replays the speculation policy on a step-cost table (bench_policy.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/bench_policy.h"
 #include "cli/bench_runs.h"
 #include "cli/bench_speculation.h"
 #include "cli/bench_trace.h"
@@ -168,7 +170,8 @@ int run_speculation_bench(const BenchCommand& c, const LoadedModel& model, Backe
   for (const double a : c.o.acceptance) rates += (rates.empty() ? "" : "/") + std::to_string(a).substr(0, 4);
   std::printf("speculate  simulated acceptance %s by draft position (each given the ones before)%s\n\n", rates.c_str(),
               backend.config().num_mtp_layers > 0 ? "" : "; the model has no MTP head: draft passes not timed");
-  const std::vector<SpeculationRow> rows = run_speculation(backend, c.o);
+  std::shared_ptr<const runtime::StepCostTable> costs;
+  const std::vector<SpeculationRow> rows = run_speculation(backend, c.o, costs);
   print_speculation_table(rows);
   std::printf("\n");
   print_memory(backend);
@@ -180,7 +183,8 @@ int run_speculation_bench(const BenchCommand& c, const LoadedModel& model, Backe
                         {"context_tokens", c.o.context_tokens},
                         {"seed", c.o.seed},
                         {"acceptance", c.o.acceptance},
-                        {"results", speculation_to_json(rows)}};
+                        {"results", speculation_to_json(rows)},
+                        {"step_costs", nlohmann::json::parse(costs->to_json())}};
     std::ofstream out(c.json_path);
     out << j.dump(2) << "\n";
     if (!out) throw std::runtime_error(c.json_path + ": cannot write");
@@ -294,6 +298,25 @@ int bench_main(int argc, char** argv) {
       "write-gguf", "Write a preset's synthetic weights as a GGUF file the daemon serves (served figures at bench's shapes)");
   WriteGgufOptions write_gguf_options;
   add_write_gguf_options(*write_gguf, write_gguf_options);
+  CLI::App* policy = app.add_subcommand(
+      "policy", "The speculation policy simulated on a step-cost table (no model, no device): tokens per predicted "
+                "second against fixed depths");
+  PolicyBenchOptions policy_options;
+  policy->add_option("--step-costs", policy_options.step_costs_path,
+                     "A step-cost file (serve --step-costs-file) or a `bench decode --acceptance --json` result")
+      ->required();
+  policy->add_option("--acceptance", policy_options.acceptance,
+                     "Acceptance of draft position 1, 2, .. (each given the ones before), comma-separated")
+      ->required()
+      ->delimiter(',')
+      ->check(CLI::Range(0.0, 1.0));
+  policy->add_option("--batch", policy_options.batch_sizes, "Streams per run, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  policy->add_option("--steps", policy_options.num_steps, "Counted steps per cell")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  policy->add_option("--warmup", policy_options.num_warmup, "Steps first, not counted")->check(CLI::Range(0, 1 << 20))->capture_default_str();
+  policy->add_option("--seed", policy_options.seed, "Seed of the acceptance draws")->capture_default_str();
   add_common_options(*decode, c);
   decode->add_option("--steps", c.o.num_steps, "Timed steps per batch size")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   decode->add_option("--rows,--draft-rows", c.o.rows_per_step,
@@ -343,6 +366,18 @@ int bench_main(int argc, char** argv) {
     return 2;
   }
   if (write_gguf->parsed()) return write_gguf_main(write_gguf_options);
+  if (policy->parsed()) {
+    if (policy_options.acceptance.size() > static_cast<size_t>(runtime::kMaxDraftDepth)) {
+      std::fprintf(stderr, "deltaserve bench policy: --acceptance lists at most %d positions\n", runtime::kMaxDraftDepth);
+      return 2;
+    }
+    try {
+      return run_policy_bench(policy_options);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "deltaserve bench policy: %s\n", e.what());
+      return 1;
+    }
+  }
   c.mode = decode->parsed() ? "decode" : "prefill";
   if (const auto precision = runtime::parse_state_precision(c.state_precision)) {
     c.o.state_precision = *precision;

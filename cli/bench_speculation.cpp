@@ -41,7 +41,9 @@ class SpeculationCell {
         // the head in step with the catch-up pass as a speculating server does.
         has_mtp_(backend.config().num_mtp_layers > 0 && !is_off(mode)),
         position_(static_cast<size_t>(num_streams), o.context_tokens),
-        acceptance_(static_cast<size_t>(num_streams), estimates_.seed(scheduler::DraftKind::kGreedy)),
+        evidence_(static_cast<size_t>(num_streams)),
+        acceptance_(static_cast<size_t>(num_streams)),
+        last_depths_(static_cast<size_t>(num_streams), -1),
         rng_(o.seed) {
     row_.num_streams = num_streams;
     row_.mode = mode;
@@ -61,7 +63,7 @@ class SpeculationCell {
       const double ms = ms_since(t0);
       for (int32_t s = 0; s < num_streams_; ++s) {
         const int32_t d = depths_[static_cast<size_t>(s)], a = accepted[static_cast<size_t>(s)];
-        if (policy_ != nullptr) estimates_.record(scheduler::DraftKind::kGreedy, acceptance_[static_cast<size_t>(s)], d, a);
+        if (policy_ != nullptr) estimates_.record(scheduler::DraftKind::kGreedy, evidence_[static_cast<size_t>(s)], d, a);
         position_[static_cast<size_t>(s)] += 1 + a;
         if (!timed) continue;
         row_.num_tokens += 1 + a;
@@ -86,8 +88,13 @@ class SpeculationCell {
     }
     std::vector<scheduler::DraftStream> streams;
     const auto limit = static_cast<int32_t>(o_.acceptance.size());
-    for (const scheduler::DraftAcceptance& a : acceptance_) streams.push_back({limit, &a});
-    return policy_->choose(streams, INT32_MAX, depths_);
+    for (size_t s = 0; s < acceptance_.size(); ++s) {
+      acceptance_[s] = estimates_.estimate(scheduler::DraftKind::kGreedy, evidence_[s]);
+      streams.push_back({limit, &acceptance_[s], last_depths_[s]});
+    }
+    const double ms = policy_->choose(streams, INT32_MAX, depths_);
+    last_depths_ = depths_;
+    return ms;
   }
 
   MtpSequenceStep mtp_rows(int32_t s, int64_t first_row, int32_t num_rows) const {
@@ -141,14 +148,18 @@ class SpeculationCell {
   }
 
   // Accepted drafts per stream (each draft j kept with probability A_j while all before it
-  // were), then the rollbacks to the kept rows.
+  // were), then the rollbacks to the kept rows. Every position's uniform is drawn whatever the
+  // depth, so all modes of a stream count see the same outcomes (common random numbers): their
+  // rates differ by their depths, not by luck.
   std::vector<int32_t> simulate_acceptance() {
     std::vector<int32_t> accepted(static_cast<size_t>(num_streams_), 0);
     std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    std::vector<double> draws(o_.acceptance.size());
     for (int32_t s = 0; s < num_streams_; ++s) {
+      for (double& u : draws) u = uniform(rng_);
       const int32_t d = depths_[static_cast<size_t>(s)];
       int32_t& a = accepted[static_cast<size_t>(s)];
-      while (a < d && a < static_cast<int32_t>(o_.acceptance.size()) && uniform(rng_) < o_.acceptance[static_cast<size_t>(a)]) ++a;
+      while (a < d && a < static_cast<int32_t>(draws.size()) && draws[static_cast<size_t>(a)] < o_.acceptance[static_cast<size_t>(a)]) ++a;
       if (d > 0) backend_.rollback(s, 1 + a);
     }
     return accepted;
@@ -180,7 +191,9 @@ class SpeculationCell {
   std::vector<int64_t> position_;
   std::vector<int32_t> waiting_ = std::vector<int32_t>(static_cast<size_t>(num_streams_), 0);  // rows per stream
   scheduler::AcceptanceEstimates estimates_;
-  std::vector<scheduler::DraftAcceptance> acceptance_;
+  std::vector<scheduler::DraftEvidence> evidence_;     // per stream, as a Sequence keeps it
+  std::vector<scheduler::DraftAcceptance> acceptance_;  // this step's estimates
+  std::vector<int32_t> last_depths_;
   std::mt19937_64 rng_;
   std::vector<int32_t> depths_;
   ForwardOutput out_, mtp_out_;
@@ -221,8 +234,10 @@ int32_t speculation_max_depth(const BenchOptions& o) {
   return depth;
 }
 
-std::vector<SpeculationRow> run_speculation(Backend& backend, const BenchOptions& o) {
-  const scheduler::DraftPolicy policy(measure_costs(backend, o), 0.0);
+std::vector<SpeculationRow> run_speculation(Backend& backend, const BenchOptions& o,
+                                            std::shared_ptr<const runtime::StepCostTable>& costs) {
+  costs = measure_costs(backend, o);
+  const scheduler::DraftPolicy policy(costs, 0.0);
   std::printf("\n");
   std::vector<SpeculationRow> rows;
   for (const int32_t streams : o.batch_sizes) {

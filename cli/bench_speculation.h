@@ -14,6 +14,7 @@
 // blocks for the whole run.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,8 +40,10 @@ struct SpeculationRow {
 // The deepest draft any mode asks for (the backend's verify rows must cover 1 + it).
 int32_t speculation_max_depth(const BenchOptions& o);
 
-// Measures the cost table (printing a summary line), then runs every (streams, mode) cell.
-std::vector<SpeculationRow> run_speculation(runtime::Backend& backend, const BenchOptions& o);
+// Measures the cost table (printing a summary line; returned in costs for the JSON record, so
+// `bench policy` can replay it), then runs every (streams, mode) cell.
+std::vector<SpeculationRow> run_speculation(runtime::Backend& backend, const BenchOptions& o,
+                                            std::shared_ptr<const runtime::StepCostTable>& costs);
 
 // Tokens/s per cell, and its ratio to speculation off of the same streams (else depth 0).
 void print_speculation_table(const std::vector<SpeculationRow>& rows);

@@ -5,7 +5,8 @@
 namespace deltaserve::scheduler {
 namespace {
 
-// One candidate draft row: stream i's draft j (1-based), expected to survive with p.
+// One candidate draft row: stream i's draft j (1-based), worth p tokens (its survival, with
+// the stickiness bonus or malus).
 struct Candidate {
   double p = 0.0;
   int32_t stream = 0;
@@ -71,7 +72,11 @@ double DraftPolicy::choose(std::span<const DraftStream> streams, int32_t max_dra
     for (int32_t j = 1; j <= limit; ++j) {
       p *= (*s.acceptance)[static_cast<size_t>(j - 1)];
       if (p < min_expected_ || p <= 0.0) break;
-      candidates.push_back({p, static_cast<int32_t>(i), j});
+      // Rows it carried count a little more, new ones a little less; within a stream the
+      // values still fall with j.
+      double value = p;
+      if (s.previous_depth >= 0) value *= j <= s.previous_depth ? 1.0 + kDepthStickiness : 1.0 - kDepthStickiness;
+      candidates.push_back({value, static_cast<int32_t>(i), j});
       max_depth = std::max(max_depth, j);
     }
   }
@@ -118,19 +123,38 @@ double DraftPolicy::predict_ms(std::span<const int32_t> depths, int32_t prefill_
          (time.ms() - costs_->trunk_ms(num_decoding, static_cast<double>(decode_rows)));
 }
 
-AcceptanceEstimates::AcceptanceEstimates(double prior) {
-  for (DraftAcceptance& a : by_kind_) a.fill(prior);
+AcceptanceEstimates::AcceptanceEstimates(double prior) : prior_(prior) {}
+
+DraftAcceptance AcceptanceEstimates::seed(DraftKind kind) const {
+  const DraftEvidence& k = by_kind_[static_cast<size_t>(kind)];
+  DraftAcceptance a{};
+  // The starting prior counts as one observation.
+  for (size_t j = 0; j < a.size(); ++j) a[j] = (k.accepted[j] + prior_) / (k.reached[j] + 1.0);
+  return a;
 }
 
-void AcceptanceEstimates::record(DraftKind kind, DraftAcceptance& stream, int32_t num_drafted, int32_t num_accepted) {
-  DraftAcceptance& global = by_kind_[static_cast<size_t>(kind)];
+DraftAcceptance AcceptanceEstimates::estimate(DraftKind kind, const DraftEvidence& stream) const {
+  DraftAcceptance a = seed(kind);
+  for (size_t j = 0; j < a.size(); ++j) {
+    a[j] = (stream.accepted[j] + kStreamPriorWeight * a[j]) / (stream.reached[j] + kStreamPriorWeight);
+  }
+  return a;
+}
+
+void AcceptanceEstimates::record(DraftKind kind, DraftEvidence& stream, int32_t num_drafted, int32_t num_accepted) {
+  DraftEvidence& shared = by_kind_[static_cast<size_t>(kind)];
+  for (size_t j = 0; j < stream.reached.size(); ++j) {
+    stream.reached[j] *= kStreamDecay;
+    stream.accepted[j] *= kStreamDecay;
+  }
   // Draft j was reached when drafts 0..j-1 were accepted: only reached positions learn.
   for (int32_t j = 0; j < num_drafted && j <= num_accepted && j < runtime::kMaxDraftDepth; ++j) {
+    const auto k = static_cast<size_t>(j);
     const double outcome = j < num_accepted ? 1.0 : 0.0;
-    double& own = stream[static_cast<size_t>(j)];
-    own = kStreamDecay * own + (1.0 - kStreamDecay) * outcome;
-    double& shared = global[static_cast<size_t>(j)];
-    shared = kKindDecay * shared + (1.0 - kKindDecay) * outcome;
+    stream.reached[k] += 1.0;
+    stream.accepted[k] += outcome;
+    shared.reached[k] = kKindDecay * shared.reached[k] + 1.0;
+    shared.accepted[k] = kKindDecay * shared.accepted[k] + outcome;
   }
 }
 

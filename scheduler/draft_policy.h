@@ -2,12 +2,13 @@
 //
 // Model (docs/speculation.md). Stream i at depth d emits in expectation
 //   E_i(d) = 1 + sum_{j=1..d} prod_{k=1..j} a_ik
-// tokens, where a_ik is its acceptance of draft position k given 1..k-1 accepted (a decayed
-// running estimate, seeded from its request kind's). The step's time is predicted from the
-// device's measured StepCostTable: the trunk forward of all decode rows (S streams, S + sum d_i
-// rows), plus one MTP pass per chained draft position (draft 1 comes out of the previous step's
-// catch-up pass, draft j >= 2 needs chain pass j - 1 over the streams drafting that deep), plus
-// the catch-up pass itself. The policy maximises sum_i E_i(d_i) / predicted time.
+// tokens, where a_ik is its acceptance of draft position k given 1..k-1 accepted (its own
+// evidence shrunk toward its request kind's estimate: AcceptanceEstimates below). The step's
+// time is predicted from the device's measured StepCostTable: the trunk forward of all decode
+// rows (S streams, S + sum d_i rows), plus one MTP pass per chained draft position (draft 1
+// comes out of the previous step's catch-up pass, draft j >= 2 needs chain pass j - 1 over the
+// streams drafting that deep), plus the catch-up pass itself. The policy maximises
+// sum_i E_i(d_i) / predicted time.
 //
 // Allocation: every candidate draft row (i, j) is worth p_ij = prod_{k<=j} a_ik tokens, which
 // falls with j, so sorting all candidates by p_ij (then j) lists each stream's rows in order.
@@ -16,6 +17,13 @@
 // keeps the prefix with the best tokens per second, so a cost curve with a step in it (a tile
 // boundary) is crossed when the rows past it pay. Bounded by each stream's limit (--draft-depth,
 // the request's draft_depth, max_tokens, the context) and by the step's row budget.
+//
+// Stickiness: neighbouring depths often differ by only a few % in rate, less than the noise
+// of any estimate, so a policy that follows the estimate exactly moves a stream's depth back
+// and forth and pays the rows of the worse depth about half the time. Rows the stream carried
+// last step are valued kDepthStickiness above their estimate, rows it did not below it: a
+// depth changes only when the estimate moves past that margin, and a near-tie costs at most
+// the margin's share of one row.
 //
 // Without a cost table (tests with a fake runner) every row costs the same: each stream drafts
 // to its limit. In both cases a draft expected to survive less than min_expected is never made.
@@ -46,6 +54,7 @@ const char* draft_kind_name(DraftKind kind);
 struct DraftStream {
   int32_t limit = 0;                           // drafts at most (0: this stream does not draft)
   const DraftAcceptance* acceptance = nullptr;  // required when limit > 0
+  int32_t previous_depth = -1;                 // its depth last step; -1: none (no stickiness)
 };
 
 class DraftPolicy {
@@ -63,6 +72,8 @@ class DraftPolicy {
   double predict_ms(std::span<const int32_t> depths, int32_t prefill_sequences, int64_t prefill_rows) const;
 
   bool has_costs() const { return costs_ != nullptr && !costs_->empty(); }
+  // Relative bonus of a row the stream carried last step, and malus of one it did not.
+  static constexpr double kDepthStickiness = 0.05;
   const runtime::StepCostTable* costs() const { return costs_.get(); }
 
  private:
@@ -70,22 +81,52 @@ class DraftPolicy {
   double min_expected_;
 };
 
-// Running acceptance estimates: one per stream (in its Sequence) and one per request kind,
-// which seeds new streams. Both learn only from positions a verify step reached.
+// One stream's evidence about its drafts: per position, how many verify steps reached it and
+// how many of those accepted it, both decayed by AcceptanceEstimates::kStreamDecay per decode
+// step. Kept in the stream's Sequence.
+struct DraftEvidence {
+  DraftAcceptance reached{};
+  DraftAcceptance accepted{};
+};
+
+// Acceptance estimates: each stream's own evidence, and one estimate per request kind, which
+// is every stream's prior.
+//
+// A stream's estimate of position j is the posterior mean of a Beta whose prior is its kind's
+// estimate worth kStreamPriorWeight observations:
+//   a_j = (accepted_j + w q_j) / (reached_j + w).
+// Deep positions are reached in only some steps (position 3 of 0.8/0.6/0.45 in one step of
+// two), so their own counts stay small and they lean on the kind, which pools every stream of
+// the kind; a position that one unlucky run made look poor no longer swings the depth. The
+// counts decay every decode step, whether or not the stream drafted: evidence about a position
+// the policy stopped drafting fades and the estimate returns to the kind's, so a stream is
+// never stuck at a depth by an estimate that no step can correct any more (an exponential
+// average that learns only when a position is reached freezes every low reading).
+//
+// A kind's estimate is the decayed mean of all its streams' observations (kKindDecay per
+// observation), with the starting prior worth one observation: prior 1.0 makes new kinds try
+// drafting, and the first observations replace it at once.
 class AcceptanceEstimates {
  public:
-  // prior: every kind's starting acceptance at every position (optimistic: new kinds try).
+  // prior: every kind's starting acceptance at every position.
   explicit AcceptanceEstimates(double prior = 1.0);
-  const DraftAcceptance& seed(DraftKind kind) const { return by_kind_[static_cast<size_t>(kind)]; }
-  // A verify step of a stream of this kind: num_drafted drafts, the first num_accepted kept.
-  void record(DraftKind kind, DraftAcceptance& stream, int32_t num_drafted, int32_t num_accepted);
+  // The kind's current estimate (what a stream without evidence uses).
+  DraftAcceptance seed(DraftKind kind) const;
+  // A stream's estimate from its evidence and its kind's.
+  DraftAcceptance estimate(DraftKind kind, const DraftEvidence& stream) const;
+  // One decode step of a stream that may draft: num_drafted drafts (0 included: the step
+  // still ages the stream's evidence), the first num_accepted kept.
+  void record(DraftKind kind, DraftEvidence& stream, int32_t num_drafted, int32_t num_accepted);
 
-  // Decay per observation: a stream follows its own text quickly, a kind drifts slowly.
-  static constexpr double kStreamDecay = 0.9;
-  static constexpr double kKindDecay = 0.98;
+  // A stream's evidence halves in about 35 decode steps: it follows a change in its text
+  // within a few dozen steps; the kind's estimate steadies what that window leaves noisy.
+  static constexpr double kStreamDecay = 0.98;
+  static constexpr double kStreamPriorWeight = 8.0;
+  static constexpr double kKindDecay = 0.995;
 
  private:
-  std::array<DraftAcceptance, kNumDraftKinds> by_kind_;
+  double prior_;
+  std::array<DraftEvidence, kNumDraftKinds> by_kind_{};
 };
 
 }  // namespace deltaserve::scheduler

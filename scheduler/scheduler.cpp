@@ -69,7 +69,6 @@ void Scheduler::add(RequestId id, RequestSpec spec, EventSink sink, TimePoint su
   s.tokens = std::move(spec.prompt_tokens);
   s.spec = std::move(spec);
   s.draft_kind = draft_kind(s.spec.sampling);
-  s.draft_acceptance = acceptance_.seed(s.draft_kind);
   if (sequences_.count(id) != 0) {
     // Not registered: the live request with this id is left alone.
     RequestEvent event;
@@ -268,8 +267,10 @@ int32_t Scheduler::plan_drafts(std::vector<int32_t>& want, int32_t budget) {
   std::vector<DraftStream> streams;
   for (size_t i = 0; i < running_.size(); ++i) {
     if (want[i] != 1 || running_[i]->num_missing_tokens() != 1) continue;
+    Sequence& s = *running_[i];
     decoding.push_back(i);
-    streams.push_back({draft_limit(*running_[i]), &running_[i]->draft_acceptance});
+    s.draft_acceptance = acceptance_.estimate(s.draft_kind, s.draft_evidence);
+    streams.push_back({draft_limit(s), &s.draft_acceptance, s.draft_depth_last});
   }
   std::vector<int32_t> depths;
   policy_.choose(streams, budget, depths);
@@ -277,6 +278,7 @@ int32_t Scheduler::plan_drafts(std::vector<int32_t>& want, int32_t budget) {
   for (size_t k = 0; k < decoding.size(); ++k) {
     want[decoding[k]] += depths[k];
     num_rows += depths[k];
+    running_[decoding[k]]->draft_depth_last = depths[k];
   }
   return num_rows;
 }

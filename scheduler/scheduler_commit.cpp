@@ -24,13 +24,14 @@ std::string check_emitted(const runtime::SequencePlan& p, const runtime::Sequenc
 
 }  // namespace
 
-// Draft j (0-based) was reached when drafts 0..j-1 were accepted; the running acceptance of
-// a position learns only from steps that reached it.
+// Draft j (0-based) was reached when drafts 0..j-1 were accepted; the estimate of a position
+// learns only from steps that reached it. Every decode step of a stream that may draft is
+// recorded, drafts or none: it ages the stream's evidence (AcceptanceEstimates).
 void Scheduler::record_drafts(Sequence& s, const runtime::SequencePlan& p, const runtime::SequenceOutput& out) {
-  const int32_t num_drafted = std::min(out.num_drafted, p.draft_depth);
-  if (num_drafted <= 0) return;
+  if (!p.is_decode || !p.speculative) return;
+  const int32_t num_drafted = std::max(0, std::min(out.num_drafted, p.draft_depth));
   const int32_t num_accepted = static_cast<int32_t>(out.tokens.size()) - 1;
-  acceptance_.record(s.draft_kind, s.draft_acceptance, num_drafted, num_accepted);
+  acceptance_.record(s.draft_kind, s.draft_evidence, num_drafted, num_accepted);
   if (observer_ == nullptr) return;
   for (int32_t j = 0; j < num_drafted; ++j) observer_->on_drafts(j, 1, j < num_accepted ? 1 : 0);
 }

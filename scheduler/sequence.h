@@ -43,14 +43,14 @@ struct Sequence {
   TimePoint first_scheduled_time{};
   TimePoint first_token_time{};
   TimePoint last_token_time{};
-  // Running acceptance of draft position j given 1..j-1 accepted (exponential average),
-  // seeded from its kind's estimate at add() (scheduler/draft_policy.h AcceptanceEstimates).
-  DraftAcceptance draft_acceptance;
+  // What its verify steps showed of each draft position, and the estimate the policy last
+  // used (its evidence shrunk toward its kind's: scheduler/draft_policy.h AcceptanceEstimates).
+  DraftEvidence draft_evidence;
+  DraftAcceptance draft_acceptance{};
+  int32_t draft_depth_last = -1;  // the policy's choice at its last decode step; -1: none yet
   DraftKind draft_kind = DraftKind::kGreedy;
   bool was_scheduled = false;
   bool has_first_token = false;
-
-  Sequence() { draft_acceptance.fill(1.0); }
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_generated() const { return num_tokens() - num_prompt_tokens; }

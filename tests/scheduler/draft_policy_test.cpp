@@ -110,6 +110,21 @@ TEST(DraftPolicyTest, DepthZeroCostsNoMtpPass) {
   EXPECT_DOUBLE_EQ(policy.predict_ms(none, 0, 0), 10.0);
 }
 
+// Near a tie the depth the stream had wins; a clear gain still moves it. One stream, rows cost
+// 10, 11, 12.4 ms, a1 = 0.9: depth 1 gives 1.9 / 11 = 0.1727 tokens per ms. With a2 = 0.2778
+// depth 2 gives 2.15 / 12.4 = 0.1734 (0.4% better): a stream stays at the depth it had. With
+// a2 = 0.5, 2.35 / 12.4 = 0.1895 (10% better) moves it from 1 to 2; with a2 = 0.2,
+// 2.08 / 12.4 = 0.1677 (3% worse, its row 26% short of paying) moves it from 2 to 1.
+TEST(DraftPolicyTest, StickinessKeepsTheDepthThroughANearTie) {
+  const DraftPolicy policy(table({1}, {1, 2, 3}, {{10, 11, 12.4}}), 0.0);
+  const DraftAcceptance near = rates({0.9, 0.2778}), better = rates({0.9, 0.5}), worse = rates({0.9, 0.2});
+  EXPECT_EQ(choose(policy, {{2, &near, -1}}), (std::vector<int32_t>{2}));  // no history: the best
+  EXPECT_EQ(choose(policy, {{2, &near, 2}}), (std::vector<int32_t>{2}));
+  EXPECT_EQ(choose(policy, {{2, &near, 1}}), (std::vector<int32_t>{1}));
+  EXPECT_EQ(choose(policy, {{2, &better, 1}}), (std::vector<int32_t>{2}));
+  EXPECT_EQ(choose(policy, {{2, &worse, 2}}), (std::vector<int32_t>{1}));
+}
+
 TEST(DraftPolicyTest, BoundedByLimitsAndTheRowBudget) {
   const DraftPolicy flat(table({1, 8}, {1, 2, 3, 4}, {{1, 1, 1, 1}, {1, 1, 1, 1}}), 0.0);
   const DraftAcceptance a = rates({0.9, 0.9, 0.9});
@@ -140,20 +155,61 @@ TEST(DraftPolicyTest, WithoutCostsEveryStreamDraftsToItsLimitAboveTheFloor) {
 TEST(AcceptanceEstimatesTest, StreamsAndKindsLearnFromReachedPositionsOnly) {
   AcceptanceEstimates estimates(0.8);
   EXPECT_DOUBLE_EQ(estimates.seed(DraftKind::kGreedy)[0], 0.8);
-  DraftAcceptance stream = estimates.seed(DraftKind::kGreedy);
+  DraftEvidence stream;
+  EXPECT_DOUBLE_EQ(estimates.estimate(DraftKind::kGreedy, stream)[0], 0.8);  // no evidence: the kind's
   // 3 drafted, 1 accepted: position 0 accepted, position 1 rejected, position 2 never reached.
   estimates.record(DraftKind::kGreedy, stream, 3, 1);
-  EXPECT_DOUBLE_EQ(stream[0], 0.9 * 0.8 + 0.1);
-  EXPECT_DOUBLE_EQ(stream[1], 0.9 * 0.8);
-  EXPECT_DOUBLE_EQ(stream[2], 0.8);
-  EXPECT_DOUBLE_EQ(estimates.seed(DraftKind::kGreedy)[0], 0.98 * 0.8 + 0.02);
-  EXPECT_DOUBLE_EQ(estimates.seed(DraftKind::kGreedy)[1], 0.98 * 0.8);
-  EXPECT_DOUBLE_EQ(estimates.seed(DraftKind::kGreedy)[2], 0.8);
+  EXPECT_DOUBLE_EQ(stream.reached[0], 1.0);
+  EXPECT_DOUBLE_EQ(stream.accepted[0], 1.0);
+  EXPECT_DOUBLE_EQ(stream.reached[1], 1.0);
+  EXPECT_DOUBLE_EQ(stream.accepted[1], 0.0);
+  EXPECT_DOUBLE_EQ(stream.reached[2], 0.0);
+  // The kind: the prior worth one observation, then the observation.
+  const DraftAcceptance kind = estimates.seed(DraftKind::kGreedy);
+  EXPECT_DOUBLE_EQ(kind[0], (1.0 + 0.8) / 2.0);
+  EXPECT_DOUBLE_EQ(kind[1], 0.8 / 2.0);
+  EXPECT_DOUBLE_EQ(kind[2], 0.8);
   EXPECT_DOUBLE_EQ(estimates.seed(DraftKind::kSampled)[1], 0.8);  // other kinds untouched
+  // The stream: its one observation against the kind's estimate worth kStreamPriorWeight.
+  const double w = AcceptanceEstimates::kStreamPriorWeight;
+  const DraftAcceptance own = estimates.estimate(DraftKind::kGreedy, stream);
+  EXPECT_DOUBLE_EQ(own[0], (1.0 + w * kind[0]) / (1.0 + w));
+  EXPECT_DOUBLE_EQ(own[1], (0.0 + w * kind[1]) / (1.0 + w));
+  EXPECT_DOUBLE_EQ(own[2], kind[2]);
+  // The next step ages the evidence, drafted or not.
+  estimates.record(DraftKind::kGreedy, stream, 0, 0);
+  EXPECT_DOUBLE_EQ(stream.reached[0], AcceptanceEstimates::kStreamDecay);
   // A kind that keeps rejecting seeds its new streams low.
-  for (int i = 0; i < 200; ++i) estimates.record(DraftKind::kSampled, stream, 1, 0);
+  DraftEvidence other;
+  for (int i = 0; i < 200; ++i) estimates.record(DraftKind::kSampled, other, 1, 0);
   EXPECT_LT(estimates.seed(DraftKind::kSampled)[0], 0.05);
   EXPECT_GT(estimates.seed(DraftKind::kGreedy)[0], 0.8);
+}
+
+// An unlucky run at a deep position must not keep a stream shallow for good: once the policy
+// stops drafting the position, the stream's evidence fades and its estimate returns to its
+// kind's (the old running average, learning only when reached, froze at the low reading).
+TEST(AcceptanceEstimatesTest, AnUnreachedPositionReturnsToTheKindsEstimate) {
+  AcceptanceEstimates estimates(1.0);
+  DraftEvidence others, stream;
+  // The kind has seen position 1 accepted 60% of the time.
+  for (int i = 0; i < 400; ++i) estimates.record(DraftKind::kGreedy, others, 2, i % 5 < 3 ? 2 : 1);
+  // This stream was rejected at position 1 six times running.
+  for (int i = 0; i < 6; ++i) estimates.record(DraftKind::kGreedy, stream, 2, 1);
+  EXPECT_LT(estimates.estimate(DraftKind::kGreedy, stream)[1], 0.4);
+  // Then drafts one only (position 1 never reached) for 150 steps.
+  for (int i = 0; i < 150; ++i) estimates.record(DraftKind::kGreedy, stream, 1, 1);
+  EXPECT_NEAR(estimates.estimate(DraftKind::kGreedy, stream)[1], 0.6, 0.05);
+}
+
+// A stream whose text changes (acceptance 0.9 -> 0.2) is followed within a few dozen steps.
+TEST(AcceptanceEstimatesTest, AStreamFollowsAChangeInItsAcceptance) {
+  AcceptanceEstimates estimates(1.0);
+  DraftEvidence stream;
+  for (int i = 0; i < 300; ++i) estimates.record(DraftKind::kGreedy, stream, 1, i % 10 == 0 ? 0 : 1);
+  EXPECT_NEAR(estimates.estimate(DraftKind::kGreedy, stream)[0], 0.9, 0.03);
+  for (int i = 0; i < 60; ++i) estimates.record(DraftKind::kGreedy, stream, 1, i % 5 == 0 ? 1 : 0);
+  EXPECT_LT(estimates.estimate(DraftKind::kGreedy, stream)[0], 0.5);
 }
 
 TEST(AcceptanceEstimatesTest, KindsFollowTheSampling) {
