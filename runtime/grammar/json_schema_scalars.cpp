@@ -52,9 +52,11 @@ uint32_t JsonSchemaCompiler::string_value(const SchemaJson& schema, const std::s
   const std::optional<int> min_length = count_keyword(schema, "minLength", kMaxStringLengthBound, path);
   const std::optional<int> max_length = count_keyword(schema, "maxLength", kMaxStringLengthBound, path);
   uint32_t content = UINT32_MAX;
+  // value() has refused an unknown format in strict mode; otherwise it is an annotation.
+  const bool has_format = schema.contains("format") && !unknown_format(schema);
   if (const auto p = schema.find("pattern"); p != schema.end()) {
     if (!p->is_string()) throw SchemaError(schema_path(path, "pattern") + ": must be a string");
-    if (schema.contains("format")) throw SchemaError(schema_path(path, "pattern") + ": cannot be combined with format");
+    if (has_format) throw SchemaError(schema_path(path, "pattern") + ": cannot be combined with format");
     if (max_length && *max_length < min_length.value_or(0))
       throw SchemaError(schema_path(path, "maxLength") + ": is below minLength");
     try {
@@ -62,15 +64,12 @@ uint32_t JsonSchemaCompiler::string_value(const SchemaJson& schema, const std::s
     } catch (const RegexError& e) {
       throw SchemaError(schema_path(path, "pattern") + ": " + e.what());
     }
-  } else if (const auto f = schema.find("format"); f != schema.end()) {
+  } else if (has_format) {
+    const auto f = schema.find("format");
     if (!f->is_string()) throw SchemaError(schema_path(path, "format") + ": must be a string");
     if (min_length || max_length)
       throw SchemaError(schema_path(path, "format") + ": cannot be combined with minLength/maxLength");
-    const std::optional<uint32_t> rule = string_format(g_, json_, f->get<std::string>());
-    if (!rule)
-      throw SchemaError(schema_path(path, "format") + ": format '" + f->get<std::string>() +
-                        "' is not supported (supported: " + kSupportedStringFormats + ")");
-    content = *rule;
+    content = *string_format(g_, json_, f->get<std::string>());  // known: unknown_format() was false
   } else if (min_length || max_length) {
     const int lo = min_length.value_or(0);
     if (max_length && *max_length < lo) throw SchemaError(schema_path(path, "maxLength") + ": is below minLength");
