@@ -60,7 +60,7 @@ uint32_t JsonSchemaCompiler::value(const SchemaJson& schema, const std::string& 
                         "' is not supported (constrained output takes the strict-mode subset: type, properties, "
                         "required, additionalProperties false, items, minItems, maxItems, enum, const, anyOf, "
                         "$ref/$defs, minLength, maxLength, format, pattern, minimum, maximum, exclusiveMinimum, "
-                        "exclusiveMaximum, multipleOf 1 on integers)");
+                        "exclusiveMaximum, multipleOf)");
     if (key == "format" && unknown_format(schema)) {
       // Checked before the combination rules below, so the 400 names the real problem.
       if (!strict_) continue;  // an annotation: constrains nothing

@@ -11,8 +11,9 @@
 // format (json_string_formats.h; alone; an unknown format is a SchemaError only when strict,
 // else an annotation); minimum / maximum / exclusiveMinimum /
 // exclusiveMaximum on integers (any) and numbers (integral bounds; json_number_bounds.h);
-// multipleOf 1 on integers. Any other keyword or form (oneOf,
-// multipleOf 3, ...) is a SchemaError: the output could not be guaranteed to validate.
+// multipleOf on integers and numbers (an integer 1..kMaxMultipleOf; above 1, without bounds).
+// Any other keyword or form (oneOf, multipleOf 0.5, ...) is a SchemaError: the output could
+// not be guaranteed to validate.
 //
 // Objects emit their properties in the schema's order; a required property is always
 // present, an optional one may be left out. Whitespace follows json_primitives.h.

@@ -68,6 +68,7 @@ function validate(schema, value, defs = schema.$defs ?? {}, path = '$') {
   if (t === 'integer' || t === 'number') {
     assert.ok(value >= (schema.minimum ?? -Infinity) && value <= (schema.maximum ?? Infinity), `${path}: ${value}`);
     assert.ok(value > (schema.exclusiveMinimum ?? -Infinity) && value < (schema.exclusiveMaximum ?? Infinity), `${path}: ${value}`);
+    if (schema.multipleOf) assert.equal(value % schema.multipleOf, 0, `${path}: ${value} is not a multiple of ${schema.multipleOf}`);
   }
 }
 
@@ -271,7 +272,7 @@ test('response_format json_schema: the content parses and validates, 100 of 100'
   }
 });
 
-test('response_format json_schema with value keywords (bounds, lengths, pattern, format) validates, 32 of 32', async () => {
+test('response_format json_schema with value keywords (bounds, multipleOf, lengths, pattern, format) validates, 32 of 32', async () => {
   const schema = {
     type: 'object',
     properties: {
@@ -281,10 +282,11 @@ test('response_format json_schema with value keywords (bounds, lengths, pattern,
       id: { type: 'string', format: 'uuid' },
       host: { type: 'string', format: 'ipv4' },
       count: { type: 'integer', minimum: 3, maximum: 17 },
+      step: { type: 'integer', multipleOf: 15 },
       ratio: { type: 'number', exclusiveMinimum: 0, maximum: 1 },
       tags: { type: 'array', items: { type: 'string', minLength: 1, maxLength: 4 }, minItems: 1, maxItems: 3 },
     },
-    required: ['code', 'note', 'when', 'id', 'host', 'count', 'ratio', 'tags'],
+    required: ['code', 'note', 'when', 'id', 'host', 'count', 'step', 'ratio', 'tags'],
     additionalProperties: false,
   };
   const replies = await runMany((j) => client.chat.completions.create({
@@ -323,7 +325,7 @@ test('bad schemas: a clear 400 naming the field, and the server keeps serving', 
     [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 'string' } }, required: ['b'] } } } }, 'response_format.json_schema.schema', /required/],
     [{ response_format: { type: 'json_schema', json_schema: { name: 'x' } } }, 'response_format.json_schema.schema', /./],
     [{ response_format: { type: 'xml' } }, 'response_format.type', /xml/],
-    [{ tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'integer', multipleOf: 3 } } } } }] }, 'tools', /multipleOf/],
+    [{ tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'number', multipleOf: 0.25 } } } } }] }, 'tools', /multipleOf/],
     [{ tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'array' } } }] }, 'tools', /object/],
   ];
   for (const [extra, param, message] of cases) {

@@ -152,7 +152,7 @@ TEST(JsonSchemaGrammar, AnnotationsConstrainNothing) {
 TEST(JsonSchemaGrammar, OutsideTheSubsetIsAnError) {
   const char* bad[] = {
       R"({"type":"string","minLength":1,"maxLength":0})",
-      R"({"type":"integer","multipleOf":5})",
+      R"({"type":"integer","multipleOf":0.5})",
       R"({"oneOf":[{"type":"string"}]})",
       R"({"type":"object","properties":{"a":{"type":"string","format":"date","minLength":3}}})",
       R"({"type":"object","properties":{"a":{"type":"string"}},"required":["b"]})",

@@ -190,7 +190,7 @@ TEST(OutputConstraint, BadSchemasAre400sNamingTheField) {
   EXPECT_EQ(e.param, "response_format.json_schema.schema");
   EXPECT_NE(e.message.find("pattern"), std::string::npos) << e.message;
   ChatRequest bad = chat("required");
-  bad.tools[0]["function"]["parameters"]["properties"]["days"]["multipleOf"] = 7;
+  bad.tools[0]["function"]["parameters"]["properties"]["days"]["multipleOf"] = 0.5;
   e = constraint_error(bad);
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.param, "tools");
