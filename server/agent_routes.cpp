@@ -85,7 +85,17 @@ GenerationJob prepare_responses(std::string_view body, ServerState& state, const
   setup.model = job.format.model;
   setup.echo = std::move(request.echo);
   setup.history = std::move(request.history);
-  setup.input_items = input_items(request.input);
+  if (!request.previous_response_id.empty()) {
+    // As OpenAI lists them: the chain's items first (the previous response's input items,
+    // which hold its own chain, then its output), then this request's input.
+    if (auto previous = state.response_store().find(request.previous_response_id)) {
+      setup.input_items = std::move(previous->input_items);
+      const nlohmann::json output = nlohmann::json::parse(previous->response_json).value("output", nlohmann::json::array());
+      for (const nlohmann::json& item : output) setup.input_items.push_back(item);
+    }
+  }
+  if (!setup.input_items.is_array()) setup.input_items = nlohmann::json::array();
+  for (nlohmann::json& item : input_items(request.input)) setup.input_items.push_back(std::move(item));
   if (request.store && state.response_store().enabled()) setup.store = &state.response_store();
   job.wire = std::make_shared<ResponsesWire>(std::move(setup));
   return job;

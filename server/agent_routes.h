@@ -32,7 +32,8 @@ std::string stored_response_body(const std::string& id, const QueryParams& query
 // DELETE /v1/responses/{id}: {"id", "object": "response", "deleted": true}.
 std::string deleted_response_body(const std::string& id, ServerState& state);
 // GET /v1/responses/{id}/input_items: OpenAI's list object (object "list", data, first_id,
-// last_id, has_more) of the request's input items; `limit` 1-100 (20), `order` asc | desc
+// last_id, has_more) of the items the response ran on: with previous_response_id the chain's
+// input and output items first, then the request's input; `limit` 1-100 (20), `order` asc | desc
 // (desc, OpenAI's default), `after` an item id (the page starts after it).
 std::string input_items_body(const std::string& id, const QueryParams& query, ServerState& state);
 

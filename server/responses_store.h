@@ -31,7 +31,7 @@ class ResponseStore {
   struct Stored {
     RequestJson messages;        // the conversation, for previous_response_id
     std::string response_json;   // the response object as the create call returned it
-    nlohmann::json input_items;  // the request's input items (with ids), in order
+    nlohmann::json input_items;  // the items it ran on (with ids, the previous_response_id chain's first), in order
   };
 
   bool enabled() const { return max_entries_ > 0 && max_bytes_ > 0; }

@@ -33,7 +33,7 @@ class ResponsesWire final : public WireFormat {
     std::string model;
     nlohmann::json echo;          // ResponsesRequest::echo
     RequestJson history;          // the conversation this response continues
-    nlohmann::json input_items;   // the request's input items with ids (GET .../input_items)
+    nlohmann::json input_items;   // the items it runs on, with ids (GET .../input_items)
     ResponseStore* store = nullptr;  // null: not stored
   };
 

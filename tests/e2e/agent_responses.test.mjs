@@ -193,6 +193,12 @@ test('stored responses: retrieve, inputItems.list (paged), delete; store: false 
   assert.deepEqual(walked, page.data.map((i) => i.id).reverse());
   await assert.rejects(client.responses.inputItems.list(created.id, { limit: 0 }),
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'limit');
+  // A continuation lists the chain first: the previous items, its output, then its own input.
+  const next = await client.responses.create({ model, previous_response_id: created.id, input: 'more' });
+  const chain = await client.responses.inputItems.list(next.id, { order: 'asc' });
+  assert.deepEqual(chain.data.map((i) => i.id),
+    [...page.data.map((i) => i.id).reverse(), created.output[0].id, chain.data[5].id]);
+  assert.deepEqual(chain.data[5].content, [{ type: 'input_text', text: 'more' }]);
 
   await client.responses.delete(created.id);
   for (const call of [() => client.responses.retrieve(created.id), () => client.responses.delete(created.id),
