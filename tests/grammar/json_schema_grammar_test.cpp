@@ -197,6 +197,10 @@ TEST(JsonSchemaGrammar, UnknownFormatIsAnAnnotationUnlessStrict) {
   const auto known = schema_grammar(R"({"type":"string","format":"uuid"})");
   EXPECT_FALSE(accepts(*known, R"("abc")"));
   EXPECT_THROW(schema_grammar(R"({"type":"string","format":3})"), SchemaError);
+  // OpenAPI's number formats (int32, double, ...) are unknown to JSON Schema: the same rule.
+  const char* int32 = R"({"type":"integer","format":"int32"})";
+  EXPECT_TRUE(accepts(*schema_grammar(int32), "-12"));
+  EXPECT_THROW(json_schema_grammar(SchemaJson::parse(int32), true), SchemaError);
   // Assertions stay errors without strict: ignoring one would give output that fails validation.
   EXPECT_THROW(schema_grammar(R"({"type":"number","multipleOf":0.5})"), SchemaError);
 }
