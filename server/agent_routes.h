@@ -6,6 +6,8 @@
 // Called on the session's strand; throw ApiException.
 #pragma once
 
+#include <map>
+#include <string>
 #include <string_view>
 
 #include "server/generation_job.h"
@@ -20,5 +22,19 @@ GenerationJob prepare_messages(std::string_view body, ServerState& state, const 
 // {"input_tokens": N}: the prompt the same body would run on, tokenized.
 std::string count_tokens_body(std::string_view body, ServerState& state, const ModelService& service);
 GenerationJob prepare_responses(std::string_view body, ServerState& state, const ModelService& service);
+
+// The stored responses (ResponseStore), as OpenAI's SDKs call them. `id` and `query` (the
+// target's parameters) come percent-decoded. An id not in the store (never stored, store:
+// false, expired, evicted, deleted) is a 404 with OpenAI's error body.
+using QueryParams = std::map<std::string, std::string>;
+// GET /v1/responses/{id}: the response object as the create call returned it.
+std::string stored_response_body(const std::string& id, const QueryParams& query, ServerState& state);
+// DELETE /v1/responses/{id}: {"id", "object": "response", "deleted": true}.
+std::string deleted_response_body(const std::string& id, ServerState& state);
+// GET /v1/responses/{id}/input_items: OpenAI's list object (object "list", data, first_id,
+// last_id, has_more) of the items the response ran on: with previous_response_id the chain's
+// input and output items first, then the request's input; `limit` 1-100 (20), `order` asc | desc
+// (desc, OpenAI's default), `after` an item id (the page starts after it).
+std::string input_items_body(const std::string& id, const QueryParams& query, ServerState& state);
 
 }  // namespace deltaserve::server

@@ -243,7 +243,9 @@ RequestJson translate_tools(const RequestJson& tools, const std::string& path) {
     if (const auto description = f.string("description")) function["description"] = *description;
     function["parameters"] = *schema;
     f.accept("cache_control");
-    (void)f.boolean("strict");  // as chat's: a forced call follows the schema, strict or not
+    // A forced call follows the schema, strict or not; strict: true also makes an unknown
+    // `format` a 400 (as chat's, docs/constrained-decoding.md).
+    if (const auto strict = f.boolean("strict")) function["strict"] = *strict;
     (void)f.boolean("eager_input_streaming");  // inputs always stream as they are written
     f.reject_unknown();
     out.push_back({{"type", "function"}, {"function", std::move(function)}});

@@ -35,7 +35,10 @@ std::shared_ptr<const grammar::Grammar> request_grammar(const ChatRequest& reque
   if (type == "json_object") return grammar::json_object_grammar();
   if (type == "json_schema") {
     param = request.response_format_schema_param;
-    return grammar::json_schema_grammar(format["json_schema"]["schema"]);
+    const RequestJson& json_schema = format["json_schema"];
+    const auto strict = json_schema.find("strict");
+    return grammar::json_schema_grammar(json_schema["schema"],
+                                        strict != json_schema.end() && strict->is_boolean() && strict->get<bool>());
   }
   return nullptr;
 }

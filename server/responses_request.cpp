@@ -287,6 +287,7 @@ ResponsesRequest parse_responses_request(std::string_view body, const SchemaLimi
   if (!input) throw ApiException{missing_parameter("input")};
   std::string late_system;
   responses_input_to_messages(*input, r.history, &late_system);
+  r.input = *input;
   if (r.history.empty()) throw ApiException{invalid_value("input", "at least one item is required.")};
 
   RequestJson messages = RequestJson::array();

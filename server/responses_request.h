@@ -29,6 +29,7 @@ struct ResponsesRequest {
   // without the instructions' system message.
   RequestJson history = RequestJson::array();
   std::string previous_response_id;  // empty: none
+  RequestJson input;  // the request's `input` as sent (validated), for GET .../input_items
   bool store = true;
   // The request fields a response object repeats (instructions, tools, tool_choice,
   // temperature, top_p, max_output_tokens, reasoning, text, metadata, ...).

@@ -161,7 +161,7 @@ std::string ResponsesWire::stream_delta(const OutputDelta& delta, const Usage&) 
   return events(blocks_.push(delta));
 }
 
-void ResponsesWire::store(const std::vector<OutputBlock>& blocks) {
+void ResponsesWire::store(const std::vector<OutputBlock>& blocks, const nlohmann::json& response) {
   if (!s_.store) return;
   RequestJson assistant = {{"role", "assistant"}, {"content", ""}};
   std::string reasoning;
@@ -181,15 +181,15 @@ void ResponsesWire::store(const std::vector<OutputBlock>& blocks) {
   if (!reasoning.empty()) assistant["reasoning_content"] = reasoning;
   RequestJson conversation = std::move(s_.history);
   conversation.push_back(std::move(assistant));
-  s_.store->put(s_.id, std::move(conversation));
+  s_.store->put(s_.id, {std::move(conversation), json_text(response), std::move(s_.input_items)});
 }
 
 std::string ResponsesWire::stream_finish(const StepOutput& end, const Usage& usage) {
   // The blocks still open are the one the token limit cut.
   if (end.finish_reason && std::string_view(end.finish_reason) == "length") closing_status_ = "incomplete";
   std::string out = events(blocks_.finish());
-  store(blocks_.blocks());
   const nlohmann::json response = response_json(blocks_.blocks(), &end, &usage);
+  store(blocks_.blocks(), response);
   const bool cut = response["status"] == "incomplete";
   out += event({{"type", cut ? "response.incomplete" : "response.completed"}, {"response", response}});
   return out;
@@ -206,8 +206,9 @@ void ResponsesWire::gather(const OutputDelta& delta) { (void)blocks_.push(delta)
 
 std::string ResponsesWire::body(const OutputDelta& all, const StepOutput& end, const Usage& usage) {
   const std::vector<OutputBlock> blocks = blocks_.whole(all);
-  store(blocks);
-  return json_text(response_json(blocks, &end, &usage));
+  const nlohmann::json response = response_json(blocks, &end, &usage);
+  store(blocks, response);
+  return json_text(response);
 }
 
 }  // namespace deltaserve::server

@@ -11,7 +11,8 @@
 //     function_call: response.function_call_arguments.delta, ...arguments.done
 //   response.output_item.done; then response.completed (or response.incomplete when
 //   max_output_tokens cut it), or an `error` event on a failure mid-stream.
-// At the end the conversation is stored for previous_response_id (unless store is false).
+// At the end the response is stored (unless store is false): its conversation for
+// previous_response_id, its object for GET /v1/responses/{id}, its input items.
 // One per request, used from its session's strand only.
 #pragma once
 
@@ -32,6 +33,7 @@ class ResponsesWire final : public WireFormat {
     std::string model;
     nlohmann::json echo;          // ResponsesRequest::echo
     RequestJson history;          // the conversation this response continues
+    nlohmann::json input_items;   // the items it runs on, with ids (GET .../input_items)
     ResponseStore* store = nullptr;  // null: not stored
   };
 
@@ -52,7 +54,8 @@ class ResponsesWire final : public WireFormat {
   std::string event(nlohmann::json value);
   std::string events(const std::vector<BlockEvent>& events);
   const std::string& item_id(size_t index, BlockKind kind);
-  void store(const std::vector<OutputBlock>& blocks);
+  // Keeps the finished response (`response`: its object) in the store, if any.
+  void store(const std::vector<OutputBlock>& blocks, const nlohmann::json& response);
 
   Setup s_;
   OutputBlocks blocks_;

@@ -1,5 +1,6 @@
 #include "server/router.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "server/agent_routes.h"
@@ -33,7 +34,7 @@ bool is_header_name_list(std::string_view list) {
 // asks for (the OpenAI SDK sends X-Stainless-* headers), so cross-origin clients work.
 HttpResponse preflight_response(const HttpRequest& request, const ServerState& state) {
   HttpResponse res = json_response(http::status::no_content, "", request, state);
-  res.set(http::field::access_control_allow_methods, "GET, POST, OPTIONS");
+  res.set(http::field::access_control_allow_methods, "GET, POST, DELETE, OPTIONS");
   std::string allowed;
   for (const std::string& header : state.config().cors_allow_headers) {
     allowed += (allowed.empty() ? "" : ", ") + header;
@@ -169,6 +170,49 @@ std::string percent_decode(std::string_view text) {
   return out;
 }
 
+// The parameters of a target's query ("a=1&b=x%20y"), decoded; the last of a repeated key wins.
+QueryParams query_params(std::string_view target) {
+  QueryParams params;
+  const size_t q = target.find('?');
+  if (q == std::string_view::npos) return params;
+  std::string_view rest = target.substr(q + 1);
+  while (!rest.empty()) {
+    const std::string_view pair = rest.substr(0, rest.find('&'));
+    rest.remove_prefix(std::min(rest.size(), pair.size() + 1));
+    const size_t eq = pair.find('=');
+    params[percent_decode(pair.substr(0, eq))] = eq == std::string_view::npos ? "" : percent_decode(pair.substr(eq + 1));
+  }
+  return params;
+}
+
+// /v1/responses/{id} (GET, DELETE) and /v1/responses/{id}/input_items (GET): the store of
+// finished responses (agent_routes.h).
+HttpResponse handle_stored_response(const HttpRequest& req, ServerState& state, std::string_view path) {
+  constexpr std::string_view kItems = "/input_items";
+  std::string_view rest = path.substr(std::string_view("/v1/responses/").size());
+  const bool items = rest.ends_with(kItems);
+  if (items) rest.remove_suffix(kItems.size());
+  const std::string id = percent_decode(rest);
+  if (id.empty() || rest.find('/') != std::string_view::npos) {
+    return error_response(
+        not_found("unknown_url", "No route for " + std::string(req.method_string()) + " " + std::string(path) + "."), &req,
+        state);
+  }
+  const bool get = req.method() == http::verb::get || req.method() == http::verb::head;
+  const QueryParams query = query_params(std::string_view(req.target().data(), req.target().size()));
+  if (get) {
+    return json_response(http::status::ok, items ? input_items_body(id, query, state) : stored_response_body(id, query, state),
+                         req, state);
+  }
+  if (!items && req.method() == http::verb::delete_) {
+    return json_response(http::status::ok, deleted_response_body(id, state), req, state);
+  }
+  HttpResponse res = error_response(
+      method_not_allowed(std::string(req.method_string()), std::string(req.target())), &req, state);
+  res.set(http::field::allow, items ? "GET, HEAD" : "GET, HEAD, DELETE");
+  return res;
+}
+
 HttpResponse handle_models(const HttpRequest& req, ServerState& state, std::string_view encoded_id) {
   // The official clients encode the id as one path segment: "org/name" comes as "org%2Fname".
   const std::string id = percent_decode(encoded_id);
@@ -272,6 +316,8 @@ Routed dispatch(const HttpRequest& req, ServerState& state, std::string_view pat
     if (allow(req, http::verb::post, state, out)) {
       out.generation = prepare_responses(req.body(), state, *ready_service(state));
     }
+  } else if (path.starts_with("/v1/responses/")) {
+    out.response = handle_stored_response(req, state, path);
   } else if (path == "/v1/cache/reset") {
     if (allow(req, http::verb::post, state, out)) out.response = handle_cache_reset(req, state);
   } else if (path == "/tokenize" || path == "/v1/tokenize") {
@@ -361,6 +407,9 @@ std::string_view route_label(std::string_view path) {
     if (path == route) return route;
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  if (path.starts_with("/v1/responses/")) {
+    return path.ends_with("/input_items") ? "/v1/responses/{id}/input_items" : "/v1/responses/{id}";
+  }
   if (path == "/v1/tokenize") return "/tokenize";
   if (path == "/v1/detokenize") return "/detokenize";
   if (path == "/" || path == "/index.html" || path.rfind("/static/", 0) == 0) return "/static";

@@ -12,6 +12,7 @@
 //   POST /v1/messages             -> GenerationJob (Anthropic Messages API; agent_routes.h)
 //   POST /v1/messages/count_tokens
 //   POST /v1/responses            -> GenerationJob (OpenAI Responses API; agent_routes.h)
+//   GET, DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items  the stored responses
 //   POST /tokenize, /detokenize   (also under /v1/)
 //   GET  /, /static/*             the built-in chat page (static_files.h)
 //

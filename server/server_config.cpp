@@ -158,7 +158,7 @@ std::vector<OptionDef> option_table(const std::shared_ptr<std::string>& kwargs_t
       kwargs_def(kwargs_text),
       def(&C::responses_store_entries, "responses_store_entries", "Finished /v1/responses kept in memory for previous_response_id (oldest dropped first); 0 = none kept"),
       def(&C::responses_store_ttl_s, "responses_store_ttl_s", "Seconds a stored /v1/responses result stays usable as previous_response_id"),
-      def(&C::responses_store_bytes, "responses_store_bytes", "Bytes of conversation JSON the previous_response_id store may hold in all (oldest dropped first)"),
+      def(&C::responses_store_bytes, "responses_store_bytes", "Bytes of JSON the /v1/responses store may hold in all (oldest dropped first)"),
       def(&C::max_streams, "max_streams", "Sequences generating at once (state slots); 0 = as many as memory allows, at most 64 on the CPU and 256 on a GPU (31 under --matvec auto: the most that keep the one-stream decode form)"),
       def(&C::max_waiting, "max_waiting", "Requests waiting for a free stream beyond which new ones get 429"),
       def(&C::context_tokens, "context_tokens", "Prompt + output tokens per sequence; 0 = the model's window (capped by the KV pool)"),

@@ -56,11 +56,12 @@ struct ServerConfig {
   std::string reasoning_field = "reasoning_content";  // reasoning_content | reasoning | both
   bool force_include_usage = false;
   nlohmann::json default_chat_template_kwargs = nlohmann::json::object();
-  // /v1/responses' previous_response_id store (memory only, lost on restart): at most this
-  // many responses and bytes, each kept this long after it finished; the oldest go first. 0 = off.
+  // /v1/responses' store (previous_response_id, GET / DELETE /v1/responses/{id}; memory only,
+  // lost on restart): at most this many responses and bytes, each kept this long after it
+  // finished; the oldest go first. 0 = off.
   int32_t responses_store_entries = 1024;
   int32_t responses_store_ttl_s = 3600;
-  int64_t responses_store_bytes = 64 << 20;  // all stored conversations' JSON together
+  int64_t responses_store_bytes = 64 << 20;  // all stored entries' JSON together
 
   // Engine limits (0 = auto: resolved from the model and memory at load).
   int32_t max_streams = 0;          // sequences running at once (= state slots)

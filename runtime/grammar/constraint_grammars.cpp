@@ -45,7 +45,8 @@ uint32_t function_rule(Grammar& g, JsonPrimitives& json, const SchemaJson& tool,
   const auto params_it = fn.find("parameters");
   const SchemaJson params = params_it == fn.end() || params_it->is_null() ? SchemaJson::object() : *params_it;
   const std::string params_path = path + ".function.parameters";
-  JsonSchemaCompiler compiler(g, json, params);
+  const auto strict = fn.find("strict");
+  JsonSchemaCompiler compiler(g, json, params, strict != fn.end() && strict->is_boolean() && strict->get<bool>());
   if (!params.is_object()) throw SchemaError(params_path + ": must be an object schema");
   if (params.contains("type") && params["type"] != "object")
     throw SchemaError(params_path + ".type: tool parameters must be of type object");
@@ -89,10 +90,10 @@ std::shared_ptr<const Grammar> json_object_grammar() {
   return finish_with_lead(g, json, json.any_object());
 }
 
-std::shared_ptr<const Grammar> json_schema_grammar(const SchemaJson& schema) {
+std::shared_ptr<const Grammar> json_schema_grammar(const SchemaJson& schema, bool strict) {
   auto g = std::make_shared<Grammar>();
   JsonPrimitives json(*g);
-  JsonSchemaCompiler compiler(*g, json, schema);
+  JsonSchemaCompiler compiler(*g, json, schema, strict);
   const uint32_t body = compiler.value(schema, "schema");
   return finish_with_lead(g, json, body);
 }

@@ -18,14 +18,16 @@ namespace deltaserve::runtime::grammar {
 
 // response_format json_object: one JSON object, any members.
 std::shared_ptr<const Grammar> json_object_grammar();
-// response_format json_schema: one JSON value valid against `schema`.
-std::shared_ptr<const Grammar> json_schema_grammar(const SchemaJson& schema);
+// response_format json_schema: one JSON value valid against `schema`. `strict`: the client's
+// strict: true (JsonSchemaCompiler: an unknown format is then an error, not an annotation).
+std::shared_ptr<const Grammar> json_schema_grammar(const SchemaJson& schema, bool strict = false);
 
 // Forced Qwen XML tool calls (the Qwen3.5 chat template's format, as server/tool_call_parser
 // reads it):
 //   <tool_call>\n<function=NAME>\n(<parameter=P>\nVALUE\n</parameter>\n)*</function>\n</tool_call>
 // `tools`: the request's validated OpenAI tools array ({type: function, function: {name,
-// parameters}}). only_tool: the named function (tool_choice {function}); without it
+// parameters, strict}}; a function's strict: true compiles its schema strictly, see
+// JsonSchemaCompiler). only_tool: the named function (tool_choice {function}); without it
 // (tool_choice "required") any of the tools. `parallel` (OpenAI's parallel_tool_calls, not
 // Anthropic's disable_parallel_tool_use): one or more calls, separated by "\n", each of any
 // allowed tool (named: the same function); otherwise exactly one call.

@@ -1,6 +1,9 @@
 #include "runtime/grammar/json_number_bounds.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace deltaserve::runtime::grammar {
 namespace {
@@ -154,6 +157,47 @@ std::optional<uint32_t> number_in_range(Grammar& g, std::optional<NumberBound> l
     s.push_back(Grammar::call(magnitudes(g, neg_lo, neg_hi)));
     g.add_alternative(r, s);
   }
+  return r;
+}
+
+uint32_t integer_multiple_of(Grammar& g, int64_t k) {
+  constexpr int kMaxDigits = 16;
+  // after[r]: the digits written so far (n of them) leave remainder r; rules are built from
+  // n = 16 back to 1, and only where remainder 0 is still reachable (UINT32_MAX: dead).
+  std::vector<uint32_t> after(static_cast<size_t>(k), UINT32_MAX), shorter(static_cast<size_t>(k));
+  for (int n = kMaxDigits; n >= 1; --n) {
+    for (int64_t r = 0; r < k; ++r) {
+      // The live next remainders (at most 10) with the digits that lead to each.
+      std::vector<std::pair<int64_t, ByteSet>> to;
+      for (int d = 0; d <= 9 && n < kMaxDigits; ++d) {
+        const int64_t next = (10 * r + d) % k;
+        if (after[static_cast<size_t>(next)] == UINT32_MAX) continue;
+        auto it = std::find_if(to.begin(), to.end(), [&](const auto& e) { return e.first == next; });
+        if (it == to.end()) it = to.insert(to.end(), {next, ByteSet{}});
+        it->second.add(static_cast<uint8_t>('0' + d));
+      }
+      if (r != 0 && to.empty()) {
+        shorter[static_cast<size_t>(r)] = UINT32_MAX;
+        continue;
+      }
+      const uint32_t rule = g.add_rule("multiple_digits");
+      if (r == 0) g.add_alternative(rule, {});
+      for (const auto& [next, digits] : to) {
+        g.add_alternative(rule, {g.bytes(digits), Grammar::call(after[static_cast<size_t>(next)])});
+      }
+      shorter[static_cast<size_t>(r)] = rule;
+    }
+    std::swap(after, shorter);
+  }
+  const uint32_t positive = g.add_rule("positive_multiple");
+  for (int d = 1; d <= 9; ++d) {
+    const uint32_t rest = after[static_cast<size_t>(d % k)];
+    if (rest != UINT32_MAX) g.add_alternative(positive, {digit_set(g, static_cast<char>('0' + d), static_cast<char>('0' + d)), Grammar::call(rest)});
+  }
+  const uint32_t r = g.add_rule("integer_multiple");
+  g.add_alternative(r, g.literal("0"));
+  g.add_alternative(r, {Grammar::call(positive)});
+  g.add_alternative(r, {g.bytes(ByteSet::of("-")), Grammar::call(positive)});
   return r;
 }
 

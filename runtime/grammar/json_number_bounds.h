@@ -35,6 +35,13 @@ uint32_t unsigned_range(Grammar& g, int64_t lo, int64_t hi);
 // Integers in [lo, hi] (both inclusive, |bound| <= kMaxBoundMagnitude); an empty range is
 // nullopt. "-0" is never produced.
 std::optional<uint32_t> integer_in_range(Grammar& g, int64_t lo, int64_t hi);
+// The largest multipleOf integer_multiple_of() takes (the grammar has a rule per digit count
+// and remainder: 16 * k rules).
+inline constexpr int64_t kMaxMultipleOf = 1000;
+
+// Integers of up to 16 digits divisible by k (1 <= k <= kMaxMultipleOf): a walk over the
+// remainder modulo k, digit by digit, that may end at remainder 0. "-0" is never produced.
+uint32_t integer_multiple_of(Grammar& g, int64_t k);
 // Numbers between the bounds (absent: up to 16 integer digits); an empty range is nullopt.
 std::optional<uint32_t> number_in_range(Grammar& g, std::optional<NumberBound> lo, std::optional<NumberBound> hi);
 

@@ -3,6 +3,8 @@
 #include <set>
 #include <vector>
 
+#include "runtime/grammar/json_string_formats.h"
+
 namespace deltaserve::runtime::grammar {
 namespace {
 
@@ -32,6 +34,11 @@ const std::set<std::string>& value_keywords() {
 
 std::string schema_path(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
 
+bool unknown_format(const SchemaJson& schema) {
+  const auto f = schema.find("format");
+  return f != schema.end() && f->is_string() && !known_string_format(f->get<std::string>());
+}
+
 std::string json_literal(const SchemaJson& value) {
   return value.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::strict);
 }
@@ -53,7 +60,14 @@ uint32_t JsonSchemaCompiler::value(const SchemaJson& schema, const std::string& 
                         "' is not supported (constrained output takes the strict-mode subset: type, properties, "
                         "required, additionalProperties false, items, minItems, maxItems, enum, const, anyOf, "
                         "$ref/$defs, minLength, maxLength, format, pattern, minimum, maximum, exclusiveMinimum, "
-                        "exclusiveMaximum, multipleOf 1 on integers)");
+                        "exclusiveMaximum, multipleOf)");
+    if (key == "format" && unknown_format(schema)) {
+      // Checked before the combination rules below, so the 400 names the real problem.
+      if (!strict_) continue;  // an annotation: constrains nothing
+      throw SchemaError(schema_path(path, key) + ": format '" + schema["format"].get<std::string>() +
+                        "' is not supported in strict mode (supported: " + kSupportedStringFormats +
+                        "; without strict: true an unknown format is an annotation and constrains nothing)");
+    }
     if (value_keywords().contains(key)) {
       for (const char* other : {"$ref", "const", "enum", "anyOf"}) {
         if (schema.contains(other))

@@ -8,10 +8,12 @@
 // $comment, strict. With a type beside them (and no enum, const, anyOf or $ref): minItems /
 // maxItems on arrays (at most kMaxItemsBound); on strings minLength / maxLength (code
 // points, at most kMaxStringLengthBound), pattern (json_regex.h; lengths may join it) or
-// format (json_string_formats.h; alone); minimum / maximum / exclusiveMinimum /
+// format (json_string_formats.h; alone; an unknown format is a SchemaError only when strict,
+// else an annotation); minimum / maximum / exclusiveMinimum /
 // exclusiveMaximum on integers (any) and numbers (integral bounds; json_number_bounds.h);
-// multipleOf 1 on integers. Any other keyword or form (oneOf,
-// multipleOf 3, ...) is a SchemaError: the output could not be guaranteed to validate.
+// multipleOf on integers and numbers (an integer 1..kMaxMultipleOf; above 1, without bounds).
+// Any other keyword or form (oneOf, multipleOf 0.5, ...) is a SchemaError: the output could
+// not be guaranteed to validate.
 //
 // Objects emit their properties in the schema's order; a required property is always
 // present, an optional one may be left out. Whitespace follows json_primitives.h.
@@ -48,7 +50,11 @@ class SchemaError : public std::runtime_error {
 class JsonSchemaCompiler {
  public:
   // `root`: the document $ref "#..." pointers resolve against; it must outlive the compiler.
-  JsonSchemaCompiler(Grammar& g, JsonPrimitives& json, const SchemaJson& root) : g_(g), json_(json), root_(root) {}
+  // `strict`: the client asked for strict mode (strict: true), where an unknown `format` is a
+  // SchemaError; otherwise it is an annotation (JSON Schema's default for format) and the
+  // string is constrained as if the keyword were absent.
+  JsonSchemaCompiler(Grammar& g, JsonPrimitives& json, const SchemaJson& root, bool strict)
+      : g_(g), json_(json), root_(root), strict_(strict) {}
 
   // A rule matching exactly the JSON texts (compact) that validate against `schema`.
   // `path` names the schema in error messages. Throws SchemaError.
@@ -72,6 +78,7 @@ class JsonSchemaCompiler {
   Grammar& g_;
   JsonPrimitives& json_;
   const SchemaJson& root_;
+  const bool strict_;
   std::map<std::string, uint32_t> refs_;  // "$ref" target -> its rule (made before its body)
   int depth_ = 0;                         // nesting of the schema document itself
 };
@@ -81,6 +88,10 @@ std::string schema_path(const std::string& path, const std::string& key);
 
 // A count keyword (minLength, maxItems, ...) of `schema`: an integer 0..cap, or absent.
 std::optional<int> count_keyword(const SchemaJson& schema, const char* key, int cap, const std::string& path);
+
+// The schema's format is a string that string_format() does not know (value() refuses it when
+// strict, else it constrains nothing).
+bool unknown_format(const SchemaJson& schema);
 
 // The compact JSON text of a value as the grammar spells literals (UTF-8 kept as is).
 std::string json_literal(const SchemaJson& value);

@@ -34,6 +34,25 @@ const SchemaJson* bound_keyword(const SchemaJson& schema, const char* key, const
 double floor_of(double d) { return std::floor(d); }
 double ceil_of(double d) { return std::ceil(d); }
 
+// multipleOf as an integer k >= 1, nullopt when absent. Throws for a fractional k (naive validators divide in floating point and disagree on
+// 0.07 / 0.01), for k past kMaxMultipleOf, and for k > 1 beside bounds (not combined here).
+std::optional<int64_t> multiple_of(const SchemaJson& schema, const std::string& path) {
+  const auto m = schema.find("multipleOf");
+  if (m == schema.end()) return std::nullopt;
+  const std::string at = schema_path(path, "multipleOf");
+  if (!m->is_number() || m->get<double>() <= 0) throw SchemaError(at + ": must be a number above 0");
+  const double k = m->get<double>();
+  if (std::floor(k) != k)
+    throw SchemaError(at + ": only integral values are supported (a fractional multipleOf is not)");
+  if (k > static_cast<double>(kMaxMultipleOf))
+    throw SchemaError(at + ": at most " + std::to_string(kMaxMultipleOf) + " is supported (the grammar grows with it)");
+  for (const char* bound : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+    if (schema.contains(bound) && k != 1)
+      throw SchemaError(at + ": cannot be combined with '" + bound + "' (only one of them is enforced)");
+  }
+  return static_cast<int64_t>(k);
+}
+
 }  // namespace
 
 std::optional<int> count_keyword(const SchemaJson& schema, const char* key, int cap, const std::string& path) {
@@ -52,9 +71,11 @@ uint32_t JsonSchemaCompiler::string_value(const SchemaJson& schema, const std::s
   const std::optional<int> min_length = count_keyword(schema, "minLength", kMaxStringLengthBound, path);
   const std::optional<int> max_length = count_keyword(schema, "maxLength", kMaxStringLengthBound, path);
   uint32_t content = UINT32_MAX;
+  // value() has refused an unknown format in strict mode; otherwise it is an annotation.
+  const bool has_format = schema.contains("format") && !unknown_format(schema);
   if (const auto p = schema.find("pattern"); p != schema.end()) {
     if (!p->is_string()) throw SchemaError(schema_path(path, "pattern") + ": must be a string");
-    if (schema.contains("format")) throw SchemaError(schema_path(path, "pattern") + ": cannot be combined with format");
+    if (has_format) throw SchemaError(schema_path(path, "pattern") + ": cannot be combined with format");
     if (max_length && *max_length < min_length.value_or(0))
       throw SchemaError(schema_path(path, "maxLength") + ": is below minLength");
     try {
@@ -62,15 +83,12 @@ uint32_t JsonSchemaCompiler::string_value(const SchemaJson& schema, const std::s
     } catch (const RegexError& e) {
       throw SchemaError(schema_path(path, "pattern") + ": " + e.what());
     }
-  } else if (const auto f = schema.find("format"); f != schema.end()) {
+  } else if (has_format) {
+    const auto f = schema.find("format");
     if (!f->is_string()) throw SchemaError(schema_path(path, "format") + ": must be a string");
     if (min_length || max_length)
       throw SchemaError(schema_path(path, "format") + ": cannot be combined with minLength/maxLength");
-    const std::optional<uint32_t> rule = string_format(g_, json_, f->get<std::string>());
-    if (!rule)
-      throw SchemaError(schema_path(path, "format") + ": format '" + f->get<std::string>() +
-                        "' is not supported (supported: " + kSupportedStringFormats + ")");
-    content = *rule;
+    content = *string_format(g_, json_, f->get<std::string>());  // known: unknown_format() was false
   } else if (min_length || max_length) {
     const int lo = min_length.value_or(0);
     if (max_length && *max_length < lo) throw SchemaError(schema_path(path, "maxLength") + ": is below minLength");
@@ -90,10 +108,7 @@ uint32_t JsonSchemaCompiler::string_value(const SchemaJson& schema, const std::s
 }
 
 uint32_t JsonSchemaCompiler::integer_value(const SchemaJson& schema, const std::string& path) {
-  if (const auto m = schema.find("multipleOf"); m != schema.end()) {
-    if (!m->is_number() || m->get<double>() != 1.0)
-      throw SchemaError(schema_path(path, "multipleOf") + ": only multipleOf 1 is supported on an integer");
-  }
+  if (const std::optional<int64_t> k = multiple_of(schema, path); k && *k != 1) return integer_multiple_of(g_, *k);
   const SchemaJson* minimum = bound_keyword(schema, "minimum", path);
   const SchemaJson* maximum = bound_keyword(schema, "maximum", path);
   const SchemaJson* ex_minimum = bound_keyword(schema, "exclusiveMinimum", path);
@@ -110,8 +125,11 @@ uint32_t JsonSchemaCompiler::integer_value(const SchemaJson& schema, const std::
 }
 
 uint32_t JsonSchemaCompiler::number_value(const SchemaJson& schema, const std::string& path) {
-  if (schema.contains("multipleOf"))
-    throw SchemaError(schema_path(path, "multipleOf") + ": not supported on a number (only multipleOf 1 on an integer)");
+  // A multiple of an integer k is an integer: written as one, it is a valid number too (with
+  // k = 1, the bounds hold as integer bounds).
+  if (const std::optional<int64_t> k = multiple_of(schema, path)) {
+    return *k == 1 ? integer_value(schema, path) : integer_multiple_of(g_, *k);
+  }
   std::optional<NumberBound> lo, hi;
   // Stricter of two bounds on one side: the larger lower (or the exclusive one at a tie).
   auto take = [&](const char* key, bool lower, bool exclusive) {

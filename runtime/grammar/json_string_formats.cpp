@@ -28,11 +28,14 @@ class Formats {
 
   // A rule of one alternative: the concatenation of `parts`.
   uint32_t seq(std::string_view name, std::initializer_list<Grammar::Sequence> parts) {
+    const uint32_t r = g_.add_rule(std::string(name));
+    g_.add_alternative(r, seq_of(parts));
+    return r;
+  }
+  static Grammar::Sequence seq_of(std::initializer_list<Grammar::Sequence> parts) {
     Grammar::Sequence s;
     for (const auto& p : parts) s.insert(s.end(), p.begin(), p.end());
-    const uint32_t r = g_.add_rule(std::string(name));
-    g_.add_alternative(r, s);
-    return r;
+    return s;
   }
   Grammar::Sequence lit(std::string_view text) { return g_.literal(text); }
   Grammar::Sequence call(uint32_t rule) { return {Grammar::call(rule)}; }
@@ -205,6 +208,79 @@ class Formats {
     return r;
   }
 
+  // RFC 3986 section 3 / 4.2, written so alternatives fork only over a shared prefix (a
+  // userinfo before "@" against a host; a scheme before ":" against a relative path).
+  // IPv4address is left out of host: reg-name already spells every dotted quad.
+  uint32_t uri(bool reference) {
+    ByteSet unreserved = alnum();
+    for (const char c : std::string_view("-._~!$&'()*+,;=")) unreserved.add(static_cast<uint8_t>(c));  // + sub-delims
+    auto chars = [&](std::string_view name, std::string_view extra) {  // unreserved / sub-delims / extra / "%" HEX HEX
+      ByteSet plain = unreserved;
+      for (const char c : extra) plain.add(static_cast<uint8_t>(c));
+      const uint32_t r = g_.add_rule(std::string(name));
+      g_.add_alternative(r, {g_.bytes(plain)});
+      g_.add_alternative(r, {g_.bytes(ByteSet::of("%")), g_.bytes(hex_digits()), g_.bytes(hex_digits())});
+      return r;
+    };
+    auto star = [&](uint32_t rule) { return json_.repeat(Grammar::call(rule), 0, -1); };
+    const uint32_t pchar = chars("uri_pchar", ":@"), path_char = chars("uri_path_char", ":@/"),
+                   query_char = chars("uri_query_char", ":@/?"), userinfo_char = chars("uri_userinfo_char", ":"),
+                   reg_name_char = chars("uri_reg_name_char", ""), nc_char = chars("uri_segment_nc_char", "@");
+    // ("?" query)? ("#" fragment)?
+    const uint32_t fragment = g_.add_rule("uri_fragment");
+    g_.add_alternative(fragment, {});
+    g_.add_alternative(fragment, seq_of({lit("#"), star(query_char)}));
+    const uint32_t tail = g_.add_rule("uri_query_fragment");
+    g_.add_alternative(tail, {Grammar::call(fragment)});
+    g_.add_alternative(tail, seq_of({lit("?"), star(query_char), call(fragment)}));
+    // authority path-abempty, after "//"
+    const uint32_t host = g_.add_rule("uri_host");
+    g_.add_alternative(host, seq_of({lit("["), call(ipv6()), lit("]")}));
+    g_.add_alternative(host, star(reg_name_char));
+    const uint32_t port = g_.add_rule("uri_port");
+    g_.add_alternative(port, {});
+    g_.add_alternative(port, seq_of({lit(":"), rep(ByteSet::range('0', '9'), 0, 5)}));
+    const uint32_t abempty = g_.add_rule("uri_path_abempty");
+    g_.add_alternative(abempty, {});
+    g_.add_alternative(abempty, seq_of({lit("/"), star(path_char)}));
+    const uint32_t authority = g_.add_rule("uri_authority_path");
+    g_.add_alternative(authority, seq_of({lit("//"), star(userinfo_char), lit("@"), call(host), call(port), call(abempty)}));
+    g_.add_alternative(authority, seq_of({lit("//"), call(host), call(port), call(abempty)}));
+    // path-absolute / path-rootless / path-empty: "/" (pchar path_char*)? | pchar path_char* | ""
+    const uint32_t rooted = g_.add_rule("uri_path_absolute");
+    g_.add_alternative(rooted, {});
+    g_.add_alternative(rooted, seq_of({call(pchar), star(path_char)}));
+    const uint32_t hier = g_.add_rule("uri_hier_part");
+    g_.add_alternative(hier, {Grammar::call(authority)});
+    g_.add_alternative(hier, seq_of({lit("/"), call(rooted)}));
+    g_.add_alternative(hier, seq_of({call(pchar), star(path_char)}));
+    g_.add_alternative(hier, {});
+    ByteSet scheme_rest = alnum();
+    scheme_rest.add('+');
+    scheme_rest.add('-');
+    scheme_rest.add('.');
+    ByteSet alpha = ByteSet::range('a', 'z');
+    alpha.add_range('A', 'Z');
+    // A scheme of at most 32 characters (registered ones are far shorter), so a sampled scheme
+    // meets its ":" soon.
+    const uint32_t absolute = seq("uri", {{g_.bytes(alpha)}, rep(scheme_rest, 0, 31), lit(":"), call(hier), call(tail)});
+    if (!reference) return absolute;
+    // relative-ref: as hier-part, but a first segment without ":" (path-noscheme) instead of
+    // path-rootless, and no scheme.
+    const uint32_t noscheme_rest = g_.add_rule("uri_path_noscheme_rest");
+    g_.add_alternative(noscheme_rest, {});
+    g_.add_alternative(noscheme_rest, seq_of({lit("/"), star(path_char)}));
+    const uint32_t relative = g_.add_rule("uri_relative_part");
+    g_.add_alternative(relative, {Grammar::call(authority)});
+    g_.add_alternative(relative, seq_of({lit("/"), call(rooted)}));
+    g_.add_alternative(relative, seq_of({call(nc_char), star(nc_char), call(noscheme_rest)}));
+    g_.add_alternative(relative, {});
+    const uint32_t r = g_.add_rule("uri_reference");
+    g_.add_alternative(r, {Grammar::call(absolute)});
+    g_.add_alternative(r, seq_of({call(relative), call(tail)}));
+    return r;
+  }
+
   uint32_t uuid() {
     const ByteSet h = hex_digits();
     return seq("uuid", {rep(h, 8, 8), lit("-"), rep(h, 4, 4), lit("-"), rep(h, 4, 4), lit("-"), rep(h, 4, 4), lit("-"),
@@ -218,6 +294,14 @@ class Formats {
 
 }  // namespace
 
+bool known_string_format(const std::string& format) {
+  for (const char* known : {"date", "time", "date-time", "duration", "email", "hostname", "ipv4", "ipv6", "uuid", "uri",
+                            "uri-reference"}) {
+    if (format == known) return true;
+  }
+  return false;
+}
+
 std::optional<uint32_t> string_format(Grammar& g, JsonPrimitives& json, const std::string& format) {
   Formats f(g, json);
   if (format == "date") return f.date();
@@ -229,6 +313,8 @@ std::optional<uint32_t> string_format(Grammar& g, JsonPrimitives& json, const st
   if (format == "ipv4") return f.ipv4();
   if (format == "ipv6") return f.ipv6();
   if (format == "uuid") return f.uuid();
+  if (format == "uri") return f.uri(false);
+  if (format == "uri-reference") return f.uri(true);
   return std::nullopt;
 }
 

@@ -1,5 +1,6 @@
-// Grammars for the JSON Schema string formats OpenAI's strict mode lists: date-time, time,
-// date, duration, email, hostname, ipv4, ipv6, uuid. Each rule matches the string's content
+// Grammars for the JSON Schema string formats OpenAI's strict mode lists (date-time, time,
+// date, duration, email, hostname, ipv4, ipv6, uuid) plus uri and uri-reference, which
+// agents' tool schemas (MCP's especially) carry. Each rule matches the string's content
 // (no quotes); every text it matches is a valid instance of the format, and the characters
 // are all ASCII that JSON and the Qwen XML call format carry unescaped. Where the RFC's set
 // is not context-free or too large, the rule is a documented subset:
@@ -16,6 +17,10 @@
 //   ipv6: RFC 4291 text form with 1-4 hex digits per group and at most one "::"; no
 //         embedded IPv4 tail.
 //   uuid: RFC 4122 8-4-4-4-12 hex digits, either case.
+//   uri: RFC 3986 URI (scheme ":" hier-part, query, fragment; percent-escapes checked);
+//        a port of at most 5 digits, an IP-literal only as IPv6 (no IPvFuture).
+//   uri-reference: a uri or an RFC 3986 relative-ref (the empty string included), with the
+//        same limits.
 //
 // Single thread while building.
 #pragma once
@@ -31,7 +36,10 @@ namespace deltaserve::runtime::grammar {
 
 // The formats string_format() knows, for error messages.
 inline constexpr const char* kSupportedStringFormats =
-    "date-time, time, date, duration, email, hostname, ipv4, ipv6, uuid";
+    "date-time, time, date, duration, email, hostname, ipv4, ipv6, uuid, uri, uri-reference";
+
+// Whether string_format() knows `format`.
+bool known_string_format(const std::string& format);
 
 // The content rule of `format`, or nullopt for a format not in the list.
 std::optional<uint32_t> string_format(Grammar& g, JsonPrimitives& json, const std::string& format);

@@ -1,7 +1,8 @@
 // OpenAI's Responses API (/v1/responses) through the official `openai` client, on the fake
 // engine (it echoes the last user message): text and function_call output items, non-streamed
 // and streamed with the Responses event sequence, a function-call round trip with
-// function_call_output, previous_response_id from the in-memory store, and clear 400s for
+// function_call_output, previous_response_id from the in-memory store, the stored responses
+// (retrieve, delete, inputItems.list), and clear 400s for
 // what is not offered. Also chat completions' streamed tool_calls deltas right after
 // reasoning, with no tool-call XML in `content`. One daemon, many requests.
 import { after, before, test } from 'node:test';
@@ -166,6 +167,59 @@ test('previous_response_id continues a stored conversation; unknown ids are a 40
   await client.responses.create({ model, input: 'b' });
   await assert.rejects(client.responses.create({ model, input: 'y', previous_response_id: second.id }),
     OpenAI.BadRequestError);
+});
+
+test('stored responses: retrieve, inputItems.list (paged), delete; store: false and unknown ids are 404s', async () => {
+  const created = await client.responses.create({
+    model, tools, instructions: 'Be brief.',
+    input: [{ role: 'user', content: 'first' }, { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{}' },
+      { type: 'function_call_output', call_id: 'call_1', output: 'sunny' }, { role: 'user', content: 'and now?' }],
+  });
+  const got = await client.responses.retrieve(created.id);
+  assert.deepEqual(got, created);  // the same object, output and usage included
+  assert.equal(got.output_text, 'and now?');
+
+  const page = await client.responses.inputItems.list(created.id);  // OpenAI's default order: newest first
+  assert.equal(page.body.object, 'list');
+  assert.deepEqual(page.data.map((i) => i.type), ['message', 'function_call_output', 'function_call', 'message']);
+  assert.equal(page.body.first_id, page.data[0].id);
+  assert.equal(page.body.last_id, page.data[3].id);
+  assert.equal(page.has_more, false);
+  assert.deepEqual(page.data[3].content, [{ type: 'input_text', text: 'first' }]);
+  assert.equal(page.data[2].call_id, 'call_1');
+  assert.equal(new Set(page.data.map((i) => i.id)).size, 4);
+  const walked = [];  // the SDK pages with `after` = the last id while has_more
+  for await (const item of client.responses.inputItems.list(created.id, { order: 'asc', limit: 1 })) walked.push(item.id);
+  assert.deepEqual(walked, page.data.map((i) => i.id).reverse());
+  await assert.rejects(client.responses.inputItems.list(created.id, { limit: 0 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'limit');
+  // A continuation lists the chain first: the previous items, its output, then its own input.
+  const next = await client.responses.create({ model, previous_response_id: created.id, input: 'more' });
+  const chain = await client.responses.inputItems.list(next.id, { order: 'asc' });
+  assert.deepEqual(chain.data.map((i) => i.id),
+    [...page.data.map((i) => i.id).reverse(), created.output[0].id, chain.data[5].id]);
+  assert.deepEqual(chain.data[5].content, [{ type: 'input_text', text: 'more' }]);
+
+  await client.responses.delete(created.id);
+  for (const call of [() => client.responses.retrieve(created.id), () => client.responses.delete(created.id),
+    () => client.responses.inputItems.list(created.id), () => client.responses.retrieve('resp_never')]) {
+    await assert.rejects(call(), (e) => e instanceof OpenAI.NotFoundError && e.type === 'invalid_request_error'
+      && /not found/.test(e.message));
+  }
+  await assert.rejects(client.responses.create({ model, input: 'y', previous_response_id: created.id }),
+    (e) => e instanceof OpenAI.BadRequestError && e.code === 'previous_response_not_found');
+
+  const unstored = await client.responses.create({ model, input: 'x', store: false });
+  assert.equal(unstored.store, false);
+  await assert.rejects(client.responses.retrieve(unstored.id), OpenAI.NotFoundError);
+  const streamed = await client.responses.create({ model, input: 'streamed', stream: true });
+  let completed = null;
+  for await (const event of streamed) if (event.type === 'response.completed') completed = event.response;
+  const { output_text: joined, ...stored } = await client.responses.retrieve(completed.id);  // the SDK adds output_text
+  assert.equal(joined, 'streamed');
+  assert.deepEqual(stored, completed);
+  const items = await client.responses.inputItems.list(completed.id);
+  assert.deepEqual(items.data.map((i) => [i.role, i.content]), [['user', [{ type: 'input_text', text: 'streamed' }]]]);
 });
 
 test('features not offered are a clear 400, and the server keeps serving', async () => {

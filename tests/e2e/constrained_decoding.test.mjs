@@ -6,9 +6,11 @@
 // validates, 100 times in 100 each at temperature 1.0. Streamed calls arrive as OpenAI's
 // fragments (id and name first, then argument pieces). Bad schemas get a 400 and the server
 // keeps serving. A thinking budget (chat's thinking_token_budget, /v1/messages' budget_tokens)
-// closes the reasoning once spent.
+// closes the reasoning once spent. Forced calls of a tool with format uri / uri-reference work
+// on chat, responses and messages; an unknown format is a 400 only with strict: true.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { isIPv6 } from 'node:net';
 import OpenAI from 'openai';
 
 import { startDaemon } from './daemon.mjs';
@@ -61,11 +63,12 @@ function validate(schema, value, defs = schema.$defs ?? {}, path = '$') {
     const length = [...value].length;  // code points
     assert.ok(length >= (schema.minLength ?? 0) && length <= (schema.maxLength ?? Infinity), `${path}: length ${length}`);
     if (schema.pattern) assert.match(value, new RegExp(schema.pattern, 'u'), path);
-    if (schema.format) assert.match(value, formatChecks[schema.format], `${path}: ${value} is not a ${schema.format}`);
+    if (schema.format) assert.ok(checkFormat(schema.format, value), `${path}: ${value} is not a ${schema.format}`);
   }
   if (t === 'integer' || t === 'number') {
     assert.ok(value >= (schema.minimum ?? -Infinity) && value <= (schema.maximum ?? Infinity), `${path}: ${value}`);
     assert.ok(value > (schema.exclusiveMinimum ?? -Infinity) && value < (schema.exclusiveMaximum ?? Infinity), `${path}: ${value}`);
+    if (schema.multipleOf) assert.equal(value % schema.multipleOf, 0, `${path}: ${value} is not a multiple of ${schema.multipleOf}`);
   }
 }
 
@@ -75,6 +78,25 @@ const formatChecks = {
   uuid: /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i,
   ipv4: /^((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/,
 };
+
+// RFC 3986 (sections 3 and 4.2) as regular expressions written from its ABNF, IP literals
+// checked by node:net: independent of the server's grammar.
+const uriChar = (extra) => `(?:[A-Za-z0-9\\-._~!$&'()*+,;=${extra}]|%[0-9A-Fa-f]{2})`;
+const uriAuthority = `//(?:${uriChar(':')}*@)?(?:\\[([^\\]]*)\\]|${uriChar('')}*)(?::\\d*)?(?:/${uriChar(':@')}*)*`;
+const uriAbsolutePath = `/(?:${uriChar(':@')}+(?:/${uriChar(':@')}*)*)?`;
+const uriTail = `(?:\\?${uriChar(':@/?')}*)?(?:#${uriChar(':@/?')}*)?`;
+const uriPattern = new RegExp(`^[A-Za-z][A-Za-z0-9+.-]*:(?:${uriAuthority}|${uriAbsolutePath}|${uriChar(':@')}+(?:/${uriChar(':@')}*)*|)${uriTail}$`);
+const relativeRefPattern = new RegExp(`^(?:${uriAuthority}|${uriAbsolutePath}|${uriChar('@')}+(?:/${uriChar(':@')}*)*|)${uriTail}$`);
+function isUri(text, reference) {
+  const m = uriPattern.exec(text) ?? (reference ? relativeRefPattern.exec(text) : null);
+  return m !== null && (m[1] === undefined || isIPv6(m[1]));
+}
+
+// An unknown format is an annotation (the server constrains nothing for it without strict).
+function checkFormat(format, value) {
+  if (format === 'uri' || format === 'uri-reference') return isUri(value, format === 'uri-reference');
+  return format in formatChecks ? formatChecks[format].test(value) : true;
+}
 
 const weatherParams = {
   type: 'object',
@@ -250,7 +272,7 @@ test('response_format json_schema: the content parses and validates, 100 of 100'
   }
 });
 
-test('response_format json_schema with value keywords (bounds, lengths, pattern, format) validates, 32 of 32', async () => {
+test('response_format json_schema with value keywords (bounds, multipleOf, lengths, pattern, format) validates, 32 of 32', async () => {
   const schema = {
     type: 'object',
     properties: {
@@ -260,10 +282,11 @@ test('response_format json_schema with value keywords (bounds, lengths, pattern,
       id: { type: 'string', format: 'uuid' },
       host: { type: 'string', format: 'ipv4' },
       count: { type: 'integer', minimum: 3, maximum: 17 },
+      step: { type: 'integer', multipleOf: 15 },
       ratio: { type: 'number', exclusiveMinimum: 0, maximum: 1 },
       tags: { type: 'array', items: { type: 'string', minLength: 1, maxLength: 4 }, minItems: 1, maxItems: 3 },
     },
-    required: ['code', 'note', 'when', 'id', 'host', 'count', 'ratio', 'tags'],
+    required: ['code', 'note', 'when', 'id', 'host', 'count', 'step', 'ratio', 'tags'],
     additionalProperties: false,
   };
   const replies = await runMany((j) => client.chat.completions.create({
@@ -302,7 +325,7 @@ test('bad schemas: a clear 400 naming the field, and the server keeps serving', 
     [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 'string' } }, required: ['b'] } } } }, 'response_format.json_schema.schema', /required/],
     [{ response_format: { type: 'json_schema', json_schema: { name: 'x' } } }, 'response_format.json_schema.schema', /./],
     [{ response_format: { type: 'xml' } }, 'response_format.type', /xml/],
-    [{ tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'integer', multipleOf: 3 } } } } }] }, 'tools', /multipleOf/],
+    [{ tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'number', multipleOf: 0.25 } } } } }] }, 'tools', /multipleOf/],
     [{ tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'array' } } }] }, 'tools', /object/],
   ];
   for (const [extra, param, message] of cases) {
@@ -368,4 +391,81 @@ test('thinking budget: /v1/messages checks budget_tokens and bounds the thinking
   assert.ok(ids.tokens.length <= 1024 + 1, `${ids.tokens.length} thinking tokens`);
   // The reasoning was closed: the answer began (text, or the end of the turn) within max_tokens.
   assert.ok(m.stop_reason === 'end_turn' || m.content.some((b) => b.type === 'text'), JSON.stringify(m).slice(0, 500));
+});
+
+// MCP tools often carry format uri; a forced call of one used to be a 400 on every API.
+const linkParams = {
+  type: 'object',
+  properties: {
+    url: { type: 'string', format: 'uri' },
+    base: { type: 'string', format: 'uri-reference' },
+    mode: { type: 'string', enum: ['get', 'head'], format: 'x-annotation' },  // unknown: constrains nothing
+  },
+  required: ['url', 'base', 'mode'],
+  additionalProperties: false,
+};
+
+async function postMessages(body) {
+  const res = await fetch(`${daemon.url}/v1/messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+    body: JSON.stringify({ model, max_tokens: 300, messages: [{ role: 'user', content: 'Open the link.' }], ...body }),
+  });
+  return { status: res.status, body: await res.json() };
+}
+
+test('format uri / uri-reference in forced calls on chat, responses and messages: the URIs validate', async () => {
+  const kEach = 16;
+  const chat = await runMany((j) => client.chat.completions.create({
+    model, temperature: 1.0, max_tokens: 300, messages: messages(j), parallel_tool_calls: false,
+    tools: [{ type: 'function', function: { name: 'open_link', parameters: linkParams } }],
+    tool_choice: { type: 'function', function: { name: 'open_link' } },
+  }), kEach);
+  const responses = await runMany((j) => client.responses.create({
+    model, temperature: 1.0, max_output_tokens: 300, input: `Request number ${j}: open it.`, parallel_tool_calls: false,
+    tools: [{ type: 'function', name: 'open_link', parameters: linkParams, strict: false }], tool_choice: 'required',
+  }), kEach);
+  const anthropic = await runMany(() => postMessages({
+    temperature: 1.0, tools: [{ name: 'open_link', input_schema: linkParams }],
+    tool_choice: { type: 'tool', name: 'open_link', disable_parallel_tool_use: true },
+  }), kEach);
+  const args = [];  // the calls the model finished (a tiny model may run a URI into max_tokens)
+  for (const r of chat) {
+    if (r.choices[0].finish_reason === 'tool_calls') args.push(r.choices[0].message.tool_calls[0].function.arguments);
+  }
+  for (const r of responses) {
+    if (r.status === 'completed') args.push(r.output.find((o) => o.type === 'function_call').arguments);
+  }
+  for (const r of anthropic) {
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    if (r.body.stop_reason === 'tool_use') args.push(JSON.stringify(r.body.content.find((b) => b.type === 'tool_use').input));
+  }
+  for (const a of args) validate(linkParams, JSON.parse(a));
+  // The tiny model ends nearly every URI well within max_tokens (47 of 48 when this was written).
+  assert.ok(args.length >= 2 * kEach, `${args.length} of ${3 * kEach} calls finished`);
+});
+
+test('an unknown format: a 400 naming it with strict: true, an annotation without (chat, responses, messages)', async () => {
+  const strictTool = { type: 'function', function: { name: 'open_link', strict: true, parameters: linkParams } };
+  await assert.rejects(client.chat.completions.create({
+    model, max_tokens: 300, messages: messages(0), tools: [strictTool], tool_choice: 'required',
+  }), (e) => e.status === 400 && e.param === 'tools' && /'x-annotation' is not supported in strict mode/.test(e.message));
+  const strictSchema = { type: 'object', properties: { v: { type: 'string', format: 'iri' } }, required: ['v'], additionalProperties: false };
+  await assert.rejects(client.responses.create({
+    model, max_output_tokens: 50, input: 'x',
+    text: { format: { type: 'json_schema', name: 'v', strict: true, schema: strictSchema } },
+  }), (e) => e.status === 400 && e.param === 'text.format.schema' && /'iri'/.test(e.message));
+  const refused = await postMessages({
+    tools: [{ name: 'open_link', strict: true, input_schema: linkParams }], tool_choice: { type: 'any' },
+  });
+  assert.equal(refused.status, 400);
+  assert.equal(refused.body.type, 'error');
+  assert.match(refused.body.error.message, /'x-annotation' is not supported in strict mode/);
+  // Without strict the same schema runs (the format constrains nothing).
+  const r = await client.responses.create({
+    model, max_output_tokens: 50, temperature: 0, input: 'x',
+    text: { format: { type: 'json_schema', name: 'v', schema: { ...strictSchema, properties: { v: { type: 'string', format: 'iri', enum: ['a', 'b'] } } } } },
+  });
+  assert.equal(r.status, 'completed');
+  assert.ok(['a', 'b'].includes(JSON.parse(r.output_text).v), r.output_text);
 });

@@ -176,20 +176,55 @@ TEST(JsonSchemaBounds, UnsupportedFormsAreErrors) {
       R"({"minLength":1})",                                 // no type: nothing would enforce it
       R"({"type":"string","enum":["a"],"maxLength":3})",   // enum values are written as they are
       R"({"type":"integer","minimum":5,"maximum":4})",
-      R"({"type":"integer","multipleOf":2})",
-      R"({"type":"number","multipleOf":1})",
+      R"({"type":"integer","multipleOf":2.5})",             // fractional
+      R"({"type":"number","multipleOf":0.01})",
+      R"({"type":"integer","multipleOf":1001})",            // past kMaxMultipleOf
+      R"({"type":"integer","multipleOf":0})",
+      R"({"type":"integer","multipleOf":5,"minimum":10})",  // not combined with bounds
       R"({"type":"number","minimum":0.5})",
       R"({"type":"number","exclusiveMinimum":true})",
       R"({"type":"number","minimum":1,"exclusiveMaximum":1})",
   };
   for (const char* schema : bad) EXPECT_THROW(schema_grammar(schema), SchemaError) << schema;
   try {
-    schema_grammar(R"({"type":"object","properties":{"x":{"type":"integer","multipleOf":3}}})");
+    schema_grammar(R"({"type":"object","properties":{"x":{"type":"number","multipleOf":0.5}}})");
     FAIL();
   } catch (const SchemaError& e) {
     EXPECT_NE(std::string(e.what()).find("properties.x.multipleOf"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("only multipleOf 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("only integral values"), std::string::npos) << e.what();
   }
+}
+
+// OpenAI's strict mode lists multipleOf: integral ones are enforced exactly (a walk over the
+// remainder), on integers and numbers alike.
+TEST(JsonSchemaBounds, IntegralMultipleOf) {
+  for (const int k : {1, 2, 3, 7, 10, 12, 25, 1000}) {
+    for (const char* type : {"integer", "number"}) {
+      const auto g = schema_grammar(std::string(R"({"type":")") + type + R"(","multipleOf":)" + std::to_string(k) + "}");
+      for (int64_t v = -130; v <= 3100; ++v) {
+        EXPECT_EQ(accepts(*g, std::to_string(v)), v % k == 0) << type << " " << k << ": " << v;
+      }
+      EXPECT_EQ(accepts(*g, "9999999999999000"), 9999999999999000 % k == 0) << k;  // 16 digits
+      EXPECT_FALSE(accepts(*g, "10000000000000000")) << k;                          // 17
+      if (k != 1) {  // -0 is 0: the plain integer rule (k = 1) takes it
+        EXPECT_FALSE(accepts(*g, "-0")) << k;
+      }
+      EXPECT_FALSE(accepts(*g, "00")) << k;
+      EXPECT_FALSE(accepts(*g, std::to_string(k) + ".0")) << k;
+      std::mt19937 rng(k);
+      for (int i = 0; i < 100; ++i) {
+        const auto text = random_walk(*g, rng, 40);
+        ASSERT_TRUE(text.has_value()) << k;
+        EXPECT_EQ(std::stoll(*text) % k, 0) << k << ": " << *text;
+      }
+    }
+  }
+  // A number with multipleOf 1 is an integer, its bounds held.
+  const auto g = schema_grammar(R"({"type":"number","multipleOf":1,"minimum":-2.5,"maximum":3})");
+  EXPECT_TRUE(accepts(*g, "-2"));
+  EXPECT_TRUE(accepts(*g, "3"));
+  EXPECT_FALSE(accepts(*g, "1.5"));
+  EXPECT_FALSE(accepts(*g, "-3"));
 }
 
 }  // namespace

@@ -152,8 +152,7 @@ TEST(JsonSchemaGrammar, AnnotationsConstrainNothing) {
 TEST(JsonSchemaGrammar, OutsideTheSubsetIsAnError) {
   const char* bad[] = {
       R"({"type":"string","minLength":1,"maxLength":0})",
-      R"({"type":"string","format":"uri"})",
-      R"({"type":"integer","multipleOf":5})",
+      R"({"type":"integer","multipleOf":0.5})",
       R"({"oneOf":[{"type":"string"}]})",
       R"({"type":"object","properties":{"a":{"type":"string","format":"date","minLength":3}}})",
       R"({"type":"object","properties":{"a":{"type":"string"}},"required":["b"]})",
@@ -173,12 +172,37 @@ TEST(JsonSchemaGrammar, OutsideTheSubsetIsAnError) {
     EXPECT_THROW(schema_grammar(schema), SchemaError) << schema;
   }
   try {
-    schema_grammar(R"({"type":"object","properties":{"name":{"type":"string","format":"uri"}}})");
+    json_schema_grammar(SchemaJson::parse(R"({"type":"object","properties":{"name":{"type":"string","format":"iri"}}})"),
+                        true);
     FAIL();
   } catch (const SchemaError& e) {
     EXPECT_NE(std::string(e.what()).find("properties.name.format"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'iri' is not supported in strict mode"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("supported: date-time"), std::string::npos) << e.what();
   }
+}
+
+// JSON Schema makes format an annotation unless a validator opts in: without strict an
+// unknown one constrains nothing (the string is plain, its other keywords still hold);
+// with strict it is an error, since strict mode promises the format.
+TEST(JsonSchemaGrammar, UnknownFormatIsAnAnnotationUnlessStrict) {
+  const char* schema = R"({"type":"object","properties":{"a":{"type":"string","format":"iri","maxLength":3},
+      "b":{"format":"x-custom"}},"required":["a"],"additionalProperties":false})";
+  const auto g = schema_grammar(schema);
+  EXPECT_TRUE(accepts(*g, R"({"a":"été"})"));
+  EXPECT_TRUE(accepts(*g, R"({"a":"abc","b":[1]})"));
+  EXPECT_FALSE(accepts(*g, R"({"a":"abcd"})"));
+  EXPECT_THROW(json_schema_grammar(SchemaJson::parse(schema), true), SchemaError);
+  // A known format stays enforced either way, and a non-string format is malformed either way.
+  const auto known = schema_grammar(R"({"type":"string","format":"uuid"})");
+  EXPECT_FALSE(accepts(*known, R"("abc")"));
+  EXPECT_THROW(schema_grammar(R"({"type":"string","format":3})"), SchemaError);
+  // OpenAPI's number formats (int32, double, ...) are unknown to JSON Schema: the same rule.
+  const char* int32 = R"({"type":"integer","format":"int32"})";
+  EXPECT_TRUE(accepts(*schema_grammar(int32), "-12"));
+  EXPECT_THROW(json_schema_grammar(SchemaJson::parse(int32), true), SchemaError);
+  // Assertions stay errors without strict: ignoring one would give output that fails validation.
+  EXPECT_THROW(schema_grammar(R"({"type":"number","multipleOf":0.5})"), SchemaError);
 }
 
 TEST(JsonSchemaGrammar, LeftRecursiveRefIsAnError) {

@@ -2,6 +2,7 @@
 // every result passes a small checker of the format.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <string>
 
@@ -67,6 +68,21 @@ TEST(JsonStringFormats, Uuid) {
                          "ABCDEF01-2345-6789-abcd-ef0123456789"},
                 {"123e4567e89b12d3a456426614174000", "123e4567-e89b-12d3-a456-42661417400",
                  "123e4567-e89b-12d3-a456-4266141740000", "g23e4567-e89b-12d3-a456-426614174000"});
+}
+
+TEST(JsonStringFormats, Uri) {
+  expect_format("uri", {"https://example.com", "http://user:pw@[2001:db8::1]:8080/a/b?q=1&r=%2F#frag",
+                        "urn:isbn:0451450523", "mailto:a@b.c", "file:///etc/hosts", "a:", "x+y.z-w:/p//q",
+                        "tag:example.com,2024:x", "http://h/%41%7e?/?#/?", "s://"},
+                {"", "example.com", "/a/b", "1http://x", "http://exa mple.com", "http://x/%4", "http://x/%zz",
+                 "http://[::1/", "http://x:80a/", "http://x/a#b#c", "ht^tp://x", "http://x/{",
+                 "abcdefghijklmnopqrstuvwxyz0123456:x"});  // a scheme over 32 characters (the subset)
+}
+
+TEST(JsonStringFormats, UriReference) {
+  expect_format("uri-reference", {"", "https://example.com/x", "/a/b?c", "a/b:c", "../x", "?q", "#f", "//host/p",
+                                  "./a:b", "%41b"},
+                {"a:b c", "a b", "http://x/%4", "a/b#c#d", "//[zz]/", "1a:b"});
 }
 
 // Checkers of the formats, written independently of the grammars.
@@ -136,6 +152,83 @@ bool valid_ipv6(const std::string& s) {
   return groups(s.substr(0, dc), n) && groups(s.substr(dc + 2), n) && n <= 7;
 }
 
+// RFC 3986: split as appendix B's regular expression splits, then each part's characters
+// checked against the ABNF of section 3.
+bool pct_chars(const std::string& s, const std::string& extra) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '%') {
+      if (i + 2 >= s.size() || !std::isxdigit(static_cast<unsigned char>(s[i + 1])) ||
+          !std::isxdigit(static_cast<unsigned char>(s[i + 2])))
+        return false;
+      i += 2;
+    } else if (!std::isalnum(c) && std::string("-._~!$&'()*+,;=").find(static_cast<char>(c)) == std::string::npos &&
+               extra.find(static_cast<char>(c)) == std::string::npos) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool valid_uri_reference(const std::string& s, bool absolute) {
+  // Appendix B: ^(([^:/?#]+):)?(//([^/?#]*))?([^?#]*)(\?([^#]*))?(#(.*))?
+  size_t pos = 0;
+  const size_t colon = s.find_first_of(":/?#");
+  const bool has_scheme = colon != std::string::npos && colon > 0 && s[colon] == ':';
+  if (absolute && !has_scheme) return false;
+  if (has_scheme) {
+    const std::string scheme = s.substr(0, colon);
+    if (!std::isalpha(static_cast<unsigned char>(scheme[0]))) return false;
+    for (const char c : scheme)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' && c != '.') return false;
+    pos = colon + 1;
+  }
+  const bool has_authority = s.compare(pos, 2, "//") == 0;
+  std::string authority;
+  if (has_authority) {
+    const size_t end = std::min(s.find_first_of("/?#", pos + 2), s.size());
+    authority = s.substr(pos + 2, end - pos - 2);
+    pos = end;
+  }
+  const size_t path_end = std::min(s.find_first_of("?#", pos), s.size());
+  const std::string path = s.substr(pos, path_end - pos);
+  pos = path_end;
+  std::string query, fragment;
+  if (pos < s.size() && s[pos] == '?') {
+    const size_t end = std::min(s.find('#', pos), s.size());
+    query = s.substr(pos + 1, end - pos - 1);
+    pos = end;
+  }
+  if (pos < s.size()) fragment = s.substr(pos + 1);
+  if (has_authority) {
+    if (const size_t at = authority.find('@'); at != std::string::npos) {
+      if (!pct_chars(authority.substr(0, at), ":")) return false;
+      authority = authority.substr(at + 1);
+    }
+    std::string host = authority, port;
+    if (!authority.empty() && authority[0] == '[') {
+      const size_t close = authority.find(']');
+      if (close == std::string::npos || !valid_ipv6(authority.substr(1, close - 1))) return false;
+      host = authority.substr(0, close + 1);
+      port = authority.substr(close + 1);
+      if (!port.empty() && port[0] != ':') return false;
+    } else if (const size_t port_at = authority.rfind(':'); port_at != std::string::npos) {
+      host = authority.substr(0, port_at);
+      port = authority.substr(port_at);
+    }
+    if (host.empty() || host[0] != '[') {
+      if (!pct_chars(host, "")) return false;
+    }
+    for (size_t i = 1; i < port.size(); ++i)
+      if (!std::isdigit(static_cast<unsigned char>(port[i]))) return false;
+    if (!path.empty() && path[0] != '/') return false;
+  } else if (!has_scheme) {
+    // path-noscheme: no ':' in the first segment (appendix B would have read it as a scheme).
+    if (path.substr(0, path.find('/')).find(':') != std::string::npos) return false;
+  }
+  return pct_chars(path, ":@/") && pct_chars(query, ":@/?") && pct_chars(fragment, ":@/?");
+}
+
 TEST(JsonStringFormats, RandomWalksGiveValidInstances) {
   struct Case {
     const char* format;
@@ -145,11 +238,13 @@ TEST(JsonStringFormats, RandomWalksGiveValidInstances) {
                         Case{"date-time", [](const std::string& s) {
                                return s.size() > 11 && s[10] == 'T' && valid_date(s.substr(0, 10)) && valid_time(s.substr(11));
                              }},
-                        Case{"ipv4", valid_ipv4}, Case{"ipv6", valid_ipv6}}) {
+                        Case{"ipv4", valid_ipv4}, Case{"ipv6", valid_ipv6},
+                        Case{"uri", [](const std::string& s) { return valid_uri_reference(s, true); }},
+                        Case{"uri-reference", [](const std::string& s) { return valid_uri_reference(s, false); }}}) {
     const auto g = format_grammar(c.format);
     std::mt19937 rng(13);
     for (int i = 0; i < 300; ++i) {
-      const auto text = random_walk(*g, rng, 200);
+      const auto text = random_walk(*g, rng, 4000);  // a URI ends only where the walk picks its closing quote
       ASSERT_TRUE(text.has_value()) << c.format;
       const std::string v = SchemaJson::parse(*text).get<std::string>();
       EXPECT_TRUE(c.valid(v)) << c.format << ": " << v;

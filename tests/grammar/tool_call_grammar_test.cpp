@@ -82,13 +82,37 @@ TEST(ToolCallGrammar, ParallelNamedToolRepeatsOnlyThatFunction) {
 TEST(ToolCallGrammar, BadToolSchemasAreErrors) {
   EXPECT_THROW(tool_call_grammar(SchemaJson::array(), std::nullopt, true), SchemaError);
   EXPECT_THROW(tool_call_grammar(tools(), std::string("nope"), true), SchemaError);
-  for (const char* params : {R"({"type":"array"})", R"({"type":"object","properties":{"a":{"type":"string","format":"uri"}}})",
+  for (const char* params : {R"({"type":"array"})", R"({"type":"object","properties":{"a":{"type":"string","format":"iri"}}})",
                              R"({"type":"object","properties":{"a":{"type":"string"}},"required":["b"]})", R"("object")",
                              R"({"type":"object","properties":{"a<b":{"type":"string"}}})"}) {
     SchemaJson t = SchemaJson::parse(R"([{"type":"function","function":{"name":"f"}}])");
     t[0]["function"]["parameters"] = SchemaJson::parse(params);
+    t[0]["function"]["strict"] = true;
     EXPECT_THROW(tool_call_grammar(t, std::nullopt, true), SchemaError) << params;
   }
+}
+
+TEST(ToolCallGrammar, UnknownFormatFailsOnlyAStrictFunction) {
+  SchemaJson t = SchemaJson::parse(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object",
+      "properties":{"u":{"type":"string","format":"iri"}},"required":["u"]}}}])");
+  const auto g = tool_call_grammar(t, std::nullopt, false);
+  EXPECT_TRUE(accepts(*g, "<tool_call>\n<function=f>\n<parameter=u>\nany text\n</parameter>\n</function>\n</tool_call>"));
+  t[0]["function"]["strict"] = false;
+  EXPECT_NO_THROW(tool_call_grammar(t, std::nullopt, false));
+  t[0]["function"]["strict"] = true;
+  EXPECT_THROW(tool_call_grammar(t, std::nullopt, false), SchemaError);
+}
+
+TEST(ToolCallGrammar, UriParameterOfAForcedCall) {
+  SchemaJson t = SchemaJson::parse(R"([{"type":"function","function":{"name":"fetch","strict":true,"parameters":{
+      "type":"object","properties":{"url":{"type":"string","format":"uri"}},"required":["url"]}}}])");
+  const auto g = tool_call_grammar(t, std::string("fetch"), false);
+  auto call = [](const std::string& url) {
+    return "<tool_call>\n<function=fetch>\n<parameter=url>\n" + url + "\n</parameter>\n</function>\n</tool_call>";
+  };
+  EXPECT_TRUE(accepts(*g, call("https://example.com/a?b=c#d")));
+  EXPECT_FALSE(accepts(*g, call("example.com/a")));
+  EXPECT_FALSE(accepts(*g, call("https://exa mple.com")));
 }
 
 }  // namespace

@@ -12,6 +12,13 @@ namespace {
 
 const SchemaLimits kLimits;
 
+// A store entry of a conversation alone.
+ResponseStore::Stored stored(RequestJson messages) {
+  ResponseStore::Stored s;
+  s.messages = std::move(messages);
+  return s;
+}
+
 ApiError error_of(const std::function<void()>& f) {
   try {
     f();
@@ -151,6 +158,8 @@ TEST(AnthropicRequest, OutputConfigFormatConstrainsAndCacheControlAndStrictAreAc
   EXPECT_EQ(r.response_format["type"], "json_schema");
   EXPECT_EQ(r.response_format["json_schema"]["schema"]["required"][0], "a");
   EXPECT_EQ(r.response_format_schema_param, "output_config.format.schema");
+  EXPECT_EQ(r.response_format["json_schema"]["strict"], true);  // Anthropic's structured outputs are strict
+  EXPECT_EQ(r.tools[0]["function"]["strict"], true);  // carried: it decides what an unknown format does
   EXPECT_NO_THROW(parse_anthropic_count_tokens(R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
       "cache_control": {"type": "ephemeral"}, "output_config": {"effort": "high"}})", kLimits));
   ApiError e = error_of([&] { parse_anthropic_request(head + R"("output_config": {"format": {"type": "text"}}})", kLimits); });
@@ -393,7 +402,7 @@ TEST(ResponsesRequest, ASystemItemAfterOthersIsRememberedByItsInputIndex) {
       kLimits, store);
   EXPECT_EQ(leading.chat.late_system_param, "");
   // After a stored conversation, a developer item is late even as the first of the input.
-  store.put("resp_a", RequestJson::parse(R"([{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}])"));
+  store.put("resp_a", stored(RequestJson::parse(R"([{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}])")));
   const ResponsesRequest after_history = parse_responses_request(
       R"({"previous_response_id": "resp_a", "input": [{"role": "developer", "content": "b"}]})", kLimits, store);
   EXPECT_EQ(after_history.chat.late_system_param, "input[0]");
@@ -410,7 +419,7 @@ TEST(ResponsesRequest, JsonObjectAndTextFormats) {
 
 TEST(ResponsesRequest, PreviousResponseIdPrependsTheStoredConversation) {
   ResponseStore store(8, 60, 1 << 20);
-  store.put("resp_a", RequestJson::parse(R"([{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}])"));
+  store.put("resp_a", stored(RequestJson::parse(R"([{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}])")));
   const ResponsesRequest r = parse_responses_request(
       R"({"input": "again", "previous_response_id": "resp_a", "instructions": "new"})", kLimits, store);
   ASSERT_EQ(r.chat.messages.size(), 4u);
@@ -438,8 +447,8 @@ TEST(ResponsesRequest, AFunctionCallOutputMustAnswerAKnownCall) {
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.param, "input[1].call_id");
   EXPECT_NE(e.message.find("No tool call found for function call output with call_id 'call_9'"), std::string::npos);
-  store.put("resp_a", RequestJson::parse(R"([{"role":"user","content":"hi"},
-      {"role":"assistant","content":"","tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]}])"));
+  store.put("resp_a", stored(RequestJson::parse(R"([{"role":"user","content":"hi"},
+      {"role":"assistant","content":"","tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]}])")));
   const ResponsesRequest r = parse_responses_request(R"({"previous_response_id": "resp_a",
       "input": [{"type": "function_call_output", "call_id": "call_1", "output": "sunny"}]})", kLimits, store);
   EXPECT_EQ(r.chat.messages.back()["role"], "tool");
@@ -473,22 +482,30 @@ TEST(ResponseStore, BoundedByEntriesBytesAndTime) {
   using Clock = ResponseStore::Clock;
   const Clock::time_point t0 = Clock::now();
   ResponseStore store(2, 10, 1000);
-  store.put("a", RequestJson::array({"x"}), t0);
-  store.put("b", RequestJson::array({"y"}), t0);
-  store.put("c", RequestJson::array({"z"}), t0);
+  store.put("a", stored(RequestJson::array({"x"})), t0);
+  store.put("b", stored(RequestJson::array({"y"})), t0);
+  store.put("c", stored(RequestJson::array({"z"})), t0);
   EXPECT_FALSE(store.get("a", t0));  // entries bound: the oldest went
   EXPECT_TRUE(store.get("b", t0));
   EXPECT_TRUE(store.get("c", t0 + std::chrono::seconds(9)));
   EXPECT_FALSE(store.get("c", t0 + std::chrono::seconds(10)));  // ttl
   EXPECT_EQ(store.size(), 0u);
-  store.put("big", RequestJson::array({std::string(2000, 'x')}), t0);  // over the byte bound
+  store.put("big", stored(RequestJson::array({std::string(2000, 'x')})), t0);  // over the byte bound
   EXPECT_FALSE(store.get("big", t0));
-  store.put("d", RequestJson::array({std::string(600, 'x')}), t0);
-  store.put("e", RequestJson::array({std::string(600, 'x')}), t0);
+  store.put("d", stored(RequestJson::array({std::string(600, 'x')})), t0);
+  store.put("e", stored(RequestJson::array({std::string(600, 'x')})), t0);
   EXPECT_FALSE(store.get("d", t0));  // byte bound: the oldest went
   EXPECT_TRUE(store.get("e", t0));
+  EXPECT_TRUE(store.erase("e", t0));
+  EXPECT_FALSE(store.get("e", t0));
+  EXPECT_FALSE(store.erase("e", t0));
+  store.put("f", {RequestJson::array({"m"}), R"({"id":"f"})", nlohmann::json::array({1, 2})}, t0);
+  const std::optional<ResponseStore::Stored> f = store.find("f", t0);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->response_json, R"({"id":"f"})");
+  EXPECT_EQ(f->input_items.size(), 2u);
   ResponseStore off(0, 10, 1000);
-  off.put("a", RequestJson::array(), t0);
+  off.put("a", stored(RequestJson::array()), t0);
   EXPECT_FALSE(off.get("a", t0));
 }
 

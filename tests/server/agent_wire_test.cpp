@@ -173,6 +173,7 @@ ResponsesWire::Setup responses_setup(ResponseStore* store) {
   s.model = "m";
   s.echo = {{"instructions", nullptr}, {"tools", nlohmann::json::array()}};
   s.history = RequestJson::array({RequestJson{{"role", "user"}, {"content", "q"}}});
+  s.input_items = nlohmann::json::array({{{"id", "msg_in"}, {"type", "message"}}});
   s.store = store;
   return s;
 }
@@ -244,6 +245,23 @@ TEST(ResponsesWire, StreamEventSequenceAndStore) {
   EXPECT_EQ((*stored)[1]["content"], "ab");
   EXPECT_EQ((*stored)[1]["reasoning_content"], "r");
   EXPECT_EQ((*stored)[1]["tool_calls"][0]["id"], "call_ABCDEFGHIJKLMNOPQRSTUVWX");
+  // What GET /v1/responses/{id} returns: the object response.completed carried.
+  const std::optional<ResponseStore::Stored> whole = store.find("resp_1");
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(nlohmann::json::parse(whole->response_json), done);
+  EXPECT_EQ(whole->input_items[0]["id"], "msg_in");
+}
+
+TEST(ResponsesWire, BodyIsStoredAsReturned) {
+  ResponseStore store(4, 60, 1 << 20);
+  ResponsesWire wire(responses_setup(&store));
+  Usage usage;
+  StepOutput end;
+  end.finish_reason = "stop";
+  const std::string body = wire.body(delta("", "abc"), end, usage);
+  const std::optional<ResponseStore::Stored> whole = store.find("resp_1");
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(whole->response_json, body);
 }
 
 TEST(ResponsesWire, IncompleteBodyAndNoStore) {

@@ -190,7 +190,7 @@ TEST(OutputConstraint, BadSchemasAre400sNamingTheField) {
   EXPECT_EQ(e.param, "response_format.json_schema.schema");
   EXPECT_NE(e.message.find("pattern"), std::string::npos) << e.message;
   ChatRequest bad = chat("required");
-  bad.tools[0]["function"]["parameters"]["properties"]["days"]["multipleOf"] = 7;
+  bad.tools[0]["function"]["parameters"]["properties"]["days"]["multipleOf"] = 0.5;
   e = constraint_error(bad);
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.param, "tools");
@@ -198,6 +198,30 @@ TEST(OutputConstraint, BadSchemasAre400sNamingTheField) {
   // tool_choice "auto" never compiles the tools: a schema beyond the subset is fine there.
   bad.tool_choice = "auto";
   EXPECT_EQ(constraint_error(bad).status, 0);
+}
+
+// An unknown format is an annotation unless the client said strict: true (the schema's own
+// strict for response_format, the function's for a forced call).
+TEST(OutputConstraint, UnknownFormatIsA400OnlyWhenStrict) {
+  const char* format = R"({"type":"json_schema","json_schema":{"name":"n","strict":STRICT,"schema":
+      {"type":"string","format":"iri"}}})";
+  auto with_strict = [&](const char* strict) {
+    std::string text = format;
+    text.replace(text.find("STRICT"), 6, strict);
+    return chat(nullptr, RequestJson::parse(text));
+  };
+  EXPECT_EQ(constraint_error(with_strict("false")).status, 0);
+  const ApiError e = constraint_error(with_strict("true"));
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "response_format.json_schema.schema");
+  EXPECT_NE(e.message.find("'iri' is not supported in strict mode"), std::string::npos) << e.message;
+  ChatRequest call = chat(RequestJson::parse(R"({"type":"function","function":{"name":"get_weather"}})"));
+  call.tools[0]["function"]["parameters"]["properties"]["link"] = RequestJson::parse(R"({"type":"string","format":"iri"})");
+  EXPECT_EQ(constraint_error(call).status, 0);
+  call.tools[0]["function"]["strict"] = true;
+  EXPECT_EQ(constraint_error(call).param, "tools");
+  call.tools[0]["function"]["parameters"]["properties"]["link"]["format"] = "uri";  // known: fine when strict
+  EXPECT_EQ(constraint_error(call).status, 0);
 }
 
 }  // namespace

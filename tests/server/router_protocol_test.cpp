@@ -154,6 +154,8 @@ TEST_F(RouterTest, PreflightEchoesTheRequestedHeaders) {
   EXPECT_EQ(res[http::field::access_control_allow_origin], "*");
   EXPECT_EQ(res[http::field::access_control_allow_headers], asked);
   EXPECT_NE(std::string(res[http::field::access_control_allow_methods]).find("POST"), std::string::npos);
+  // The OpenAI SDK deletes stored responses from a browser too.
+  EXPECT_NE(std::string(res[http::field::access_control_allow_methods]).find("DELETE"), std::string::npos);
   // Something that is not a header list is not reflected.
   const HttpResponse odd = route(http::verb::options, "/v1/models", "",
                                  {{"Access-Control-Request-Headers", "x-a; <script>"}});
@@ -172,6 +174,68 @@ TEST_F(RouterTest, PreflightUsesTheConfiguredHeaderList) {
                                  {{"Access-Control-Request-Headers", "x-stainless-os"}});
   EXPECT_EQ(res[http::field::access_control_allow_headers], "Authorization, Content-Type, X-Custom");
   EXPECT_EQ(res[http::field::access_control_allow_origin], "https://app.example");
+}
+
+// The stored /v1/responses, as OpenAI's SDK calls them: retrieve, delete, inputItems.list.
+TEST_F(RouterTest, StoredResponsesCanBeRetrievedListedAndDeleted) {
+  nlohmann::json items = nlohmann::json::array();
+  for (const char* id : {"msg_1", "fc_2", "fco_3"}) items.push_back({{"id", id}, {"type", "message"}});
+  state_->response_store().put("resp_a", {RequestJson::array(), R"({"id":"resp_a","object":"response"})", items});
+  const HttpResponse got = route(http::verb::get, "/v1/responses/resp_a");
+  EXPECT_EQ(got.result_int(), 200u);
+  EXPECT_EQ(got.body(), R"({"id":"resp_a","object":"response"})");
+  EXPECT_EQ(route(http::verb::get, "/v1/responses/resp_a?stream=true").result_int(), 400u);
+
+  auto list = [&](const std::string& query) {
+    const HttpResponse res = route(http::verb::get, "/v1/responses/resp_a/input_items" + query);
+    EXPECT_EQ(res.result_int(), 200u) << query;
+    return nlohmann::json::parse(res.body());
+  };
+  nlohmann::json page = list("");  // OpenAI's default order: newest first
+  EXPECT_EQ(page["object"], "list");
+  EXPECT_EQ(page["first_id"], "fco_3");
+  EXPECT_EQ(page["last_id"], "msg_1");
+  EXPECT_EQ(page["has_more"], false);
+  page = list("?order=asc&limit=2");
+  EXPECT_EQ(page["data"].size(), 2u);
+  EXPECT_EQ(page["first_id"], "msg_1");
+  EXPECT_EQ(page["has_more"], true);
+  page = list("?order=asc&limit=2&after=fc_2");
+  EXPECT_EQ(page["data"].size(), 1u);
+  EXPECT_EQ(page["data"][0]["id"], "fco_3");
+  EXPECT_EQ(page["has_more"], false);
+  for (const char* bad : {"?limit=0", "?limit=101", "?limit=x", "?order=up", "?after=nope"}) {
+    const HttpResponse res = route(http::verb::get, std::string("/v1/responses/resp_a/input_items") + bad);
+    EXPECT_EQ(res.result_int(), 400u) << bad;
+  }
+  EXPECT_EQ(route(http::verb::post, "/v1/responses/resp_a", "{}").result_int(), 405u);
+  EXPECT_EQ(route(http::verb::delete_, "/v1/responses/resp_a/input_items").result_int(), 405u);
+
+  const HttpResponse deleted = route(http::verb::delete_, "/v1/responses/resp_a");
+  EXPECT_EQ(deleted.result_int(), 200u);
+  EXPECT_EQ(nlohmann::json::parse(deleted.body()),
+            nlohmann::json({{"id", "resp_a"}, {"object", "response"}, {"deleted", true}}));
+  for (const auto& [verb, target] : std::vector<std::pair<http::verb, std::string>>{
+           {http::verb::get, "/v1/responses/resp_a"},
+           {http::verb::get, "/v1/responses/resp_a/input_items"},
+           {http::verb::delete_, "/v1/responses/resp_a"},
+           {http::verb::get, "/v1/responses/never"}}) {
+    const HttpResponse res = route(verb, target);
+    EXPECT_EQ(res.result_int(), 404u) << target;
+    const nlohmann::json error = nlohmann::json::parse(res.body())["error"];
+    EXPECT_EQ(error["type"], "invalid_request_error") << target;
+    EXPECT_NE(error["message"].get<std::string>().find("not found"), std::string::npos) << target;
+  }
+}
+
+TEST_F(RouterTest, StoredResponsesNeedTheApiKey) {
+  ServerConfig c;
+  c.api_keys = {"k"};
+  start(c);
+  state_->response_store().put("resp_a", {RequestJson::array(), "{}", nlohmann::json::array()});
+  EXPECT_EQ(route(http::verb::get, "/v1/responses/resp_a").result_int(), 401u);
+  EXPECT_EQ(route(http::verb::delete_, "/v1/responses/resp_a").result_int(), 401u);
+  EXPECT_EQ(route(http::verb::get, "/v1/responses/resp_a", "", {{"Authorization", "Bearer k"}}).result_int(), 200u);
 }
 
 TEST(ProcessMetrics, ScrapeHasProcessSeriesAndHttpResponseCounts) {
@@ -194,6 +258,8 @@ TEST(ProcessMetrics, ScrapeHasProcessSeriesAndHttpResponseCounts) {
 TEST(RouteLabel, IsABoundedSet) {
   EXPECT_EQ(route_label("/v1/chat/completions"), "/v1/chat/completions");
   EXPECT_EQ(route_label("/v1/models/abc"), "/v1/models/{id}");
+  EXPECT_EQ(route_label("/v1/responses/resp_1"), "/v1/responses/{id}");
+  EXPECT_EQ(route_label("/v1/responses/resp_1/input_items"), "/v1/responses/{id}/input_items");
   EXPECT_EQ(route_label("/v1/tokenize"), "/tokenize");
   EXPECT_EQ(route_label("/static/chat.js"), "/static");
   EXPECT_EQ(route_label("/anything/else/12345"), "other");
