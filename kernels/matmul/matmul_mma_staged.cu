@@ -90,13 +90,13 @@ __global__ void __launch_bounds__(kThreads) matvec_staged_kernel(const MatvecPar
   const int64_t group = p.group_offset + blockIdx.y;
   // The weights' first copies (a prefetch into shared memory) go out in staged_group before its
   // wait, for launches without expert segments.
-  const bool early = group < g.num_groups && g.expert_ids == nullptr;
+  const bool early = p.copies_before_wait && group < g.num_groups && g.expert_ids == nullptr;
   if (!early) {
     if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B, S, 1>(g);
     gpu::begin_kernel();
     if (group >= g.num_groups) return;
   }
-  staged_group<R, B, S, kNorm, kInNorm, 1, kDeferred>(g, group, smem, early);
+  staged_group<R, B, S, kNorm, kInNorm, 1, kDeferred>(g, group, smem, early, p.early_tail_loads, p.alternate_halves);
 #else
   gpu::begin_kernel();
   (void)p;  // never launched there: matvec_math_on_device gives kCudaCores without bf16 mma
@@ -116,13 +116,13 @@ __global__ void __launch_bounds__(kThreads, kTilesMinBlocks) matvec_staged_tiles
   const int64_t group = p.group_offset + blockIdx.y;
   // The weights' first copies (a prefetch into shared memory) go out in staged_group before its
   // wait, for launches without expert segments.
-  const bool early = group < g.num_groups && g.expert_ids == nullptr;
+  const bool early = p.copies_before_wait && group < g.num_groups && g.expert_ids == nullptr;
   if (!early) {
     if (p.prefetch_weights && group < g.num_groups && g.expert_ids == nullptr) prefetch_first_chunks<B, S, 2>(g);
     gpu::begin_kernel();
     if (group >= g.num_groups) return;
   }
-  staged_group<R, B, S, kNorm, kInNorm, 2, kDeferred>(g, group, smem, early);
+  staged_group<R, B, S, kNorm, kInNorm, 2, kDeferred>(g, group, smem, early, p.early_tail_loads, p.alternate_halves);
 #else
   gpu::begin_kernel();
   (void)p;
@@ -162,6 +162,7 @@ gpuError_t launch_staged(MatvecParams p, gpuStream_t stream) {
     largest = std::max(largest, static_cast<size_t>(g.num_out) * g.w_row_bytes * (g.w_up != nullptr ? 2 : 1));
   }
   p.prefetch_weights = largest <= matvec::kPrefetchMaxMatrixBytes;
+  p.copies_before_wait = p.early_tail_loads = p.alternate_halves = true;  // matvec_seg.h: values on purpose
   for (int64_t first = 0; first < num_groups; first += kMaxGridY) {
     p.group_offset = first;
     const dim3 grid(static_cast<unsigned>(grid_x),

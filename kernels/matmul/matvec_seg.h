@@ -84,6 +84,16 @@ struct MatvecParams {
   int num_segs;
   int64_t group_offset;  // first row group of this launch (grid.y limit)
   bool prefetch_weights;  // prefetch_block_weights: the launcher's rule by rows and matrix bytes
+  // The staged walk's pipelining (matvec_staged_group.h): the first chunks' weight copies before
+  // the grid dependency wait; the deferred norm's one-tile kernels' tail loads before the walk;
+  // its one-row kernels' halves loading alternate chunks. Always on, yet kernel parameters rather
+  // than compile-time constants on purpose: with constants, ptxas allocates the deferred-norm
+  // kernels' registers differently (the two-tile ones spill) and the 27B's one-stream step was
+  // 1.5% slower; with values the staged kernels are, byte for byte, the machine code those
+  // figures were measured with (bench/RESULTS.md, decision log).
+  bool copies_before_wait;
+  bool early_tail_loads;
+  bool alternate_halves;
 };
 
 // This block's segment, selected with constant indices (a run-time index into the parameter

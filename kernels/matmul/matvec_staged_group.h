@@ -74,9 +74,11 @@ __device__ __forceinline__ float4 input_normed(float4 x, float scale, float4 w) 
 // early: the kernel has not waited yet (gpu::begin_kernel): the first chunks' weight copies
 // go out first (weights: memory no kernel of the step writes; nothing else is read before the
 // wait but kernel parameters), then the wait; never with expert segments, whose rows come from
-// the router.
+// the router. early_tail_loads / alternate_halves: MatvecParams' pipelining values (always on;
+// matvec_seg.h says why they are values).
 template <int R, int B, int kStages, bool kNorm, bool kInNorm, int M, bool kDeferred>
-__device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, uint8_t* smem, bool early) {
+__device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, uint8_t* smem, bool early, bool early_tail_loads,
+                                             bool alternate_halves) {
   using C = Chunk<B>;
   constexpr int NT = column_tiles<R>();
   constexpr int kChunkBlocks = C::kBlocks, kChunkInputs = C::kInputs, kSegBytes = C::kSegBytes, kRowStride = C::kRowStride;
@@ -177,7 +179,7 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
   // the same registers and shared memory (Nsight Compute put the 27B's down and out
   // projections' largest stalls on that load and the barrier behind it). A second split buffer
   // instead (chunk k + 1 split during chunk k) was slower, with 6 KB more a block.
-  const bool alternate = kDeferred && R == 1 && kPipelineX && 2 * kItemsPerChunk <= kThreads;
+  const bool alternate = kDeferred && R == 1 && kPipelineX && 2 * kItemsPerChunk <= kThreads && alternate_halves;
   const int x_item = alternate ? tid % kItemsPerChunk : tid;  // this thread's item of a chunk
   const int x_half = alternate ? tid / kItemsPerChunk : 0;    // alternate: the chunks k with k % 2 == x_half (2+: none)
   float4 xa = make_float4(0.0f, 0.0f, 0.0f, 0.0f), xb = xa, wa = xa, wb = xa;
@@ -247,7 +249,7 @@ __device__ __forceinline__ void staged_group(const MatvecSeg& g, int64_t group, 
   // epilogue's loads). Only these kernels: the others' machine code stays as it was (with every
   // kernel of 1-2 row groups on this path the 35B-A3B's steps were slower, and the two-tile
   // kernels, held to 80 registers, spilled more; bench/RESULTS.md).
-  const bool early_tail = kDeferred && R <= 2 && M == 1;
+  const bool early_tail = kDeferred && R <= 2 && M == 1 && early_tail_loads;
   float y_before = 0.0f, xw_weight = 0.0f;  // early_tail: the epilogue's residual and next-norm weight
   if (early_tail) {
     if (g.w_up == nullptr && tid < M * kTileRows * num_valid) {
