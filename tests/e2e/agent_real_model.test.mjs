@@ -311,3 +311,22 @@ test('responses stream: a call cut by max_output_tokens is incomplete in output_
     for (const item of final.output) assert.equal(done.get(item.id), item.status, `max_output_tokens ${max}: ${item.id}`);
   }
 });
+
+// A tool whose schema is no JSON Schema (an unknown type) is a 400 in each API's own format
+// with tool_choice auto too, as OpenAI and Anthropic answer, and the server keeps serving.
+test('a malformed tool schema is a 400 with tool_choice auto on messages, responses and chat', async () => {
+  const bad = { type: 'object', properties: { a: { type: 'strung' } } };
+  await assert.rejects(anthropic.messages.create({ model, max_tokens: 2, tools: [{ name: 'f', input_schema: bad }],
+    messages: [{ role: 'user', content: 'hi' }] }), (e) => e instanceof Anthropic.BadRequestError
+    && e.error.error.type === 'invalid_request_error' && /properties\.a\.type.*strung/.test(e.error.error.message));
+  await assert.rejects(openai.responses.create({ model, max_output_tokens: 2, input: 'hi',
+    tools: [{ type: 'function', name: 'f', strict: false, parameters: bad }] }),
+  (e) => e instanceof OpenAI.BadRequestError && /properties\.a\.type$/.test(e.param));
+  await assert.rejects(openai.chat.completions.create({ model, max_tokens: 2, messages: [{ role: 'user', content: 'hi' }],
+    tools: [{ type: 'function', function: { name: 'f', parameters: bad } }] }),
+  (e) => e instanceof OpenAI.BadRequestError && e.param === 'tools[0].function.parameters.properties.a.type');
+  const ok = await anthropic.messages.create({ model, max_tokens: 2, messages: [{ role: 'user', content: 'hi' }],
+    tools: [{ name: 'f', input_schema: { type: 'object', properties: { a: { type: ['string', 'null'] },
+      b: { oneOf: [{ type: 'integer' }, { type: 'string' }] }, c: { type: 'array', items: [{ type: 'string' }] } } } }] });
+  assert.equal(ok.type, 'message');
+});
