@@ -1,5 +1,9 @@
 #include "server/chat_messages.h"
 
+#include <algorithm>
+#include <iterator>
+#include <string_view>
+
 #include "server/api_error.h"
 #include "server/json_fields.h"
 
@@ -145,6 +149,54 @@ RequestJson normalize_messages(const RequestJson& messages, const std::string& p
   return out;
 }
 
+namespace {
+
+// A tool's parameters schema, checked for what makes it no JSON Schema at all (a schema that
+// is not an object or boolean, an unknown type name), since OpenAI and Anthropic refuse such
+// tools with a 400 whatever the tool_choice. Keywords beyond the constrained subset are not
+// checked here: with tool_choice auto the schema only reaches the prompt.
+void check_tool_schema(const RequestJson& schema, const std::string& path) {
+  if (schema.is_boolean()) return;
+  if (!schema.is_object()) {
+    throw ApiException{invalid_type(path, std::string("expected a JSON Schema (an object), got ") +
+                                              json_type_name(schema) + ".")};
+  }
+  static constexpr std::string_view kTypes[] = {"object", "array", "string", "number", "integer", "boolean", "null"};
+  const auto known = [](const RequestJson& t) {
+    return t.is_string() && std::find(std::begin(kTypes), std::end(kTypes), t.get_ref<const std::string&>()) != std::end(kTypes);
+  };
+  if (const auto type = schema.find("type"); type != schema.end()) {
+    const bool ok = type->is_array() ? std::all_of(type->begin(), type->end(), known) : known(*type);
+    if (!ok) {
+      throw ApiException{invalid_value(path + ".type", type->dump() + " is not a JSON Schema type (object, array, "
+                                                                     "string, number, integer, boolean, null).")};
+    }
+  }
+  for (const char* key : {"properties", "$defs", "definitions"}) {
+    const auto map = schema.find(key);
+    if (map == schema.end() || !map->is_object()) continue;
+    for (const auto& [name, sub] : map->items()) check_tool_schema(sub, path + "." + key + "." + name);
+  }
+  if (const auto items = schema.find("items"); items != schema.end()) {
+    if (items->is_array()) {  // draft-07's tuple form
+      for (size_t i = 0; i < items->size(); ++i) check_tool_schema((*items)[i], element_path(path + ".items", i));
+    } else {
+      check_tool_schema(*items, path + ".items");
+    }
+  }
+  for (const char* key : {"additionalProperties", "not"}) {
+    const auto sub = schema.find(key);
+    if (sub != schema.end() && sub->is_object()) check_tool_schema(*sub, path + "." + key);
+  }
+  for (const char* key : {"anyOf", "oneOf", "allOf"}) {
+    const auto list = schema.find(key);
+    if (list == schema.end() || !list->is_array()) continue;
+    for (size_t i = 0; i < list->size(); ++i) check_tool_schema((*list)[i], element_path(path + "." + key, i));
+  }
+}
+
+}  // namespace
+
 RequestJson normalize_tools(const RequestJson* tools, const std::string& path) {
   if (!tools) return nullptr;
   if (!tools->is_array()) {
@@ -164,7 +216,7 @@ RequestJson normalize_tools(const RequestJson* tools, const std::string& path) {
     const auto name = fn.string("name");
     if (!name || name->empty()) throw ApiException{missing_parameter(fn.param("name"))};
     fn.string("description");
-    fn.object("parameters");
+    if (const RequestJson* parameters = fn.object("parameters")) check_tool_schema(*parameters, fn.param("parameters"));
     fn.boolean("strict");
     fn.reject_unknown();
     f.reject_unknown();

@@ -124,6 +124,7 @@ void GenerationStream::on_event(const scheduler::RequestEvent& event) {
   const StepOutput out = generation_.on_event(event);
   if (out.cancel_engine) service_.engine->cancel(id_);
   if (job_.stream) {
+    if (out.finish_reason) wire_->stream_ending(out);
     write_stream_output(out);
     if (out.done()) finish_stream(out);
   } else {

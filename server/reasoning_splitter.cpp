@@ -67,6 +67,10 @@ ReasoningSplitter::Pieces ReasoningSplitter::finish() {
   Pieces out;
   std::string held = std::move(held_);
   held_.clear();
+  // Output cut (max_tokens) while "</think>" was being written, as happens when a thinking
+  // budget forces the close just before the limit: the start of the tag, and the layout
+  // newlines before it, are markup, not reasoning. A lone "<" may be text, so it stays.
+  if (in_reasoning_ && partial_tag_suffix(held, kClose) >= 2) return out;
   emit(out, held);
   return out;
 }

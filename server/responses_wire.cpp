@@ -184,9 +184,13 @@ void ResponsesWire::store(const std::vector<OutputBlock>& blocks, const nlohmann
   s_.store->put(s_.id, {std::move(conversation), json_text(response), std::move(s_.input_items)});
 }
 
-std::string ResponsesWire::stream_finish(const StepOutput& end, const Usage& usage) {
-  // The blocks still open are the one the token limit cut.
+void ResponsesWire::stream_ending(const StepOutput& end) {
+  // The blocks the ending step closes are the ones the token limit cut.
   if (end.finish_reason && std::string_view(end.finish_reason) == "length") closing_status_ = "incomplete";
+}
+
+std::string ResponsesWire::stream_finish(const StepOutput& end, const Usage& usage) {
+  stream_ending(end);  // the blocks still open are the one the token limit cut
   std::string out = events(blocks_.finish());
   const nlohmann::json response = response_json(blocks_.blocks(), &end, &usage);
   store(blocks_.blocks(), response);

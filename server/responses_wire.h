@@ -42,6 +42,7 @@ class ResponsesWire final : public WireFormat {
   std::string stream_start(const Usage& usage) override;
   std::string stream_delta(const OutputDelta& delta, const Usage& usage) override;
   std::string stream_finish(const StepOutput& end, const Usage& usage) override;
+  void stream_ending(const StepOutput& end) override;
   std::string stream_error(const ApiError& error) override;
   std::string body(const OutputDelta& all, const StepOutput& end, const Usage& usage) override;
   void gather(const OutputDelta& delta) override;

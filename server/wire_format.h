@@ -23,6 +23,10 @@ class WireFormat {
   virtual ~WireFormat() = default;
   virtual std::string stream_start(const Usage& usage) = 0;
   virtual std::string stream_delta(const OutputDelta& delta, const Usage& usage) = 0;
+  // Streams: called with the step that finishes the request before its deltas go to
+  // stream_delta, since they may close a block that the finish cut (a tool call closed at the
+  // token limit) and the block's closing event must say so.
+  virtual void stream_ending(const StepOutput& /*end*/) {}
   // `end` is the step that finished the request (finish_reason set).
   virtual std::string stream_finish(const StepOutput& end, const Usage& usage) = 0;
   virtual std::string stream_error(const ApiError& error) = 0;

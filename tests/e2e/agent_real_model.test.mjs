@@ -275,3 +275,58 @@ test('a system message after a user message is a clear 400 on chat, responses an
   const ok = await openai.chat.completions.create({ model, max_tokens: 2, messages: [{ role: 'user', content: 'still there?' }] });
   assert.ok(ok.choices[0].message.content !== undefined);
 });
+
+// A thinking budget forces "\n</think>\n\n" after its last token; a max_tokens that cuts that
+// close short must not leave a piece of the tag in the reasoning, streamed or not, on chat or
+// responses. (A lone trailing newline stays: reasoning cut by max_tokens keeps its newlines.)
+test('a thinking budget close cut by max_tokens leaves no markup in the reasoning', async () => {
+  for (let max = 3; max <= 9; ++max) {
+    const body = { model, input: 'hi', max_output_tokens: max, temperature: 0, thinking_token_budget: 2 };
+    const r = await openai.responses.create(body);
+    const reasoning = r.output.filter((i) => i.type === 'reasoning').map((i) => i.content[0].text).join('');
+    assert.doesNotMatch(reasoning, /<\//, `max_output_tokens ${max}: ${JSON.stringify(reasoning)}`);
+    const stream = await openai.responses.create({ ...body, stream: true });
+    let deltas = '';
+    for await (const event of stream) if (event.type === 'response.reasoning_text.delta') deltas += event.delta;
+    assert.equal(deltas, reasoning, `max_output_tokens ${max}`);
+    const chat = await openai.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: max, temperature: 0, thinking_token_budget: 2 });
+    assert.doesNotMatch(chat.choices[0].message.reasoning_content ?? '', /<\//, `max_tokens ${max}`);
+  }
+});
+
+// A forced call cut by max_output_tokens is closed by the last step: the streamed
+// output_item.done carries the same status as the item in response.incomplete.
+test('responses stream: a call cut by max_output_tokens is incomplete in output_item.done too', async () => {
+  const tools = [{ type: 'function', name: 'f', parameters: { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'] } }];
+  for (let max = 14; max <= 24; max += 2) {
+    const stream = await openai.responses.create({ model, input: 'hi', max_output_tokens: max, temperature: 0,
+      reasoning: { effort: 'none' }, tool_choice: 'required', tools, stream: true });
+    const done = new Map();
+    let final = null;
+    for await (const event of stream) {
+      if (event.type === 'response.output_item.done') done.set(event.item.id, event.item.status);
+      if (event.type === 'response.completed' || event.type === 'response.incomplete') final = event.response;
+    }
+    for (const item of final.output) assert.equal(done.get(item.id), item.status, `max_output_tokens ${max}: ${item.id}`);
+  }
+});
+
+// A tool whose schema is no JSON Schema (an unknown type) is a 400 in each API's own format
+// with tool_choice auto too, as OpenAI and Anthropic answer, and the server keeps serving.
+test('a malformed tool schema is a 400 with tool_choice auto on messages, responses and chat', async () => {
+  const bad = { type: 'object', properties: { a: { type: 'strung' } } };
+  await assert.rejects(anthropic.messages.create({ model, max_tokens: 2, tools: [{ name: 'f', input_schema: bad }],
+    messages: [{ role: 'user', content: 'hi' }] }), (e) => e instanceof Anthropic.BadRequestError
+    && e.error.error.type === 'invalid_request_error' && /properties\.a\.type.*strung/.test(e.error.error.message));
+  await assert.rejects(openai.responses.create({ model, max_output_tokens: 2, input: 'hi',
+    tools: [{ type: 'function', name: 'f', strict: false, parameters: bad }] }),
+  (e) => e instanceof OpenAI.BadRequestError && /properties\.a\.type$/.test(e.param));
+  await assert.rejects(openai.chat.completions.create({ model, max_tokens: 2, messages: [{ role: 'user', content: 'hi' }],
+    tools: [{ type: 'function', function: { name: 'f', parameters: bad } }] }),
+  (e) => e instanceof OpenAI.BadRequestError && e.param === 'tools[0].function.parameters.properties.a.type');
+  const ok = await anthropic.messages.create({ model, max_tokens: 2, messages: [{ role: 'user', content: 'hi' }],
+    tools: [{ name: 'f', input_schema: { type: 'object', properties: { a: { type: ['string', 'null'] },
+      b: { oneOf: [{ type: 'integer' }, { type: 'string' }] }, c: { type: 'array', items: [{ type: 'string' }] } } } }] });
+  assert.equal(ok.type, 'message');
+});

@@ -299,6 +299,30 @@ TEST(ResponsesWire, StreamCutMarksTheOpenItemIncomplete) {
   EXPECT_EQ(final_response["output"][1]["status"], "incomplete");
 }
 
+// A tool call cut by the token limit is closed by the ending step's own delta (the parser's
+// finish): its output_item.done says incomplete, as the final response does.
+TEST(ResponsesWire, CallClosedByTheEndingStepIsIncomplete) {
+  ResponsesWire wire(responses_setup(nullptr));
+  Usage usage;
+  const std::vector<ToolCall> pieces = call_pieces(0, {"{", "}"});
+  std::string sse = wire.stream_start(usage);
+  sse += wire.stream_delta(delta("", "", {pieces[0]}), usage);
+  StepOutput end;
+  end.finish_reason = "length";
+  wire.stream_ending(end);
+  sse += wire.stream_delta(delta("", "", {pieces[1]}), usage);
+  sse += wire.stream_finish(end, usage);
+  std::vector<std::string> done_status;
+  nlohmann::json final_response;
+  for (const nlohmann::json& e : parse_events(sse)) {
+    if (e["type"] == "response.output_item.done") done_status.push_back(e["item"]["status"]);
+    if (e["type"] == "response.incomplete") final_response = e["response"];
+  }
+  EXPECT_EQ(done_status, (std::vector<std::string>{"incomplete"}));
+  ASSERT_TRUE(final_response.is_object());
+  EXPECT_EQ(final_response["output"][0]["status"], "incomplete");
+}
+
 // A non-streamed body keeps the model's order of text and tool calls, as the stream does: the
 // gathered deltas' blocks, not the merged output's (all text first).
 TEST(AgentWires, GatheredBodiesKeepTheDeltasOrder) {

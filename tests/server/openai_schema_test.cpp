@@ -161,6 +161,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadField{R"("tools":{})", "tools", "invalid_type"},
         BadField{R"("tools":[{"type":"function","function":{}}])", "tools[0].function.name",
                  "missing_required_parameter"},
+        // A malformed parameters schema is a 400 whatever the tool_choice (it is only compiled
+        // into a grammar when a call is forced).
+        BadField{R"("tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"strung"}}}}}])",
+                 "tools[0].function.parameters.properties.a.type", "invalid_value"},
+        BadField{R"("tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"array","items":{"anyOf":[{"type":"string"},{"type":7}]}}}}}}])",
+                 "tools[0].function.parameters.properties.a.items.anyOf[1].type", "invalid_value"},
+        BadField{R"("tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":"string"}}}}])",
+                 "tools[0].function.parameters.properties.a", "invalid_type"},
         BadField{R"("tool_choice":"sometimes")", "tool_choice", "invalid_value"},
         BadField{R"("tool_choice":"required")", "tool_choice", "invalid_value"},
         BadField{R"("chat_template_kwargs":[])", "chat_template_kwargs", "invalid_type"},

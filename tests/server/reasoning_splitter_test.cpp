@@ -53,6 +53,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"line1\n\nline2\n</think>ok\n", true, "line1\n\nline2", "ok\n"},
         Case{"<think></think>\n\nanswer", false, "", "answer"},
         Case{"trailing newlines in reasoning\n\n", true, "trailing newlines in reasoning\n\n", ""},
+        // Cut by max_tokens inside the close tag: nothing of the tag, nor the newline before
+        // it, is reasoning. A lone "<" could be text and stays.
+        Case{"The user\n</think", true, "The user", ""},
+        Case{"The user\n\n</", true, "The user", ""},
+        Case{"a <", true, "a <", ""},
         Case{"héllo → wörld</think>日本", true, "héllo → wörld", "日本"}));
 
 TEST(ReasoningSplitter, PromptEndsInReasoning) {
