@@ -41,9 +41,13 @@ nlohmann::json input_items(const RequestJson& input) {
   return items;
 }
 
+ApiException response_not_found(const std::string& id) {
+  return ApiException{not_found("", "Response with id '" + id + "' not found.")};
+}
+
 ResponseStore::Stored stored_or_404(const std::string& id, ServerState& state) {
   std::optional<ResponseStore::Stored> stored = state.response_store().find(id);
-  if (!stored) throw ApiException{not_found("", "Response with id '" + id + "' not found.")};
+  if (!stored) throw response_not_found(id);
   return std::move(*stored);
 }
 
@@ -85,16 +89,7 @@ GenerationJob prepare_responses(std::string_view body, ServerState& state, const
   setup.model = job.format.model;
   setup.echo = std::move(request.echo);
   setup.history = std::move(request.history);
-  if (!request.previous_response_id.empty()) {
-    // As OpenAI lists them: the chain's items first (the previous response's input items,
-    // which hold its own chain, then its output), then this request's input.
-    if (auto previous = state.response_store().find(request.previous_response_id)) {
-      setup.input_items = std::move(previous->input_items);
-      const nlohmann::json output = nlohmann::json::parse(previous->response_json).value("output", nlohmann::json::array());
-      for (const nlohmann::json& item : output) setup.input_items.push_back(item);
-    }
-  }
-  if (!setup.input_items.is_array()) setup.input_items = nlohmann::json::array();
+  setup.input_items = std::move(request.previous_items);  // the chain's items, then this request's input
   for (nlohmann::json& item : input_items(request.input)) setup.input_items.push_back(std::move(item));
   if (request.store && state.response_store().enabled()) setup.store = &state.response_store();
   job.wire = std::make_shared<ResponsesWire>(std::move(setup));
@@ -110,9 +105,7 @@ std::string stored_response_body(const std::string& id, const QueryParams& query
 }
 
 std::string deleted_response_body(const std::string& id, ServerState& state) {
-  if (!state.response_store().erase(id)) {
-    throw ApiException{not_found("", "Response with id '" + id + "' not found.")};
-  }
+  if (!state.response_store().erase(id)) throw response_not_found(id);
   return json_text({{"id", id}, {"object", "response"}, {"deleted", true}});
 }
 
@@ -123,7 +116,8 @@ std::string input_items_body(const std::string& id, const QueryParams& query, Se
     limit = digits ? std::stoi(*v) : 0;
     if (limit < 1 || limit > 100) throw ApiException{invalid_value("limit", "expected an integer from 1 to 100.")};
   }
-  const std::string order = query.contains("order") ? query.at("order") : "desc";
+  const std::string* order_value = query_value(query, "order");
+  const std::string order = order_value ? *order_value : "desc";
   if (order != "asc" && order != "desc") throw ApiException{invalid_value("order", "expected 'asc' or 'desc'.")};
   const ResponseStore::Stored stored = stored_or_404(id, state);
   std::vector<const nlohmann::json*> items;

@@ -269,7 +269,7 @@ ResponsesRequest parse_responses_request(std::string_view body, const SchemaLimi
   if (const auto model = f.string("model")) chat["model"] = *model;
 
   if (const auto previous = f.string("previous_response_id")) {
-    std::optional<RequestJson> stored = store.get(*previous);
+    std::optional<ResponseStore::Stored> stored = store.find(*previous);
     if (!stored) {
       // OpenAI's code: agent clients (Codex among them) match on it to resend the whole
       // conversation instead.
@@ -281,7 +281,15 @@ ResponsesRequest parse_responses_request(std::string_view body, const SchemaLimi
       throw ApiException{std::move(error)};
     }
     r.previous_response_id = *previous;
-    r.history = std::move(*stored);
+    r.history = std::move(stored->messages);
+    // As OpenAI lists a continuation's input items: the chain's first (the previous response's
+    // input items, which hold its own chain, then its output).
+    r.previous_items = std::move(stored->input_items);
+    if (!r.previous_items.is_array()) r.previous_items = nlohmann::json::array();
+    const nlohmann::json response = nlohmann::json::parse(stored->response_json, nullptr, false);
+    if (response.is_object()) {
+      for (const nlohmann::json& item : response.value("output", nlohmann::json::array())) r.previous_items.push_back(item);
+    }
   }
   const RequestJson* input = f.get("input");
   if (!input) throw ApiException{missing_parameter("input")};

@@ -29,6 +29,8 @@ struct ResponsesRequest {
   // without the instructions' system message.
   RequestJson history = RequestJson::array();
   std::string previous_response_id;  // empty: none
+  // previous_response_id's items as GET .../input_items lists them (its chain, then its output).
+  nlohmann::json previous_items = nlohmann::json::array();
   RequestJson input;  // the request's `input` as sent (validated), for GET .../input_items
   bool store = true;
   // The request fields a response object repeats (instructions, tools, tool_choice,

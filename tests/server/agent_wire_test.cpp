@@ -277,6 +277,17 @@ TEST(ResponsesWire, IncompleteBodyAndNoStore) {
   EXPECT_EQ(body["usage"]["input_tokens_details"]["cached_tokens"], 0);
 }
 
+// A Responses stream's output_item.done statuses in order, and its response.incomplete's response.
+std::pair<std::vector<std::string>, nlohmann::json> item_statuses(const std::string& sse) {
+  std::vector<std::string> done_status;
+  nlohmann::json final_response;
+  for (const nlohmann::json& e : parse_events(sse)) {
+    if (e["type"] == "response.output_item.done") done_status.push_back(e["item"]["status"]);
+    if (e["type"] == "response.incomplete") final_response = e["response"];
+  }
+  return {std::move(done_status), std::move(final_response)};
+}
+
 // A stream cut by max_output_tokens: the items closed before the cut are completed, the one
 // open at the cut is incomplete, in its output_item.done and in the final response.
 TEST(ResponsesWire, StreamCutMarksTheOpenItemIncomplete) {
@@ -287,12 +298,7 @@ TEST(ResponsesWire, StreamCutMarksTheOpenItemIncomplete) {
   StepOutput end;
   end.finish_reason = "length";
   sse += wire.stream_finish(end, usage);
-  std::vector<std::string> done_status;
-  nlohmann::json final_response;
-  for (const nlohmann::json& e : parse_events(sse)) {
-    if (e["type"] == "response.output_item.done") done_status.push_back(e["item"]["status"]);
-    if (e["type"] == "response.incomplete") final_response = e["response"];
-  }
+  const auto [done_status, final_response] = item_statuses(sse);
   EXPECT_EQ(done_status, (std::vector<std::string>{"completed", "incomplete"}));
   ASSERT_TRUE(final_response.is_object());
   EXPECT_EQ(final_response["output"][0]["status"], "completed");
@@ -312,12 +318,7 @@ TEST(ResponsesWire, CallClosedByTheEndingStepIsIncomplete) {
   wire.stream_ending(end);
   sse += wire.stream_delta(delta("", "", {pieces[1]}), usage);
   sse += wire.stream_finish(end, usage);
-  std::vector<std::string> done_status;
-  nlohmann::json final_response;
-  for (const nlohmann::json& e : parse_events(sse)) {
-    if (e["type"] == "response.output_item.done") done_status.push_back(e["item"]["status"]);
-    if (e["type"] == "response.incomplete") final_response = e["response"];
-  }
+  const auto [done_status, final_response] = item_statuses(sse);
   EXPECT_EQ(done_status, (std::vector<std::string>{"incomplete"}));
   ASSERT_TRUE(final_response.is_object());
   EXPECT_EQ(final_response["output"][0]["status"], "incomplete");
